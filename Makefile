@@ -1,0 +1,44 @@
+# Set-up and checks on a fresh machine. Everything installs into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+LAB_PORT ?= 8888
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+.PHONY: help venv install lab demo test lint bench clean
+
+help:
+	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
+	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
+	@echo "make test   install and run the whole suite (ruff + pytest)"
+	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test,lab]'
+	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+venv install: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/pai cluster start --quiet || true
+	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks
+
+demo: $(STAMP)
+	$(BIN)/python -m pai_jupyter.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check pai_jupyter tests
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .bench

@@ -1,0 +1,28 @@
+"""pai_jupyter: a Jupyter-native workbench for OpenPAI-style training jobs.
+
+Public names are imported lazily so that ``import pai_jupyter`` (and ``%load_ext pai_jupyter``) stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Job": "pai_jupyter.protocol",
+    "TaskRole": "pai_jupyter.protocol",
+    "Port": "pai_jupyter.protocol",
+    "JobValidationError": "pai_jupyter.protocol",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pai_jupyter' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,19 @@
+"""The ``pai`` command. Exit codes: 0 ok; 1 the waited job ended FAILED or STOPPED; 2 bad input;
+3 server unavailable or unauthorized."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .validate import validate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="pai")
+def main() -> None:
+    """Build, validate and run OpenPAI-style training jobs: on the embedded local cluster or a real OpenPAI."""
+
+
+main.add_command(validate)
+

@@ -1,0 +1,137 @@
+"""The one error a bad job document raises: every problem, each with its field path and the rule broken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "problems_from_pydantic"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: where (``taskRoles[0].memoryMB``) and what, in plain English."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+class JobValidationError(ValueError):
+    """A job document that cannot be accepted. ``problems`` lists every issue found, not just the first."""
+
+    def __init__(self, problems: Sequence[Problem], source: str | None = None):
+        self.problems: list[Problem] = list(problems) or [Problem("", "invalid job")]
+        self.source = source
+        head = f"{source}: " if source else ""
+        count = len(self.problems)
+        lines = [f"{head}invalid job ({count} problem{'s' if count != 1 else ''})"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"problems": [p.to_dict() for p in self.problems]}
+
+
+class ConversionError(JobValidationError):
+    """A valid job that the other protocol version cannot express; each problem names the field."""
+
+
+# Friendly wording for the regular expressions the protocol uses, keyed by the pattern itself.
+PATTERN_RULES = {
+    r"^[A-Za-z0-9\-._~]+$": "job names may use only letters, digits, '-', '.', '_' and '~'",
+    r"^[a-zA-Z0-9_-]+$": "job names may use only letters, digits, '_' and '-'",
+    r"^[A-Za-z0-9._~]+$": "names must match ^[A-Za-z0-9._~]+$ (letters, digits, '.', '_', '~')",
+    r"^[a-zA-Z_][a-zA-Z0-9_]*$": (
+        "role names must match ^[a-zA-Z_][a-zA-Z0-9_]*$ (start with a letter or '_', then letters, digits, '_')"
+    ),
+    r"^\w+$": "keys must match ^\\w+$ (letters, digits and '_')",
+    r"^[A-Za-z0-9._]+$": "keys must match ^[A-Za-z0-9._]+$",
+}
+
+
+def format_path(loc: Iterable[Any]) -> str:
+    """Turn a location tuple into ``taskRoles[0].memoryMB`` / ``taskRoles.worker.instances``."""
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    got = f", got {_type_name(value)}"
+    simple = {
+        "missing": "is required",
+        "extra_forbidden": "is not a known field (unknown keys are rejected, as OpenPAI does)",
+        "int_type": "must be an integer" + got,
+        "int_from_float": "must be an integer" + got,
+        "int_parsing": "must be an integer" + got,
+        "string_type": "must be a string" + got,
+        "bool_type": "must be true or false" + got,
+        "bool_parsing": "must be true or false" + got,
+        "dict_type": "must be a mapping (key: value)" + got,
+        "model_type": "must be a mapping (key: value)" + got,
+        "model_attributes_type": "must be a mapping (key: value)" + got,
+        "list_type": "must be a list" + got,
+        "float_type": "must be a number" + got,
+        "none_required": "must be null",
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "greater_than_equal":
+        return f"{_short(value)} is below the minimum {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"{_short(value)} must be greater than {ctx.get('gt')}"
+    if kind == "less_than_equal":
+        return f"{_short(value)} is above the maximum {ctx.get('le')}"
+    if kind == "string_pattern_mismatch":
+        pattern = ctx.get("pattern", "")
+        return f"{_short(value)}: {PATTERN_RULES.get(pattern, 'must match ' + pattern)}"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters (got {len(value)})"
+    if kind == "string_too_short":
+        n = ctx.get("min_length")
+        return "must not be empty" if n == 1 else f"must be at least {n} characters"
+    if kind == "too_short":
+        n = ctx.get("min_length")
+        return f"must have at least {n} item{'s' if n != 1 else ''}"
+    if kind == "too_long":
+        return f"must have at most {ctx.get('max_length')} items"
+    if kind in ("literal_error", "enum"):
+        return f"{_short(value)} must be {ctx.get('expected')}"
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx.get("error", err.get("msg", "is invalid")))
+    return err.get("msg", "is invalid")
+
+
+def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> list[Problem]:
+    """Translate pydantic's errors into plain-English problems with wire-format field paths."""
+    return [Problem(format_path([*prefix, *e["loc"]]), _message(e)) for e in exc.errors(include_url=False)]

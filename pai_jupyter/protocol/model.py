@@ -1,0 +1,295 @@
+"""The one typed job model that v1 JSON, v2 YAML and Python builders all become.
+
+Semantics follow OpenPAI protocol v2 (a v1 job converts into it the way OpenPAI's converter does);
+names are Pythonic. ``Job(name=..., image=..., task_roles=[TaskRole(name="main", command="...")])``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from .errors import JobValidationError, Problem, problems_from_pydantic
+from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
+
+DEFAULT_IMAGE_PREREQ = "default"
+DEFAULT_MEMORY_MB = 1024
+DEFAULT_SHM_MB = 64
+
+
+class _Model(BaseModel):
+    """Builders raise JobValidationError (field paths, plain English) rather than pydantic's error."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise JobValidationError(problems_from_pydantic(exc)) from None
+
+
+class Port(_Model):
+    label: str = Field(pattern=PORT_LABEL)
+    count: int = Field(1, ge=1)
+    begin_at: int = Field(0, ge=0, description="first port wanted; 0 = any free port (v1 beginAt)")
+
+
+class Prerequisite(_Model):
+    """A v2 prerequisite: the docker image, or the data / script / output a role refers to."""
+
+    name: str = Field(min_length=1)
+    type: Literal["dockerimage", "data", "script", "output"]
+    uri: str | list[str] | None = None
+    auth: dict[str, Any] | None = None
+    options: dict[str, Any] = Field(default_factory=dict, description="other keys: plugin, require, callbacks ...")
+
+
+class RoleCommands(_Model):
+    pre_commands: list[str] = Field(default_factory=list)
+    post_commands: list[str] = Field(default_factory=list)
+
+
+class Deployment(_Model):
+    name: str = Field(min_length=1)
+    task_roles: dict[str, RoleCommands] = Field(default_factory=dict)
+
+
+class TaskRole(_Model):
+    """One task role: ``instances`` identical tasks, each with these resources and commands."""
+
+    name: str = Field(pattern=V1_ROLE_NAME)
+    instances: int = Field(1, ge=1)
+    cpu: int = Field(1, ge=1)
+    memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=100)
+    shm_mb: int = Field(DEFAULT_SHM_MB, ge=0)
+    gpu: int = Field(0, ge=0)
+    ports: list[Port] = Field(default_factory=list)
+    commands: list[str] = Field(min_length=1)
+    min_failed: int | None = Field(1, ge=1, description="failed tasks that fail the job; None = never")
+    min_succeeded: int | None = Field(None, ge=1, description="succeeded tasks that succeed the job; None = all")
+    task_retry_count: int = Field(0, ge=0)
+    docker_image: str | None = Field(None, description="name of a dockerimage prerequisite; None = the job's")
+    data: str | None = None
+    output: str | None = None
+    script: str | None = None
+    prerequisites: list[str] = Field(default_factory=list)
+    extra_container_options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command_shortcut(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "command" in data:
+            data = dict(data)
+            command = data.pop("command")
+            if "commands" in data:
+                raise ValueError("give either command or commands, not both")
+            data["commands"] = [command] if isinstance(command, str) else command
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> TaskRole:
+        if not any(c.strip() for c in self.commands):
+            raise ValueError("commands: at least one non-empty command is required")
+        if self.shm_mb > self.memory_mb:
+            raise ValueError(f"shm_mb: {self.shm_mb} is more than memory_mb {self.memory_mb}")
+        labels = [p.label for p in self.ports]
+        dup = {x for x in labels if labels.count(x) > 1}
+        if dup:
+            raise ValueError(f"ports: label {sorted(dup)[0]!r} is used twice")
+        for key in ("min_failed", "min_succeeded"):
+            value = getattr(self, key)
+            if value is not None and value > self.instances:
+                raise ValueError(f"{key}: {value} is more than the role's {self.instances} instances")
+        return self
+
+    @property
+    def command(self) -> str:
+        """The commands as one shell script (what the task runs, before deployment wrapping)."""
+        return "\n".join(c.strip() for c in self.commands if c.strip())
+
+
+class Job(_Model):
+    """A whole job. ``image=`` adds a dockerimage prerequisite that every role uses by default."""
+
+    name: str = Field(pattern=V1_JOB_NAME, max_length=255)
+    task_roles: list[TaskRole] = Field(min_length=1)
+    prerequisites: list[Prerequisite] = Field(default_factory=list)
+    virtual_cluster: str = "default"
+    retry_count: int = Field(0, ge=0)
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    secrets: dict[str, Any] = Field(default_factory=dict)
+    extras: dict[str, Any] = Field(default_factory=dict)
+    deployments: list[Deployment] = Field(default_factory=list)
+    default_deployment: str | None = None
+    description: str | None = None
+    version: str | int | float | None = None
+    contributor: str | None = None
+    gpu_type: str | None = None
+    auth_file: str | None = None
+
+    _source_text: str | None = PrivateAttr(None)
+    _source_format: Literal["v1", "v2", "python"] = PrivateAttr("python")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_shortcut(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "image" in data:
+            data = dict(data)
+            image = data.pop("image")
+            prereqs = list(data.get("prerequisites") or [])
+            prereqs.insert(0, {"name": DEFAULT_IMAGE_PREREQ, "type": "dockerimage", "uri": image})
+            data["prerequisites"] = prereqs
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Job:
+        problems = self.cross_problems()
+        if problems:
+            raise ValueError("; ".join(str(p) for p in problems))
+        return self
+
+    def cross_problems(self) -> list[Problem]:
+        """Rules that span fields: unique names, references to prerequisites and deployments."""
+        out: list[Problem] = []
+        names = [r.name for r in self.task_roles]
+        for n in sorted({n for n in names if names.count(n) > 1}):
+            out.append(Problem("task_roles", f"role name {n!r} is used twice"))
+        keys = [(p.type, p.name) for p in self.prerequisites]
+        for t, n in sorted({k for k in keys if keys.count(k) > 1}):
+            out.append(Problem("prerequisites", f"{t} prerequisite {n!r} is declared twice"))
+        images = {p.name for p in self.prerequisites if p.type == "dockerimage"}
+        if not images:
+            out.append(Problem("image", "a docker image is required"))
+        by_type = {(p.type, p.name) for p in self.prerequisites}
+        for i, role in enumerate(self.task_roles):
+            if role.docker_image is not None and role.docker_image not in images:
+                out.append(Problem(f"task_roles[{i}].docker_image",
+                                   f"{role.docker_image!r} is not a dockerimage prerequisite"))
+            for kind in ("data", "output", "script"):
+                ref = getattr(role, kind)
+                if ref is not None and (kind, ref) not in by_type:
+                    out.append(Problem(f"task_roles[{i}].{kind}", f"{ref!r} is not a {kind} prerequisite"))
+        if self.default_deployment is not None and self.default_deployment not in {d.name for d in self.deployments}:
+            out.append(Problem("default_deployment", f"{self.default_deployment!r} is not a declared deployment"))
+        out += check_extras(self.extras, "extras")
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the jobs mean the same; where they came from (text, format) does not count."""
+        return isinstance(other, Job) and self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- convenience views -------------------------------------------------------------------------------
+    @property
+    def image(self) -> str | None:
+        """The image the first role runs (what a v1 job calls ``image``)."""
+        return self.image_for(self.task_roles[0]) if self.task_roles else None
+
+    def image_for(self, role: TaskRole) -> str | None:
+        wanted = role.docker_image
+        for p in self.prerequisites:
+            if p.type == "dockerimage" and (wanted is None or p.name == wanted):
+                return p.uri if isinstance(p.uri, str) else None
+        return None
+
+    def role(self, name: str) -> TaskRole:
+        for r in self.task_roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def prerequisite(self, kind: str, name: str | None) -> Prerequisite | None:
+        return next((p for p in self.prerequisites if p.type == kind and p.name == name), None)
+
+    def role_commands(self, role: TaskRole) -> RoleCommands:
+        """The default deployment's pre/post commands for a role (empty when none applies)."""
+        dep = next((d for d in self.deployments if d.name == self.default_deployment), None)
+        return dep.task_roles.get(role.name, RoleCommands()) if dep else RoleCommands()
+
+    @property
+    def gang_allocation(self) -> bool:
+        return self.extras.get("gangAllocation", True) is not False
+
+    @property
+    def max_run_time_minutes(self) -> int | None:
+        return self.extras.get(MAX_RUN_TIME_KEY)
+
+    @property
+    def runtime_plugins(self) -> list[dict[str, Any]]:
+        return list(self.extras.get("com.microsoft.pai.runtimeplugin") or [])
+
+    @property
+    def total_tasks(self) -> int:
+        return sum(r.instances for r in self.task_roles)
+
+    @property
+    def source_text(self) -> str | None:
+        """The document exactly as it was submitted (kept verbatim for clone)."""
+        return self._source_text
+
+    @property
+    def source_format(self) -> str:
+        return self._source_format
+
+    def summary(self) -> str:
+        """One line for the job, one per role: tasks and total CPU / GPU / memory."""
+        cpu = sum(r.cpu * r.instances for r in self.task_roles)
+        gpu = sum(r.gpu * r.instances for r in self.task_roles)
+        mem = sum(r.memory_mb * r.instances for r in self.task_roles)
+        nroles = len(self.task_roles)
+        lines = [f"{self.name}: {nroles} role{'s' * (nroles != 1)}, {self.total_tasks} "
+                 f"task{'s' * (self.total_tasks != 1)}, CPU {cpu}, GPU {gpu}, memory {_mem(mem)}"
+                 f" (image {self.image})"]
+        for r in self.task_roles:
+            lines.append(f"  {r.name}: {r.instances} x (CPU {r.cpu}, GPU {r.gpu}, memory {_mem(r.memory_mb)}, "
+                         f"shm {r.shm_mb} MB{_ports(r)})")
+        return "\n".join(lines)
+
+    # ---- I/O ------------------------------------------------------------------------------------------------
+    @classmethod
+    def from_text(cls, text: str | bytes, *, source: str | None = None) -> Job:
+        from .load import job_from_text
+
+        return job_from_text(text, source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Job:
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise JobValidationError([Problem("", f"cannot read the file: {exc.strerror or exc}")], str(p)) from None
+        return cls.from_text(data, source=str(p))
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], *, source: str | None = None) -> Job:
+        from .load import job_from_document
+
+        return job_from_document(doc, source=source)
+
+    def to_v1(self) -> dict[str, Any]:
+        from .v1 import job_to_v1
+
+        return job_to_v1(self)
+
+    def to_v2(self) -> dict[str, Any]:
+        from .v2 import job_to_v2
+
+        return job_to_v2(self)
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_v2(), sort_keys=False, allow_unicode=True)
+
+
+def _mem(mb: int) -> str:
+    return f"{mb / 1024:.1f} GiB" if mb >= 1024 else f"{mb} MB"
+
+
+def _ports(role: TaskRole) -> str:
+    return (", ports " + ", ".join(f"{p.label} x{p.count}" for p in role.ports)) if role.ports else ""

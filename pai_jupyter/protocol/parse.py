@@ -1,0 +1,97 @@
+"""Text to a plain document: JSON or YAML, with line and column on syntax errors, and bounded size."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from .errors import JobValidationError, Problem
+
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+MAX_NODES = 200_000  # after YAML aliases are expanded: stops "billion laughs" documents early
+
+
+def _decode(data: str | bytes) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise JobValidationError([Problem("", f"the document is not valid UTF-8 (byte {exc.start})")]) from None
+
+
+def _count_nodes(node: yaml.Node) -> int:
+    """Count nodes with aliases expanded, stopping as soon as the bound is passed."""
+    count, stack = 0, [node]
+    while stack:
+        current = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            break
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.append(key)
+                stack.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return count
+
+
+def _load_yaml(text: str) -> Any:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _count_nodes(node) > MAX_NODES:
+            raise JobValidationError([Problem("", f"the document expands to more than {MAX_NODES} values")])
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, Any]:
+    """Parse JSON (text starting with ``{``) or YAML into a mapping; every failure is a JobValidationError."""
+    raw_len = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+    if raw_len > MAX_DOCUMENT_BYTES:
+        raise JobValidationError([Problem("", f"the document is {raw_len} bytes; the limit is {MAX_DOCUMENT_BYTES}")],
+                                 source)
+    try:
+        text = _decode(data)
+        if "\x00" in text:
+            raise JobValidationError([Problem("", "the document contains a NUL character")])
+        stripped = text.strip()
+        if not stripped:
+            raise JobValidationError([Problem("", "the document is empty")])
+        if stripped.startswith("{"):
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise JobValidationError([Problem("", f"JSON syntax error at line {exc.lineno}, column {exc.colno}: "
+                                                      f"{exc.msg}")]) from None
+        else:
+            try:
+                doc = _load_yaml(text)
+            except yaml.MarkedYAMLError as exc:
+                mark = exc.problem_mark or exc.context_mark
+                where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                what = exc.problem or exc.context or "invalid YAML"
+                raise JobValidationError([Problem("", f"YAML syntax error{where}: {what}")]) from None
+            except yaml.YAMLError as exc:
+                raise JobValidationError([Problem("", f"YAML error: {exc}")]) from None
+    except RecursionError:
+        raise JobValidationError([Problem("", "the document is nested too deeply")], source) from None
+    except JobValidationError as exc:
+        raise JobValidationError(exc.problems, source) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. huge integers, odd YAML tags
+        raise JobValidationError([Problem("", f"the document cannot be read: {exc}")], source) from None
+    if not isinstance(doc, dict):
+        kind = "empty" if doc is None else f"a {type(doc).__name__}"
+        raise JobValidationError([Problem("", f"a job must be a mapping of fields, but the document is {kind}")],
+                                 source)
+    bad_keys = [k for k in doc if not isinstance(k, str)]
+    if bad_keys:
+        raise JobValidationError([Problem("", f"field names must be strings, got {bad_keys[0]!r}")], source)
+    return doc

@@ -1,0 +1,108 @@
+"""Shared field rules: name patterns, the known ``extras`` keys, and small checks both versions use."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import StringConstraints
+
+from .errors import Problem
+
+V1_JOB_NAME = r"^[A-Za-z0-9\-._~]+$"
+V2_JOB_NAME = r"^[a-zA-Z0-9_-]+$"
+V1_ROLE_NAME = r"^[A-Za-z0-9._~]+$"
+V2_ROLE_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+PORT_LABEL = r"^[A-Za-z0-9._~]+$"
+ENV_KEY = r"^\w+$"
+EXTRAS_KEY = r"^[A-Za-z0-9._]+$"
+
+V1JobName = Annotated[str, StringConstraints(pattern=V1_JOB_NAME)]
+V2JobName = Annotated[str, StringConstraints(pattern=V2_JOB_NAME, max_length=255)]
+V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME)]
+V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME)]
+PortLabel = Annotated[str, StringConstraints(pattern=PORT_LABEL)]
+EnvKey = Annotated[str, StringConstraints(pattern=ENV_KEY)]
+ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
+RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage")
+MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
+SCALAR = (str, int, float, bool)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_extras(extras: Any, path: str) -> list[Problem]:
+    """Rules for the ``extras`` keys this product understands; other keys pass through untouched."""
+    if not isinstance(extras, dict):
+        return []
+    out: list[Problem] = []
+    plugins = extras.get(RUNTIME_PLUGIN_KEY)
+    if plugins is not None:
+        ppath = f"{path}.{RUNTIME_PLUGIN_KEY}"
+        if not isinstance(plugins, list):
+            out.append(Problem(ppath, "must be a list of {plugin, parameters} entries"))
+        else:
+            seen: set[str] = set()
+            for i, entry in enumerate(plugins):
+                epath = f"{ppath}[{i}]"
+                if not isinstance(entry, dict):
+                    out.append(Problem(epath, "must be a mapping with a 'plugin' name"))
+                    continue
+                name = entry.get("plugin")
+                if name not in RUNTIME_PLUGINS:
+                    out.append(Problem(f"{epath}.plugin", f"{name!r} is not a known runtime plugin "
+                                                         f"(one of {', '.join(RUNTIME_PLUGINS)})"))
+                elif name in seen and name != "cmd":
+                    out.append(Problem(f"{epath}.plugin", f"the {name} plugin is declared twice"))
+                seen.add(str(name))
+                params = entry.get("parameters", {})
+                if params is not None and not isinstance(params, dict):
+                    out.append(Problem(f"{epath}.parameters", "must be a mapping"))
+                elif name == "tensorboard" and isinstance(params, dict) and "port" in params:
+                    port = params["port"]
+                    if not is_int(port) or not 1 <= port <= 65535:
+                        out.append(Problem(f"{epath}.parameters.port", f"{port!r} is not a port number (1..65535)"))
+                policy = entry.get("failurePolicy")
+                if policy is not None and policy not in ("ignore", "fail"):
+                    out.append(Problem(f"{epath}.failurePolicy", f"{policy!r} must be 'ignore' or 'fail'"))
+    gang = extras.get("gangAllocation")
+    if gang is not None and not isinstance(gang, bool):
+        out.append(Problem(f"{path}.gangAllocation", "must be true or false"))
+    storages = extras.get("storages")
+    if storages is not None:
+        if not isinstance(storages, list):
+            out.append(Problem(f"{path}.storages", "must be a list of {name, mountPath} entries"))
+        else:
+            for i, entry in enumerate(storages):
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    out.append(Problem(f"{path}.storages[{i}]", "must be a mapping with a string 'name'"))
+    limit = extras.get(MAX_RUN_TIME_KEY)
+    if limit is not None and (not is_int(limit) or limit < 1):
+        out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", f"{limit!r} must be a whole number of minutes >= 1"))
+    return out
+
+
+def check_min_counts(role: dict[str, Any], count_key: str, failed_key: str, succeeded_key: str,
+                     path: str, container: dict[str, Any] | None = None) -> list[Problem]:
+    """minFailed / minSucceeded must be null or within 1..the role's task count."""
+    src = role if container is None else container
+    count = role.get(count_key, 1)
+    if not is_int(count) or count < 1:
+        return []
+    out = []
+    for key in (failed_key, succeeded_key):
+        value = src.get(key)
+        if is_int(value) and value > count:
+            out.append(Problem(f"{path}.{key}", f"{value} is more than the role's {count} task{'s' * (count != 1)}"))
+    return out
+
+
+def check_scalar_values(values: Any, path: str, what: str) -> list[Problem]:
+    if not isinstance(values, dict):
+        return []
+    return [Problem(f"{path}.{k}", f"{what} values must be strings, numbers or booleans")
+            for k, v in values.items() if v is not None and not isinstance(v, SCALAR)]
