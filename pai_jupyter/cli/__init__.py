@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .cluster import cluster
 from .validate import validate
 
 
@@ -16,4 +17,5 @@ def main() -> None:
 
 
 main.add_command(validate)
+main.add_command(cluster)
 

@@ -1,0 +1,98 @@
+"""``pai cluster start|stop|status|user add``: run the embedded local cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import httpx
+
+from ..cluster import control
+from ..cluster.paths import pai_home
+
+EXIT_UNAVAILABLE = 3
+
+
+@click.group()
+def cluster() -> None:
+    """Run the embedded local cluster (a daemon serving OpenPAI's REST API on a loopback port)."""
+
+
+@cluster.command()
+@click.option("--port", type=int, default=0, show_default=True, help="Loopback port; 0 picks a free one.")
+@click.option("--runtime", type=click.Choice(["auto", "docker", "process"]), default="auto", show_default=True,
+              help="auto uses Docker when the engine answers, else plain processes.")
+@click.option("--cpus", type=int, help="CPUs to schedule (default: this machine's).")
+@click.option("--memory-mb", type=int, help="Memory to schedule in MB (default: this machine's).")
+@click.option("--gpus", type=int, help="GPUs to schedule (default: NVML's count, 0 without NVML).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
+def start(port: int, runtime: str, cpus: int | None, memory_mb: int | None, gpus: int | None, quiet: bool) -> None:
+    """Start the daemon in the background; returns once it answers."""
+    already = control.running()
+    try:
+        info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus)
+    except control.DaemonError as exc:
+        click.echo(f"pai cluster: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    if already and quiet:
+        return
+    verb = "already running" if already else "started"
+    click.echo(f"local cluster {verb} at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
+
+
+@cluster.command()
+def stop() -> None:
+    """Stop the daemon. Running tasks keep running and are picked up again at the next start."""
+    if control.stop():
+        click.echo("local cluster stopped")
+    else:
+        click.echo("local cluster was not running")
+
+
+@cluster.command()
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(output: str) -> None:
+    """Show where the daemon runs, its runtime, capacity and what is in use."""
+    info = control.running()
+    if info is None:
+        click.echo(f"local cluster is not running (home {pai_home()}); start it with: pai cluster start", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"}, timeout=5)
+    data = r.json()
+    if output == "json":
+        click.echo(json.dumps({"url": info["url"], "pid": info["pid"], **data}, indent=2))
+        return
+    cap, used = data["capacity"], data["used"]
+    click.echo(f"local cluster at {info['url']} (pid {info['pid']})")
+    click.echo(f"  runtime:  {data['runtime']}")
+    click.echo(f"  capacity: {cap['cpu']} CPU, {cap['memoryMB']} MB memory, {cap['gpu']} GPU")
+    click.echo(f"  in use:   {used['cpu']} CPU, {used['memoryMB']} MB memory, {used['gpu']} GPU")
+    click.echo(f"  virtual clusters: {', '.join(data['virtualClusters'])}")
+
+
+@cluster.group()
+def user() -> None:
+    """Manage the local cluster's users."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--password", is_flag=False, flag_value="", default=None,
+              help="Also set a password for `pai profile login` (asked for when given without a value).")
+@click.option("--admin", is_flag=True, help="The user sees and controls every job.")
+def user_add(name: str, password: str | None, admin: bool) -> None:
+    """Create user NAME (or give an existing one a new token) and print the token."""
+    info = control.running()
+    if info is None:
+        click.echo("local cluster is not running; start it with: pai cluster start", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    if password == "":
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    body = {"name": name, "admin": admin, **({"password": password} if password else {})}
+    r = httpx.post(f"{info['url']}/api/v2/local/users", json=body,
+                   headers={"Authorization": f"Bearer {info['token']}"}, timeout=10)
+    if r.status_code >= 400:
+        click.echo(f"pai cluster: {r.json().get('message', r.text)}", err=True)
+        sys.exit(2)
+    click.echo(r.json()["token"])

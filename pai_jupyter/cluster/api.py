@@ -1,0 +1,371 @@
+"""Tornado handlers for the OpenPAI v2 REST subset (and local extensions under /api/v2/local/).
+
+Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
+Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import tornado.web
+from tornado.iostream import StreamClosedError
+
+from .. import __version__
+from ..protocol import load_document, masked_text
+from ..protocol.parse import MAX_DOCUMENT_BYTES
+from . import views
+from .errors import (
+    ApiError,
+    BadRequest,
+    ForbiddenUserError,
+    NoJobError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthorizedUserError,
+    UnsupportedMediaTypeError,
+)
+from .logs import LOG_NAMES, follow, read_log
+from .service import Cluster
+from .store import FINAL_STATES, check_password
+
+JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
+SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json",
+                "text/plain")
+
+
+class Base(tornado.web.RequestHandler):
+    cluster: Cluster
+    user: dict[str, Any]
+    public = False
+
+    def initialize(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def set_default_headers(self) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def prepare(self) -> None:
+        if self.public:
+            return
+        auth = self.request.headers.get("Authorization", "")
+        scheme, _, token = auth.partition(" ")
+        user = self.cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
+        if user is None:
+            raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
+        self.user = user
+
+    @property
+    def is_admin(self) -> bool:
+        return bool(self.user["admin"])
+
+    def write_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError):
+            body = exc.body()
+        elif isinstance(exc, tornado.web.HTTPError) and status_code == 405:
+            body = {"code": "MethodNotAllowedError", "message": f"{self.request.method} is not allowed here"}
+        else:
+            body = {"code": "UnknownError", "message": f"HTTP {status_code}: {self._reason}"}
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(body))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, ApiError):
+            return
+        super().log_exception(typ, value, tb)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, ApiError):
+            if self._finished:
+                return
+            self.send_error(e.status, exc_info=(type(e), e, None))
+            return
+        super()._handle_request_exception(e)
+
+    def own_job(self, user: str, name: str) -> dict[str, Any]:
+        """The job, if this user may see it; someone else's job is as absent as a missing one."""
+        if user != self.user["name"] and not self.is_admin:
+            raise NoJobError(f"job {user}~{name} was not found")
+        return self.cluster.get_job(user, name)
+
+    def json_body(self) -> dict[str, Any]:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise BadRequest("the body must be a JSON object") from None
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        return body
+
+    def int_arg(self, name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+        raw = self.get_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise BadRequest(f"{name} must be between {lo} and {hi}")
+        return value
+
+
+class Login(Base):
+    public = True
+
+    def post(self) -> None:
+        body = self.json_body()
+        user = self.cluster.store.user(str(body.get("username", "")))
+        if user is None or not check_password(str(body.get("password", "")), user["password_hash"]):
+            raise UnauthorizedUserError("wrong username or password")
+        token = self.cluster.store.new_token(user["name"], "login")
+        self.write_json({"token": token, "user": user["name"], "admin": bool(user["admin"]), "hasGitHubPAT": False})
+
+
+class Tokens(Base):
+    def get(self) -> None:
+        self.write_json({"tokens": self.cluster.store.tokens(self.user["name"])})
+
+
+class Info(Base):
+    def get(self) -> None:
+        cap = self.cluster.capacity
+        self.write_json({
+            "name": "pai_jupyter local cluster", "version": __version__, "runtime": self.cluster.runtime.describe(),
+            "capacity": {"cpu": cap.total.cpu, "memoryMB": cap.total.memory_mb, "gpu": cap.total.gpu},
+            "used": {"cpu": cap.used.cpu, "memoryMB": cap.used.memory_mb, "gpu": cap.used.gpu},
+            "virtualClusters": {k: {"cpu": v.cpu, "memoryMB": v.memory_mb, "gpu": v.gpu}
+                                for k, v in cap.quotas.items()},
+            "user": self.user["name"], "admin": self.is_admin,
+            "local": {"logStream": "/api/v2/local/jobs/{user}~{name}/logs/stream", "delete": True},
+        })
+
+
+@tornado.web.stream_request_body
+class Jobs(Base):
+    def prepare(self) -> None:
+        super().prepare()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._too_big = False
+        if self.request.method == "POST":
+            self.request.connection.set_max_body_size(64 * MAX_DOCUMENT_BYTES)
+
+    def data_received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size > MAX_DOCUMENT_BYTES:
+            self._too_big = True
+            self._chunks = []
+        elif not self._too_big:
+            self._chunks.append(chunk)
+
+    def post(self) -> None:
+        if self._too_big:
+            raise PayloadTooLargeError(f"the job document is over {MAX_DOCUMENT_BYTES} bytes")
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype not in SUBMIT_TYPES:
+            raise UnsupportedMediaTypeError(f"send the job as text/yaml (v2) or application/json (v1), not "
+                                            f"{ctype or 'no content type'}")
+        result = self.cluster.submit(self.user["name"], b"".join(self._chunks))
+        self.write_json(result, 202)
+
+    def get(self) -> None:
+        def listed(name: str) -> list[str] | None:
+            raw = self.get_argument(name, "")
+            return [v for v in raw.split(",") if v] or None
+
+        users = listed("username")
+        if not self.is_admin:
+            users = [self.user["name"]] if users is None or self.user["name"] in users else ["\x00"]
+        states = listed("state")
+        if states:
+            states = [s.upper() for s in states]
+        rows, total = self.cluster.store.list_jobs(
+            users=users, states=states, vcs=listed("vc"), keyword=self.get_argument("keyword", None),
+            order=self.get_argument("order", "submissionTime,DESC"), offset=self.int_arg("offset", 0),
+            limit=self.int_arg("limit", 5000, 1, 50000))
+        items = [views.list_item(r) for r in rows]
+        if self.get_argument("withTotalCount", "false").lower() == "true":
+            self.write_json({"totalCount": total, "data": items})
+        else:
+            self.write_json(items)
+
+
+class JobDetail(Base):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        job = self.cluster.job_model(row)
+        tasks = self.cluster.store.tasks(row["id"], row["attempt"])
+        self.write_json(views.detail(row, tasks, [r.name for r in job.task_roles]))
+
+    def delete(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        self.cluster.delete(row)
+        self.write_json({"message": f"job {row['user']}~{row['name']} deleted"})
+
+
+class ExecutionType(Base):
+    def put(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        value = self.json_body().get("value")
+        if value == "STOP":
+            self.cluster.stop(row, f"stopped by {self.user['name']}")
+        elif value == "START":
+            if row["state"] not in FINAL_STATES and row["execution_type"] == "START":
+                pass
+            else:
+                raise BadRequest("a stopped or finished job cannot be started again; clone it instead")
+        else:
+            raise BadRequest('the body must be {"value": "STOP"}')
+        self.write_json({"message": f"execution type of {row['user']}~{row['name']} set to {value}"}, 202)
+
+
+class Config(Base):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        text = row["config_text"]
+        masked = masked_text(text, load_document(text))
+        self.set_header("Content-Type", "application/json; charset=utf-8" if masked.lstrip().startswith("{")
+                        else "text/yaml; charset=utf-8")
+        self.finish(masked)
+
+
+class Attempts(Base):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        tasks = self.cluster.store.tasks(row["id"])
+        self.write_json([views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]])
+                         for a in self.cluster.store.attempts(row["id"])])
+
+
+class Events(Base):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        events = self.cluster.store.events(row["id"], self.get_argument("type", None))
+        self.write_json({"totalCount": len(events), "data": [views.event_item(row, e) for e in events]})
+
+
+def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:
+    task = cluster.store.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+                             (row["id"], int(attempt), role, int(idx)))
+    if task is None:
+        raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}] in attempt {attempt}")
+    return task
+
+
+def _log_path(cluster: Cluster, row: dict[str, Any], task: dict[str, Any], task_attempt: int) -> Path:
+    return cluster.task_dir(row, task["attempt"], task["role"], task["idx"], task_attempt)
+
+
+class LogLocations(Base):
+    def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str) -> None:
+        row = self.own_job(user, name)
+        task = _task(self.cluster, row, attempt, role, idx)
+        if int(task_attempt) > task["task_attempt"]:
+            raise NotFoundError(f"task attempt {task_attempt} does not exist")
+        tail = "?tail-mode=true" if self.get_argument("tail-mode", "false").lower() == "true" else ""
+        base = f"/api/v2/local/logs/{quote(user)}~{quote(name)}/{attempt}/{quote(role, safe='')}/{idx}/{task_attempt}"
+        self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}{tail}"} for n in LOG_NAMES]})
+
+
+class LogFile(Base):
+    def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str, log: str) -> None:
+        row = self.own_job(user, name)
+        task = _task(self.cluster, row, attempt, role, idx)
+        if log not in LOG_NAMES or int(task_attempt) > task["task_attempt"]:
+            raise NotFoundError(f"no log {log!r} for this task")
+        path = _log_path(self.cluster, row, task, int(task_attempt)) / log
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(read_log(path, tail=self.get_argument("tail-mode", "false").lower() == "true"))
+
+
+class LogStream(Base):
+    """Live log over chunked HTTP: bytes as the task writes them; ends when the task has ended."""
+
+    async def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        role = self.get_argument("role", None) or self.cluster.job_model(row).task_roles[0].name
+        idx = self.int_arg("index", 0)
+        stream = self.get_argument("stream", "all")
+        if stream not in LOG_NAMES:
+            raise BadRequest(f"stream must be one of {', '.join(LOG_NAMES)}")
+        attempt = self.int_arg("attempt", row["attempt"])
+        task = _task(self.cluster, row, str(attempt), role, str(idx))
+        store = self.cluster.store
+        key = (row["id"], attempt, task["role"], idx, task["task_attempt"])
+        path = _log_path(self.cluster, row, task, task["task_attempt"]) / stream
+
+        def done() -> bool:
+            cur = store.one("SELECT state, task_attempt FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? "
+                            "AND idx = ?", key[:4])
+            job = store.job_by_id(row["id"])
+            if cur is None or job is None:
+                return True
+            return (cur["task_attempt"] != key[4] or cur["state"] in FINAL_STATES or
+                    (cur["state"] == "WAITING" and job["state"] in FINAL_STATES))
+
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("X-Accel-Buffering", "no")
+        try:
+            async for data in follow(path, done, start=0):
+                self.write(data)
+                await self.flush()
+        except StreamClosedError:
+            return
+        self.finish()
+
+
+class Users(Base):
+    def post(self) -> None:
+        if not self.is_admin:
+            raise ForbiddenUserError("only an admin can add users")
+        body = self.json_body()
+        name = str(body.get("name", ""))
+        if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise BadRequest("a user name may use letters, digits, '-', '_' and '.'")
+        store = self.cluster.store
+        store.ensure_user(name, admin=bool(body.get("admin", False)))
+        if body.get("password"):
+            if len(str(body["password"])) < 6:
+                raise BadRequest("a password needs at least 6 characters")
+            store.set_password(name, str(body["password"]))
+        self.write_json({"name": name, "token": store.new_token(name, "created by admin")}, 201)
+
+
+class NotFound(Base):
+    public = True
+
+    def prepare(self) -> None:
+        raise NotFoundError(f"no such route: {self.request.method} {self.request.path}")
+
+
+def make_app(cluster: Cluster) -> tornado.web.Application:
+    args = {"cluster": cluster}
+    logs = JOB + r"/attempts/(\d+)/taskRoles/([^/]+)/taskIndex/(\d+)/attempts/(\d+)/logs"
+    routes = [
+        (r"/api/v[12]/authn/basic/login", Login, args),
+        (r"/api/v2/tokens", Tokens, args),
+        (r"/api/v2/info", Info, args),
+        (r"/api/v2/jobs", Jobs, args),
+        (JOB, JobDetail, args),
+        (JOB + r"/executionType", ExecutionType, args),
+        (JOB + r"/config", Config, args),
+        (JOB + r"/job-attempts", Attempts, args),
+        (JOB + r"/events", Events, args),
+        (logs, LogLocations, args),
+        (r"/api/v2/local/logs/([^/~]+)~([^/]+)/(\d+)/([^/]+)/(\d+)/(\d+)/([a-z]+)", LogFile, args),
+        (r"/api/v2/local/jobs/([^/~]+)~([^/]+)/logs/stream", LogStream, args),
+        (r"/api/v2/local/users", Users, args),
+    ]
+    return tornado.web.Application(routes, default_handler_class=NotFound, default_handler_args=args,
+                                   compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)

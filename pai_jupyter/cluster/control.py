@@ -1,0 +1,99 @@
+"""Start, find and stop the local daemon from another process (the CLI, the client's auto-start, tests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .paths import local_dir, pai_home, read_runtime, runtime_file
+
+
+class DaemonError(RuntimeError):
+    pass
+
+
+def _answers(info: dict[str, Any], timeout: float = 1.0) -> bool:
+    try:
+        r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"},
+                      timeout=timeout)
+        return r.status_code == 200
+    except (httpx.HTTPError, KeyError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running(home: Path | None = None) -> dict[str, Any] | None:
+    """runtime.json of a daemon that is up and answering, else None."""
+    info = read_runtime(home)
+    if info and _alive(int(info.get("pid", 0) or 0)) and _answers(info):
+        return info
+    return None
+
+
+def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpus: int | None = None,
+          memory_mb: int | None = None, gpus: int | None = None, stop_grace: float | None = None,
+          timeout: float = 30.0, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start the daemon in the background and return its runtime.json once it answers (or the running one)."""
+    home = home or pai_home()
+    current = running(home)
+    if current:
+        return current
+    local = local_dir(home)
+    local.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pai_jupyter.cluster.daemon", "--home", str(home), "--port", str(port),
+           "--runtime", runtime]
+    for flag, value in (("--cpus", cpus), ("--memory-mb", memory_mb), ("--gpus", gpus), ("--stop-grace", stop_grace)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    log_path = local / "daemon.log"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                                env={**os.environ, **(extra_env or {})}, close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = read_runtime(home)
+        if info and info.get("pid") == proc.pid and _answers(info, timeout=2.0):
+            return info
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").splitlines()[-15:]
+            raise DaemonError(f"the daemon exited with code {proc.returncode}:\n" + "\n".join(tail))
+        time.sleep(0.05)
+    proc.kill()
+    raise DaemonError(f"the daemon did not answer within {timeout:.0f} s; see {log_path}")
+
+
+def stop(home: Path | None = None, *, timeout: float = 10.0) -> bool:
+    """SIGTERM the daemon and wait for it to exit. Tasks keep running (re-attached at the next start)."""
+    info = read_runtime(home)
+    if not info or not _alive(int(info.get("pid", 0) or 0)):
+        runtime_file(home).unlink(missing_ok=True)
+        return False
+    pid = int(info["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    runtime_file(home).unlink(missing_ok=True)
+    return True

@@ -1,0 +1,132 @@
+"""The embedded cluster daemon: ``python -m pai_jupyter.cluster.daemon`` (started by ``pai cluster start``).
+
+Serves the REST API on a loopback port, recovers running tasks from the database at start, checks job time
+limits every second, and writes ``runtime.json`` (url, admin token, pid; mode 0600) once it answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import tornado.httpserver
+import tornado.netutil
+import yaml
+
+from .paths import local_dir, os_user, pai_home, read_runtime, runtime_file, write_private_json
+from .runtime.base import Runtime
+from .scheduler import Capacity, Resources, machine_resources
+
+log = logging.getLogger("pai_jupyter.cluster")
+
+
+def pick_runtime(kind: str) -> Runtime:
+    """'auto' uses Docker when the engine answers, else the process runtime."""
+    if kind in ("auto", "docker"):
+        from .runtime.docker import DockerRuntime, docker_available
+
+        if docker_available():
+            return DockerRuntime()
+        if kind == "docker":
+            raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
+    from .runtime.process import ProcessRuntime
+
+    return ProcessRuntime()
+
+
+def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
+    machine = machine_resources()
+    total = Resources(cpus if cpus is not None else machine.cpu,
+                      memory_mb if memory_mb is not None else machine.memory_mb,
+                      gpus if gpus is not None else machine.gpu)
+    quotas: dict[str, Resources] = {}
+    config = local / "cluster.yaml"
+    if config.exists():
+        data = yaml.safe_load(config.read_text()) or {}
+        for name, q in (data.get("virtualClusters") or {}).items():
+            quotas[str(name)] = Resources(int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)),
+                                          int(q.get("gpu", total.gpu)))
+    return Capacity(total=total, quotas=quotas)
+
+
+def admin_token(cluster, local: Path) -> str:
+    user = os_user()
+    cluster.store.ensure_user(user, admin=True)
+    old = read_runtime(local.parent)
+    if old and old.get("token") and cluster.store.user_for_token(old["token"]):
+        return old["token"]
+    return cluster.store.new_token(user, "admin (runtime.json)")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    from .api import make_app
+    from .service import Cluster
+
+    home = Path(args.home).expanduser() if args.home else pai_home()
+    local = local_dir(home)
+    local.mkdir(parents=True, exist_ok=True)
+    runtime = pick_runtime(args.runtime)
+    cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
+                      stop_grace=args.stop_grace)
+    token = admin_token(cluster, local)
+    sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
+    port = sockets[0].getsockname()[1]
+    server = tornado.httpserver.HTTPServer(make_app(cluster), idle_connection_timeout=3600)
+    server.add_sockets(sockets)
+    cluster.recover()
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{port}"
+    write_private_json(runtime_file(home), {"url": url, "token": token, "pid": os.getpid(), "user": os_user(),
+                                            "runtime": runtime.describe(), "started": time.time()})
+    log.info("pai_jupyter local cluster at %s (runtime %s, capacity %s)", url, runtime.describe(),
+             cluster.capacity.total.describe())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                cluster.check_deadlines()
+            except Exception:
+                log.exception("deadline check failed")
+
+    ticker = asyncio.ensure_future(tick())
+    await stop.wait()
+    ticker.cancel()
+    server.stop()
+    info = read_runtime(home)
+    if info and info.get("pid") == os.getpid():
+        runtime_file(home).unlink(missing_ok=True)
+    cluster.store.close()
+    log.info("daemon stopped; running tasks keep running and are re-attached at the next start")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="pai-cluster-daemon", description=__doc__)
+    p.add_argument("--home", help="PAI_JUPYTER_HOME (default ~/.pai-jupyter)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--runtime", choices=["auto", "docker", "process"], default="auto")
+    p.add_argument("--cpus", type=int)
+    p.add_argument("--memory-mb", type=int)
+    p.add_argument("--gpus", type=int)
+    p.add_argument("--stop-grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()

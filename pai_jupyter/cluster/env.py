@@ -1,0 +1,100 @@
+"""The PAI_* environment of a task (seed 001's table, OpenPAI's runtime names, v1 compatibility names)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..protocol import Job, TaskRole
+
+HOST_IP = "127.0.0.1"
+
+
+@dataclass
+class Placement:
+    """Where one task of the attempt runs: its host, ports by label, and GPU indices."""
+
+    host_ip: str
+    ports: dict[str, list[int]]
+    gpus: list[int]
+
+
+def _first_port(p: Placement) -> int | None:
+    if p.ports.get("http"):
+        return p.ports["http"][0]
+    return next((v[0] for v in p.ports.values() if v), None)
+
+
+def _value(v: object) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
+             placements: dict[tuple[str, int], Placement], *, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Every variable a task sees, right for multi-role, multi-task jobs."""
+    env: dict[str, str] = {}
+    env.update({k: _value(v) for k, v in job.parameters.items() if k.isidentifier()})
+    roles = [r.name for r in job.task_roles]
+    total = job.total_tasks
+    env.update({
+        "PAI_JOB_NAME": job.name, "PAI_FRAMEWORK_NAME": f"{user}~{job.name}", "PAI_USER_NAME": user,
+        "PAI_USERNAME": user, "PAI_DEFAULT_FS_URI": "", "PAI_VIRTUAL_CLUSTER": vc,
+        "PAI_TASK_ROLE_COUNT": str(len(roles)), "PAI_TASK_ROLE_LIST": ",".join(roles),
+        "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)), "PAI_TASK_ROLES_NUM": str(len(roles)),
+        "PAI_JOB_TASK_ROLE_LIST": ",".join(roles), "PAI_JOB_TASK_COUNT": str(total), "PAI_TASKS_NUM": str(total),
+    })
+    instances = []
+    for r in job.task_roles:
+        min_failed = -1 if r.min_failed is None else r.min_failed
+        min_succeeded = r.instances if r.min_succeeded is None else r.min_succeeded
+        env[f"PAI_TASK_ROLE_TASK_COUNT_{r.name}"] = str(r.instances)
+        env[f"PAI_RESOURCE_{r.name}"] = f"{r.gpu},{r.cpu},{r.memory_mb},{r.shm_mb}"
+        env[f"PAI_MIN_FAILED_TASK_COUNT_{r.name}"] = str(min_failed)
+        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{r.name}"] = str(min_succeeded)
+        hosts = []
+        for i in range(r.instances):
+            instances.append(f"{r.name}:{i}")
+            p = placements.get((r.name, i))
+            if p is None:
+                continue
+            env[f"PAI_HOST_IP_{r.name}_{i}"] = p.host_ip
+            for label, ports in p.ports.items():
+                env[f"PAI_PORT_LIST_{r.name}_{i}_{label}"] = ",".join(map(str, ports))
+                env[f"PAI_{r.name}_{i}_{label}_PORT"] = ",".join(map(str, ports))
+            port = _first_port(p)
+            hosts.append(f"{p.host_ip}:{port}" if port else p.host_ip)
+        env[f"PAI_TASK_ROLE_{r.name}_HOST_LIST"] = ",".join(hosts)
+    env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
+
+    me = placements[(role.name, index)]
+    port = _first_port(me)
+    min_failed = -1 if role.min_failed is None else role.min_failed
+    min_succeeded = role.instances if role.min_succeeded is None else role.min_succeeded
+    env.update({
+        "PAI_CURRENT_TASK_ROLE_NAME": role.name, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_TASK_INDEX": str(index), "PAI_TASK_ROLE_NAME": role.name,
+        "PAI_TASK_ROLE_INDEX": str(roles.index(role.name)),
+        "PAI_CURRENT_CONTAINER_IP": me.host_ip, "PAI_CONTAINER_HOST_IP": me.host_ip,
+        "PAI_CURRENT_CONTAINER_PORT": str(port or ""), "PAI_CONTAINER_HOST_PORT": str(port or ""),
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{k}:{','.join(map(str, v))}" for k, v in me.ports.items()),
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.instances), "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu),
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb), "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(min_failed),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(min_succeeded),
+        "PAI_TASK_CPU_NUM": str(role.cpu), "PAI_TASK_MEM_MB": str(role.memory_mb), "PAI_TASK_GPU_NUM": str(role.gpu),
+        "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
+        "NVIDIA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)) if me.gpus else "none",
+        "PYTHONUNBUFFERED": "1",
+    })
+    if "ssh" in me.ports:
+        env["PAI_CONTAINER_SSH_PORT"] = str(me.ports["ssh"][0])
+    for label, ports in me.ports.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, ports))
+    for kind, var in (("data", "PAI_DATA_DIR"), ("output", "PAI_OUTPUT_DIR"), ("script", "PAI_CODE_DIR")):
+        p = job.prerequisite(kind, getattr(role, kind))
+        if p is not None and p.uri:
+            env[var] = p.uri[0] if isinstance(p.uri, list) else p.uri
+    env.update(extra or {})
+    return env

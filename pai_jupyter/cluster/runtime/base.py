@@ -1,0 +1,125 @@
+"""What the daemon asks of a runtime: start a task, wait for its end, stop it, re-attach after a restart.
+
+Both runtimes run the same small ``sh`` shim (``shim.sh``) inside the task, which writes the task's logs
+(``stdout``, ``stderr``, ``all``) and its exit status into the task directory as they happen. Nothing the
+runtime needs lives only in the daemon's memory: a daemon killed with -9 re-attaches from the persisted
+``TaskHandle`` and the files.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Exit codes with a meaning of their own (OpenPAI's exit spec where it has one).
+EXIT_IMAGE_NOT_FOUND = 254
+EXIT_OOM = -1200
+EXIT_LOST = -1300  # the task disappeared while the daemon was down and left no exit status
+EXIT_START_FAILED = 255
+
+
+@dataclass
+class Mount:
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+
+@dataclass
+class TaskSpec:
+    """Everything a runtime needs to run one attempt of one task."""
+
+    key: str                      # unique per task attempt, e.g. "alice~job1.a0.worker.1.t0"; used in labels
+    user: str
+    job_name: str
+    role: str
+    index: int
+    job_attempt: int
+    task_attempt: int
+    script: str                   # the rendered shell script (run with ``sh -c``)
+    env: dict[str, str]
+    image: str | None
+    cpu: int
+    memory_mb: int
+    shm_mb: int
+    gpus: list[int]
+    task_dir: Path                # host directory: shim files and the logs
+    work_dir: str | None = None   # working directory inside the task (process runtime: a host path)
+    mounts: list[Mount] = field(default_factory=list)
+    keep_on_failure: bool = False  # jobEnvs.isDebug: keep the failed container for inspection
+
+    @property
+    def log_dir(self) -> Path:
+        return self.task_dir
+
+
+@dataclass
+class TaskHandle:
+    """How to find a started task again; stored as JSON in the daemon's database."""
+
+    runtime: str                  # "process" | "docker"
+    id: str                       # pid (process) or container id (docker)
+    info: dict[str, Any] = field(default_factory=dict)  # e.g. create_time, cgroup path, memory enforcement
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskHandle:
+        return cls(runtime=data["runtime"], id=str(data["id"]), info=dict(data.get("info") or {}))
+
+
+@dataclass
+class TaskExit:
+    """How a task ended. ``exit_code`` is the command's status (128+N for signal N), or one of the EXIT_ codes."""
+
+    exit_code: int
+    diagnostics: str = ""
+    oom: bool = False
+    signal: int | None = None
+
+
+class TaskStartError(RuntimeError):
+    """The task could not be started (e.g. image not found); carries the exit code and diagnostics to record."""
+
+    def __init__(self, exit_code: int, diagnostics: str):
+        super().__init__(diagnostics)
+        self.exit_code = exit_code
+        self.diagnostics = diagnostics
+
+
+class Runtime(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        """Start the task and return at once (no waiting for it to run). Raises TaskStartError."""
+
+    @abc.abstractmethod
+    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+        """Resolve when the task has ended; works for a handle from before a daemon restart."""
+
+    @abc.abstractmethod
+    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+        """SIGTERM the whole task (process group / container), SIGKILL after ``grace`` seconds. Non-blocking."""
+
+    @abc.abstractmethod
+    def is_alive(self, handle: TaskHandle) -> bool:
+        """True while the task (not a reused pid) still runs."""
+
+    @abc.abstractmethod
+    def remove(self, handle: TaskHandle) -> None:
+        """Free what the task held (container, cgroup); its directory is the daemon's to delete."""
+
+    def recover(self) -> list[TaskHandle]:
+        """Tasks of this runtime still present (e.g. containers by label); default: none are discoverable."""
+        return []
+
+    def find(self, task_dir: str) -> TaskHandle | None:
+        """The handle of a task whose start was not recorded (daemon killed mid-start), or None if it never ran."""
+        return None
+
+    def describe(self) -> str:
+        return self.name

@@ -1,0 +1,415 @@
+"""The embedded cluster's core: submit, queue, start, complete, retry, stop, delete, recover.
+
+Handlers call these methods; all state changes go through the store in one transaction each, then the
+scheduler runs. Tasks are watched by one asyncio task each (``runtime.wait``), so a task's end is seen at
+once, and the same watchers are rebuilt from the database after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ..protocol import Job, JobValidationError, render_commands
+from .env import HOST_IP, Placement, task_env
+from .errors import ConflictJobError, InsufficientResourceError, InvalidProtocolError, JobNotFinishedError, NoJobError
+from .runtime.base import Mount, Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
+from .scheduler import Capacity, PortAllocator, Resources
+from .store import FINAL_STATES, Store, dumps, loads, now_ms
+
+log = logging.getLogger("pai_jupyter.cluster")
+ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
+
+
+def _demand(task: dict[str, Any]) -> Resources:
+    return Resources(task["cpu"], task["memory_mb"], task["gpu"])
+
+
+class Cluster:
+    def __init__(self, local_dir: Path, runtime: Runtime, capacity: Capacity, *, stop_grace: float = 3.0):
+        self.dir = local_dir
+        self.store = Store(local_dir / "state.db")
+        self.runtime = runtime
+        self.capacity = capacity
+        self.ports = PortAllocator()
+        self.stop_grace = stop_grace
+        self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
+        self._jobs: dict[int, Job] = {}
+
+    # ---- helpers -------------------------------------------------------------------------------------------------
+    def job_model(self, row: dict[str, Any]) -> Job:
+        job = self._jobs.get(row["id"])
+        if job is None:
+            job = self._jobs[row["id"]] = Job.model_validate_json(row["model"])
+        return job
+
+    def get_job(self, user: str, name: str) -> dict[str, Any]:
+        row = self.store.job(user, name)
+        if row is None:
+            raise NoJobError(f"job {user}~{name} was not found")
+        return row
+
+    def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
+        return self.dir / "jobs" / f"{row['user']}~{row['name']}" / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
+
+    def user_home(self, user: str) -> Path:
+        path = self.dir / "users" / user / "home"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # ---- submit --------------------------------------------------------------------------------------------------
+    def submit(self, user: str, body: bytes) -> dict[str, Any]:
+        try:
+            job = Job.from_text(body)
+        except JobValidationError as exc:
+            raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
+        reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
+        if reason:
+            raise InsufficientResourceError(f"job {job.name} can never run here: {reason}")
+        now = now_ms()
+        try:
+            with self.store.tx() as db:
+                cur = db.execute(
+                    "INSERT INTO jobs (user, name, state, sub_state, vc, submission_time, created_time, total_gpu, "
+                    "total_tasks, total_roles, config_text, config_format, model) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (user, job.name, "WAITING", "AttemptCreationPending", job.virtual_cluster, now, now,
+                     sum(d.gpu for d in demands), len(demands), len(job.task_roles), job.source_text,
+                     job.source_format, job.model_dump_json()))
+                job_id = cur.lastrowid
+                self._new_attempt(job_id, 0, job)
+                self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+        except sqlite3.IntegrityError:
+            raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
+        self._jobs[job_id] = job
+        self.schedule()
+        return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
+
+    def _new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
+        db = self.store.db
+        db.execute("INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
+                   (job_id, attempt, "WAITING", now_ms()))
+        db.executemany(
+            "INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            [(job_id, attempt, r.name, i, "WAITING", r.cpu, r.memory_mb, r.gpu, now_ms())
+             for r in job.task_roles for i in range(r.instances)])
+
+    # ---- scheduling ----------------------------------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Start what fits, FIFO by submission time within each virtual cluster; note why the rest waits."""
+        rows = self.store.all(
+            "SELECT DISTINCT j.* FROM jobs j JOIN tasks t ON t.job_id = j.id AND t.attempt = j.attempt "
+            "WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND j.state IN ('WAITING', 'RUNNING') "
+            "ORDER BY j.submission_time, j.id")
+        ahead: dict[str, int] = {}
+        for row in rows:
+            vc = row["vc"]
+            job = self.job_model(row)
+            waiting = [t for t in self.store.tasks(row["id"], row["attempt"]) if t["state"] == "WAITING"]
+            n_ahead = ahead.get(vc, 0)
+            if n_ahead:
+                self._set_waiting(row, f"{n_ahead} job{'s' * (n_ahead != 1)} ahead in virtual cluster {vc!r}")
+                ahead[vc] = n_ahead + 1
+                continue
+            room = self.capacity.room(vc)
+            if job.gang_allocation:
+                need = sum((_demand(t) for t in waiting), Resources())
+                short = need.shortfall(room)
+                fits = [] if short else waiting
+            else:
+                fits, short, left = [], None, room
+                for t in waiting:
+                    short = _demand(t).shortfall(left)
+                    if short:
+                        break
+                    fits.append(t)
+                    left = left - _demand(t)
+            if fits:
+                self._launch(row, job, fits)
+            if short:
+                self._set_waiting(row, short + (f"; {n_ahead} job ahead" if n_ahead else ""))
+                ahead[vc] = n_ahead + 1
+
+    def _set_waiting(self, row: dict[str, Any], reason: str) -> None:
+        if row.get("waiting_reason") != reason:
+            self.store.update_job(row["id"], waiting_reason=reason)
+            row["waiting_reason"] = reason
+
+    def _placements(self, row: dict[str, Any], job: Job) -> dict[tuple[str, int], Placement]:
+        """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
+        tasks = self.store.tasks(row["id"], row["attempt"])
+        out = {}
+        with self.store.tx():
+            for t in tasks:
+                ports = loads(t["ports"])
+                if ports is None:
+                    role = job.role(t["role"])
+                    ports = {p.label: self.ports.allocate(p.count, p.begin_at) for p in role.ports}
+                    self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP)
+                out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
+        return out
+
+    def _launch(self, row: dict[str, Any], job: Job, tasks: list[dict[str, Any]]) -> None:
+        now = now_ms()
+        with self.store.tx():
+            for t in tasks:
+                gpus = self.capacity.take(row["vc"], _demand(t))
+                td = self.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
+                self.store.update_task(t, state="STARTING", gpus=dumps(gpus), task_dir=str(td),
+                                       runtime=self.runtime.name, launched_time=now)
+            if row["state"] == "WAITING":
+                deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
+                self.store.update_job(row["id"], state="RUNNING", sub_state="AttemptRunning", waiting_reason=None,
+                                      launched_time=row["launched_time"] or now, deadline=deadline)
+                self.store.db.execute("UPDATE attempts SET state = 'RUNNING', launched_time = ? "
+                                      "WHERE job_id = ? AND attempt = ?", (now, row["id"], row["attempt"]))
+                row["state"] = "RUNNING"
+        placements = self._placements(row, job)
+        for t in tasks:
+            self._start_task(row, job, t, placements)
+
+    def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
+                    placements: dict[tuple[str, int], Placement]) -> None:
+        role = job.role(t["role"])
+        td = Path(t["task_dir"])
+        td.mkdir(parents=True, exist_ok=True)
+        home = self.user_home(row["user"])
+        docker = self.runtime.name == "docker"
+        extra = {"PAI_USER_HOME": "/userhome" if docker else str(home),
+                 "PAI_TASK_DIR": "/pai/task" if docker else str(td)}
+        env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
+        env["PAI_CONTAINER_ID"] = (f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}"
+                                   f".t{t['task_attempt']}")
+        image = job.image_for(role)
+        if not docker:
+            notice = f"[pai_jupyter] process runtime: the image {image!r} was not used; the task runs on this host.\n"
+            for name in ("all", "stdout"):
+                (td / name).write_text(notice, encoding="utf-8")
+        work = td / "work"
+        if not docker:
+            work.mkdir(exist_ok=True)
+        spec = TaskSpec(
+            key=env["PAI_CONTAINER_ID"], user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"],
+            job_attempt=t["attempt"], task_attempt=t["task_attempt"], script=render_commands(job, role), env=env,
+            image=image, cpu=role.cpu, memory_mb=role.memory_mb, shm_mb=role.shm_mb, gpus=loads(t["gpus"], []),
+            task_dir=td, work_dir=None if docker else str(work),
+            mounts=[Mount(str(home), "/userhome")] if docker else [],
+            keep_on_failure=job.parameters.get("isDebug") is True,
+        )
+        try:
+            handle = self.runtime.start(spec)
+        except TaskStartError as exc:
+            self._task_ended(row["id"], t, TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics), None)
+            return
+        except Exception as exc:  # a runtime bug must not take the daemon down
+            log.exception("starting %s failed", spec.key)
+            failure = TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}")
+            self._task_ended(row["id"], t, failure, None)
+            return
+        with self.store.tx():
+            self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+            self.store.add_event(row["id"], "Normal", "TaskStarted",
+                                 f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
+                                 t["role"], t["idx"])
+        self._watch(row["id"], t, handle)
+
+    def _watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+        key = (job_id, t["attempt"], t["role"], t["idx"])
+
+        async def watch() -> None:
+            try:
+                result = await self.runtime.wait(handle, Path(t["task_dir"]))
+            except Exception as exc:
+                log.exception("waiting for %s failed", key)
+                result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
+            self.watchers.pop(key, None)
+            self._task_ended(job_id, t, result, handle)
+
+        self.watchers[key] = asyncio.ensure_future(watch())
+
+    # ---- completion ----------------------------------------------------------------------------------------------
+    def _task_ended(self, job_id: int, t: dict[str, Any], result: TaskExit, handle: TaskHandle | None) -> None:
+        row = self.store.job_by_id(job_id)
+        current = self.store.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+                                 (job_id, t["attempt"], t["role"], t["idx"])) if row else None
+        if row is None or current is None or current["task_attempt"] != t["task_attempt"]:
+            return
+        job = self.job_model(row)
+        if current["state"] in ACTIVE_TASK_STATES:
+            self.capacity.give_back(row["vc"], _demand(current), loads(current["gpus"], []))
+        diag = result.diagnostics
+        if result.oom and "memory" not in diag:
+            diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
+        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL_STATES
+        state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
+        keep = state == "FAILED" and job.parameters.get("isDebug") is True
+        if handle is not None and not keep:
+            try:
+                self.runtime.remove(handle)
+            except Exception:
+                log.exception("removing %s failed", handle.id)
+        role = job.role(t["role"])
+        with self.store.tx():
+            self.store.update_task(current, state=state, exit_code=result.exit_code, exit_diagnostics=diag,
+                                   completed_time=now_ms())
+            self.store.add_event(job_id, "Normal" if state == "SUCCEEDED" else "Warning", f"Task{state.title()}",
+                                 f"{t['role']}[{t['idx']}] exited with code {result.exit_code}"
+                                 + (f": {diag}" if diag else "") + (" (kept for debugging)" if keep else ""),
+                                 t["role"], t["idx"])
+            if row["state"] == "STOPPING":
+                self._maybe_stopped(row)
+            elif not stopped and row["state"] == "RUNNING":
+                if (state == "FAILED" and not job.gang_allocation
+                        and current["task_attempt"] < role.task_retry_count):
+                    self._retry_task(row, current)
+                else:
+                    self._apply_completion(row, job)
+        self.schedule()
+
+    def _retry_task(self, row: dict[str, Any], task: dict[str, Any]) -> None:
+        self.store.update_task(task, state="WAITING", task_attempt=task["task_attempt"] + 1, handle=None,
+                               exit_code=None, exit_diagnostics=None, completed_time=None, launched_time=None)
+        self.store.add_event(row["id"], "Warning", "TaskRetry", f"{task['role']}[{task['idx']}] failed; retrying "
+                             f"(task attempt {task['task_attempt']})", task["role"], task["idx"])
+
+    def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
+        """OpenPAI's completion policy: minFailed fails the job, minSucceeded (default: all) succeeds it."""
+        tasks = self.store.tasks(row["id"], row["attempt"])
+        for role in job.task_roles:
+            mine = [t for t in tasks if t["role"] == role.name]
+            failed = [t for t in mine if t["state"] == "FAILED"]
+            succeeded = [t for t in mine if t["state"] == "SUCCEEDED"]
+            if role.min_failed is not None and len(failed) >= role.min_failed:
+                trigger = failed[-1]
+                return self._finish_attempt(row, job, "FAILED", trigger, trigger["exit_code"],
+                                            f"{role.name}[{trigger['idx']}] failed: {trigger['exit_diagnostics'] or ''}"
+                                            f" (exit code {trigger['exit_code']})")
+            if role.min_succeeded is not None and len(succeeded) >= role.min_succeeded:
+                return self._finish_attempt(row, job, "SUCCEEDED", succeeded[-1], 0,
+                                            f"{role.name} reached {role.min_succeeded} succeeded task(s)")
+        if all(t["state"] in FINAL_STATES for t in tasks):
+            last = max(tasks, key=lambda t: t["completed_time"] or 0)
+            self._finish_attempt(row, job, "SUCCEEDED", last, 0, "all tasks completed")
+
+    def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
+                        exit_code: int | None, diagnostics: str) -> None:
+        now = now_ms()
+        db = self.store.db
+        db.execute("UPDATE attempts SET state = ?, completed_time = ?, exit_code = ?, exit_diagnostics = ?, "
+                   "trigger_role = ?, trigger_index = ? WHERE job_id = ? AND attempt = ?",
+                   (state, now, exit_code, diagnostics, trigger and trigger["role"], trigger and trigger["idx"],
+                    row["id"], row["attempt"]))
+        self._stop_remaining(row)
+        self._release_ports(row)
+        if state == "FAILED" and row["retries"] < job.retry_count:
+            attempt = row["attempt"] + 1
+            self._new_attempt(row["id"], attempt, job)
+            self.store.update_job(row["id"], state="WAITING", sub_state="AttemptCreationPending", attempt=attempt,
+                                  retries=row["retries"] + 1, exit_code=exit_code, exit_diagnostics=diagnostics)
+            self.store.add_event(row["id"], "Warning", "JobRetry", f"attempt {row['attempt']} failed: {diagnostics}; "
+                                 f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})")
+            return
+        self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now, exit_code=exit_code,
+                              exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
+                              trigger_index=trigger and trigger["idx"], waiting_reason=None, deadline=None)
+        self.store.add_event(row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}",
+                             diagnostics)
+        row["state"] = state
+
+    def _stop_remaining(self, row: dict[str, Any]) -> None:
+        for t in self.store.tasks(row["id"], row["attempt"]):
+            if t["state"] == "WAITING":
+                self.store.update_task(t, state="STOPPED", completed_time=now_ms(),
+                                       exit_diagnostics="not started: the job attempt ended")
+            elif t["state"] in ACTIVE_TASK_STATES and not t["stopping"]:
+                self.store.update_task(t, stopping=1)
+                if t["handle"]:
+                    self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
+
+    def _release_ports(self, row: dict[str, Any]) -> None:
+        for t in self.store.tasks(row["id"], row["attempt"]):
+            for ports in (loads(t["ports"]) or {}).values():
+                self.ports.release(ports)
+
+    # ---- stop, delete, time limits -------------------------------------------------------------------------------
+    def stop(self, row: dict[str, Any], reason: str) -> None:
+        if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
+            return
+        with self.store.tx():
+            self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
+            self.store.add_event(row["id"], "Normal", "StopRequested", reason)
+            row.update(execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
+            self._stop_remaining(row)
+            self._maybe_stopped(row)
+        self.schedule()
+
+    def _maybe_stopped(self, row: dict[str, Any]) -> None:
+        if any(t["state"] in ACTIVE_TASK_STATES for t in self.store.tasks(row["id"], row["attempt"])):
+            return
+        now = now_ms()
+        self._release_ports(row)
+        self.store.db.execute("UPDATE attempts SET state = 'STOPPED', completed_time = ? WHERE job_id = ? AND "
+                              "attempt = ?", (now, row["id"], row["attempt"]))
+        self.store.update_job(row["id"], state="STOPPED", sub_state="Completed", completed_time=now,
+                              waiting_reason=None, deadline=None)
+        self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
+        row["state"] = "STOPPED"
+
+    def check_deadlines(self) -> None:
+        now = time.time()
+        for row in self.store.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? "
+                                  "AND state = 'RUNNING'", (now,)):
+            minutes = self.job_model(row).max_run_time_minutes
+            self.stop(row, f"stopped: the job ran longer than its max run time of {minutes:g} minutes "
+                           f"(extras.maxRunTimeMinutes)")
+
+    def delete(self, row: dict[str, Any]) -> None:
+        if row["state"] not in FINAL_STATES:
+            raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
+        for t in self.store.tasks(row["id"]):
+            if t["handle"] and t["state"] == "FAILED":
+                try:
+                    self.runtime.remove(TaskHandle.from_dict(loads(t["handle"])))
+                except Exception:
+                    log.exception("removing a kept task of %s failed", row["name"])
+        with self.store.tx() as db:
+            db.execute("DELETE FROM jobs WHERE id = ?", (row["id"],))
+        self._jobs.pop(row["id"], None)
+        shutil.rmtree(self.dir / "jobs" / f"{row['user']}~{row['name']}", ignore_errors=True)
+
+    # ---- recovery ------------------------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Re-attach to tasks that were running when the daemon stopped; collect those that ended meanwhile."""
+        for t in self.store.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
+                                "WHERE t.state IN ('STARTING', 'RUNNING') OR t.ports IS NOT NULL"):
+            row = self.store.job_by_id(t["job_id"])
+            if row is None:
+                continue
+            if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL_STATES:
+                for ports in loads(t["ports"]).values():
+                    self.ports.claim(ports)
+            if t["state"] not in ACTIVE_TASK_STATES:
+                continue
+            self.capacity.take(t["vc"], _demand(t), loads(t["gpus"], []))
+            handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else self.runtime.find(t["task_dir"])
+            if handle is None:  # it never started: run it again
+                with self.store.tx():
+                    self.capacity.give_back(t["vc"], _demand(t), loads(t["gpus"], []))
+                    self.store.update_task(t, state="WAITING", launched_time=None)
+                continue
+            if t["state"] == "STARTING":
+                self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+            self._watch(t["job_id"], t, handle)
+            if t["stopping"]:
+                self.runtime.stop(handle, self.stop_grace)
+        for row in self.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
+            with self.store.tx():
+                self._stop_remaining(row)
+                self._maybe_stopped(row)
+        self.schedule()

@@ -1,0 +1,218 @@
+"""SQLite state of the embedded cluster (WAL): users and tokens, jobs, attempts, tasks, events.
+
+Only the daemon opens this database. Every write that changes a job happens in one transaction, so a
+daemon killed at any moment leaves a consistent state to recover from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+  name TEXT PRIMARY KEY, admin INTEGER NOT NULL DEFAULT 0, password_hash TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,
+  label TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL,
+  state TEXT NOT NULL, sub_state TEXT NOT NULL, execution_type TEXT NOT NULL DEFAULT 'START',
+  vc TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,
+  submission_time INTEGER NOT NULL, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
+  exit_code INTEGER, exit_diagnostics TEXT, exit_type TEXT, trigger_role TEXT, trigger_index INTEGER,
+  total_gpu INTEGER NOT NULL, total_tasks INTEGER NOT NULL, total_roles INTEGER NOT NULL,
+  config_text TEXT NOT NULL, config_format TEXT NOT NULL, model TEXT NOT NULL,
+  waiting_reason TEXT, deadline REAL,
+  UNIQUE (user, name));
+CREATE INDEX IF NOT EXISTS jobs_by_submission ON jobs (submission_time, id);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, attempt INTEGER NOT NULL,
+  state TEXT NOT NULL, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
+  exit_code INTEGER, exit_diagnostics TEXT, trigger_role TEXT, trigger_index INTEGER,
+  PRIMARY KEY (job_id, attempt));
+CREATE TABLE IF NOT EXISTS tasks (
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, attempt INTEGER NOT NULL,
+  role TEXT NOT NULL, idx INTEGER NOT NULL, task_attempt INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL, runtime TEXT, handle TEXT, host_ip TEXT, ports TEXT, gpus TEXT,
+  cpu INTEGER NOT NULL, memory_mb INTEGER NOT NULL, gpu INTEGER NOT NULL,
+  exit_code INTEGER, exit_diagnostics TEXT, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
+  task_dir TEXT, stopping INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (job_id, attempt, role, idx));
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  time INTEGER NOT NULL, type TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
+  role TEXT, idx INTEGER);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (job_id, id);
+"""
+
+FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+LIST_ORDER_FIELDS = {
+    "jobName": "name", "submissionTime": "submission_time", "username": "user", "vc": "vc",
+    "retries": "retries", "totalTaskNumber": "total_tasks", "totalGpuNumber": "total_gpu", "state": "state",
+    "completionTime": "completed_time",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 200_000)
+    return f"pbkdf2${salt.hex()}${digest.hex()}"
+
+
+def check_password(password: str, stored: str | None) -> bool:
+    if not stored or not stored.startswith("pbkdf2$"):
+        return False
+    _, salt, _digest = stored.split("$")
+    return secrets.compare_digest(hash_password(password, bytes.fromhex(salt)), stored)
+
+
+class Store:
+    """Thin, typed access to the database; rows come back as dicts."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One atomic transaction (nested calls join the outer one)."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def one(self, sql: str, args: tuple[Any, ...] = ()) -> dict[str, Any] | None:
+        row = self.db.execute(sql, args).fetchone()
+        return dict(row) if row else None
+
+    def all(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db.execute(sql, args).fetchall()]
+
+    # ---- users and tokens ---------------------------------------------------------------------------------
+    def ensure_user(self, name: str, *, admin: bool = False) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR IGNORE INTO users (name, admin, created) VALUES (?, ?, ?)",
+                       (name, int(admin), time.time()))
+            if admin:
+                db.execute("UPDATE users SET admin = 1 WHERE name = ?", (name,))
+
+    def set_password(self, name: str, password: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (hash_password(password), name))
+
+    def new_token(self, user: str, label: str = "") -> str:
+        token = secrets.token_urlsafe(32)
+        with self.tx() as db:
+            db.execute("INSERT INTO tokens (hash, user, label, created) VALUES (?, ?, ?, ?)",
+                       (hash_token(token), user, label, time.time()))
+        return token
+
+    def user_for_token(self, token: str) -> dict[str, Any] | None:
+        return self.one("SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?",
+                        (hash_token(token),))
+
+    def user(self, name: str) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM users WHERE name = ?", (name,))
+
+    def tokens(self, user: str) -> list[dict[str, Any]]:
+        return self.all("SELECT label, created FROM tokens WHERE user = ? ORDER BY created", (user,))
+
+    # ---- jobs -------------------------------------------------------------------------------------------------
+    def job(self, user: str, name: str) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM jobs WHERE user = ? AND name = ?", (user, name))
+
+    def job_by_id(self, job_id: int) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+
+    def update_job(self, job_id: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
+
+    def list_jobs(self, *, users: list[str] | None = None, states: list[str] | None = None,
+                  vcs: list[str] | None = None, keyword: str | None = None, order: str = "submissionTime,DESC",
+                  offset: int = 0, limit: int = 5000) -> tuple[list[dict[str, Any]], int]:
+        where, args = [], []
+        for col, values in (("user", users), ("state", states), ("vc", vcs)):
+            if values:
+                where.append(f"{col} IN ({','.join('?' * len(values))})")
+                args += values
+        if keyword:
+            where.append("(instr(name, ?) > 0 OR instr(user, ?) > 0 OR instr(vc, ?) > 0)")
+            args += [keyword] * 3
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        field, _, direction = order.partition(",")
+        col = LIST_ORDER_FIELDS.get(field, "submission_time")
+        direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
+        cols = ("id, user, name, state, sub_state, execution_type, vc, retries, submission_time, created_time, "
+                "launched_time, completed_time, exit_code, total_gpu, total_tasks, total_roles")
+        rows = self.all(f"SELECT {cols} FROM jobs{clause} ORDER BY {col} {direction}, id {direction} "
+                        f"LIMIT ? OFFSET ?", (*args, limit, offset))
+        total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0]
+        return rows, total
+
+    # ---- tasks, attempts, events ---------------------------------------------------------------------------------
+    def tasks(self, job_id: int, attempt: int | None = None) -> list[dict[str, Any]]:
+        if attempt is None:
+            return self.all("SELECT * FROM tasks WHERE job_id = ? ORDER BY attempt, rowid", (job_id,))
+        return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
+
+    def update_task(self, task: dict[str, Any], **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE tasks SET {cols} WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+                        (*fields.values(), task["job_id"], task["attempt"], task["role"], task["idx"]))
+        task.update(fields)
+
+    def add_event(self, job_id: int, type_: str, reason: str, message: str, role: str | None = None,
+                  idx: int | None = None) -> None:
+        self.db.execute("INSERT INTO events (job_id, time, type, reason, message, role, idx) VALUES (?,?,?,?,?,?,?)",
+                        (job_id, now_ms(), type_, reason, message, role, idx))
+
+    def events(self, job_id: int, type_: str | None = None) -> list[dict[str, Any]]:
+        if type_:
+            return self.all("SELECT * FROM events WHERE job_id = ? AND type = ? ORDER BY id", (job_id, type_))
+        return self.all("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+
+    def attempts(self, job_id: int) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def loads(text: str | None, default: Any = None) -> Any:
+    return json.loads(text) if text else default

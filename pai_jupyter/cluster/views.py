@@ -1,0 +1,126 @@
+"""Database rows to OpenPAI v2 JSON shapes (list item, detail, task status, attempts, events)."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+from typing import Any
+from urllib.parse import quote
+
+from .store import loads
+
+EXIT_SPECS: dict[int, tuple[str, str, str]] = {
+    0: ("Succeeded", "SUCCEEDED", "The task completed."),
+    254: ("ImageNotFound", "PERMANENT", "The docker image is not present and could not be pulled."),
+    255: ("RuntimeUnknownError", "UNKNOWN", "The task could not be started or tracked."),
+    -1200: ("ContainerOOMKilled", "TRANSIENT", "The task used more memory than it asked for."),
+    -1300: ("TaskLost", "UNKNOWN", "The task ended while the daemon was down and left no exit status."),
+}
+
+
+def exit_spec(code: int | None, diagnostics: str | None) -> dict[str, Any] | None:
+    """A small version of OpenPAI's exit spec: a phrase, a type and a reason for the common codes."""
+    if code is None:
+        return None
+    if diagnostics and diagnostics.startswith("out of memory"):
+        phrase, kind, reason = EXIT_SPECS[-1200]
+    elif code in EXIT_SPECS:
+        phrase, kind, reason = EXIT_SPECS[code]
+    elif 128 < code < 160:
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = f"signal {code - 128}"
+        transient = code in (130, 137, 143)
+        phrase, kind, reason = (f"ContainerKilledBy{name}", "TRANSIENT" if transient else "PERMANENT",
+                                f"The task was killed by {name}.")
+    else:
+        phrase, kind, reason = ("UserCommandFailed", "PERMANENT", "The user's command exited with a non-zero code.")
+    return {"code": code, "phrase": phrase, "type": kind, "reason": reason}
+
+
+def _gpu_mask(gpus: list[int]) -> int:
+    return sum(1 << g for g in gpus)
+
+
+def list_item(row: dict[str, Any]) -> dict[str, Any]:
+    framework = f"{row['user']}~{row['name']}"
+    return {
+        "debugId": hashlib.md5(framework.encode()).hexdigest(),
+        "name": row["name"], "username": row["user"], "state": row["state"], "subState": row["sub_state"],
+        "executionType": row["execution_type"], "tags": [], "retries": row["retries"],
+        "retryDetails": {"user": row["retries"], "platform": 0, "resource": 0},
+        "submissionTime": row["submission_time"], "createdTime": row["created_time"],
+        "launchedTime": row["launched_time"], "completedTime": row["completed_time"],
+        "appExitCode": row["exit_code"], "virtualCluster": row["vc"], "totalGpuNumber": row["total_gpu"],
+        "totalTaskNumber": row["total_tasks"], "totalTaskRoleNumber": row["total_roles"], "jobPriority": "default",
+    }
+
+
+def log_url(row: dict[str, Any], task: dict[str, Any]) -> str:
+    fw = quote(f"{row['user']}~{row['name']}", safe="~")
+    return (f"/api/v2/jobs/{fw}/attempts/{task['attempt']}/taskRoles/{quote(task['role'], safe='')}/taskIndex/"
+            f"{task['idx']}/attempts/{task['task_attempt']}/logs")
+
+
+def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    ports = loads(task["ports"], {}) or {}
+    gpus = loads(task["gpus"], []) or []
+    handle = loads(task["handle"], {}) or {}
+    return {
+        "taskIndex": task["idx"], "taskUid": f"{row['id']}.{task['attempt']}.{task['role']}.{task['idx']}",
+        "taskState": task["state"], "containerId": handle.get("id"), "containerIp": task["host_ip"],
+        "containerNodeName": "local", "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
+        "containerGpus": _gpu_mask(gpus), "containerGpuIndices": gpus, "containerLog": log_url(row, task),
+        "containerExitCode": task["exit_code"], "containerExitSpec": exit_spec(task["exit_code"],
+                                                                               task["exit_diagnostics"]),
+        "containerExitDiagnostics": task["exit_diagnostics"], "retries": task["task_attempt"],
+        "accountableRetries": task["task_attempt"], "createdTime": task["created_time"],
+        "launchedTime": task["launched_time"], "completedTime": task["completed_time"], "attemptId": task["attempt"],
+        "attemptState": task["state"], "taskAttemptId": task["task_attempt"], "runtime": task["runtime"],
+    }
+
+
+def detail(row: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str]) -> dict[str, Any]:
+    status = list_item(row)
+    status.update({
+        "attemptId": row["attempt"], "attemptState": row["state"], "appId": f"{row['user']}~{row['name']}",
+        "appProgress": None, "appTrackingUrl": "", "appCreatedTime": row["created_time"],
+        "appLaunchedTime": row["launched_time"], "appCompletedTime": row["completed_time"],
+        "appExitSpec": exit_spec(row["exit_code"], row["exit_diagnostics"]) if row["completed_time"] else None,
+        "appExitDiagnostics": row["exit_diagnostics"], "appExitMessages": None,
+        "appExitTriggerMessage": row["exit_diagnostics"], "appExitTriggerTaskRoleName": row["trigger_role"],
+        "appExitTriggerTaskIndex": row["trigger_index"],
+        "appExitType": (exit_spec(row["exit_code"], row["exit_diagnostics"]) or {}).get("type")
+        if row["completed_time"] else None,
+        "waitingReason": row["waiting_reason"],
+    })
+    task_roles: dict[str, Any] = {r: {"taskRoleStatus": {"name": r}, "taskStatuses": []} for r in roles}
+    for t in tasks:
+        task_roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
+        task_roles[t["role"]]["taskStatuses"].append(task_status(row, t))
+    return {"debugId": status["debugId"], "name": row["name"], "tags": [], "jobPriority": "default",
+            "jobStatus": status, "taskRoles": task_roles}
+
+
+def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) or {}
+    roles: dict[str, Any] = {}
+    for t in tasks:
+        roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
+        roles[t["role"]]["taskStatuses"].append(task_status(row, t))
+    return {
+        "jobName": row["name"], "frameworkName": f"{row['user']}~{row['name']}", "userName": row["user"],
+        "state": attempt["state"], "originState": attempt["state"], "attemptIndex": attempt["attempt"],
+        "attemptCreatedTime": attempt["created_time"], "attemptStartedTime": attempt["launched_time"],
+        "attemptCompletedTime": attempt["completed_time"], "exitCode": attempt["exit_code"],
+        "exitPhrase": spec.get("phrase"), "exitType": spec.get("type"), "exitDiagnostics": attempt["exit_diagnostics"],
+        "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
+        "taskRoles": roles, "isLatest": attempt["attempt"] == row["attempt"],
+    }
+
+
+def event_item(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    return {"podUid": None, "taskroleName": event["role"], "taskIndex": event["idx"], "type": event["type"],
+            "reason": event["reason"], "message": event["message"], "firstTimestamp": event["time"],
+            "lastTimestamp": event["time"], "count": 1}

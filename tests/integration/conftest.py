@@ -1,0 +1,137 @@
+"""Fixtures that start a real daemon on a free loopback port with its own PAI_JUPYTER_HOME."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pai_jupyter.cluster import control
+
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+class Api:
+    """A bare REST caller for the daemon tests (the product's client is tested on its own)."""
+
+    def __init__(self, url: str, token: str, home: Path):
+        self.url, self.token, self.home = url, token, home
+        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def as_user(self, token: str) -> Api:
+        return Api(self.url, token, self.home)
+
+    def submit(self, text: str, content_type: str | None = None) -> httpx.Response:
+        ctype = content_type or ("application/json" if text.lstrip().startswith("{") else "text/yaml")
+        return self.http.post("/api/v2/jobs", content=text.encode(), headers={"Content-Type": ctype})
+
+    def submit_ok(self, text: str) -> str:
+        r = self.submit(text)
+        assert r.status_code == 202, r.text
+        return f"{r.json()['username']}~{r.json()['name']}"
+
+    def detail(self, job: str) -> dict[str, Any]:
+        r = self.http.get(f"/api/v2/jobs/{job}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def wait(self, job: str, states: tuple[str, ...] = FINAL, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            d = self.detail(job)
+            if d["jobStatus"]["state"] in states:
+                return d
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{job} still {d['jobStatus']['state']} after {timeout} s: {d}")
+            time.sleep(0.05)
+
+    def log(self, job: str, role: str = "main", index: int = 0, name: str = "all", attempt: int | None = None,
+            task_attempt: int = 0, tail: bool = False) -> str:
+        if attempt is None:
+            attempt = self.detail(job)["jobStatus"]["attemptId"]
+        q = "?tail-mode=true" if tail else ""
+        r = self.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts/"
+                          f"{task_attempt}/logs{q}")
+        assert r.status_code == 200, r.text
+        uri = {loc["name"]: loc["uri"] for loc in r.json()["locations"]}[name]
+        r = self.http.get(uri)
+        assert r.status_code == 200, r.text
+        return r.text
+
+    def stop(self, job: str) -> httpx.Response:
+        return self.http.put(f"/api/v2/jobs/{job}/executionType", json={"value": "STOP"})
+
+    def tasks(self, detail: dict[str, Any], role: str = "main") -> list[dict[str, Any]]:
+        return detail["taskRoles"][role]["taskStatuses"]
+
+
+def kill_leftovers(home: Path) -> None:
+    """Kill any task process group a test left behind (pid files written by the shim)."""
+    for pid_file in home.rglob("pid"):
+        try:
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGKILL)
+        except (ValueError, OSError):
+            pass
+
+
+def start_daemon(home: Path, **kwargs: Any) -> Api:
+    kwargs.setdefault("runtime", "process")
+    kwargs.setdefault("cpus", 8)
+    kwargs.setdefault("memory_mb", 8192)
+    kwargs.setdefault("gpus", 0)
+    kwargs.setdefault("stop_grace", 0.5)
+    info = control.start(home, **kwargs)
+    return Api(info["url"], info["token"], home)
+
+
+@pytest.fixture
+def pai_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "pai-home"
+    monkeypatch.setenv("PAI_JUPYTER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def daemon(pai_home: Path) -> Iterator[Api]:
+    api = start_daemon(pai_home)
+    yield api
+    control.stop(pai_home)
+    kill_leftovers(pai_home)
+
+
+def docker_or_skip() -> None:
+    from pai_jupyter.cluster.runtime.docker import docker_available
+
+    if not docker_available():
+        if os.environ.get("PAI_TEST_REQUIRE_DOCKER") == "1":
+            pytest.fail("PAI_TEST_REQUIRE_DOCKER=1 but no Docker engine answers")
+        pytest.skip("no Docker engine answers (start dockerd; see DESIGN.md)")
+
+
+@pytest.fixture
+def docker_daemon(pai_home: Path) -> Iterator[Api]:
+    docker_or_skip()
+    api = start_daemon(pai_home, runtime="docker")
+    yield api
+    control.stop(pai_home)
+    import docker
+
+    client = docker.from_env()
+    for c in client.containers.list(all=True, filters={"label": "pai.managed=1"}):
+        if str(pai_home) in str(c.attrs.get("Mounts")):
+            c.remove(force=True)
+
+
+def v1(name: str, command: str, **role: Any) -> str:
+    """A one-role v1 job as JSON text."""
+    import json
+
+    r = {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": command}
+    r.update(role)
+    return json.dumps({"jobName": name, "image": "pai-test/busybox:latest", "taskRoles": [r]})
