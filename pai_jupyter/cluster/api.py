@@ -343,9 +343,8 @@ class Users(Base):
 
 
 class NotFound(Base):
-    public = True
-
     def prepare(self) -> None:
+        super().prepare()
         raise NotFoundError(f"no such route: {self.request.method} {self.request.path}")
 
 

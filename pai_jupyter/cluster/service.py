@@ -133,8 +133,8 @@ class Cluster:
             if fits:
                 self._launch(row, job, fits)
             if short:
-                self._set_waiting(row, short + (f"; {n_ahead} job ahead" if n_ahead else ""))
-                ahead[vc] = n_ahead + 1
+                self._set_waiting(row, short)
+                ahead[vc] = 1
 
     def _set_waiting(self, row: dict[str, Any], reason: str) -> None:
         if row.get("waiting_reason") != reason:

@@ -1,0 +1,72 @@
+"""``make demo``: the quickstart, headless. Validates the example jobs, runs two of them on the embedded
+cluster, and prints their states and logs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .cluster import control
+from .protocol import Job, JobValidationError
+
+JOBS = Path(__file__).resolve().parent.parent / "notebooks" / "jobs"
+RUN = ("quickstart.yaml", "distributed-ps-worker.yaml")
+
+
+def main() -> int:
+    print("== validating the example jobs")
+    ok = True
+    for path in sorted(JOBS.iterdir()):
+        try:
+            job = Job.from_file(path)
+        except JobValidationError as exc:
+            ok = False
+            print(f"{path.name}: invalid\n{exc}")
+            continue
+        print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
+    print("\n== starting the embedded cluster")
+    info = control.start()
+    print(f"local cluster at {info['url']} (runtime {info['runtime']})")
+    http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
+    suffix = time.strftime("%H%M%S")
+    for file in RUN:
+        text = (JOBS / file).read_text()
+        job = Job.from_text(text)
+        name = f"{job.name}_{suffix}"
+        r = http.post("/api/v2/jobs", content=text.replace(f"name: {job.name}", f"name: {name}", 1),
+                      headers={"Content-Type": "text/yaml"})
+        if r.status_code != 202:
+            print(f"submit {file}: {r.status_code} {r.json().get('message')}")
+            ok = False
+            continue
+        job_id = f"{r.json()['username']}~{name}"
+        print(f"\n== {job_id} submitted")
+        state, last = "", ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            d = http.get(f"/api/v2/jobs/{job_id}").json()
+            state = d["jobStatus"]["state"]
+            if state != last:
+                reason = d["jobStatus"].get("waitingReason")
+                print(f"  state {state}" + (f" ({reason})" if reason else ""))
+                last = state
+            if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+                break
+            time.sleep(0.2)
+        for role, rs in d["taskRoles"].items():
+            for t in rs["taskStatuses"]:
+                print(f"  {role}[{t['taskIndex']}] {t['taskState']} exit {t['containerExitCode']} "
+                      f"ports {t['containerPorts'] or '-'}")
+                logs = http.get(t["containerLog"] + "?tail-mode=true").json()["locations"]
+                text = http.get(next(loc["uri"] for loc in logs if loc["name"] == "all")).text
+                print("    | " + text.rstrip().replace("\n", "\n    | "))
+        ok = ok and state == "SUCCEEDED"
+    print("\nThe cluster keeps running; stop it with: .venv/bin/pai cluster stop")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

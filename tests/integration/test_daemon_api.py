@@ -1,0 +1,190 @@
+"""The REST surface: auth, user isolation, bad input, listing, config, logs (two-step, tail, live stream)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+
+import httpx
+import pytest
+
+from .conftest import Api, v1
+
+
+def test_every_route_needs_a_valid_token(daemon: Api) -> None:
+    name = daemon.submit_ok(v1("private", "true"))
+    routes = [("GET", "/api/v2/jobs"), ("POST", "/api/v2/jobs"), ("GET", f"/api/v2/jobs/{name}"),
+              ("PUT", f"/api/v2/jobs/{name}/executionType"), ("GET", f"/api/v2/jobs/{name}/config"),
+              ("GET", f"/api/v2/jobs/{name}/job-attempts"), ("GET", f"/api/v2/jobs/{name}/events"),
+              ("GET", f"/api/v2/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
+              ("GET", f"/api/v2/local/logs/{name}/0/main/0/0/all"), ("GET", f"/api/v2/local/jobs/{name}/logs/stream"),
+              ("GET", "/api/v2/tokens"), ("GET", "/api/v2/info"), ("POST", "/api/v2/local/users"),
+              ("DELETE", f"/api/v2/jobs/{name}"), ("GET", "/api/v2/nope")]
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+        for method, path in routes:
+            r = httpx.request(method, daemon.url + path, headers=headers)
+            assert r.status_code == 401, (method, path, headers, r.status_code)
+            assert r.json()["code"] == "UnauthorizedUserError"
+
+
+def test_users_see_and_control_only_their_own_jobs(daemon: Api) -> None:
+    r = daemon.http.post("/api/v2/local/users", json={"name": "bob", "password": "hunter22"})
+    assert r.status_code == 201
+    bob = daemon.as_user(r.json()["token"])
+    mine = daemon.submit_ok(v1("mine", "sleep 5"))
+    bobs = bob.submit_ok(v1("mine", "true"))  # same name, other user: fine
+    assert bobs == "bob~mine"
+    assert [j["name"] for j in bob.http.get("/api/v2/jobs").json()] == ["mine"]
+    assert bob.http.get("/api/v2/jobs", params={"username": mine.split("~")[0]}).json() == []
+    for method, path in (("GET", f"/api/v2/jobs/{mine}"), ("GET", f"/api/v2/jobs/{mine}/config"),
+                         ("PUT", f"/api/v2/jobs/{mine}/executionType"), ("DELETE", f"/api/v2/jobs/{mine}"),
+                         ("GET", f"/api/v2/jobs/{mine}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
+                         ("GET", f"/api/v2/local/logs/{mine}/0/main/0/0/all")):
+        r = bob.http.request(method, path, json={"value": "STOP"} if method == "PUT" else None)
+        assert r.status_code == 404 and r.json()["code"] in ("NoJobError", "NotFoundError"), (path, r.text)
+    assert daemon.detail(mine)["jobStatus"]["state"] in ("WAITING", "RUNNING")
+    # the admin sees everyone's jobs
+    assert {j["username"] for j in daemon.http.get("/api/v2/jobs").json()} == {"bob", mine.split("~")[0]}
+    assert bob.http.post("/api/v2/local/users", json={"name": "eve"}).status_code == 403
+    # login with the password gives a working token; a wrong password does not
+    r = httpx.post(daemon.url + "/api/v2/authn/basic/login", json={"username": "bob", "password": "hunter22"})
+    assert r.status_code == 200 and r.json()["user"] == "bob"
+    assert daemon.as_user(r.json()["token"]).http.get("/api/v2/jobs").status_code == 200
+    r = httpx.post(daemon.url + "/api/v2/authn/basic/login", json={"username": "bob", "password": "nope"})
+    assert r.status_code == 401
+    daemon.stop(mine)
+
+
+@pytest.mark.parametrize(("body", "ctype", "status", "code"), [
+    (b"{not json", "application/json", 400, "InvalidProtocolError"),
+    (b"name: [unclosed", "text/yaml", 400, "InvalidProtocolError"),
+    (b"jobName: x", "application/xml", 415, "UnsupportedMediaTypeError"),
+    (b"jobName=x", "application/x-www-form-urlencoded", 415, "UnsupportedMediaTypeError"),
+    (b"", "text/yaml", 400, "InvalidProtocolError"),
+    (b"\xff\xfe", "text/yaml", 400, "InvalidProtocolError"),
+])
+def test_bad_submissions_are_refused_and_nothing_is_written(daemon: Api, body: bytes, ctype: str, status: int,
+                                                             code: str) -> None:
+    r = daemon.http.post("/api/v2/jobs", content=body, headers={"Content-Type": ctype})
+    assert r.status_code == status, r.text
+    assert r.json()["code"] == code
+    assert daemon.http.get("/api/v2/jobs").json() == []
+
+
+def test_invalid_protocol_lists_every_field_path(daemon: Api) -> None:
+    bad = {"jobName": "bad name", "image": "x", "taskRoles": [
+        {"name": "main", "taskNumber": 0, "cpuNumber": 1, "memoryMB": 50, "gpuNumber": 0, "command": "true"}]}
+    r = daemon.submit(json.dumps(bad))
+    assert r.status_code == 400 and r.json()["code"] == "InvalidProtocolError"
+    paths = {p["path"] for p in r.json()["problems"]}
+    assert {"jobName", "taskRoles[0].taskNumber", "taskRoles[0].memoryMB"} <= paths
+    assert "taskRoles[0].memoryMB: 50 is below the minimum 100" in r.json()["message"]
+
+
+def test_body_over_the_cap_is_413(daemon: Api) -> None:
+    big = b"jobName: x\n# " + b"a" * (5 * 1024 * 1024)
+    r = daemon.http.post("/api/v2/jobs", content=big, headers={"Content-Type": "text/yaml"})
+    assert r.status_code == 413 and r.json()["code"] == "PayloadTooLargeError"
+
+
+def test_duplicate_name_is_409_and_unknown_job_404(daemon: Api) -> None:
+    daemon.submit_ok(v1("dup", "true"))
+    r = daemon.submit(v1("dup", "true"))
+    assert r.status_code == 409 and r.json()["code"] == "ConflictJobError"
+    user = daemon.detail(f"{r.request.headers and daemon.http.get('/api/v2/info').json()['user']}~dup")
+    assert user["name"] == "dup"
+    r = daemon.http.get("/api/v2/jobs/nobody~nothing")
+    assert r.status_code == 404 and r.json()["code"] == "NoJobError"
+    assert daemon.stop("nobody~nothing").status_code == 404
+
+
+def test_list_filters_paging_order_and_total(daemon: Api) -> None:
+    for i in range(5):
+        daemon.submit_ok(v1(f"list{i}", "true" if i % 2 else "exit 1"))
+    for i in range(5):
+        daemon.wait(f"{daemon.http.get('/api/v2/info').json()['user']}~list{i}")
+    r = daemon.http.get("/api/v2/jobs", params={"withTotalCount": "true", "limit": 2, "offset": 1,
+                                                "order": "jobName,ASC"})
+    body = r.json()
+    assert body["totalCount"] == 5 and [j["name"] for j in body["data"]] == ["list1", "list2"]
+    failed = daemon.http.get("/api/v2/jobs", params={"state": "FAILED"}).json()
+    assert sorted(j["name"] for j in failed) == ["list0", "list2", "list4"]
+    assert [j["name"] for j in daemon.http.get("/api/v2/jobs", params={"keyword": "st3"}).json()] == ["list3"]
+    item = failed[0]
+    for key in ("name", "username", "state", "subState", "executionType", "retries", "submissionTime",
+                "createdTime", "launchedTime", "completedTime", "appExitCode", "virtualCluster", "totalGpuNumber",
+                "totalTaskNumber", "totalTaskRoleNumber"):
+        assert key in item
+    assert daemon.http.get("/api/v2/jobs", params={"limit": "x"}).status_code == 400
+
+
+def test_config_is_returned_as_submitted(daemon: Api) -> None:
+    text = v1("cfg", "echo  spaced")
+    name = daemon.submit_ok(text)
+    assert daemon.http.get(f"/api/v2/jobs/{name}/config").text == text
+
+
+def test_events_tell_the_story(daemon: Api) -> None:
+    name = daemon.submit_ok(v1("story", "true"))
+    daemon.wait(name)
+    reasons = [e["reason"] for e in daemon.http.get(f"/api/v2/jobs/{name}/events").json()["data"]]
+    assert reasons[0] == "Submitted" and "TaskStarted" in reasons and reasons[-1] == "JobSucceeded"
+
+
+def test_logs_tail_is_the_last_16_kib_on_a_line_boundary(daemon: Api) -> None:
+    name = daemon.submit_ok(v1("chatty", "i=0; while [ $i -lt 3000 ]; do echo \"line $i ✓\"; i=$((i+1)); done"))
+    daemon.wait(name)
+    full = daemon.log(name, name="stdout")
+    tail = daemon.log(name, name="stdout", tail=True)
+    assert full.endswith("line 2999 ✓\n") and tail.endswith("line 2999 ✓\n")
+    assert len(tail.encode()) <= 16 * 1024 and tail.startswith("line ")
+    assert full.endswith(tail)
+
+
+def test_live_stream_follows_until_the_task_ends(daemon: Api) -> None:
+    name = daemon.submit_ok(v1("stream", "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done"))
+    seen: list[tuple[float, str]] = []
+    with daemon.http.stream("GET", f"/api/v2/local/jobs/{name}/logs/stream", params={"stream": "stdout"}) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            seen.append((time.monotonic(), line))
+    lines = [s for _, s in seen]
+    assert [s for s in lines if s.startswith("tick")] == [f"tick {i}" for i in range(1, 6)]
+    assert seen[-1][0] - seen[1][0] > 0.5  # lines came as they were written, not at the end
+
+
+def test_many_concurrent_clients_get_no_duplicates(daemon: Api) -> None:
+    """20 clients x 50 submits -> 1,000 jobs; every name once; a resubmitted name is 409; the DB is intact."""
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        with httpx.Client(base_url=daemon.url, headers={"Authorization": f"Bearer {daemon.token}"},
+                          timeout=60) as http:
+            for i in range(50):
+                r = http.post("/api/v2/jobs", content=v1(f"c{n}-{i}", "true").encode(),
+                              headers={"Content-Type": "application/json"})
+                with lock:
+                    results.append(r.status_code)
+            r = http.post("/api/v2/jobs", content=v1(f"c{n}-0", "true").encode(),
+                          headers={"Content-Type": "application/json"})
+            with lock:
+                results.append(r.status_code)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(202) == 1000 and results.count(409) == 20 and len(results) == 1020
+    jobs = daemon.http.get("/api/v2/jobs", params={"withTotalCount": "true"}).json()
+    names = [j["name"] for j in jobs["data"]]
+    assert jobs["totalCount"] == 1000 and len(set(names)) == 1000
+    from pai_jupyter.cluster import control
+
+    control.stop(daemon.home)
+    db = sqlite3.connect(f"file:{daemon.home / 'local' / 'state.db'}?mode=ro", uri=True)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db.execute("SELECT count(*) FROM jobs").fetchone()[0] == 1000
