@@ -1,0 +1,315 @@
+"""The process runtime: each task is a process group under the sh shim, on this host, with no engine.
+
+Everything needed to find a task again is on disk or in the TaskHandle (pid + kernel start time, cgroup
+paths), so a daemon restarted after ``kill -9`` re-attaches with ``wait()`` on a process that is no longer its
+child (pidfd), and reads the exit status the shim left in the task directory.
+
+Memory limits: a per-task cgroup when this machine lets us make one (the kernel enforces it), else a watchdog
+in ``wait()`` that sums the RSS of the task's process tree every 200 ms. The diagnostics say which one acted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
+from .cgroups import CgroupManager, TaskCgroup
+
+SHIM = Path(__file__).with_name("shim.sh")
+ENFORCEMENTS = ("auto", "cgroup", "watchdog")
+_STALE = ("pid", "exit_code", "exit_code.tmp", "oom")
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of a pid, or None when there is no such process.
+
+    The kernel's start ticks identify a process exactly (a reused pid has later ones) and, unlike a wall-clock
+    create_time, do not move when the clock is stepped between a daemon and its restarted successor."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return fields[0].decode(), int(fields[19])
+
+
+def read_int(path: Path) -> int | None:
+    """An integer file written by the shim; missing or empty (killed mid-write) reads as None."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class ProcessRuntime(Runtime):
+    """Runs tasks as local process groups.
+
+    ``memory_enforcement``: "auto" (cgroup where writable, else watchdog), "cgroup" (fail at construction when
+    cgroups are unusable) or "watchdog" (never touch cgroups)."""
+
+    name = "process"
+
+    def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2) -> None:
+        if memory_enforcement not in ENFORCEMENTS:
+            raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
+        self.cgroups = CgroupManager() if memory_enforcement != "watchdog" else None
+        if memory_enforcement == "cgroup" and not (self.cgroups and self.cgroups.available):
+            raise RuntimeError("memory_enforcement='cgroup' but no writable memory cgroup was found on this machine")
+        self.use_cgroups = bool(self.cgroups and self.cgroups.available)
+        self.watchdog_interval = watchdog_interval
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopped: set[str] = set()
+
+    def describe(self) -> str:
+        how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
+        return f"process (memory limit: {how})"
+
+    # ---- start -----------------------------------------------------------------------------------------------
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        td = Path(spec.task_dir)
+        td.mkdir(parents=True, exist_ok=True)
+        for name in _STALE:
+            with contextlib.suppress(FileNotFoundError):
+                (td / name).unlink()
+        (td / "command.sh").write_text(spec.script, encoding="utf-8")
+        cgroup = self._make_cgroup(spec)
+        if cgroup is not None:
+            (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                (td / "cgroup").unlink()
+        env = dict(spec.env)
+        for name in ("PATH", "HOME", "LANG"):
+            if name not in env and name in os.environ:
+                env[name] = os.environ[name]
+        try:
+            popen = subprocess.Popen(["/bin/sh", str(SHIM), str(td)], cwd=spec.work_dir or td, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     close_fds=True, start_new_session=True)
+        except OSError as exc:
+            if cgroup is not None:
+                cgroup.remove(0)
+            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
+        self._children[popen.pid] = popen
+        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
+                                "memory": "cgroup" if cgroup else ("watchdog" if spec.memory_mb > 0 else "none"),
+                                "memory_mb": spec.memory_mb, "cgroup": None}
+        st = _stat(popen.pid)
+        if st is not None:
+            info["start_ticks"] = st[1]
+            with contextlib.suppress(psutil.Error):
+                info["create_time"] = psutil.Process(popen.pid).create_time()
+        if cgroup is not None:
+            info.update(cgroup.to_info())
+        handle = TaskHandle(runtime=self.name, id=str(popen.pid), info=info)
+        (td / "handle.json").write_text(json.dumps(handle.to_dict()))  # for find() if the daemon dies right now
+        return handle
+
+    def _make_cgroup(self, spec: TaskSpec) -> TaskCgroup | None:
+        if not self.use_cgroups or self.cgroups is None or (spec.memory_mb <= 0 and spec.cpu <= 0):
+            return None
+        try:
+            return self.cgroups.create(spec.key, spec.memory_mb, spec.cpu)
+        except OSError as exc:
+            raise TaskStartError(EXIT_START_FAILED, f"could not create the task's cgroup: {exc}") from exc
+
+    def find(self, task_dir: str | Path) -> TaskHandle | None:
+        """The handle of a task started from ``task_dir`` whose handle never reached the database."""
+        td = Path(task_dir)
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return TaskHandle.from_dict(json.loads((td / "handle.json").read_text()))
+        pid = read_int(td / "pid")
+        if pid is None:
+            return None
+        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "memory": "none", "cgroup": None}
+        with contextlib.suppress(psutil.Error, OSError):
+            proc = psutil.Process(pid)
+            if proc.cmdline()[-1:] == [str(td)]:
+                info["create_time"], info["start_ticks"] = proc.create_time(), (_stat(pid) or ("", None))[1]
+        return TaskHandle(runtime=self.name, id=str(pid), info=info)
+
+    # ---- liveness and stop -----------------------------------------------------------------------------------
+    def _same_process(self, handle: TaskHandle, st: tuple[str, int] | None) -> bool:
+        if st is None:
+            return False
+        ticks = handle.info.get("start_ticks")
+        if ticks is not None:
+            return st[1] == ticks
+        created = handle.info.get("create_time")
+        if created is None:
+            return True
+        with contextlib.suppress(psutil.Error):
+            return abs(psutil.Process(int(handle.id)).create_time() - float(created)) < 0.05
+        return False
+
+    def is_alive(self, handle: TaskHandle) -> bool:
+        st = _stat(int(handle.id))
+        return st is not None and st[0] != "Z" and self._same_process(handle, st)
+
+    def _signal_task(self, handle: TaskHandle, sig: int) -> None:
+        """Signal the task's process group and everything in its cgroup; never a reused pid's group."""
+        pid = int(handle.id)
+        st = _stat(pid)
+        if st is None or self._same_process(handle, st):  # a dead leader's group may still hold orphans
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+        cgroup = TaskCgroup.from_info(handle.info)
+        if cgroup is not None:
+            cgroup.signal_all(sig)
+
+    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+        self._stopped.add(handle.id)
+        self._signal_task(handle, signal.SIGTERM)
+
+        def kill() -> None:
+            self._signal_task(handle, signal.SIGKILL)
+
+        try:
+            asyncio.get_running_loop().call_later(grace, kill)
+        except RuntimeError:
+            timer = threading.Timer(grace, kill)
+            timer.daemon = True
+            timer.start()
+
+    def remove(self, handle: TaskHandle) -> None:
+        cgroup = TaskCgroup.from_info(handle.info)
+        if cgroup is not None:
+            cgroup.remove()
+        self._children.pop(int(handle.id), None)
+
+    # ---- wait --------------------------------------------------------------------------------------------------
+    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+        td = Path(spec_dir)
+        pid = int(handle.id)
+        popen = self._children.get(pid)
+        limit = int(handle.info.get("memory_mb") or 0)
+        watchdog = None
+        if handle.info.get("memory") == "watchdog" and limit > 0:
+            watchdog = asyncio.ensure_future(self._watchdog(handle, td, limit))
+        try:
+            await self._exited(handle)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        # The task is over: nothing it started may outlive it (SIGTERM-proof orphans, setsid'd ones in the cgroup).
+        self._signal_task(handle, signal.SIGKILL)
+        status = None
+        if popen is not None:
+            status = popen.poll()
+            if status is None:
+                status = await asyncio.to_thread(popen.wait)
+            self._children.pop(pid, None)
+        return self._result(handle, td, status)
+
+    async def _exited(self, handle: TaskHandle) -> None:
+        """Resolve when the shim has exited: a pidfd becomes readable then, for a child or not."""
+        pid = int(handle.id)
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        except (OSError, AttributeError):
+            while self.is_alive(handle):
+                await asyncio.sleep(0.05)
+            return
+        try:
+            if not self.is_alive(handle):  # checked after opening: the pidfd is then surely this process's
+                return
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+            try:
+                await done
+            finally:
+                loop.remove_reader(fd)
+        finally:
+            os.close(fd)
+
+    def _result(self, handle: TaskHandle, td: Path, status: int | None) -> TaskExit:
+        code = read_int(td / "exit_code")
+        diag = ""
+        if code is None:
+            if status is not None:
+                code = 128 - status if status < 0 else status
+            elif (td / "oom").exists() or handle.id in self._stopped:
+                code = 128 + signal.SIGKILL
+            else:
+                return TaskExit(EXIT_LOST, "the task ended while the daemon was down and left no exit status")
+            if handle.id in self._stopped and code == 128 + signal.SIGKILL:
+                diag = "killed with SIGKILL: the task did not end within the stop grace period"
+        sig = code - 128 if 128 < code <= 128 + 64 else None
+        oom, how = self._oom(handle, td, code)
+        limit = handle.info.get("memory_mb")
+        if oom:
+            diag = f"out of memory: the task used more than {limit} MB (limit enforced by {how})"
+        return TaskExit(exit_code=code, diagnostics=diag, oom=oom, signal=sig)
+
+    def _oom(self, handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:
+        if (td / "oom").exists():
+            return True, "the process runtime's memory watchdog"
+        cgroup = TaskCgroup.from_info(handle.info)
+        if cgroup is None or code == 0:
+            return False, ""
+        oom = cgroup.oom_kills() > 0 or (code == 128 + signal.SIGKILL and cgroup.failcnt() > 0)
+        return oom, cgroup.describe()
+
+    # ---- memory watchdog ---------------------------------------------------------------------------------------
+    async def _watchdog(self, handle: TaskHandle, td: Path, limit_mb: int) -> None:
+        """Kill the task's command when its process tree's RSS goes over the limit, like the kernel's OOM killer.
+
+        The shim and its tees are spared so the logs stay complete and the shim records the command's 137; if
+        the task is not gone 2 s later, the whole group gets SIGKILL."""
+        limit = limit_mb << 20
+        try:
+            shim = psutil.Process(int(handle.id))
+        except psutil.Error:
+            return
+        while True:
+            await asyncio.sleep(self.watchdog_interval)
+            try:
+                procs = [shim, *shim.children(recursive=True)]
+            except psutil.Error:
+                return
+            rss = 0
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    rss += p.memory_info().rss
+            if rss > limit:
+                break
+        (td / "oom").write_text(f"rss {rss} bytes > limit {limit} bytes\n")
+        for p in self._command_processes(shim, procs):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        await asyncio.sleep(2.0)
+        self._signal_task(handle, signal.SIGKILL)
+
+    @staticmethod
+    def _command_processes(shim: psutil.Process, procs: list[psutil.Process]) -> list[psutil.Process]:
+        """Everything in the tree but the shim's own shells (same command line) and its two tees."""
+        try:
+            shim_cmd = shim.cmdline()
+        except psutil.Error:
+            return procs
+        cmds: dict[int, list[str]] = {}
+        for p in procs[1:]:
+            with contextlib.suppress(psutil.Error):
+                cmds[p.pid] = p.cmdline()
+        shells = {shim.pid} | {pid for pid, cmd in cmds.items() if cmd == shim_cmd}
+        victims = []
+        for p in procs[1:]:
+            with contextlib.suppress(psutil.Error):
+                if p.pid in shells or (cmds.get(p.pid, [])[:1] == ["tee"] and p.ppid() in shells):
+                    continue
+                victims.append(p)
+        return victims

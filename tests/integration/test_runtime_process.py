@@ -1,0 +1,295 @@
+"""The process runtime with real processes, real cgroups (where writable) and the real sh shim."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pai_jupyter.cluster.runtime.base import EXIT_LOST, TaskHandle
+from pai_jupyter.cluster.runtime.cgroups import CgroupManager
+from pai_jupyter.cluster.runtime.process import ProcessRuntime
+
+from .conftest_runtime import make_spec, read, wait
+
+CGROUPS = CgroupManager().available
+ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(1)"'
+
+
+class Runtimes:
+    """Makes ProcessRuntimes and remembers every handle, so a failing test leaves no process or cgroup behind."""
+
+    def __init__(self) -> None:
+        self.handles: list[tuple[ProcessRuntime, TaskHandle]] = []
+
+    def make(self, mode: str = "auto") -> ProcessRuntime:
+        rt = ProcessRuntime(mode)
+        start = rt.start
+
+        def tracked(spec):  # type: ignore[no-untyped-def]
+            handle = start(spec)
+            self.handles.append((rt, handle))
+            return handle
+
+        rt.start = tracked  # type: ignore[method-assign]
+        return rt
+
+    def cleanup(self) -> None:
+        for rt, handle in self.handles:
+            if rt.is_alive(handle):
+                os.killpg(int(handle.id), signal.SIGKILL)
+            rt.remove(handle)
+
+
+@pytest.fixture
+def runtimes() -> Iterator[Runtimes]:
+    r = Runtimes()
+    yield r
+    r.cleanup()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    found = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return found
+
+
+def gone(pids: list[int], timeout: float = 1.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def run(rt: ProcessRuntime, tmp_path: Path, script: str, **over):  # type: ignore[no-untyped-def]
+    handle = rt.start(make_spec(tmp_path, script, **over))
+    return handle, wait(rt, handle, tmp_path)
+
+
+@pytest.mark.parametrize(("script", "code"), [("true", 0), ("exit 3", 3), ("kill -TERM $$", 143), ("kill -9 $$", 137)])
+def test_exit_codes(runtimes: Runtimes, tmp_path: Path, script: str, code: int) -> None:
+    _, result = run(runtimes.make(), tmp_path, script)
+    assert result.exit_code == code
+    assert result.signal == (code - 128 if code > 128 else None)
+    assert not result.oom
+    assert read(tmp_path, "exit_code").strip() == str(code)
+
+
+def test_logs_keep_order_and_bytes(runtimes: Runtimes, tmp_path: Path) -> None:
+    script = "echo a; sleep 0.05; echo b >&2; sleep 0.05; echo c; printf 'héllo ✓\\n'"
+    _, result = run(runtimes.make(), tmp_path, script)
+    assert result.exit_code == 0
+    assert read(tmp_path, "stdout") == "a\nc\nhéllo ✓\n"
+    assert read(tmp_path, "stderr") == "b\n"
+    assert read(tmp_path, "all") == "a\nb\nc\nhéllo ✓\n"
+    assert (tmp_path / "stdout").read_bytes().endswith("héllo ✓\n".encode())
+
+
+def test_logs_append_to_the_daemons_notice(runtimes: Runtimes, tmp_path: Path) -> None:
+    for name in ("all", "stdout"):
+        (tmp_path / name).write_text("[notice]\n")
+    run(runtimes.make(), tmp_path, "echo out")
+    assert read(tmp_path, "all") == read(tmp_path, "stdout") == "[notice]\nout\n"
+
+
+def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    handle, result = run(runtimes.make(), tmp_path, 'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
+                         env={"GREETING": "hi there", "PAI_TEST": "1"}, work_dir=str(work), image="some/image:1")
+    assert result.exit_code == 0
+    first, second = read(tmp_path, "stdout").splitlines()
+    assert first == f"hi there|1|{work}"
+    assert second.endswith("/tee")  # PATH came from the daemon's environment
+    assert handle.info["image"] == "some/image:1"
+    assert handle.to_dict() == TaskHandle.from_dict(json.loads(json.dumps(handle.to_dict()))).to_dict()
+
+
+def test_missing_work_dir_fails_to_start(runtimes: Runtimes, tmp_path: Path) -> None:
+    from pai_jupyter.cluster.runtime.base import EXIT_START_FAILED, TaskStartError
+
+    with pytest.raises(TaskStartError) as err:
+        runtimes.make().start(make_spec(tmp_path, "true", work_dir=str(tmp_path / "nope")))
+    assert err.value.exit_code == EXIT_START_FAILED
+
+
+def test_background_child_does_not_outlive_the_task(runtimes: Runtimes, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    _, result = run(runtimes.make(), tmp_path, "sleep 1000 & echo $! > bg; echo hi")
+    assert result.exit_code == 0
+    assert time.monotonic() - t0 < 5
+    assert gone([int(read(tmp_path, "bg"))])
+    assert read(tmp_path, "all") == "hi\n"
+
+
+def _stop_after(rt: ProcessRuntime, handle: TaskHandle, task_dir: Path, grace: float) -> tuple[float, object]:
+    async def go() -> tuple[float, object]:
+        waiter = asyncio.ensure_future(rt.wait(handle, task_dir))
+        for _ in range(200):  # until the command has written its children's pids
+            if (task_dir / "ready").exists():
+                break
+            await asyncio.sleep(0.02)
+        t0 = time.monotonic()
+        rt.stop(handle, grace)
+        result = await asyncio.wait_for(waiter, grace + 10)
+        return time.monotonic() - t0, result
+
+    return asyncio.run(go())
+
+
+def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make()
+    handle = rt.start(make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; "
+                                          "touch ready; wait"))
+    took, result = _stop_after(rt, handle, tmp_path, grace=5)
+    assert result.exit_code == 143  # type: ignore[attr-defined]
+    assert took < 1.0
+    assert gone([int(x) for x in read(tmp_path, "bg").split()])
+    assert gone(group_members(int(handle.id)))
+
+
+def test_stop_kills_what_ignores_sigterm_after_the_grace(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make()
+    handle = rt.start(make_spec(tmp_path, "trap '' TERM; sleep 1000 & echo $! > bg; touch ready; wait; wait"))
+    took, result = _stop_after(rt, handle, tmp_path, grace=1)
+    assert result.exit_code == 137  # type: ignore[attr-defined]
+    assert "SIGKILL" in result.diagnostics  # type: ignore[attr-defined]
+    assert 0.9 < took < 2.0
+    assert gone([int(read(tmp_path, "bg"))])
+    assert group_members(int(handle.id)) == []
+    assert not rt.is_alive(handle)
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
+def test_oom_by_cgroup(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make("cgroup")
+    handle, result = run(rt, tmp_path, f"echo before; {ALLOC}", memory_mb=128, cpu=1)
+    assert handle.info["memory"] == "cgroup" and handle.info["cgroup"]
+    assert result.oom and result.exit_code == 137
+    assert "more than 128 MB" in result.diagnostics and "cgroup v" in result.diagnostics
+    assert not (tmp_path / "oom").exists()
+    assert read(tmp_path, "all").startswith("before\n")
+    rt.remove(handle)
+    assert not any(Path(d).exists() for d in handle.info["cgroup_dirs"])
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
+def test_cgroup_limits_and_escaped_processes(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make("cgroup")
+    script = ("setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > bg; "
+              "for d in $(cat cgroup); do cat ${d%/cgroup.procs}/memory.limit_in_bytes "
+              "${d%/cgroup.procs}/cpu.cfs_quota_us 2>/dev/null; done; true")
+    handle, result = run(rt, tmp_path, script, memory_mb=200, cpu=2, work_dir=str(tmp_path))
+    assert result.exit_code == 0 and not result.oom
+    assert read(tmp_path, "stdout").split()[0] == str(200 << 20)
+    if len(handle.info["cgroup_dirs"]) > 1:
+        assert read(tmp_path, "stdout").split()[1] == "200000"
+    assert gone([int(read(tmp_path, "bg"))])  # it left the process group, not the cgroup
+    rt.remove(handle)
+
+
+def test_oom_by_watchdog(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make("watchdog")
+    handle, result = run(rt, tmp_path, f"echo before; {ALLOC}; echo not reached", memory_mb=128)
+    assert handle.info["memory"] == "watchdog" and handle.info["cgroup"] is None
+    assert result.oom and result.exit_code == 137
+    assert "more than 128 MB" in result.diagnostics and "watchdog" in result.diagnostics
+    assert (tmp_path / "oom").exists()
+    assert read(tmp_path, "all").startswith("before\n")  # the shim survived and flushed the logs
+
+
+def test_watchdog_leaves_small_tasks_alone(runtimes: Runtimes, tmp_path: Path) -> None:
+    _, result = run(runtimes.make("watchdog"), tmp_path, "sleep 0.5; echo ok", memory_mb=128)
+    assert result.exit_code == 0 and not result.oom
+
+
+def _start_in_another_process(task_dir: Path, script: str) -> TaskHandle:
+    """Start a task from a short-lived Python process, as a daemon that is then killed: the shim is no child of
+    ours and gets reparented when that process exits."""
+    spec = json.dumps({"task_dir": str(task_dir), "script": script})
+    code = ("import json, sys; from pathlib import Path\n"
+            "from pai_jupyter.cluster.runtime.process import ProcessRuntime\n"
+            "from tests.integration.conftest_runtime import make_spec\n"
+            "a = json.loads(sys.argv[1])\n"
+            "h = ProcessRuntime().start(make_spec(Path(a['task_dir']), a['script'], memory_mb=256))\n"
+            "print(json.dumps(h.to_dict()))\n")
+    out = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[2])
+    return TaskHandle.from_dict(json.loads(out.stdout))
+
+
+def test_reattach_to_a_task_that_is_not_our_child(tmp_path: Path) -> None:
+    handle = _start_in_another_process(tmp_path, "sleep 1; echo done")
+    rt = ProcessRuntime()
+    try:
+        assert rt.is_alive(handle)
+        assert psutil.Process(int(handle.id)).ppid() != os.getpid()
+        result = wait(rt, handle, tmp_path)
+        assert result.exit_code == 0
+        assert read(tmp_path, "all") == read(tmp_path, "stdout") == "done\n"
+        assert not rt.is_alive(handle)
+    finally:
+        if rt.is_alive(handle):
+            os.killpg(int(handle.id), signal.SIGKILL)
+        rt.remove(handle)
+
+
+def test_task_that_ended_while_the_daemon_was_down(tmp_path: Path) -> None:
+    handle = _start_in_another_process(tmp_path, "echo bye; exit 4")
+    rt = ProcessRuntime()
+    deadline = time.monotonic() + 10
+    while rt.is_alive(handle) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not rt.is_alive(handle)
+    result = wait(rt, handle, tmp_path)
+    assert result.exit_code == 4
+    assert read(tmp_path, "all") == "bye\n"
+    (tmp_path / "exit_code").unlink()  # as if the shim had been killed before recording anything
+    lost = wait(ProcessRuntime(), handle, tmp_path)
+    assert lost.exit_code == EXIT_LOST and "daemon was down" in lost.diagnostics
+    rt.remove(handle)
+
+
+def test_pid_reuse_guard(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make()
+    handle = rt.start(make_spec(tmp_path, "sleep 5"))
+    assert rt.is_alive(handle)
+    other = TaskHandle.from_dict(handle.to_dict())
+    other.info.update(start_ticks=handle.info["start_ticks"] - 1, create_time=handle.info["create_time"] - 100)
+    assert not rt.is_alive(other)
+    legacy = TaskHandle.from_dict(handle.to_dict())  # psutil create_time alone
+    legacy.info.pop("start_ticks")
+    assert rt.is_alive(legacy)
+    legacy.info["create_time"] -= 100
+    assert not rt.is_alive(legacy)
+    found = rt.find(tmp_path)
+    assert found is not None and found.id == handle.id
+    rt.stop(handle, 0.5)
+    assert wait(rt, handle, tmp_path).exit_code == 143
+
+
+def test_stop_without_an_event_loop_is_non_blocking(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make()
+    handle = rt.start(make_spec(tmp_path, "trap '' TERM; sleep 1000"))
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    rt.stop(handle, 0.5)
+    assert time.monotonic() - t0 < 0.1
+    assert wait(rt, handle, tmp_path).exit_code == 137
