@@ -11,6 +11,9 @@ from .errors import JobValidationError, Problem
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_NODES = 200_000  # after YAML aliases are expanded: stops "billion laughs" documents early
+# libyaml when present: the pure-Python scanner takes seconds on a few kB of nested "[[[[", libyaml refuses
+# nesting past 1000 levels in microseconds.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _decode(data: str | bytes) -> str:
@@ -40,7 +43,7 @@ def _count_nodes(node: yaml.Node) -> int:
 
 
 def _load_yaml(text: str) -> Any:
-    loader = yaml.SafeLoader(text)
+    loader = _LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -79,6 +82,10 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
                 where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
                 what = exc.problem or exc.context or "invalid YAML"
                 raise JobValidationError([Problem("", f"YAML syntax error{where}: {what}")]) from None
+            except yaml.reader.ReaderError as exc:  # libyaml gives the character as an int, PyYAML as a str
+                code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+                raise JobValidationError([Problem("", f"YAML error at character {exc.position + 1}: unacceptable "
+                                                      f"character #x{code:04x} ({exc.reason})")]) from None
             except yaml.YAMLError as exc:
                 raise JobValidationError([Problem("", f"YAML error: {exc}")]) from None
     except RecursionError:
