@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "problems_from_pydantic"]
+__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "join_path", "problems_from_pydantic",
+           "type_name"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ PATTERN_RULES = {
 }
 
 
+def join_path(head: str, tail: str) -> str:
+    """``task_roles[0]`` + ``memory_mb`` -> ``task_roles[0].memory_mb``; ``ports`` + ``[1]`` -> ``ports[1]``."""
+    if not head or not tail:
+        return head or tail
+    return head + tail if tail.startswith("[") else f"{head}.{tail}"
+
+
 def format_path(loc: Iterable[Any]) -> str:
     """Turn a location tuple into ``taskRoles[0].memoryMB`` / ``taskRoles.worker.instances``."""
     out = ""
@@ -76,7 +84,8 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """'an integer', 'a list', ... for messages."""
     if value is None:
         return "null"
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
@@ -87,7 +96,7 @@ def _message(err: dict[str, Any]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     value = err.get("input")
-    got = f", got {_type_name(value)}"
+    got = f", got {type_name(value)}"
     simple = {
         "missing": "is required",
         "extra_forbidden": "is not a known field (unknown keys are rejected, as OpenPAI does)",
@@ -103,6 +112,7 @@ def _message(err: dict[str, Any]) -> str:
         "list_type": "must be a list" + got,
         "float_type": "must be a number" + got,
         "none_required": "must be null",
+        "string_unicode": "must be valid Unicode text",
     }
     if kind in simple:
         return simple[kind]
@@ -114,7 +124,9 @@ def _message(err: dict[str, Any]) -> str:
         return f"{_short(value)} is above the maximum {ctx.get('le')}"
     if kind == "string_pattern_mismatch":
         pattern = ctx.get("pattern", "")
-        return f"{_short(value)}: {PATTERN_RULES.get(pattern, 'must match ' + pattern)}"
+        rule = PATTERN_RULES.get(pattern, "must match " + pattern)
+        # a bad mapping key is already named by the path (``taskRoles.1worker``): do not repeat it
+        return rule if err["loc"] and err["loc"][-1] == "[key]" else f"{_short(value)}: {rule}"
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters (got {len(value)})"
     if kind == "string_too_short":
@@ -133,5 +145,17 @@ def _message(err: dict[str, Any]) -> str:
 
 
 def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> list[Problem]:
-    """Translate pydantic's errors into plain-English problems with wire-format field paths."""
-    return [Problem(format_path([*prefix, *e["loc"]]), _message(e)) for e in exc.errors(include_url=False)]
+    """Translate pydantic's errors into plain-English problems with wire-format field paths.
+
+    A validator that raised JobValidationError (a model's cross-field rules, a nested builder) contributes each
+    of its problems, with its path put under the location where it was raised.
+    """
+    out: list[Problem] = []
+    for e in exc.errors(include_url=False):
+        path = format_path([*prefix, *e["loc"]])
+        inner = (e.get("ctx") or {}).get("error")
+        if isinstance(inner, JobValidationError):
+            out += [Problem(join_path(path, p.path), p.message) for p in inner.problems]
+        else:
+            out.append(Problem(path, _message(e)))
+    return out

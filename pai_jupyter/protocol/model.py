@@ -9,14 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .errors import JobValidationError, Problem, problems_from_pydantic
+from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
 from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
 
 DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_SHM_MB = 64
+# v1-only facts (gpuType, authFile, non-zero port beginAt) travel in this v2 extras key; users may not set it.
+V1_EXTRAS_KEY = "pai_jupyter.v1"
+CONTAINER_OPTIONS = ("infiniband",)
+IMAGE_AUTH_KEYS = ("username", "password", "registryuri")
 
 
 class _Model(BaseModel):
@@ -27,6 +31,12 @@ class _Model(BaseModel):
     def __init__(self, **data: Any):
         try:
             super().__init__(**data)
+        except ValidationError as exc:
+            raise JobValidationError(problems_from_pydantic(exc)) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
         except ValidationError as exc:
             raise JobValidationError(problems_from_pydantic(exc)) from None
 
@@ -45,6 +55,32 @@ class Prerequisite(_Model):
     uri: str | list[str] | None = None
     auth: dict[str, Any] | None = None
     options: dict[str, Any] = Field(default_factory=dict, description="other keys: plugin, require, callbacks ...")
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _uri_shape(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(u, str) for u in value):
+            return value
+        raise ValueError(f"must be a string or a list of strings, got {type_name(value)}")
+
+    def problems(self) -> list[Problem]:
+        """What v2 requires of each type: an image uri, a list of data uris, a script / output uri."""
+        out: list[Problem] = []
+        plugin = "plugin" in self.options
+        if self.type == "dockerimage":
+            if not isinstance(self.uri, str) or not self.uri.strip():
+                out.append(Problem("uri", "is required: the image to run, e.g. python:3.11"))
+            out += [Problem(f"options.{k}", "is not a known field of a dockerimage prerequisite")
+                    for k in self.options if k not in ("contributor", "description")]
+            out += [Problem(f"auth.{k}", f"is not one of {', '.join(IMAGE_AUTH_KEYS)}")
+                    for k in self.auth or {} if k not in IMAGE_AUTH_KEYS]
+        elif self.type == "data" and not plugin and not (isinstance(self.uri, list) and self.uri):
+            out.append(Problem("uri", "must be a list of one or more uris"))
+        elif self.type in ("script", "output") and not plugin and not isinstance(self.uri, str):
+            out.append(Problem("uri", "is required and must be a string"))
+        return out
 
 
 class RoleCommands(_Model):
@@ -91,18 +127,26 @@ class TaskRole(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> TaskRole:
+        out: list[Problem] = []
         if not any(c.strip() for c in self.commands):
-            raise ValueError("commands: at least one non-empty command is required")
+            out.append(Problem("commands", "at least one non-empty command is required"))
         if self.shm_mb > self.memory_mb:
-            raise ValueError(f"shm_mb: {self.shm_mb} is more than memory_mb {self.memory_mb}")
+            out.append(Problem("shm_mb", f"{self.shm_mb} is more than memory_mb {self.memory_mb}"))
         labels = [p.label for p in self.ports]
-        dup = {x for x in labels if labels.count(x) > 1}
-        if dup:
-            raise ValueError(f"ports: label {sorted(dup)[0]!r} is used twice")
+        out += [Problem("ports", f"label {x!r} is used twice")
+                for x in sorted({x for x in labels if labels.count(x) > 1})]
         for key in ("min_failed", "min_succeeded"):
             value = getattr(self, key)
             if value is not None and value > self.instances:
-                raise ValueError(f"{key}: {value} is more than the role's {self.instances} instances")
+                out.append(Problem(key, f"{value} is more than the role's {self.instances} instances"))
+        for key, value in self.extra_container_options.items():
+            if key not in CONTAINER_OPTIONS:
+                out.append(Problem(f"extra_container_options.{key}",
+                                   "is not a known container option (infiniband; shared memory is shm_mb)"))
+            elif not isinstance(value, bool):
+                out.append(Problem(f"extra_container_options.{key}", "must be true or false"))
+        if out:
+            raise JobValidationError(out)
         return self
 
     @property
@@ -144,11 +188,18 @@ class Job(_Model):
             data["prerequisites"] = prereqs
         return data
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_shape(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool)):
+            return value
+        raise ValueError(f"must be a string or a number, got {type_name(value)}")
+
     @model_validator(mode="after")
     def _check(self) -> Job:
         problems = self.cross_problems()
         if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+            raise JobValidationError(problems)
         return self
 
     def cross_problems(self) -> list[Problem]:
@@ -163,7 +214,10 @@ class Job(_Model):
         images = {p.name for p in self.prerequisites if p.type == "dockerimage"}
         if not images:
             out.append(Problem("image", "a docker image is required"))
+        for i, p in enumerate(self.prerequisites):
+            out += [Problem(f"prerequisites[{i}].{q.path}", q.message) for q in p.problems()]
         by_type = {(p.type, p.name) for p in self.prerequisites}
+        all_names = {p.name for p in self.prerequisites}
         for i, role in enumerate(self.task_roles):
             if role.docker_image is not None and role.docker_image not in images:
                 out.append(Problem(f"task_roles[{i}].docker_image",
@@ -172,14 +226,34 @@ class Job(_Model):
                 ref = getattr(role, kind)
                 if ref is not None and (kind, ref) not in by_type:
                     out.append(Problem(f"task_roles[{i}].{kind}", f"{ref!r} is not a {kind} prerequisite"))
-        if self.default_deployment is not None and self.default_deployment not in {d.name for d in self.deployments}:
+            out += [Problem(f"task_roles[{i}].prerequisites[{j}]", f"{ref!r} is not a prerequisite")
+                    for j, ref in enumerate(role.prerequisites) if ref not in all_names]
+        seen: list[str] = []
+        for i, d in enumerate(self.deployments):
+            if d.name in seen:
+                out.append(Problem(f"deployments[{i}].name", f"{d.name!r} is declared twice"))
+            seen.append(d.name)
+            out += [Problem(f"deployments[{i}].task_roles.{r}", f"{r!r} is not a task role of this job")
+                    for r in d.task_roles if r not in names]
+        if self.default_deployment is not None and self.default_deployment not in seen:
             out.append(Problem("default_deployment", f"{self.default_deployment!r} is not a declared deployment"))
+        if V1_EXTRAS_KEY in self.extras:
+            out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, "
+                                                          "authFile and port beginAt there"))
         out += check_extras(self.extras, "extras")
         return out
 
     def __eq__(self, other: object) -> bool:
-        """Equal when the jobs mean the same; where they came from (text, format) does not count."""
-        return isinstance(other, Job) and self.model_dump() == other.model_dump()
+        """Equal when the jobs mean the same; where they came from (text, format) does not count, nor whether
+        a role names the job's first image or leaves it implied."""
+        return isinstance(other, Job) and self._meaning() == other._meaning()
+
+    def _meaning(self) -> dict[str, Any]:
+        dump = self.model_dump()
+        first = next((p.name for p in self.prerequisites if p.type == "dockerimage"), None)
+        for role in dump["task_roles"]:
+            role["docker_image"] = role["docker_image"] or first
+        return dump
 
     __hash__ = None  # type: ignore[assignment]
 
