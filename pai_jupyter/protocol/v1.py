@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConversionError, JobValidationError, Problem, problems_from_pydantic
-from .model import DEFAULT_IMAGE_PREREQ, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
+from .model import DEFAULT_IMAGE_PREREQ, V1_EXTRAS_KEY, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
 from .rules import (
+    ENV_KEY,
+    EXTRAS_KEY,
+    SCALAR,
     EnvKey,
     ExtrasKey,
     NonEmpty,
@@ -71,7 +75,8 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
     out: list[Problem] = []
     roles = doc.get("taskRoles")
     if isinstance(roles, list):
-        names = [r.get("name") for r in roles if isinstance(r, dict)]
+        # keep positions (None for a non-mapping entry) so index() below is the entry's own index
+        names = [r.get("name") if isinstance(r, dict) else None for r in roles]
         for i, role in enumerate(roles):
             if not isinstance(role, dict):
                 continue
@@ -88,7 +93,7 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
             out += check_min_counts(role, "taskNumber", "minFailedTaskCount", "minSucceededTaskCount", path)
             ports = role.get("portList")
             if isinstance(ports, list):
-                labels = [p.get("label") for p in ports if isinstance(p, dict)]
+                labels = [p.get("label") if isinstance(p, dict) else None for p in ports]
                 for j, p in enumerate(ports):
                     lab = p.get("label") if isinstance(p, dict) else None
                     if isinstance(lab, str) and labels.index(lab) != j:
@@ -98,7 +103,11 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
         if "isDebug" in envs and not isinstance(envs["isDebug"], bool):
             out.append(Problem("jobEnvs.isDebug", "must be true or false"))
         out += check_scalar_values(envs, "jobEnvs", "jobEnvs")
-    out += check_extras(doc.get("extras"), "extras")
+    extras = doc.get("extras")
+    if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
+        out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, authFile "
+                                                      "and port beginAt there when it writes v2"))
+    out += check_extras(extras, "extras")
     return out
 
 
@@ -158,6 +167,11 @@ def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
     return job
 
 
+def _v1_command(role: TaskRole) -> str:
+    """One command is kept as written; several become one script (what the task runs)."""
+    return role.commands[0] if len(role.commands) == 1 else role.command
+
+
 def job_to_v1(job: Job) -> dict[str, Any]:
     """The v1 JSON for a job, or ConversionError naming every part v1 cannot express."""
     out: list[Problem] = []
@@ -180,13 +194,24 @@ def job_to_v1(job: Job) -> dict[str, Any]:
         elif found:
             uri = found[0].uri
             value = uri[0] if isinstance(uri, list) and len(uri) == 1 else uri
-            if not isinstance(value, str):
+            if found[0].options:
+                out.append(Problem("prerequisites", f"v1's {field} is a plain path; {found[0].name!r} has "
+                                                    f"{', '.join(found[0].options)}"))
+            if value is None or value == []:
+                out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has no uri"))
+            elif not isinstance(value, str):
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has several uris"))
             else:
                 dirs[env] = doc_dirs[field] = value
-    bad_env = [k for k, v in job.parameters.items() if not isinstance(v, (str, int, float, bool))]
-    if bad_env:
-        out.append(Problem(f"parameters.{bad_env[0]}", "v1 jobEnvs hold only strings, numbers and booleans"))
+    for key, value in job.parameters.items():
+        if not re.fullmatch(ENV_KEY, key):
+            out.append(Problem(f"parameters.{key}", f"v1 jobEnvs keys must match {ENV_KEY}"))
+        elif key == "isDebug" and not isinstance(value, bool):
+            out.append(Problem(f"parameters.{key}", "v1's isDebug must be true or false"))
+        elif value is not None and not isinstance(value, SCALAR):
+            out.append(Problem(f"parameters.{key}", "v1 jobEnvs hold only strings, numbers and booleans"))
+    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
+            for key in job.extras if not re.fullmatch(EXTRAS_KEY, key)]
     expected = compat_exports(job.parameters, dirs)
     for d in job.deployments:
         for role, cmds in d.task_roles.items():
@@ -199,12 +224,14 @@ def job_to_v1(job: Job) -> dict[str, Any]:
             out.append(Problem(f"task_roles[{i}].task_retry_count", "v1 has no per-role retry count"))
         if r.extra_container_options:
             out.append(Problem(f"task_roles[{i}].extra_container_options", "v1 has only shmMB"))
+        if r.prerequisites:
+            out.append(Problem(f"task_roles[{i}].prerequisites", "v1 has no per-role prerequisites"))
         roles.append({
             "name": r.name, "taskNumber": r.instances, "cpuNumber": r.cpu, "memoryMB": r.memory_mb,
             "shmMB": r.shm_mb, "gpuNumber": r.gpu,
             **({"portList": [{"label": p.label, "beginAt": p.begin_at, "portNumber": p.count} for p in r.ports]}
                if r.ports else {}),
-            "command": r.command, "minFailedTaskCount": r.min_failed, "minSucceededTaskCount": r.min_succeeded,
+            "command": _v1_command(r), "minFailedTaskCount": r.min_failed, "minSucceededTaskCount": r.min_succeeded,
         })
     if out:
         raise ConversionError(out, f"{job.name} cannot be written as v1")

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConversionError, JobValidationError, Problem, format_path, problems_from_pydantic
-from .model import Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
+from .model import V1_EXTRAS_KEY, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
 from .rules import (
     V2_JOB_NAME,
     V2_ROLE_NAME,
@@ -19,8 +19,6 @@ from .rules import (
     is_int,
 )
 
-# v1-only facts (gpuType, authFile, non-zero port beginAt) travel in this extras key, so v1 -> v2 -> v1 is lossless.
-V1_EXTRAS_KEY = "pai_jupyter.v1"
 PREREQ_TYPES = ("dockerimage", "data", "script", "output")
 
 
@@ -135,13 +133,13 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
         for i, p in enumerate(prereqs):
             if not isinstance(p, dict):
                 continue
-            key = (p.get("type"), p.get("name"))
-            if key in seen:
-                out.append(Problem(f"prerequisites[{i}]",
-                                   f"a {key[0]} prerequisite named {key[1]!r} is already declared"))
-            if isinstance(key[0], str) and isinstance(key[1], str):
-                seen.add(key)  # type: ignore[arg-type]
-                declared.setdefault(key[0], set()).add(key[1])
+            kind, name = p.get("type"), p.get("name")
+            if isinstance(kind, str) and isinstance(name, str):  # other shapes are reported by the schema
+                if (kind, name) in seen:
+                    out.append(Problem(f"prerequisites[{i}]",
+                                       f"a {kind} prerequisite named {name!r} is already declared"))
+                seen.add((kind, name))
+                declared.setdefault(kind, set()).add(name)
             out += _check_prerequisite(p, f"prerequisites[{i}]")
     all_names = set().union(*declared.values())
     roles = doc.get("taskRoles")
@@ -194,7 +192,26 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
         dep = defaults.get("deployment")
         if isinstance(dep, str) and dep not in dep_names:
             out.append(Problem("defaults.deployment", f"{dep!r} is not one of the job's deployments"))
-    out += check_extras(doc.get("extras"), "extras")
+    extras = doc.get("extras")
+    if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
+        out += _check_v1_facts(extras[V1_EXTRAS_KEY], f"extras.{V1_EXTRAS_KEY}")
+    out += check_extras(extras, "extras")
+    return out
+
+
+def _check_v1_facts(facts: Any, path: str) -> list[Problem]:
+    """The carrier of a v1 job's gpuType, authFile and port beginAt (written by job_to_v2)."""
+    if not isinstance(facts, dict):
+        return [Problem(path, "must be a mapping of gpuType, authFile, portBeginAt")]
+    out = [Problem(f"{path}.{k}", "is not one of gpuType, authFile, portBeginAt")
+           for k in facts if k not in ("gpuType", "authFile", "portBeginAt")]
+    out += [Problem(f"{path}.{k}", "must be a string") for k in ("gpuType", "authFile")
+            if k in facts and not isinstance(facts[k], str)]
+    starts = facts.get("portBeginAt", {})
+    if not isinstance(starts, dict) or not all(isinstance(v, dict) for v in starts.values()):
+        return [*out, Problem(f"{path}.portBeginAt", "must map each role to {label: first port}")]
+    out += [Problem(f"{path}.portBeginAt.{role}.{label}", f"{port!r} must be a port number >= 0")
+            for role, ports in starts.items() for label, port in ports.items() if not is_int(port) or port < 0]
     return out
 
 
@@ -218,7 +235,8 @@ def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
     prereqs = []
     for p in wire.prerequisites:
         rest = dict(p.model_extra or {})
-        uri, auth = rest.pop("uri", None), rest.pop("auth", None)
+        uri = rest.pop("uri", None)
+        auth = rest.pop("auth", None) if p.type == "dockerimage" else None
         prereqs.append(Prerequisite(name=p.name, type=p.type, uri=uri, auth=auth, options=rest))
     roles = []
     for name, r in wire.taskRoles.items():
