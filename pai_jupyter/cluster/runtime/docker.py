@@ -1,0 +1,288 @@
+"""The Docker runtime: one container per task, running the same sh shim as the process runtime.
+
+The task directory is bind-mounted at /pai/task, so the logs and the exit status appear on the host as they
+are written, and stay there when the container is gone. Containers carry ``pai.*`` labels, which is how a
+restarted daemon finds them again (``recover``/``find``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest, Mount
+from docker.utils import parse_repository_tag
+
+from .base import (
+    EXIT_IMAGE_NOT_FOUND,
+    EXIT_LOST,
+    EXIT_START_FAILED,
+    Runtime,
+    TaskExit,
+    TaskHandle,
+    TaskSpec,
+    TaskStartError,
+)
+from .process import SHIM, read_int
+
+T = TypeVar("T")
+TASK_MOUNT = "/pai/task"
+COMMAND = ["/bin/sh", f"{TASK_MOUNT}/shim.sh", TASK_MOUNT]
+ALIVE_STATES = ("running", "paused", "restarting")
+
+
+def docker_available(timeout: float = 2.0) -> bool:
+    """True when a Docker engine answers a ping within ``timeout`` seconds; never raises."""
+    try:
+        client = docker.from_env(timeout=timeout)
+    except Exception:
+        return False
+    try:
+        return bool(client.ping())
+    except Exception:
+        return False
+    finally:
+        client.close()
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Run a blocking call on its own daemon thread (the default executor has only a few workers, and every
+    running task has one blocking ``wait`` call in flight)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not fut.done():
+            fut.set_result(value) if ok else fut.set_exception(value)
+
+    def run() -> None:
+        try:
+            value, ok = fn(), True
+        except BaseException as exc:
+            value, ok = exc, False
+        with contextlib.suppress(RuntimeError):  # the loop may be closed by now
+            loop.call_soon_threadsafe(settle, ok, value)
+
+    threading.Thread(target=run, name="pai-docker-wait", daemon=True).start()
+    return fut
+
+
+class DockerRuntime(Runtime):
+    """Runs tasks as containers. ``pull_timeout``: seconds one pull of a missing image may take."""
+
+    name = "docker"
+
+    def __init__(self, client: docker.DockerClient | None = None, pull_timeout: float = 60.0) -> None:
+        self.client = client or docker.from_env(max_pool_size=256)
+        self.pull_timeout = pull_timeout
+
+    def describe(self) -> str:
+        with contextlib.suppress(Exception):
+            return f"docker (engine {self.client.version().get('Version', '?')})"
+        return "docker"
+
+    # ---- start -----------------------------------------------------------------------------------------------
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        image = spec.image
+        if not image:
+            raise TaskStartError(EXIT_START_FAILED, "the docker runtime needs an image and the task has none")
+        self._ensure_image(image)
+        td = Path(spec.task_dir).resolve()
+        td.mkdir(parents=True, exist_ok=True)
+        for name in ("pid", "exit_code", "exit_code.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                (td / name).unlink()
+        (td / "command.sh").write_text(spec.script, encoding="utf-8")
+        shutil.copyfile(SHIM, td / "shim.sh")
+        name = "pai-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", spec.key)[:200]
+        kwargs = self._create_args(spec, td, name)
+        try:
+            container = self._create(image, kwargs)
+        except APIError as exc:
+            raise TaskStartError(EXIT_START_FAILED, f"the container could not be created: {_short(exc)}") from exc
+        try:
+            container.start()
+        except APIError as exc:
+            with contextlib.suppress(DockerException):
+                container.remove(force=True)
+            reason = _short(exc)
+            if spec.gpus and "device driver" in reason:
+                reason = ("GPUs were requested but this Docker engine has no NVIDIA runtime "
+                          f"(nvidia-container-toolkit): {reason}")
+            raise TaskStartError(EXIT_START_FAILED, f"the container could not start: {reason}") from exc
+        handle = TaskHandle(runtime=self.name, id=container.id, info={"image": image, "name": name,
+                                                                     "memory_mb": spec.memory_mb})
+        (td / "handle.json").write_text(json.dumps(handle.to_dict()))
+        return handle
+
+    def _create_args(self, spec: TaskSpec, td: Path, name: str) -> dict[str, Any]:
+        mounts = [Mount(TASK_MOUNT, str(td), type="bind")]
+        for m in spec.mounts:
+            with contextlib.suppress(OSError):  # like `docker run -v`: a missing host directory is made
+                Path(m.host_path).mkdir(parents=True, exist_ok=True)
+            mounts.append(Mount(m.container_path, str(Path(m.host_path).resolve()), type="bind",
+                                read_only=m.read_only))
+        labels = {"pai.managed": "1", "pai.job": f"{spec.user}~{spec.job_name}", "pai.user": spec.user,
+                  "pai.role": spec.role, "pai.index": str(spec.index), "pai.key": spec.key,
+                  "pai.attempt": str(spec.job_attempt), "pai.task_attempt": str(spec.task_attempt),
+                  "pai.task_dir": str(td)}
+        kwargs: dict[str, Any] = {
+            "command": COMMAND, "name": name, "detach": True, "auto_remove": False, "network_mode": "host",
+            "environment": dict(spec.env), "working_dir": spec.work_dir, "mounts": mounts, "labels": labels,
+        }
+        if spec.memory_mb > 0:
+            kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{spec.memory_mb}m"
+        if spec.cpu > 0:
+            kwargs["nano_cpus"] = int(spec.cpu * 1e9)
+        if spec.shm_mb > 0:
+            kwargs["shm_size"] = f"{spec.shm_mb}m"
+        if spec.gpus:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in spec.gpus],
+                                                       capabilities=[["gpu"]])]
+        return kwargs
+
+    def _create(self, image: str, kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.client.containers.create(image, **kwargs)
+        except APIError as exc:
+            if exc.status_code != 409:
+                raise
+        # A container of that name is left from an earlier run of this very attempt: replace it if it is done.
+        old = self.client.containers.get(kwargs["name"])
+        if old.labels.get("pai.managed") != "1" or old.status in ALIVE_STATES:
+            raise APIError(f"a container named {kwargs['name']} already exists and is {old.status}")
+        old.remove(force=True)
+        return self.client.containers.create(image, **kwargs)
+
+    def _ensure_image(self, image: str) -> None:
+        """Present locally, or pulled once within ``pull_timeout``; else TaskStartError(254) with the reason."""
+        try:
+            self.client.images.get(image)
+            return
+        except ImageNotFound:
+            pass
+        except APIError as exc:
+            raise TaskStartError(EXIT_START_FAILED, f"could not inspect image {image}: {_short(exc)}") from exc
+        repo, tag = parse_repository_tag(image)
+        outcome: list[BaseException | None] = []
+
+        def pull() -> None:
+            try:
+                for event in self.client.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+                    if isinstance(event, dict) and event.get("error"):
+                        raise RuntimeError(event["error"])
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=pull, name="pai-docker-pull", daemon=True)
+        thread.start()
+        thread.join(self.pull_timeout)
+        if not outcome:
+            reason: str = f"the pull did not finish within {self.pull_timeout:g} s"
+        elif outcome[0] is not None:
+            reason = _short(outcome[0], 200)
+        else:
+            with contextlib.suppress(ImageNotFound, APIError):
+                self.client.images.get(image)
+                return
+            reason = "the pull finished but the image is still missing"
+        raise TaskStartError(EXIT_IMAGE_NOT_FOUND,
+                             f"image not found: {image} is not present locally and could not be pulled ({reason})")
+
+    # ---- wait, stop, liveness ------------------------------------------------------------------------------------
+    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+        try:
+            container = await _in_thread(lambda: self.client.containers.get(handle.id))
+            await _in_thread(lambda: container.wait(timeout=None))
+            container = await _in_thread(lambda: self.client.containers.get(handle.id))
+        except NotFound:
+            code = read_int(Path(spec_dir) / "exit_code")
+            if code is not None:
+                return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
+            return TaskExit(EXIT_LOST, "the task's container is gone (removed while the daemon was not watching) "
+                                       "and left no exit status")
+        state = container.attrs.get("State") or {}
+        code = read_int(Path(spec_dir) / "exit_code")
+        if code is None:
+            code = int(state.get("ExitCode") or 0)
+        sig = code - 128 if 128 < code <= 128 + 64 else None
+        diag = ""
+        if state.get("OOMKilled"):
+            limit = handle.info.get("memory_mb") or self._memory_mb(container)
+            diag = f"out of memory: the task used more than {limit} MB (limit enforced by Docker)"
+            return TaskExit(exit_code=code, diagnostics=diag, oom=True, signal=sig)
+        if state.get("Error"):
+            diag = f"docker: {state['Error']}"
+        return TaskExit(exit_code=code, diagnostics=diag, signal=sig)
+
+    @staticmethod
+    def _memory_mb(container: Any) -> int:
+        return int((container.attrs.get("HostConfig") or {}).get("Memory") or 0) >> 20
+
+    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+        """``docker stop`` would signal only PID 1 (the shim, which ignores SIGTERM), so SIGTERM everything else
+        in the container from inside it (as the process runtime's killpg does), then SIGKILL after ``grace``."""
+
+        def run() -> None:
+            deadline = time.monotonic() + grace
+            with contextlib.suppress(DockerException):
+                container = self.client.containers.get(handle.id)
+                if container.status not in ALIVE_STATES:
+                    return
+                with contextlib.suppress(DockerException):
+                    container.exec_run(["/bin/sh", "-c", "kill -TERM -1"], detach=False)
+                while time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    container.reload()
+                    if container.status not in ALIVE_STATES:
+                        return
+                container.kill()
+
+        threading.Thread(target=run, name="pai-docker-stop", daemon=True).start()
+
+    def is_alive(self, handle: TaskHandle) -> bool:
+        try:
+            return self.client.containers.get(handle.id).status in ALIVE_STATES
+        except DockerException:
+            return False
+
+    def remove(self, handle: TaskHandle) -> None:
+        with contextlib.suppress(NotFound):
+            self.client.api.remove_container(handle.id, force=True)
+
+    # ---- recovery ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _handle(container: Any) -> TaskHandle:
+        labels = container.labels or {}
+        image = (container.attrs.get("Config") or {}).get("Image")
+        return TaskHandle(runtime="docker", id=container.id,
+                          info={"image": image, "name": container.name, "key": labels.get("pai.key"),
+                                "task_dir": labels.get("pai.task_dir")})
+
+    def recover(self) -> list[TaskHandle]:
+        containers = self.client.containers.list(all=True, filters={"label": "pai.managed=1"})
+        return [self._handle(c) for c in containers]
+
+    def find(self, task_dir: str | Path) -> TaskHandle | None:
+        td = Path(task_dir).resolve()
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return TaskHandle.from_dict(json.loads((td / "handle.json").read_text()))
+        found = self.client.containers.list(all=True, filters={"label": f"pai.task_dir={td}"})
+        return self._handle(found[0]) if found else None

@@ -1,0 +1,178 @@
+"""The Docker runtime against the real dockerd, with the local image pai-test/busybox (no registry reachable)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pai_jupyter.cluster.runtime.base import (
+    EXIT_IMAGE_NOT_FOUND,
+    EXIT_LOST,
+    EXIT_START_FAILED,
+    Mount,
+    TaskExit,
+    TaskHandle,
+    TaskStartError,
+)
+from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
+
+from .conftest_runtime import make_spec, read, wait
+
+pytestmark = pytest.mark.docker
+IMAGE = "pai-test/busybox:latest"
+
+if not docker_available():
+    why = "no Docker engine answers (docker.from_env().ping() failed or timed out)"
+    if os.environ.get("PAI_TEST_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"PAI_TEST_REQUIRE_DOCKER=1 but {why}", pytrace=False)
+    pytest.skip(why, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    script = Path(__file__).parents[1] / "make_busybox_image.sh"
+    done = subprocess.run(["bash", str(script), IMAGE], capture_output=True, text=True)
+    assert done.returncode == 0, f"could not build {IMAGE}: {done.stderr}"
+    return IMAGE
+
+
+class Tracked(DockerRuntime):
+    """Remembers every container it starts, so each is force-removed after the test, even a failing one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handles: list[TaskHandle] = []
+
+    def start(self, spec):  # type: ignore[no-untyped-def]
+        handle = super().start(spec)
+        self.handles.append(handle)
+        return handle
+
+
+@pytest.fixture
+def rt() -> Iterator[Tracked]:
+    runtime = Tracked()
+    yield runtime
+    for handle in runtime.handles:
+        runtime.remove(handle)
+    runtime.client.close()
+
+
+def spec(tmp_path: Path, script: str, image: str = IMAGE, **over):  # type: ignore[no-untyped-def]
+    return make_spec(tmp_path, script, image=image, **over)
+
+
+def test_hello_world(rt: Tracked, image: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    s = spec(tmp_path / "task", "echo hello $WHO; sleep 0.05; echo err >&2; sleep 0.05; cat /userhome/greeting; pwd",
+             env={"WHO": "world", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"},
+             memory_mb=128, cpu=1, shm_mb=32, work_dir="/tmp", mounts=[Mount(str(home), "/userhome", True)])
+    home.mkdir()
+    (home / "greeting").write_text("hi from home\n")
+    handle = rt.start(s)
+    attrs = rt.client.api.inspect_container(handle.id)
+    result = wait(rt, handle, s.task_dir)
+    assert result == TaskExit(exit_code=0)
+    assert read(s.task_dir, "stdout") == "hello world\nhi from home\n/tmp\n"
+    assert read(s.task_dir, "stderr") == "err\n"
+    assert read(s.task_dir, "all").splitlines()[:2] == ["hello world", "err"]
+    labels = attrs["Config"]["Labels"]
+    assert labels["pai.managed"] == "1" and labels["pai.job"] == f"tester~{s.job_name}"
+    assert (labels["pai.user"], labels["pai.role"], labels["pai.index"], labels["pai.key"]) == \
+        ("tester", "main", "0", s.key)
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "host"
+    assert host["Memory"] == host["MemorySwap"] == 128 << 20
+    assert host["NanoCpus"] == 1_000_000_000 and host["ShmSize"] == 32 << 20
+    assert not host.get("DeviceRequests")
+    assert "NVIDIA_VISIBLE_DEVICES=void" in attrs["Config"]["Env"]
+    assert handle.info["image"] == IMAGE and rt.find(s.task_dir) == handle
+
+
+def test_exit_code(rt: Tracked, image: str, tmp_path: Path) -> None:
+    s = spec(tmp_path, "echo bye; exit 7")
+    result = wait(rt, rt.start(s), tmp_path)
+    assert result.exit_code == 7 and not result.oom
+    assert read(tmp_path, "exit_code").strip() == "7"
+
+
+def test_oom_is_reported(rt: Tracked, image: str, tmp_path: Path) -> None:
+    s = spec(tmp_path, "echo start; x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived", memory_mb=64)
+    result = wait(rt, rt.start(s), tmp_path, timeout=60)
+    assert result.oom and result.exit_code == 137
+    assert "out of memory" in result.diagnostics and "Docker" in result.diagnostics and "64 MB" in result.diagnostics
+    assert read(tmp_path, "all").startswith("start\n")
+    assert "survived" not in read(tmp_path, "all")
+
+
+def test_image_not_found_fails_fast(rt: Tracked, image: str, tmp_path: Path) -> None:
+    s = spec(tmp_path, "true", image="pai-test/no-such-image:0.0")
+    t0 = time.monotonic()
+    with pytest.raises(TaskStartError) as err:
+        rt.start(s)
+    assert time.monotonic() - t0 < 10
+    assert err.value.exit_code == EXIT_IMAGE_NOT_FOUND
+    assert err.value.diagnostics.startswith("image not found: pai-test/no-such-image:0.0 is not present locally")
+    assert not rt.client.containers.list(all=True, filters={"label": f"pai.key={s.key}"})
+
+
+def test_gpu_request_without_nvidia_runtime(rt: Tracked, image: str, tmp_path: Path) -> None:
+    s = spec(tmp_path, "true", gpus=[0], env={"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "0"})
+    try:
+        handle = rt.start(s)
+    except TaskStartError as exc:  # no NVIDIA runtime here: a clear error and no half-made container
+        assert exc.exit_code == EXIT_START_FAILED and "GPU" in exc.diagnostics
+        assert not rt.client.containers.list(all=True, filters={"label": f"pai.key={s.key}"})
+    else:  # a machine with GPUs: it simply runs
+        assert rt.client.api.inspect_container(handle.id)["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == ["0"]
+        assert wait(rt, handle, tmp_path).exit_code == 0
+
+
+def _stop(rt: Tracked, handle: TaskHandle, task_dir: Path, grace: float) -> tuple[float, TaskExit]:
+    async def go() -> tuple[float, TaskExit]:
+        waiter = asyncio.ensure_future(rt.wait(handle, task_dir))
+        for _ in range(250):
+            if (task_dir / "ready").exists():
+                break
+            await asyncio.sleep(0.02)
+        t0 = time.monotonic()
+        rt.stop(handle, grace)
+        assert time.monotonic() - t0 < 0.1  # non-blocking
+        result = await asyncio.wait_for(waiter, grace + 15)
+        return time.monotonic() - t0, result
+
+    return asyncio.run(go())
+
+
+def test_stop_a_sleeping_container(rt: Tracked, image: str, tmp_path: Path) -> None:
+    handle = rt.start(spec(tmp_path, "sleep 1000 & touch /pai/task/ready; wait"))
+    took, result = _stop(rt, handle, tmp_path, grace=5)
+    assert result.exit_code == 143 and took < 3
+    assert not rt.is_alive(handle)
+
+
+def test_stop_kills_after_the_grace(rt: Tracked, image: str, tmp_path: Path) -> None:
+    handle = rt.start(spec(tmp_path, "trap '' TERM; sleep 1000 & touch /pai/task/ready; wait; wait"))
+    took, result = _stop(rt, handle, tmp_path, grace=1)
+    assert result.exit_code == 137 and 0.9 < took < 5
+    assert not rt.is_alive(handle)
+
+
+def test_recover_and_remove(rt: Tracked, image: str, tmp_path: Path) -> None:
+    s = spec(tmp_path, "sleep 1000")
+    handle = rt.start(s)
+    assert rt.is_alive(handle)
+    found = [h for h in DockerRuntime(rt.client).recover() if h.id == handle.id]
+    assert len(found) == 1 and found[0].info["key"] == s.key and found[0].info["image"] == IMAGE
+    rt.remove(handle)
+    assert not rt.is_alive(handle)
+    assert not rt.client.containers.list(all=True, filters={"id": handle.id})
+    rt.remove(handle)  # removing twice is fine
+    lost = wait(rt, handle, tmp_path)
+    assert lost.exit_code == EXIT_LOST and "container is gone" in lost.diagnostics
