@@ -6,7 +6,7 @@ from typing import Any
 
 from .errors import JobValidationError, Problem
 from .model import Job
-from .parse import load_document
+from .parse import MAX_DEPTH, TOO_DEEP, load_document, nesting_depth
 
 
 def detect_version(doc: dict[str, Any]) -> str:
@@ -24,10 +24,12 @@ def job_from_document(doc: dict[str, Any], *, source: str | None = None) -> Job:
 
     if not isinstance(doc, dict):
         raise JobValidationError([Problem("", "a job must be a mapping of fields")], source)
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise JobValidationError([Problem("", TOO_DEEP)], source)
     try:
         return job_from_v2(doc, source=source) if detect_version(doc) == "v2" else job_from_v1(doc, source=source)
     except RecursionError:
-        raise JobValidationError([Problem("", "the document is nested too deeply")], source) from None
+        raise JobValidationError([Problem("", TOO_DEEP)], source) from None
 
 
 def job_from_text(text: str | bytes, *, source: str | None = None) -> Job:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
+from .parse import MAX_DEPTH, nesting_depth
 from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
 
 DEFAULT_IMAGE_PREREQ = "default"
@@ -240,6 +241,8 @@ class Job(_Model):
         if V1_EXTRAS_KEY in self.extras:
             out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, "
                                                           "authFile and port beginAt there"))
+        out += [Problem(field, f"nests more than {MAX_DEPTH} levels deep")
+                for field in ("parameters", "secrets", "extras") if nesting_depth(getattr(self, field)) > MAX_DEPTH]
         out += check_extras(self.extras, "extras")
         return out
 

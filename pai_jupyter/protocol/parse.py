@@ -11,6 +11,9 @@ from .errors import JobValidationError, Problem
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_NODES = 200_000  # after YAML aliases are expanded: stops "billion laughs" documents early
+# A job nests about 6 levels deep; far deeper values would overflow the stack of deepcopy / YAML dumping later.
+MAX_DEPTH = 100
+TOO_DEEP = f"the document is nested too deeply (more than {MAX_DEPTH} levels)"
 # libyaml when present: the pure-Python scanner takes seconds on a few kB of nested "[[[[", libyaml refuses
 # nesting past 1000 levels in microseconds.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -40,6 +43,17 @@ def _count_nodes(node: yaml.Node) -> int:
         elif isinstance(current, yaml.SequenceNode):
             stack.extend(current.value)
     return count
+
+
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep lists and mappings nest (a flat mapping is 1); counting stops just past ``limit``."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= limit:
+        current, depth = stack.pop()
+        if isinstance(current, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (current.values() if isinstance(current, dict) else current))
+    return deepest
 
 
 def _load_yaml(text: str) -> Any:
@@ -89,11 +103,13 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
             except yaml.YAMLError as exc:
                 raise JobValidationError([Problem("", f"YAML error: {exc}")]) from None
     except RecursionError:
-        raise JobValidationError([Problem("", "the document is nested too deeply")], source) from None
+        raise JobValidationError([Problem("", TOO_DEEP)], source) from None
     except JobValidationError as exc:
         raise JobValidationError(exc.problems, source) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. huge integers, odd YAML tags
         raise JobValidationError([Problem("", f"the document cannot be read: {exc}")], source) from None
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise JobValidationError([Problem("", TOO_DEEP)], source)
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a {type(doc).__name__}"
         raise JobValidationError([Problem("", f"a job must be a mapping of fields, but the document is {kind}")],
