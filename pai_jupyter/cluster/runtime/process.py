@@ -27,7 +27,8 @@ from .cgroups import CgroupManager, TaskCgroup
 
 SHIM = Path(__file__).with_name("shim.sh")
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
-_STALE = ("pid", "exit_code", "exit_code.tmp", "oom")
+_STALE = frozenset(("pid", "exit_code", "exit_code.tmp", "oom", "cgroup", "handle.json"))
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -70,6 +71,7 @@ class ProcessRuntime(Runtime):
         self.watchdog_interval = watchdog_interval
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._stopped: set[str] = set()
+        self._boot_time = psutil.boot_time()
 
     def describe(self) -> str:
         how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
@@ -77,18 +79,15 @@ class ProcessRuntime(Runtime):
 
     # ---- start -----------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:
-        td = Path(spec.task_dir)
+        td = Path(os.path.abspath(spec.task_dir))  # the shim runs in work_dir: a relative path would move
         td.mkdir(parents=True, exist_ok=True)
-        for name in _STALE:
-            with contextlib.suppress(FileNotFoundError):
-                (td / name).unlink()
+        for entry in os.scandir(td):  # one directory read instead of an unlink per possible leftover
+            if entry.name in _STALE:
+                os.unlink(entry.path)
         (td / "command.sh").write_text(spec.script, encoding="utf-8")
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
             (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                (td / "cgroup").unlink()
         env = dict(spec.env)
         for name in ("PATH", "HOME", "LANG"):
             if name not in env and name in os.environ:
@@ -106,10 +105,8 @@ class ProcessRuntime(Runtime):
                                 "memory": "cgroup" if cgroup else ("watchdog" if spec.memory_mb > 0 else "none"),
                                 "memory_mb": spec.memory_mb, "cgroup": None}
         st = _stat(popen.pid)
-        if st is not None:
-            info["start_ticks"] = st[1]
-            with contextlib.suppress(psutil.Error):
-                info["create_time"] = psutil.Process(popen.pid).create_time()
+        if st is not None:  # psutil's create_time, from the same /proc read
+            info["start_ticks"], info["create_time"] = st[1], (st[1] / _CLK_TCK) + self._boot_time
         if cgroup is not None:
             info.update(cgroup.to_info())
         handle = TaskHandle(runtime=self.name, id=str(popen.pid), info=info)
