@@ -293,3 +293,21 @@ def test_stop_without_an_event_loop_is_non_blocking(runtimes: Runtimes, tmp_path
     rt.stop(handle, 0.5)
     assert time.monotonic() - t0 < 0.1
     assert wait(rt, handle, tmp_path).exit_code == 137
+
+
+def test_find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
+    rt = runtimes.make()
+    handle = rt.start(make_spec(tmp_path, "sleep 0.5; exit 6", memory_mb=64))
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "handle.json").unlink()  # as if the daemon died inside start()
+    found = ProcessRuntime().find(tmp_path)
+    assert found is not None and found.id == handle.id
+    assert found.info["start_ticks"] == handle.info["start_ticks"] and rt.is_alive(found)
+    assert found.info.get("cgroup") == handle.info.get("cgroup")
+    assert wait(ProcessRuntime(), found, tmp_path).exit_code == 6
+    (tmp_path / "pid").write_text(f"{os.getpid()}\n")  # a pid that is not this task's shim
+    stranger = ProcessRuntime().find(tmp_path)
+    assert stranger is not None and not rt.is_alive(stranger)
+    assert ProcessRuntime().find(tmp_path / "never-started") is None

@@ -146,6 +146,12 @@ class TaskCgroup:
                 "cgroup_version": self.version}
 
     @classmethod
+    def from_procs(cls, procs_paths: list[str]) -> TaskCgroup:
+        """From the ``cgroup.procs`` paths the shim was told to join (TASK_DIR/cgroup), memory's first."""
+        dirs = [Path(p).parent for p in procs_paths]
+        return cls(version=1 if (dirs[0] / "memory.limit_in_bytes").exists() else 2, dirs=dirs)
+
+    @classmethod
     def from_info(cls, info: dict[str, object]) -> TaskCgroup | None:
         dirs = info.get("cgroup_dirs") or ([info["cgroup"]] if info.get("cgroup") else [])
         if not dirs or not isinstance(dirs, list):

@@ -129,11 +129,17 @@ class ProcessRuntime(Runtime):
         pid = read_int(td / "pid")
         if pid is None:
             return None
-        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "memory": "none", "cgroup": None}
-        with contextlib.suppress(psutil.Error, OSError):
-            proc = psutil.Process(pid)
-            if proc.cmdline()[-1:] == [str(td)]:
-                info["create_time"], info["start_ticks"] = proc.create_time(), (_stat(pid) or ("", None))[1]
+        # start_ticks -1 matches no process: unless the pid is still this task's shim, the task is over.
+        info: dict[str, Any] = {"create_time": None, "start_ticks": -1, "memory": "none", "cgroup": None}
+        with contextlib.suppress(psutil.Error, OSError, IndexError):
+            if psutil.Process(pid).cmdline()[-1:] == [str(td)]:
+                st = _stat(pid)
+                info["start_ticks"] = st[1] if st else -1
+                info["create_time"] = (info["start_ticks"] / _CLK_TCK) + self._boot_time
+        with contextlib.suppress(OSError):
+            procs = (td / "cgroup").read_text().split()
+            if procs:
+                info.update(TaskCgroup.from_procs(procs).to_info(), memory="cgroup")
         return TaskHandle(runtime=self.name, id=str(pid), info=info)
 
     # ---- liveness and stop -----------------------------------------------------------------------------------
@@ -184,6 +190,7 @@ class ProcessRuntime(Runtime):
         if cgroup is not None:
             cgroup.remove()
         self._children.pop(int(handle.id), None)
+        self._stopped.discard(handle.id)
 
     # ---- wait --------------------------------------------------------------------------------------------------
     async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
