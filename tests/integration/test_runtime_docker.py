@@ -176,3 +176,22 @@ def test_recover_and_remove(rt: Tracked, image: str, tmp_path: Path) -> None:
     rt.remove(handle)  # removing twice is fine
     lost = wait(rt, handle, tmp_path)
     assert lost.exit_code == EXIT_LOST and "container is gone" in lost.diagnostics
+
+
+def test_gpu_environment(tmp_path: Path) -> None:
+    none = DockerRuntime._environment(spec(tmp_path, "true"))
+    assert none["NVIDIA_VISIBLE_DEVICES"] == "void"  # a CUDA image's NVIDIA_VISIBLE_DEVICES=all must not apply
+    two = DockerRuntime._environment(spec(tmp_path, "true", gpus=[2, 3],
+                                          env={"CUDA_VISIBLE_DEVICES": "2,3", "NVIDIA_VISIBLE_DEVICES": "2,3"}))
+    assert two["NVIDIA_VISIBLE_DEVICES"] == "2,3"  # host ids, for the NVIDIA runtime
+    assert two["CUDA_VISIBLE_DEVICES"] == "0,1"  # as numbered inside the container
+
+
+def test_two_tasks_with_the_same_key_do_not_collide(rt: Tracked, image: str, tmp_path: Path) -> None:
+    first = spec(tmp_path / "a", "sleep 1000")
+    second = spec(tmp_path / "b", "echo second", key=first.key)
+    h1 = rt.start(first)
+    h2 = rt.start(second)
+    assert h1.info["name"] != h2.info["name"] and h1.info["name"].startswith("pai-tester-rt")
+    assert wait(rt, h2, second.task_dir).exit_code == 0
+    assert rt.is_alive(h1)

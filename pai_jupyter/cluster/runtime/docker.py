@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import re
+import secrets
 import shutil
 import threading
 import time
@@ -110,10 +111,11 @@ class DockerRuntime(Runtime):
                 (td / name).unlink()
         (td / "command.sh").write_text(spec.script, encoding="utf-8")
         shutil.copyfile(SHIM, td / "shim.sh")
-        name = "pai-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", spec.key)[:200]
+        # Readable and unique: two daemons on one engine (tests, two homes) may run the same key at once.
+        name = f"pai-{re.sub(r'[^a-zA-Z0-9_.-]', '-', spec.key)[:180]}-{secrets.token_hex(3)}"
         kwargs = self._create_args(spec, td, name)
         try:
-            container = self._create(image, kwargs)
+            container = self.client.containers.create(image, **kwargs)
         except APIError as exc:
             raise TaskStartError(EXIT_START_FAILED, f"the container could not be created: {_short(exc)}") from exc
         try:
@@ -144,7 +146,7 @@ class DockerRuntime(Runtime):
                   "pai.task_dir": str(td)}
         kwargs: dict[str, Any] = {
             "command": COMMAND, "name": name, "detach": True, "auto_remove": False, "network_mode": "host",
-            "environment": dict(spec.env), "working_dir": spec.work_dir, "mounts": mounts, "labels": labels,
+            "environment": self._environment(spec), "working_dir": spec.work_dir, "mounts": mounts, "labels": labels,
         }
         if spec.memory_mb > 0:
             kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{spec.memory_mb}m"
@@ -157,18 +159,20 @@ class DockerRuntime(Runtime):
                                                        capabilities=[["gpu"]])]
         return kwargs
 
-    def _create(self, image: str, kwargs: dict[str, Any]) -> Any:
-        try:
-            return self.client.containers.create(image, **kwargs)
-        except APIError as exc:
-            if exc.status_code != 409:
-                raise
-        # A container of that name is left from an earlier run of this very attempt: replace it if it is done.
-        old = self.client.containers.get(kwargs["name"])
-        if old.labels.get("pai.managed") != "1" or old.status in ALIVE_STATES:
-            raise APIError(f"a container named {kwargs['name']} already exists and is {old.status}")
-        old.remove(force=True)
-        return self.client.containers.create(image, **kwargs)
+    @staticmethod
+    def _environment(spec: TaskSpec) -> dict[str, str]:
+        """The spec's env, with GPU visibility made right for a container.
+
+        NVIDIA_VISIBLE_DEVICES names host GPUs (that is what the NVIDIA runtime reads); without GPUs it is
+        "void", else a CUDA image's own ``=all`` would expose every GPU on an engine whose default runtime is
+        nvidia. Inside the container the granted GPUs are numbered from 0, so a CUDA_VISIBLE_DEVICES naming
+        the host ids is renumbered (host ids 2,3 -> 0,1)."""
+        env = dict(spec.env)
+        host_ids = ",".join(str(g) for g in spec.gpus)
+        env.setdefault("NVIDIA_VISIBLE_DEVICES", host_ids or "void")
+        if spec.gpus and env.get("CUDA_VISIBLE_DEVICES") == host_ids:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
+        return env
 
     def _ensure_image(self, image: str) -> None:
         """Present locally, or pulled once within ``pull_timeout``; else TaskStartError(254) with the reason."""
