@@ -161,6 +161,7 @@ def test_stop_kills_after_the_grace(rt: Tracked, image: str, tmp_path: Path) -> 
     handle = rt.start(spec(tmp_path, "trap '' TERM; sleep 1000 & touch /pai/task/ready; wait; wait"))
     took, result = _stop(rt, handle, tmp_path, grace=1)
     assert result.exit_code == 137 and 0.9 < took < 5
+    assert "SIGKILL" in result.diagnostics
     assert not rt.is_alive(handle)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
+import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 from docker.utils import parse_repository_tag
@@ -92,6 +93,7 @@ class DockerRuntime(Runtime):
     def __init__(self, client: docker.DockerClient | None = None, pull_timeout: float = 60.0) -> None:
         self.client = client or docker.from_env(max_pool_size=256)
         self.pull_timeout = pull_timeout
+        self._stopped: set[str] = set()
 
     def describe(self) -> str:
         with contextlib.suppress(Exception):
@@ -212,29 +214,45 @@ class DockerRuntime(Runtime):
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
     async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+        code = read_int(Path(spec_dir) / "exit_code")
         try:
-            container = await _in_thread(lambda: self.client.containers.get(handle.id))
-            await _in_thread(lambda: container.wait(timeout=None))
-            container = await _in_thread(lambda: self.client.containers.get(handle.id))
+            container = await _in_thread(lambda: self._wait_blocking(handle.id))
         except NotFound:
-            code = read_int(Path(spec_dir) / "exit_code")
             if code is not None:
                 return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
             return TaskExit(EXIT_LOST, "the task's container is gone (removed while the daemon was not watching) "
                                        "and left no exit status")
         state = container.attrs.get("State") or {}
         code = read_int(Path(spec_dir) / "exit_code")
-        if code is None:
-            code = int(state.get("ExitCode") or 0)
-        sig = code - 128 if 128 < code <= 128 + 64 else None
         diag = ""
-        if state.get("OOMKilled"):
+        if code is None:  # the shim did not finish: killed with the container
+            code = int(state.get("ExitCode") or 0)
+            if handle.id in self._stopped and code == 137:
+                diag = "killed with SIGKILL: the task did not end within the stop grace period"
+        sig = code - 128 if 128 < code <= 128 + 64 else None
+        if state.get("OOMKilled") and code != 0:
             limit = handle.info.get("memory_mb") or self._memory_mb(container)
             diag = f"out of memory: the task used more than {limit} MB (limit enforced by Docker)"
             return TaskExit(exit_code=code, diagnostics=diag, oom=True, signal=sig)
         if state.get("Error"):
             diag = f"docker: {state['Error']}"
         return TaskExit(exit_code=code, diagnostics=diag, signal=sig)
+
+    def _wait_blocking(self, cid: str) -> Any:
+        """The container once it has stopped; rides out a dockerd restart (the connection drops, the container
+        may live on with live-restore) for up to a minute. Raises NotFound when the container is gone."""
+        give_up = None
+        while True:
+            try:
+                self.client.api.wait(cid, timeout=None)
+                return self.client.containers.get(cid)
+            except DockerException:  # NotFound and the like (APIError is also a requests HTTPError)
+                raise
+            except requests.exceptions.RequestException:
+                give_up = give_up or time.monotonic() + 60
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(1)
 
     @staticmethod
     def _memory_mb(container: Any) -> int:
@@ -243,6 +261,8 @@ class DockerRuntime(Runtime):
     def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
         """``docker stop`` would signal only PID 1 (the shim, which ignores SIGTERM), so SIGTERM everything else
         in the container from inside it (as the process runtime's killpg does), then SIGKILL after ``grace``."""
+
+        self._stopped.add(handle.id)
 
         def run() -> None:
             deadline = time.monotonic() + grace
@@ -268,6 +288,7 @@ class DockerRuntime(Runtime):
             return False
 
     def remove(self, handle: TaskHandle) -> None:
+        self._stopped.discard(handle.id)
         with contextlib.suppress(NotFound):
             self.client.api.remove_container(handle.id, force=True)
 
