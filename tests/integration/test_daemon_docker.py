@@ -1,0 +1,97 @@
+"""The daemon on the Docker runtime: one container per task, host network, limits, OOM, missing images."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .conftest import Api, v1
+
+pytestmark = pytest.mark.docker
+
+
+def test_hello_world_in_a_container(docker_daemon: Api) -> None:
+    info = docker_daemon.http.get("/api/v2/info").json()
+    assert info["runtime"].startswith("docker")
+    name = docker_daemon.submit_ok(v1("dhello", "echo hello from $PAI_CURRENT_TASK_ROLE_NAME; ls /userhome >/dev/null; "
+                                               "echo err >&2", taskNumber=2))
+    d = docker_daemon.wait(name, timeout=60)
+    assert d["jobStatus"]["state"] == "SUCCEEDED", d
+    for t in docker_daemon.tasks(d):
+        assert t["runtime"] == "docker" and t["containerId"]
+    assert docker_daemon.log(name, index=1, name="stdout").strip() == "hello from main"
+    assert docker_daemon.log(name, index=1, name="stderr").strip() == "err"
+
+
+def test_two_roles_talk_over_host_network_ports(docker_daemon: Api) -> None:
+    job = {
+        "jobName": "dnet", "image": "pai-test/busybox:latest",
+        "taskRoles": [
+            {"name": "server", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
+             "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}], "minSucceededTaskCount": None,
+             "command": "mkdir -p /tmp/www && echo pong > /tmp/www/ping && "
+                        "httpd -f -p $PAI_PORT_LIST_server_0_http -h /tmp/www"},
+            {"name": "client", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
+             "minSucceededTaskCount": 1,
+             "command": "for i in $(seq 50); do wget -qO- http://$PAI_HOST_IP_server_0:$PAI_PORT_LIST_server_0_http/ping"
+                        " && exit 0; sleep 0.1; done; exit 4"},
+        ],
+    }
+    name = docker_daemon.submit_ok(json.dumps(job))
+    d = docker_daemon.wait(name, timeout=60)
+    assert d["jobStatus"]["state"] == "SUCCEEDED", d
+    assert "pong" in docker_daemon.log(name, "client", 0, "stdout")
+
+
+def test_oom_in_a_container_fails_with_a_diagnostic(docker_daemon: Api) -> None:
+    name = docker_daemon.submit_ok(v1("doom", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived",
+                                      memoryMB=128, shmMB=16))
+    d = docker_daemon.wait(name, timeout=60)
+    assert d["jobStatus"]["state"] == "FAILED"
+    task = docker_daemon.tasks(d)[0]
+    assert task["containerExitDiagnostics"].startswith("out of memory"), task
+    assert task["containerExitSpec"]["phrase"] == "ContainerOOMKilled"
+
+
+def test_missing_image_fails_fast_with_image_not_found(docker_daemon: Api) -> None:
+    job = json.loads(v1("dmissing", "true"))
+    job["image"] = "pai-test/does-not-exist:1.0"
+    t0 = time.monotonic()
+    name = docker_daemon.submit_ok(json.dumps(job))
+    d = docker_daemon.wait(name, timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert d["jobStatus"]["state"] == "FAILED"
+    task = docker_daemon.tasks(d)[0]
+    assert task["containerExitCode"] == 254
+    assert "image not found" in task["containerExitDiagnostics"]
+    assert task["containerExitSpec"]["phrase"] == "ImageNotFound"
+
+
+def test_stop_a_running_container(docker_daemon: Api) -> None:
+    import docker
+
+    name = docker_daemon.submit_ok(v1("dstop", "sleep 1000"))
+    d = docker_daemon.wait(name, ("RUNNING",), timeout=30)
+    cid = docker_daemon.tasks(d)[0]["containerId"]
+    docker_daemon.stop(name)
+    assert docker_daemon.wait(name, timeout=20)["jobStatus"]["state"] == "STOPPED"
+    time.sleep(0.5)
+    with pytest.raises(docker.errors.NotFound):
+        docker.from_env().containers.get(cid)
+
+
+def test_is_debug_keeps_the_failed_container_until_delete(docker_daemon: Api) -> None:
+    import docker
+
+    job = json.loads(v1("ddebug", "exit 9"))
+    job["jobEnvs"] = {"isDebug": True}
+    name = docker_daemon.submit_ok(json.dumps(job))
+    d = docker_daemon.wait(name, timeout=30)
+    cid = docker_daemon.tasks(d)[0]["containerId"]
+    client = docker.from_env()
+    assert client.containers.get(cid).attrs["State"]["ExitCode"] == 9
+    assert docker_daemon.http.delete(f"/api/v2/jobs/{name}").status_code == 200
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(cid)
