@@ -2,9 +2,9 @@
 # It runs TASK_DIR/command.sh with stdout/stderr into TASK_DIR/stdout and stderr, both interleaved as they
 # arrive into TASK_DIR/all, then writes the command's status (128+N for signal N) to TASK_DIR/exit_code, after
 # the logs are complete, and exits with it. It must lead its own process group (setsid / container init).
-# pid and exit_code are each one write(2) of a few bytes, not temp+mv: mv costs ~2 ms of fork/exec each, and
-# both files are read only after this shell has exited; a reader treats an empty file as missing.
-# The start time is the pid file's mtime.
+# pid and exit_code are each one write(2) of a few bytes, not temp+mv: an mv costs ~2 ms of fork/exec here.
+# exit_code is read only once this shell has exited, pid is a hint (runtimes know the pid); a reader treats an
+# empty file as missing. The task's start time is the pid file's mtime (a `date` would cost another exec).
 d=$1
 echo $$ > "$d/pid"
 if [ -f "$d/cgroup" ]; then while read -r p; do echo $$ > "$p"; done < "$d/cgroup"; fi 2>>"$d/stderr"
