@@ -260,10 +260,13 @@ class ProcessRuntime(Runtime):
         return TaskExit(exit_code=code, diagnostics=diag, oom=oom, signal=sig)
 
     def _oom(self, handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:
+        """An OOM kill that made the task fail (a task that survived one of its processes being killed did not)."""
+        if code == 0:
+            return False, ""
         if (td / "oom").exists():
             return True, "the process runtime's memory watchdog"
         cgroup = TaskCgroup.from_info(handle.info)
-        if cgroup is None or code == 0:
+        if cgroup is None:
             return False, ""
         oom = cgroup.oom_kills() > 0 or (code == 128 + signal.SIGKILL and cgroup.failcnt() > 0)
         return oom, cgroup.describe()
