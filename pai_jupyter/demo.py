@@ -3,6 +3,7 @@ cluster, and prints their states and logs."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ def main() -> int:
             continue
         print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
     print("\n== starting the embedded cluster")
-    info = control.start()
+    info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"))
     print(f"local cluster at {info['url']} (runtime {info['runtime']})")
     http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
     suffix = time.strftime("%H%M%S")

@@ -7,6 +7,8 @@ import click
 
 from .. import __version__
 from .cluster import cluster
+from .jobs import COMMANDS as JOB_COMMANDS
+from .profile import profile
 from .validate import validate
 
 
@@ -18,4 +20,7 @@ def main() -> None:
 
 main.add_command(validate)
 main.add_command(cluster)
+main.add_command(profile)
+for _command in JOB_COMMANDS:
+    main.add_command(_command)
 

@@ -15,7 +15,8 @@ import tornado.web
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..protocol import load_document, masked_text
+from ..protocol import JobValidationError, load_document, masked_text
+from ..protocol.edit import rename_text
 from ..protocol.parse import MAX_DOCUMENT_BYTES
 from . import views
 from .errors import (
@@ -230,6 +231,21 @@ class ExecutionType(Base):
         self.write_json({"message": f"execution type of {row['user']}~{row['name']} set to {value}"}, 202)
 
 
+class Clone(Base):
+    """Local extension: submit the stored original (secrets included) again under a new name."""
+
+    def post(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        new = self.json_body().get("name")
+        if not isinstance(new, str) or not new:
+            raise BadRequest('the body must be {"name": "<new job name>"}')
+        try:
+            text = rename_text(row["config_text"], new)
+        except JobValidationError as exc:
+            raise BadRequest(str(exc)) from None
+        self.write_json(self.cluster.submit(self.user["name"], text.encode("utf-8")), 202)
+
+
 class Config(Base):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
@@ -359,6 +375,7 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         (JOB, JobDetail, args),
         (JOB + r"/executionType", ExecutionType, args),
         (JOB + r"/config", Config, args),
+        (JOB + r"/clone", Clone, args),
         (JOB + r"/job-attempts", Attempts, args),
         (JOB + r"/events", Events, args),
         (logs, LogLocations, args),

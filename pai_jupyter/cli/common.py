@@ -1,0 +1,93 @@
+"""What the job and profile commands share: --profile, error handling with exit codes, tables, status lines."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+
+from ..client import Client, PaiError
+
+EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+F = TypeVar("F", bound=Callable[..., Any])
+
+profile_option = click.option("--profile", "-p", envvar="PAI_PROFILE",
+                              help="Cluster profile (default: the default one).")
+output_option = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                             help="json prints machine-readable output.")
+
+
+def handle_errors(fn: F) -> F:
+    """Turn client errors into one clear line on stderr and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PaiError as exc:
+            problems = getattr(exc, "problems", [])
+            if problems:
+                click.echo(f"pai: invalid job ({len(problems)} problem{'s' * (len(problems) != 1)})", err=True)
+                for p in problems:
+                    where = f"{p.get('path')}: " if p.get("path") else ""
+                    click.echo(f"  - {where}{p.get('message')}", err=True)
+            else:
+                click.echo(f"pai: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\npai: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def client_for(profile: str | None) -> Client:
+    return Client(profile)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+class StatusLine:
+    """A live line on a terminal (rewritten in place); plain lines, only on change, when piped."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            click.echo("\r\x1b[2K" + text, nl=False, err=True)
+        elif text.split(" (")[0] != self.last.split(" (")[0]:
+            click.echo(text, err=True)
+        self.last = text
+
+    def done(self) -> None:
+        if self.tty and self.last:
+            click.echo("", err=True)

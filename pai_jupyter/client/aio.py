@@ -1,0 +1,130 @@
+"""The asynchronous client (httpx.AsyncClient), driving the same calls as ``Client``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from .base import ClientBase, follow_params, tail_lines
+from .calls import Calls, Op, Req, Sleep, error_for, new_lines
+
+
+class AsyncClient(ClientBase, Calls):
+    """``async with AsyncClient() as pai: await pai.submit(job)`` — same methods as Client, awaited."""
+
+    def __init__(self, profile: str | None = None, **kw: Any):
+        super().__init__(profile, **kw)
+        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, req: Req) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            base, headers = await asyncio.to_thread(self._prepare, req) if self._url is None else self._prepare(req)
+            try:
+                resp = await self._http.request(req.method, base + req.path if req.path.startswith("/") else req.path,
+                                                params=req.params, json=req.json, content=req.content, headers=headers)
+            except httpx.TransportError as exc:
+                if req.idempotent and attempt < self.retries:
+                    await asyncio.sleep(self._backoff(attempt))
+                    continue
+                raise self._unavailable(exc) from None
+            if resp.status_code < 400:
+                return resp
+            err = error_for(resp, self.where)
+            if req.idempotent and attempt < self.retries and self._retryable(err):
+                await asyncio.sleep(self._delay_for(err, attempt))
+                continue
+            raise err
+        raise AssertionError("unreachable")
+
+    async def _drive(self, op: Op) -> Any:
+        try:
+            item = next(op)
+            while True:
+                if isinstance(item, Sleep):
+                    await asyncio.sleep(item.seconds)
+                    item = op.send(None)
+                else:
+                    item = op.send(await self._send(item))
+        except StopIteration as stop:
+            return stop.value
+
+    async def info(self) -> dict[str, Any]:
+        return await self._drive(self._info())
+
+    async def submit(self, job: Any, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
+        return await self._drive(self._submit(job, name=name, params=params))
+
+    async def list_jobs(self, **kw: Any) -> Any:
+        return await self._drive(self._list_jobs(**kw))
+
+    async def detail(self, job: Any) -> Any:
+        return await self._drive(self._detail(job))
+
+    async def stop(self, job: Any) -> str:
+        return await self._drive(self._stop(job))
+
+    async def delete(self, job: Any) -> str:
+        return await self._drive(self._delete(job))
+
+    async def config(self, job: Any) -> str:
+        return await self._drive(self._config(job))
+
+    async def attempts(self, job: Any) -> list[dict[str, Any]]:
+        return await self._drive(self._attempts(job))
+
+    async def events(self, job: Any) -> list[dict[str, Any]]:
+        return await self._drive(self._events(job))
+
+    async def clone(self, job: Any, *, name: str | None = None) -> str:
+        return await self._drive(self._clone(job, name=name))
+
+    async def logs(self, job: Any, **kw: Any) -> str:
+        return await self._drive(self._logs(job, **kw))
+
+    async def wait(self, job: Any, **kw: Any) -> Any:
+        return await self._drive(self._wait(job, **kw))
+
+    async def login(self, username: str, password: str) -> str:
+        return await self._drive(self._login(username, password))
+
+    async def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
+                     poll: float = 1.0) -> AsyncIterator[str]:
+        """Async twin of Client.follow: the live stream where advertised, else the polled tail."""
+        if self._local_server is None:
+            self._local_server = "local" in await self.info()
+        if self._local_server:
+            base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
+            path, params = follow_params(self, job, role, index, stream)
+            try:
+                async with self._http.stream("GET", base + path, params=params, headers=headers,
+                                             timeout=httpx.Timeout(self.timeout, read=None)) as resp:
+                    if resp.status_code >= 400:
+                        await resp.aread()
+                        raise error_for(resp, self.where)
+                    async for chunk in resp.aiter_text():
+                        yield chunk
+            except httpx.TransportError as exc:
+                raise self._unavailable(exc) from None
+            return
+        seen: list[str] = []
+        while True:
+            detail = await self.detail(job)
+            lines = tail_lines(await self.logs(job, role=role, index=index, stream=stream, tail=True), detail.is_final)
+            for line in new_lines(seen, lines):
+                yield line + "\n"
+            seen = lines
+            if detail.is_final:
+                return
+            await asyncio.sleep(poll)

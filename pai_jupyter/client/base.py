@@ -1,0 +1,106 @@
+"""What the sync and async clients share: the profile, the base url and token, retries and backoff."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from ..cluster.paths import os_user
+from .calls import Req
+from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
+from .profiles import Profile, ProfileError, get_profile
+
+LOCAL_HINT = "start the local cluster with: pai cluster start"
+
+
+class ClientBase:
+    """Resolves where to talk to: a profile (default: the default one), or an explicit url and token."""
+
+    def __init__(self, profile: str | Profile | None = None, *, url: str | None = None, token: str | None = None,
+                 username: str | None = None, home: Path | None = None, timeout: float = 30.0, retries: int = 3,
+                 auto_start: bool = True):
+        self.home = home
+        if url:
+            self.profile = Profile(name="(url)", url=url, username=username or "", token=token)
+        elif isinstance(profile, Profile):
+            self.profile = profile
+        else:
+            try:
+                self.profile = get_profile(profile, home)
+            except ProfileError as exc:
+                raise PaiError(str(exc)) from None
+        self.timeout = timeout
+        self.retries = retries
+        self.auto_start = auto_start
+        self._local_server: bool | None = True if self.profile.is_local else None
+        self._url: str | None = None if self.profile.is_local else self.profile.url.rstrip("/")
+        self._token: str | None = token or (None if self.profile.is_local else self.profile.resolved_token())
+        self.username = username or self.profile.username or (os_user() if self.profile.is_local else "")
+
+    @property
+    def where(self) -> str:
+        return f"profile {self.profile.name!r} at {self._url or 'the embedded daemon'}"
+
+    def _local(self) -> tuple[str, str]:
+        """The embedded daemon's url and token, starting it when nothing answers (first use)."""
+        from ..cluster import control
+
+        info = control.running(self.home)
+        if info is None:
+            if not self.auto_start:
+                raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}")
+            try:
+                info = control.start(self.home)
+            except control.DaemonError as exc:
+                raise ServerUnavailable(f"the local cluster could not be started: {exc}") from None
+        return info["url"], info["token"]
+
+    def _prepare(self, req: Req) -> tuple[str, dict[str, str]]:
+        if self.profile.is_local and self._url is None:
+            self._url, self._token = self._local()
+        headers = dict(req.headers)
+        if req.auth:
+            if not self._token:
+                raise Unauthorized(f"{self.where} has no token; log in with: pai profile login {self.profile.name}")
+            headers["Authorization"] = f"Bearer {self._token}"
+        return self._url or "", headers
+
+    def _unavailable(self, exc: Exception) -> ServerUnavailable:
+        hint = LOCAL_HINT if self.profile.is_local else "check the url and your network, or pick another profile"
+        if self.profile.is_local:
+            self._url = None  # the daemon may come back on another port: look again next time
+        return ServerUnavailable(f"nothing answers for {self.where} ({type(exc).__name__}: {exc}); {hint}")
+
+    @staticmethod
+    def _backoff(attempt: int) -> float:
+        return min(0.2 * 2**attempt, 5.0) * (0.75 + random.random() / 2)
+
+    @staticmethod
+    def _retryable(err: PaiError) -> bool:
+        return isinstance(err, RateLimited) or (err.status in (502, 503, 504))
+
+    def _delay_for(self, err: PaiError, attempt: int) -> float:
+        if isinstance(err, RateLimited) and err.retry_after is not None:
+            return min(err.retry_after, 60.0)
+        return self._backoff(attempt)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(profile={self.profile.name!r}, user={self.username!r})"
+
+
+def follow_params(client: Any, job: Any, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
+    user, _, name = client.job_id(job).partition("~")
+    params: dict[str, Any] = {"index": index, "stream": stream}
+    if role:
+        params["role"] = role
+    return f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/logs/stream", params
+
+
+def tail_lines(text: str, final: bool) -> list[str]:
+    """Complete lines of a polled tail; a last line still being written is held back until the task ends."""
+    lines = text.split("\n")
+    if lines and (lines[-1] == "" or not final):
+        lines.pop()
+    return lines

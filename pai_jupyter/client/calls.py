@@ -1,0 +1,271 @@
+"""The client's calls, written once as generators that yield requests (and sleeps) — no I/O here.
+
+``Client`` drives them with httpx.Client, ``AsyncClient`` with httpx.AsyncClient, so the sync and async
+clients cannot drift. Error mapping, job ids and paging live here too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..protocol import Job, JobValidationError, load_document
+from ..protocol.edit import rename_text, with_parameters
+from .errors import (
+    BadRequest,
+    InvalidJob,
+    JobConflict,
+    JobNotFound,
+    PaiError,
+    RateLimited,
+    ServerUnavailable,
+    Unauthorized,
+)
+from .models import FINAL_STATES, JobDetail, JobList, JobSummary
+
+PAGE = 1000
+
+
+@dataclass
+class Req:
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    content: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    idempotent: bool = True
+    auth: bool = True
+
+
+@dataclass
+class Sleep:
+    seconds: float
+
+
+Op = Generator[Req | Sleep, Any, Any]
+
+
+def error_for(resp: httpx.Response, where: str) -> PaiError:
+    """Map an error response ({code, message}) to the exception a user can act on."""
+    try:
+        body = resp.json()
+        body = body if isinstance(body, dict) else {}
+    except ValueError:
+        body = {}
+    code = body.get("code")
+    message = body.get("message") or resp.text[:300] or resp.reason_phrase
+    kw = {"status": resp.status_code, "code": code, "body": body}
+    status = resp.status_code
+    if status in (401, 403):
+        return Unauthorized(f"{message} ({where}); log in again with: pai profile login", **kw)
+    if status == 404:
+        return JobNotFound(message, **kw)
+    if status == 409 and code == "ConflictJobError":
+        return JobConflict(message, **kw)
+    if status == 400 and code in ("InvalidProtocolError", "InsufficientResourceError"):
+        return InvalidJob(message, **kw)
+    if status == 429:
+        after = resp.headers.get("Retry-After")
+        try:
+            seconds = float(after) if after is not None else None
+        except ValueError:
+            seconds = None
+        return RateLimited(f"rate limited by {where}" + (f"; retry after {seconds:g} s" if seconds else ""),
+                           retry_after=seconds, **kw)
+    if status >= 500:
+        return ServerUnavailable(f"{where} answered {status}: {message}", **kw)
+    return BadRequest(message, **kw)
+
+
+def as_job_text(job: Job | str | Path, *, name: str | None = None,
+                params: dict[str, Any] | None = None) -> tuple[str, str, str]:
+    """(text, format v1|v2, job name) of what to submit; kept verbatim unless a name or parameters change it."""
+    if isinstance(job, Job):
+        text = job.source_text or job.to_yaml()
+    elif isinstance(job, Path) or (isinstance(job, str) and "\n" not in job and Path(job).is_file()):
+        text = Path(job).read_text(encoding="utf-8")
+    else:
+        text = str(job)
+    try:
+        parsed = Job.from_text(text)
+    except JobValidationError as exc:
+        raise InvalidJob(str(exc), status=None, code="InvalidProtocolError",
+                         body={"problems": [p.to_dict() for p in exc.problems]}) from None
+    if params:
+        text = with_parameters(text, params)
+    if name:
+        text = rename_text(text, name)
+    return text, parsed.source_format, name or parsed.name
+
+
+class Calls:
+    """Mixin: every server call, as a generator. Needs ``self.username`` (the profile's user)."""
+
+    username: str
+
+    def job_id(self, job: str | JobSummary | JobDetail) -> str:
+        """``user~name``; a bare name means this profile's user."""
+        if isinstance(job, (JobSummary, JobDetail)):
+            return job.id
+        return job if "~" in job else f"{self.username}~{job}"
+
+    def _path(self, job: str | JobSummary | JobDetail) -> str:
+        user, _, name = self.job_id(job).partition("~")
+        return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
+
+    # ---- calls -----------------------------------------------------------------------------------------------
+    def _info(self) -> Op:
+        resp = yield Req("GET", "/api/v2/info")
+        return resp.json()
+
+    def _is_local_server(self) -> Op:
+        if getattr(self, "_local_server", None) is None:
+            try:
+                info = yield from self._info()
+                self._local_server = isinstance(info, dict) and "local" in info
+            except PaiError:
+                self._local_server = False
+        return self._local_server
+
+    def _submit(self, job: Job | str | Path, *, name: str | None = None,
+                params: dict[str, Any] | None = None) -> Op:
+        text, fmt, job_name = as_job_text(job, name=name, params=params)
+        local = yield from self._is_local_server()
+        if fmt == "v1" and not local:  # OpenPAI's v2 endpoint takes YAML only
+            text, ctype = Job.from_text(text).to_yaml(), "text/yaml"
+        else:
+            ctype = "application/json" if text.lstrip().startswith("{") else "text/yaml"
+        resp = yield Req("POST", "/api/v2/jobs", content=text.encode("utf-8"), headers={"Content-Type": ctype},
+                         idempotent=False)
+        body = resp.json() if resp.content else {}
+        return f"{body.get('username') or self.username}~{body.get('name') or job_name}"
+
+    def _list_jobs(self, *, state: str | list[str] | None = None, user: str | None = None, all_users: bool = False,
+                   keyword: str | None = None, limit: int | None = None, order: str = "submissionTime,DESC") -> Op:
+        params: dict[str, Any] = {"order": order, "withTotalCount": "true"}
+        if state:
+            params["state"] = ",".join([state] if isinstance(state, str) else state).upper()
+        if user or not all_users:
+            params["username"] = user or self.username
+        if keyword:
+            params["keyword"] = keyword
+        out = JobList()
+        offset = 0
+        while limit is None or len(out) < limit:
+            page = PAGE if limit is None else min(PAGE, limit - len(out))
+            resp = yield Req("GET", "/api/v2/jobs", params={**params, "offset": offset, "limit": page})
+            body = resp.json()
+            items = body["data"] if isinstance(body, dict) else body
+            out.extend(JobSummary.model_validate(i) for i in items)
+            offset += len(items)
+            total = body.get("totalCount") if isinstance(body, dict) else None
+            if len(items) < page or (total is not None and offset >= total):
+                break
+        return out
+
+    def _detail(self, job: str | JobSummary | JobDetail) -> Op:
+        resp = yield Req("GET", self._path(job))
+        return JobDetail.from_api(resp.json())
+
+    def _stop(self, job: str | JobSummary | JobDetail) -> Op:
+        yield Req("PUT", self._path(job) + "/executionType", json={"value": "STOP"})
+        return self.job_id(job)
+
+    def _delete(self, job: str | JobSummary | JobDetail) -> Op:
+        yield Req("DELETE", self._path(job))
+        return self.job_id(job)
+
+    def _config(self, job: str | JobSummary | JobDetail) -> Op:
+        resp = yield Req("GET", self._path(job) + "/config")
+        return resp.text
+
+    def _attempts(self, job: str | JobSummary | JobDetail) -> Op:
+        resp = yield Req("GET", self._path(job) + "/job-attempts")
+        return resp.json()
+
+    def _events(self, job: str | JobSummary | JobDetail) -> Op:
+        resp = yield Req("GET", self._path(job) + "/events")
+        return resp.json().get("data", [])
+
+    def _clone(self, job: str | JobSummary | JobDetail, *, name: str | None = None) -> Op:
+        """Submit the job's exact config again under a new name (default: ``<name>_<hex>``).
+
+        On the embedded cluster the daemon clones from the stored original, so secrets are kept; a remote
+        OpenPAI only returns the config with secrets masked, so the clone then carries ``******``.
+        """
+        source = self.job_id(job)
+        new = name or f"{source.partition('~')[2][:240]}_{time.time_ns() % 16**6:06x}"
+        local = yield from self._is_local_server()
+        if local:
+            resp = yield Req("POST", self._path(job) + "/clone", json={"name": new}, idempotent=False)
+            return f"{resp.json()['username']}~{resp.json()['name']}"
+        text = yield from self._config(job)
+        load_document(text)
+        result = yield from self._submit(text, name=new)
+        return result
+
+    def _logs(self, job: str | JobSummary | JobDetail, *, role: str | None = None, index: int = 0,
+              stream: str = "all", tail: bool = False, attempt: int | None = None,
+              task_attempt: int | None = None) -> Op:
+        """A task's log (stdout, stderr or all): the whole file, or its last 16 KiB with ``tail``."""
+        detail = yield from self._detail(job)
+        task = _pick_task(detail, role, index)
+        a = detail.job_status.attempt_id if attempt is None else attempt
+        ta = (task.task_attempt_id or 0) if task_attempt is None else task_attempt
+        path = (f"{self._path(job)}/attempts/{a or 0}/taskRoles/{quote(task.role, safe='')}/taskIndex/{index}"
+                f"/attempts/{ta}/logs")
+        resp = yield Req("GET", path, params={"tail-mode": "true"} if tail else None)
+        uris = {loc["name"]: loc["uri"] for loc in resp.json().get("locations", [])}
+        if stream not in uris:
+            raise BadRequest(f"no {stream!r} log; the server offers {', '.join(uris) or 'none'}")
+        resp = yield Req("GET", uris[stream])
+        return resp.text
+
+    def _wait(self, job: str | JobSummary | JobDetail, *, until: frozenset[str] | set[str] = FINAL_STATES,
+              timeout: float | None = None, on_update: Callable[[JobDetail], None] | None = None) -> Op:
+        """Poll the detail (10 per second at first, then once a second) until the state is in ``until``."""
+        from .errors import WaitTimeout
+
+        start = time.monotonic()
+        delay = 0.1
+        while True:
+            detail = yield from self._detail(job)
+            if on_update:
+                on_update(detail)
+            if detail.state in until:
+                return detail
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise WaitTimeout(f"{self.job_id(job)} is still {detail.state} after {timeout:g} s")
+            yield Sleep(delay)
+            delay = min(delay * 1.3, 1.0)
+
+    def _login(self, username: str, password: str) -> Op:
+        resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,
+                                                                     "expiration": 7 * 24 * 3600}, auth=False)
+        return resp.json()["token"]
+
+
+def _pick_task(detail: JobDetail, role: str | None, index: int) -> Any:
+    roles = list(dict.fromkeys(t.role for t in detail.tasks))
+    role = role or (roles[0] if roles else None)
+    for t in detail.tasks:
+        if t.role == role and t.task_index == index:
+            return t
+    raise BadRequest(f"{detail.id} has no task {role}[{index}] (roles: {', '.join(roles)})")
+
+
+def new_lines(previous: list[str], current: list[str]) -> list[str]:
+    """Lines of a polled tail that were not in the previous poll (the tail window slides, so align on overlap)."""
+    if not previous:
+        return current
+    for k in range(min(len(previous), len(current)), 0, -1):
+        if previous[-k:] == current[:k]:
+            return current[k:]
+    return current

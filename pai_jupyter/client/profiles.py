@@ -1,0 +1,133 @@
+"""Cluster profiles in ``$PAI_JUPYTER_HOME/clusters.yaml``: name, url, username, token or token_file, default.
+
+The ``local`` profile always exists and means the embedded daemon: its url and admin token come from
+``local/runtime.json``, and it is started on first use when nothing answers. Tokens are never printed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..cluster.paths import os_user, pai_home
+
+LOCAL = "local"
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@dataclass
+class Profile:
+    name: str
+    url: str = ""
+    username: str = ""
+    token: str | None = None
+    token_file: str | None = None
+    default: bool = False
+
+    @property
+    def is_local(self) -> bool:
+        return self.name == LOCAL
+
+    def resolved_token(self) -> str | None:
+        if self.token:
+            return self.token
+        if self.token_file:
+            try:
+                return Path(self.token_file).expanduser().read_text().strip() or None
+            except OSError as exc:
+                raise ProfileError(f"profile {self.name!r}: cannot read token_file {self.token_file}: {exc}") from None
+        return None
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown: everything but the token itself."""
+        return {"name": self.name, "url": self.url or ("(embedded daemon)" if self.is_local else ""),
+                "username": self.username or (os_user() if self.is_local else ""),
+                "token": "set" if (self.token or self.token_file or self.is_local) else "not set",
+                "default": self.default}
+
+    def __repr__(self) -> str:  # never show the token
+        return f"Profile(name={self.name!r}, url={self.url!r}, username={self.username!r}, default={self.default})"
+
+
+def profiles_file(home: Path | None = None) -> Path:
+    return (home or pai_home()) / "clusters.yaml"
+
+
+def load_profiles(home: Path | None = None) -> list[Profile]:
+    path = profiles_file(home)
+    raw: Any = {}
+    if path.exists():
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ProfileError(f"{path} is not valid YAML: {exc}") from None
+    entries = raw.get("clusters", []) if isinstance(raw, dict) else []
+    out: list[Profile] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise ProfileError(f"{path}: every entry under clusters needs a name")
+        known = {k: entry[k] for k in ("name", "url", "username", "token", "token_file", "default") if k in entry}
+        out.append(Profile(**known))
+    if not any(p.is_local for p in out):
+        out.insert(0, Profile(name=LOCAL))
+    if not any(p.default for p in out):
+        next(p for p in out if p.is_local).default = True
+    return out
+
+
+def save_profiles(profiles: list[Profile], home: Path | None = None) -> None:
+    path = profiles_file(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"clusters": [{k: v for k, v in asdict(p).items() if v not in (None, "", False)} for p in profiles]}
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(data, f, sort_keys=False)
+    os.replace(tmp, path)
+
+
+def get_profile(name: str | None = None, home: Path | None = None) -> Profile:
+    """The named profile, else $PAI_PROFILE, else the default one."""
+    profiles = load_profiles(home)
+    wanted = name or os.environ.get("PAI_PROFILE")
+    if wanted:
+        for p in profiles:
+            if p.name == wanted:
+                return p
+        raise ProfileError(f"no profile named {wanted!r} (known: {', '.join(p.name for p in profiles)}); "
+                           f"add one with: pai profile add NAME URL")
+    return next(p for p in profiles if p.default)
+
+
+def upsert_profile(profile: Profile, home: Path | None = None) -> None:
+    profiles = [p for p in load_profiles(home) if p.name != profile.name]
+    if profile.default:
+        for p in profiles:
+            p.default = False
+    profiles.append(profile)
+    save_profiles(profiles, home)
+
+
+def use_profile(name: str, home: Path | None = None) -> None:
+    profiles = load_profiles(home)
+    if name not in {p.name for p in profiles}:
+        raise ProfileError(f"no profile named {name!r}")
+    for p in profiles:
+        p.default = p.name == name
+    save_profiles(profiles, home)
+
+
+def remove_profile(name: str, home: Path | None = None) -> None:
+    if name == LOCAL:
+        raise ProfileError("the local profile always exists and cannot be removed")
+    profiles = load_profiles(home)
+    if name not in {p.name for p in profiles}:
+        raise ProfileError(f"no profile named {name!r}")
+    save_profiles([p for p in profiles if p.name != name], home)

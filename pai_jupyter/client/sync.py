@@ -1,0 +1,136 @@
+"""The synchronous client (httpx.Client). Every call is defined once in ``calls.Calls``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from .base import ClientBase, follow_params, tail_lines
+from .calls import Calls, Op, Req, Sleep, error_for, new_lines
+
+
+class Client(ClientBase, Calls):
+    """One client for any OpenPAI-compatible server: ``Client()`` uses the default profile (``local``)."""
+
+    def __init__(self, profile: str | None = None, **kw: Any):
+        super().__init__(profile, **kw)
+        self._http = httpx.Client(timeout=self.timeout, follow_redirects=True)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, req: Req) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            base, headers = self._prepare(req)
+            try:
+                resp = self._http.request(req.method, base + req.path if req.path.startswith("/") else req.path,
+                                          params=req.params, json=req.json, content=req.content, headers=headers)
+            except httpx.TransportError as exc:
+                if req.idempotent and attempt < self.retries:
+                    time.sleep(self._backoff(attempt))
+                    continue
+                raise self._unavailable(exc) from None
+            if resp.status_code < 400:
+                return resp
+            err = error_for(resp, self.where)
+            if req.idempotent and attempt < self.retries and self._retryable(err):
+                time.sleep(self._delay_for(err, attempt))
+                continue
+            raise err
+        raise AssertionError("unreachable")
+
+    def _drive(self, op: Op) -> Any:
+        try:
+            item = next(op)
+            while True:
+                if isinstance(item, Sleep):
+                    time.sleep(item.seconds)
+                    item = op.send(None)
+                else:
+                    item = op.send(self._send(item))
+        except StopIteration as stop:
+            return stop.value
+
+    def info(self) -> dict[str, Any]:
+        """The server's /api/v2/info (the embedded cluster adds capacity, runtime and its local routes)."""
+        return self._drive(self._info())
+
+    def submit(self, job: Any, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
+        """Submit a Job, v2 YAML / v1 JSON text, or a file path; returns the job id ``user~name``."""
+        return self._drive(self._submit(job, name=name, params=params))
+
+    def list_jobs(self, **kw: Any) -> Any:
+        """Jobs as a JobList (``state``, ``user``, ``all_users``, ``keyword``, ``limit``, ``order``)."""
+        return self._drive(self._list_jobs(**kw))
+
+    def detail(self, job: Any) -> Any:
+        return self._drive(self._detail(job))
+
+    def stop(self, job: Any) -> str:
+        return self._drive(self._stop(job))
+
+    def delete(self, job: Any) -> str:
+        return self._drive(self._delete(job))
+
+    def config(self, job: Any) -> str:
+        return self._drive(self._config(job))
+
+    def attempts(self, job: Any) -> list[dict[str, Any]]:
+        return self._drive(self._attempts(job))
+
+    def events(self, job: Any) -> list[dict[str, Any]]:
+        return self._drive(self._events(job))
+
+    def clone(self, job: Any, *, name: str | None = None) -> str:
+        return self._drive(self._clone(job, name=name))
+
+    def logs(self, job: Any, **kw: Any) -> str:
+        return self._drive(self._logs(job, **kw))
+
+    def wait(self, job: Any, **kw: Any) -> Any:
+        return self._drive(self._wait(job, **kw))
+
+    def login(self, username: str, password: str) -> str:
+        return self._drive(self._login(username, password))
+
+    def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
+               poll: float = 1.0) -> Iterator[str]:
+        """Yield log text as the task writes it, until the task ends. Uses the server's live stream when it
+        advertises one; otherwise polls the 16 KiB tail and yields only lines not seen before."""
+        info = self.info() if self._local_server is None else None
+        local = self._local_server if info is None else "local" in info
+        self._local_server = local
+        if local:
+            base, headers = self._prepare(Req("GET", ""))
+            path, params = follow_params(self, job, role, index, stream)
+            try:
+                with self._http.stream("GET", base + path, params=params, headers=headers,
+                                       timeout=httpx.Timeout(self.timeout, read=None)) as resp:
+                    if resp.status_code >= 400:
+                        resp.read()
+                        raise error_for(resp, self.where)
+                    yield from resp.iter_text()
+            except httpx.TransportError as exc:
+                raise self._unavailable(exc) from None
+            return
+        seen: list[str] = []
+        while True:
+            detail = self.detail(job)
+            text = self.logs(job, role=role, index=index, stream=stream, tail=True)
+            lines = tail_lines(text, detail.is_final)
+            for line in new_lines(seen, lines):
+                yield line + "\n"
+            seen = lines
+            if detail.is_final:
+                return
+            time.sleep(poll)
+
