@@ -214,7 +214,11 @@ class ProcessRuntime(Runtime):
             if status is None:
                 status = await asyncio.to_thread(popen.wait)
             self._children.pop(pid, None)
-        return self._result(handle, td, status)
+        result = self._result(handle, td, status)  # reads the cgroup's OOM counters: before it goes
+        cgroup = TaskCgroup.from_info(handle.info)
+        if cgroup is not None and not cgroup.remove(timeout=0):  # freed now, whether or not remove() follows
+            await asyncio.to_thread(cgroup.remove)
+        return result
 
     async def _exited(self, handle: TaskHandle) -> None:
         """Resolve when the shim has exited: a pidfd becomes readable then, for a child or not."""
