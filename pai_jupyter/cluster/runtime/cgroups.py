@@ -162,7 +162,7 @@ class TaskCgroup:
 class CgroupManager:
     """Finds where task cgroups can be made on this machine (checked once, by really making one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpu_limits: bool = True) -> None:
         self.version = 0
         self.memory_parent: Path | None = None
         self.cpu_parent: Path | None = None
@@ -170,14 +170,15 @@ class CgroupManager:
         v1_mem = _own_dir("memory", mounts, own)
         if v1_mem is not None and self._probe(v1_mem / PARENT_NAME, "memory.limit_in_bytes", str(64 << 20)):
             self.version, self.memory_parent = 1, v1_mem / PARENT_NAME
-            v1_cpu = _own_dir("cpu", mounts, own)
+            v1_cpu = _own_dir("cpu", mounts, own) if cpu_limits else None
             if v1_cpu is not None and self._probe(v1_cpu / PARENT_NAME, "cpu.cfs_quota_us", "-1"):
                 self.cpu_parent = v1_cpu / PARENT_NAME
             return
         v2 = _own_dir("", mounts, own)
         if v2 is not None and self._setup_v2(v2):
             self.version, self.memory_parent = 2, v2 / PARENT_NAME
-            self.cpu_parent = self.memory_parent if "cpu" in self._controllers(self.memory_parent) else None
+            if cpu_limits and "cpu" in self._controllers(self.memory_parent):
+                self.cpu_parent = self.memory_parent
 
     @property
     def available(self) -> bool:
@@ -243,6 +244,7 @@ class CgroupManager:
                     with contextlib.suppress(OSError, ValueError):
                         period = int((cpu_dir / "cpu.cfs_period_us").read_text())
                         _write(cpu_dir / "cpu.cfs_quota_us", str(cpu * period))
+                        _write(cpu_dir / "cpu.shares", str(cpu * 1024))  # weighs as much as `cpu` busy processes
             else:
                 if memory_mb > 0:
                     _write(mem / "memory.max", str(memory_mb << 20))
@@ -251,6 +253,7 @@ class CgroupManager:
                 if self.cpu_parent is not None and cpu > 0:
                     with contextlib.suppress(OSError):
                         _write(mem / "cpu.max", f"{cpu * 100000} 100000")
+                        _write(mem / "cpu.weight", str(min(10000, cpu * 100)))
         except OSError:
             TaskCgroup(self.version, dirs).remove(0)
             raise

@@ -57,14 +57,17 @@ class ProcessRuntime(Runtime):
     """Runs tasks as local process groups.
 
     ``memory_enforcement``: "auto" (cgroup where writable, else watchdog), "cgroup" (fail at construction when
-    cgroups are unusable) or "watchdog" (never touch cgroups)."""
+    cgroups are unusable) or "watchdog" (never touch cgroups). ``cpu_limits``: also give each task a cpu cgroup
+    (CFS quota of ``cpu`` cores, weight of ``cpu`` processes) where writable; under CPU contention a task then
+    gets its share as one group, which makes trivial tasks slower to start on a loaded machine."""
 
     name = "process"
 
-    def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2) -> None:
+    def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2,
+                 cpu_limits: bool = True) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
-        self.cgroups = CgroupManager() if memory_enforcement != "watchdog" else None
+        self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
         if memory_enforcement == "cgroup" and not (self.cgroups and self.cgroups.available):
             raise RuntimeError("memory_enforcement='cgroup' but no writable memory cgroup was found on this machine")
         self.use_cgroups = bool(self.cgroups and self.cgroups.available)
@@ -102,7 +105,7 @@ class ProcessRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
         self._children[popen.pid] = popen
         info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
-                                "memory": "cgroup" if cgroup else ("watchdog" if spec.memory_mb > 0 else "none"),
+                                "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
                                 "memory_mb": spec.memory_mb, "cgroup": None}
         st = _stat(popen.pid)
         if st is not None:  # psutil's create_time, from the same /proc read
