@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
-from .parse import MAX_DEPTH, nesting_depth
+from .parse import MAX_DEPTH, MAX_DOCUMENT_BYTES, dump_yaml, nesting_depth
 from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
 
 DEFAULT_IMAGE_PREREQ = "default"
@@ -337,9 +337,13 @@ class Job(_Model):
     def from_file(cls, path: str | Path) -> Job:
         p = Path(path)
         try:
-            data = p.read_bytes()
+            with p.open("rb") as f:  # bounded: a path like /dev/zero must not read forever
+                data = f.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as exc:
             raise JobValidationError([Problem("", f"cannot read the file: {exc.strerror or exc}")], str(p)) from None
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise JobValidationError([Problem("", f"the file is larger than the limit of {MAX_DOCUMENT_BYTES} bytes")],
+                                     str(p))
         return cls.from_text(data, source=str(p))
 
     @classmethod
@@ -359,9 +363,7 @@ class Job(_Model):
         return job_to_v2(self)
 
     def to_yaml(self) -> str:
-        import yaml
-
-        return yaml.safe_dump(self.to_v2(), sort_keys=False, allow_unicode=True)
+        return dump_yaml(self.to_v2())
 
 
 def _mem(mb: int) -> str:

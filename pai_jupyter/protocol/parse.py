@@ -69,6 +69,24 @@ def _load_yaml(text: str) -> Any:
         loader.dispose()
 
 
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """PyYAML writes NEL / LS / PS raw in plain and single-quoted scalars, where a loader folds them into spaces;
+    strings holding them are written double-quoted (escaped) so that dumping and loading gives the same text."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if any(c in value for c in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(doc: Any) -> str:
+    """A document as YAML, keys in their order, that loads back to the same document."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
 def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, Any]:
     """Parse JSON (text starting with ``{``) or YAML into a mapping; every failure is a JobValidationError."""
     raw_len = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)

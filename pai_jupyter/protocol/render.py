@@ -6,9 +6,8 @@ import copy
 import re
 from typing import Any
 
-import yaml
-
 from .model import Job, TaskRole
+from .parse import dump_yaml
 
 MASK = "******"
 _TOKEN = re.compile(r"<%\s*\$(?P<scope>[A-Za-z_]\w*)(?P<path>(?:\.[A-Za-z_][\w-]*|\[\d+\])*)\s*%>")
@@ -91,4 +90,4 @@ def masked_text(text: str, doc: dict[str, Any]) -> str:
         import json
 
         return json.dumps(masked, indent=2, ensure_ascii=False)
-    return yaml.safe_dump(masked, sort_keys=False, allow_unicode=True)
+    return dump_yaml(masked)
