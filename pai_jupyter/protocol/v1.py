@@ -73,6 +73,9 @@ class V1Job(_Wire):
 def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
     """Rules between fields, run on the raw document so they are reported beside the field errors."""
     out: list[Problem] = []
+    image = doc.get("image")
+    if isinstance(image, str) and image and not image.strip():
+        out.append(Problem("image", "must not be blank"))
     roles = doc.get("taskRoles")
     if isinstance(roles, list):
         # keep positions (None for a non-mapping entry) so index() below is the entry's own index
@@ -197,7 +200,7 @@ def job_to_v1(job: Job) -> dict[str, Any]:
             if found[0].options:
                 out.append(Problem("prerequisites", f"v1's {field} is a plain path; {found[0].name!r} has "
                                                     f"{', '.join(found[0].options)}"))
-            if value is None or value == []:
+            if value is None or value == [] or value == "":
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has no uri"))
             elif not isinstance(value, str):
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has several uris"))
