@@ -14,6 +14,9 @@ _LAZY = {
     "TaskRole": "pai_jupyter.protocol",
     "Port": "pai_jupyter.protocol",
     "JobValidationError": "pai_jupyter.protocol",
+    "Client": "pai_jupyter.client",
+    "AsyncClient": "pai_jupyter.client",
+    "Estimator": "pai_jupyter.sdk",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -29,6 +29,7 @@ from .errors import (
     UnauthorizedUserError,
     UnsupportedMediaTypeError,
 )
+from .estimator import OUTPUTS
 from .logs import LOG_NAMES, follow, read_log
 from .service import Cluster
 from .store import FINAL_STATES, check_password
@@ -177,7 +178,7 @@ class Jobs(Base):
         if ctype not in SUBMIT_TYPES:
             raise UnsupportedMediaTypeError(f"send the job as text/yaml (v2) or application/json (v1), not "
                                             f"{ctype or 'no content type'}")
-        result = self.cluster.submit(self.user["name"], b"".join(self._chunks))
+        result = self.cluster.submit(self.user["name"], b"".join(self._chunks), admin=self.is_admin)
         self.write_json(result, 202)
 
     def get(self) -> None:
@@ -207,7 +208,11 @@ class JobDetail(Base):
         row = self.own_job(user, name)
         job = self.cluster.job_model(row)
         tasks = self.cluster.store.tasks(row["id"], row["attempt"])
-        self.write_json(views.detail(row, tasks, [r.name for r in job.task_roles]))
+        body = views.detail(row, tasks, [r.name for r in job.task_roles])
+        layout = self.cluster.layout(row, job)
+        if layout is not None:
+            body["jobStatus"]["outputDirs"] = {o: str(layout.output(o)) for o in OUTPUTS}
+        self.write_json(body)
 
     def delete(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
@@ -243,7 +248,7 @@ class Clone(Base):
             text = rename_text(row["config_text"], new)
         except JobValidationError as exc:
             raise BadRequest(str(exc)) from None
-        self.write_json(self.cluster.submit(self.user["name"], text.encode("utf-8")), 202)
+        self.write_json(self.cluster.submit(self.user["name"], text.encode("utf-8"), admin=self.is_admin), 202)
 
 
 class Config(Base):

@@ -15,12 +15,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol import Job, JobValidationError, render_commands
-from .env import HOST_IP, Placement, task_env
-from .errors import ConflictJobError, InsufficientResourceError, InvalidProtocolError, JobNotFinishedError, NoJobError
-from .runtime.base import Mount, Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
+from ..protocol import Job, JobValidationError
+from ..protocol.rules import ESTIMATOR_KEY
+from .env import HOST_IP, Placement
+from .errors import (
+    ConflictJobError,
+    ForbiddenUserError,
+    InsufficientResourceError,
+    InvalidProtocolError,
+    JobNotFinishedError,
+    NoJobError,
+)
+from .estimator import Layout, is_remote
+from .estimator import problems as estimator_problems
+from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .store import FINAL_STATES, Store, dumps, loads, now_ms
+from .taskspec import task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
 ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
@@ -55,7 +66,7 @@ class Cluster:
         return row
 
     def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
-        return self.dir / "jobs" / f"{row['user']}~{row['name']}" / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
+        return self.job_dir(row["user"], row["name"]) / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
 
     def user_home(self, user: str) -> Path:
         path = self.dir / "users" / user / "home"
@@ -63,11 +74,27 @@ class Cluster:
         return path
 
     # ---- submit --------------------------------------------------------------------------------------------------
-    def submit(self, user: str, body: bytes) -> dict[str, Any]:
+    def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
+        """The Estimator's /ml tree of this job, when it asked for one."""
+        spec = job.extras.get(ESTIMATOR_KEY)
+        return Layout(self.job_dir(row["user"], row["name"]) / "ml", spec) if isinstance(spec, dict) else None
+
+    def job_dir(self, user: str, name: str) -> Path:
+        return self.dir / "jobs" / f"{user}~{name}"
+
+    def submit(self, user: str, body: bytes, *, admin: bool = False) -> dict[str, Any]:
         try:
             job = Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        estimator = job.extras.get(ESTIMATOR_KEY)
+        if isinstance(estimator, dict):
+            if not admin and (estimator.get("sourceDir") or any(
+                    not is_remote(u) for u in (estimator.get("inputs") or {}).values())):
+                raise ForbiddenUserError("only the cluster's owner may give host paths (sourceDir, inputs)")
+            missing = estimator_problems(estimator)
+            if missing:
+                raise InvalidProtocolError("; ".join(missing))
         demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
         reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
         if reason:
@@ -84,6 +111,8 @@ class Cluster:
                 job_id = cur.lastrowid
                 self._new_attempt(job_id, 0, job)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                if isinstance(estimator, dict):
+                    Layout(self.job_dir(user, job.name) / "ml", estimator).create()
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
         self._jobs[job_id] = job
@@ -176,32 +205,8 @@ class Cluster:
 
     def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
                     placements: dict[tuple[str, int], Placement]) -> None:
-        role = job.role(t["role"])
-        td = Path(t["task_dir"])
-        td.mkdir(parents=True, exist_ok=True)
-        home = self.user_home(row["user"])
-        docker = self.runtime.name == "docker"
-        extra = {"PAI_USER_HOME": "/userhome" if docker else str(home),
-                 "PAI_TASK_DIR": "/pai/task" if docker else str(td)}
-        env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
-        env["PAI_CONTAINER_ID"] = (f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}"
-                                   f".t{t['task_attempt']}")
-        image = job.image_for(role)
-        if not docker:
-            notice = f"[pai_jupyter] process runtime: the image {image!r} was not used; the task runs on this host.\n"
-            for name in ("all", "stdout"):
-                (td / name).write_text(notice, encoding="utf-8")
-        work = td / "work"
-        if not docker:
-            work.mkdir(exist_ok=True)
-        spec = TaskSpec(
-            key=env["PAI_CONTAINER_ID"], user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"],
-            job_attempt=t["attempt"], task_attempt=t["task_attempt"], script=render_commands(job, role), env=env,
-            image=image, cpu=role.cpu, memory_mb=role.memory_mb, shm_mb=role.shm_mb, gpus=loads(t["gpus"], []),
-            task_dir=td, work_dir=None if docker else str(work),
-            mounts=[Mount(str(home), "/userhome")] if docker else [],
-            keep_on_failure=job.parameters.get("isDebug") is True,
-        )
+        spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
+                         home=self.user_home(row["user"]), layout=self.layout(row, job))
         try:
             handle = self.runtime.start(spec)
         except TaskStartError as exc:
@@ -381,7 +386,7 @@ class Cluster:
         with self.store.tx() as db:
             db.execute("DELETE FROM jobs WHERE id = ?", (row["id"],))
         self._jobs.pop(row["id"], None)
-        shutil.rmtree(self.dir / "jobs" / f"{row['user']}~{row['name']}", ignore_errors=True)
+        shutil.rmtree(self.job_dir(row["user"], row["name"]), ignore_errors=True)
 
     # ---- recovery ------------------------------------------------------------------------------------------------
     def recover(self) -> None:

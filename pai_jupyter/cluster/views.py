@@ -12,6 +12,7 @@ from .store import loads
 EXIT_SPECS: dict[int, tuple[str, str, str]] = {
     0: ("Succeeded", "SUCCEEDED", "The task completed."),
     254: ("ImageNotFound", "PERMANENT", "The docker image is not present and could not be pulled."),
+    226: ("RequirementsInstallFailed", "PERMANENT", "pip could not install the source dir's requirements.txt."),
     255: ("RuntimeUnknownError", "UNKNOWN", "The task could not be started or tracked."),
     -1200: ("ContainerOOMKilled", "TRANSIENT", "The task used more memory than it asked for."),
     -1300: ("TaskLost", "UNKNOWN", "The task ended while the daemon was down and left no exit status."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import StringConstraints
@@ -28,6 +29,8 @@ NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
 RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage")
 MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
+ESTIMATOR_KEY = "com.pai_jupyter.estimator"
+CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
 
 
@@ -81,8 +84,36 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                     out.append(Problem(f"{path}.storages[{i}]", "must be a mapping with a string 'name'"))
     limit = extras.get(MAX_RUN_TIME_KEY)
-    if limit is not None and (not is_int(limit) or limit < 1):
-        out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", f"{limit!r} must be a whole number of minutes >= 1"))
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+        out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", f"{limit!r} must be a number of minutes above 0"))
+    out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
+    return out
+
+
+def check_estimator(spec: Any, path: str) -> list[Problem]:
+    """The Estimator's layout request: hyperparameters, input channels (paths or URIs) and a source dir."""
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return [Problem(path, "must be a mapping of hyperparameters, inputs and sourceDir")]
+    out = [Problem(f"{path}.{k}", "is not one of hyperparameters, inputs, sourceDir")
+           for k in spec if k not in ("hyperparameters", "inputs", "sourceDir")]
+    hps = spec.get("hyperparameters")
+    if hps is not None and not isinstance(hps, dict):
+        out.append(Problem(f"{path}.hyperparameters", "must be a mapping of names to values"))
+    inputs = spec.get("inputs")
+    if inputs is not None:
+        if not isinstance(inputs, dict):
+            out.append(Problem(f"{path}.inputs", "must be a mapping of channel names to paths or URIs"))
+        else:
+            for name, value in inputs.items():
+                if not CHANNEL.match(str(name)):
+                    out.append(Problem(f"{path}.inputs.{name}", "channel names may use letters, digits and '_'"))
+                elif not isinstance(value, str) or not value:
+                    out.append(Problem(f"{path}.inputs.{name}", "must be a path or URI string"))
+    source = spec.get("sourceDir")
+    if source is not None and (not isinstance(source, str) or not source):
+        out.append(Problem(f"{path}.sourceDir", "must be a directory path"))
     return out
 
 

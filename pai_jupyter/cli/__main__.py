@@ -1,0 +1,5 @@
+"""python -m pai_jupyter.cli"""
+
+from . import main
+
+main()

@@ -1,0 +1,46 @@
+"""Everything one task attempt needs from the job: its script, environment, image, limits and mounts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..protocol import Job, render_commands
+from .env import Placement, task_env
+from .estimator import REQUIREMENTS, Layout
+from .runtime.base import Mount, TaskSpec
+from .store import loads
+
+
+def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
+              docker: bool, home: Path, layout: Layout | None) -> TaskSpec:
+    """The TaskSpec of task row ``t``; on the process runtime the task's log starts with a notice about the image."""
+    role = job.role(t["role"])
+    td = Path(t["task_dir"])
+    td.mkdir(parents=True, exist_ok=True)
+    key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
+    extra = {"PAI_USER_HOME": "/userhome" if docker else str(home), "PAI_TASK_DIR": "/pai/task" if docker else str(td),
+             "PAI_CONTAINER_ID": key}
+    env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
+    script = render_commands(job, role)
+    image = job.image_for(role)
+    mounts = [Mount(str(home), "/userhome")] if docker else []
+    work_dir = None
+    if not docker:
+        work_dir = str(td / "work")
+        (td / "work").mkdir(exist_ok=True)
+        notice = f"[pai_jupyter] process runtime: the image {image!r} was not used; the task runs on this host.\n"
+        for name in ("all", "stdout"):
+            (td / name).write_text(notice, encoding="utf-8")
+    if layout is not None:
+        env.update(layout.env(docker))
+        mounts += layout.mounts() if docker else []
+        work_dir = layout.work_dir(docker)
+        if layout.spec.get("sourceDir"):
+            script = f"{REQUIREMENTS}\n{script}"
+    return TaskSpec(
+        key=key, user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"], job_attempt=t["attempt"],
+        task_attempt=t["task_attempt"], script=script, env=env, image=image, cpu=role.cpu, memory_mb=role.memory_mb,
+        shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
+        keep_on_failure=job.parameters.get("isDebug") is True,
+    )

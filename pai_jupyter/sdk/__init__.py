@@ -1,0 +1,5 @@
+"""High-level SDK: the Estimator."""
+
+from .estimator import Estimator
+
+__all__ = ["Estimator"]

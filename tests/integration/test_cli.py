@@ -1,0 +1,121 @@
+"""The `pai` command in a subprocess: exit codes, tables, json output, profiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pai_jupyter.cluster import control
+
+from .conftest import Api, kill_leftovers, start_daemon, v1
+
+PAI = [str(Path(sys.executable).with_name("pai"))]  # the installed console script
+
+
+def pai(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAI_JUPYTER_HOME": str(home)}
+    env.pop("PAI_PROFILE", None)
+    return subprocess.run([*PAI, *args], capture_output=True, text=True, env=env, input=stdin, timeout=120)
+
+
+def test_submit_wait_status_logs_and_exit_codes(daemon: Api, tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(v1("cli-ok", "echo from cli; echo warn >&2"))
+    bad = tmp_path / "bad.json"
+    bad.write_text(v1("cli-bad", "exit 4"))
+    r = pai("submit", str(good), "--wait", home=daemon.home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("~cli-ok") and "SUCCEEDED" in r.stderr
+    r = pai("submit", str(bad), "--wait", home=daemon.home)
+    assert r.returncode == 1 and "FAILED, exit code 4" in r.stderr
+    r = pai("status", "cli-bad", home=daemon.home)
+    assert r.returncode == 0 and "FAILED" in r.stdout and "ROLE" in r.stdout
+    r = pai("logs", "cli-ok", "--stream", "stdout", home=daemon.home)
+    assert "from cli" in r.stdout and "warn" not in r.stdout
+    r = pai("jobs", "-o", "json", home=daemon.home)
+    assert sorted(j["name"] for j in json.loads(r.stdout)) == ["cli-bad", "cli-ok"]
+    r = pai("jobs", "--state", "FAILED", home=daemon.home)
+    assert "cli-bad" in r.stdout and "cli-ok" not in r.stdout
+    r = pai("submit", str(good), home=daemon.home)
+    assert r.returncode == 2 and "already exists" in r.stderr
+    r = pai("status", "missing", home=daemon.home)
+    assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_follow_params_name_and_invalid_input(daemon: Api, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("protocolVersion: 2\nname: tmpl\ntype: job\nparameters: {who: nobody}\n"
+                   "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+                   "taskRoles: {main: {dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0},\n"
+                   "  commands: ['echo hello <% $parameters.who %> $n']}}\n")
+    r = pai("submit", str(job), "--follow", "--param", "who=world", "--param", "n=3", "--name", "renamed",
+            home=daemon.home)
+    assert r.returncode == 0, r.stderr
+    assert "hello world 3" in r.stdout and r.stdout.splitlines()[0].endswith("~renamed")
+    r = pai("submit", "-", home=daemon.home, stdin='{"jobName": "x", "image": "i", "taskRoles": []}')
+    assert r.returncode == 2 and "taskRoles: must have at least 1 item" in r.stderr
+    r = pai("submit", str(job), "--param", "novalue", home=daemon.home)
+    assert r.returncode == 2
+
+
+def test_stop_clone_delete(daemon: Api, tmp_path: Path) -> None:
+    job = tmp_path / "sleep.json"
+    job.write_text(v1("sleeper", "sleep 60"))
+    assert pai("submit", str(job), home=daemon.home).returncode == 0
+    daemon.wait(f"{daemon.http.get('/api/v2/info').json()['user']}~sleeper", ("RUNNING",))
+    assert pai("stop", "sleeper", home=daemon.home).returncode == 0
+    r = pai("submit", str(job), "--name", "sleeper2", "--wait", home=daemon.home)
+    assert r.returncode in (0, 1)
+    r = pai("clone", "sleeper", "--name", "copy", home=daemon.home)
+    assert r.returncode == 0 and r.stdout.strip().endswith("~copy")
+    pai("stop", "copy", home=daemon.home)
+    r = pai("delete", "sleeper", home=daemon.home)
+    assert r.returncode == 0
+    assert pai("status", "sleeper", home=daemon.home).returncode == 2
+
+
+def test_unavailable_server_exits_3(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    assert pai("profile", "add", "dead", "http://127.0.0.1:9", "--username", "u", home=home).returncode == 0
+    (tmp_path / "tok").write_text("x")
+    pai("profile", "add", "dead", "http://127.0.0.1:9", "--username", "u", "--token-file", str(tmp_path / "tok"),
+        home=home)
+    r = pai("jobs", "--profile", "dead", home=home)
+    assert r.returncode == 3 and "http://127.0.0.1:9" in r.stderr
+
+
+def test_profiles_switch_between_two_clusters_and_never_print_tokens(tmp_path: Path) -> None:
+    home_a, home_b = tmp_path / "a", tmp_path / "b"
+    b = start_daemon(home_b)
+    try:
+        r = b.http.post("/api/v2/local/users", json={"name": "carol", "password": "s3cret-pw"})
+        token = r.json()["token"]
+        b.as_user(token).submit_ok(v1("on-b", "true"))
+        # home_a's default is its own local cluster; profile "b" points at the other daemon
+        assert pai("profile", "add", "b", b.url, "--username", "carol", home=home_a).returncode == 0
+        r = pai("jobs", "--profile", "b", home=home_a)
+        assert r.returncode == 3 and "pai profile login b" in r.stderr
+        r = pai("profile", "login", "b", "--password-stdin", home=home_a, stdin="s3cret-pw\n")
+        assert r.returncode == 0, r.stderr
+        r = pai("jobs", "--profile", "b", "-o", "json", home=home_a)
+        assert [j["name"] for j in json.loads(r.stdout)] == ["on-b"]
+        assert pai("profile", "use", "b", home=home_a).returncode == 0
+        r = pai("jobs", home=home_a)
+        assert "carol~on-b" in r.stdout
+        listing = pai("profile", "list", home=home_a).stdout
+        assert "b" in listing and "set" in listing
+        files = (home_a / "clusters.yaml").read_text()
+        all_output = listing + pai("profile", "list", "-o", "json", home=home_a).stdout
+        assert token not in all_output
+        assert oct((home_a / "clusters.yaml").stat().st_mode)[-3:] == "600" and "token" in files
+        r = pai("profile", "login", "b", "--password-stdin", home=home_a, stdin="wrong\n")
+        assert r.returncode == 3
+        assert pai("profile", "remove", "local", home=home_a).returncode == 2
+        assert pai("profile", "remove", "b", home=home_a).returncode == 0
+    finally:
+        control.stop(home_b)
+        control.stop(home_a)
+        kill_leftovers(home_b)
