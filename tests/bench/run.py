@@ -1,0 +1,122 @@
+"""`make bench`: the performance figures of the embedded cluster, each beside a baseline from the same run.
+
+    .venv/bin/python -m tests.bench.run [--only P1,P3,...]
+
+Every benchmark starts its own daemon in a fresh temp PAI_JUPYTER_HOME, prints its row as it finishes, and the
+whole table is printed again at the end and written to .bench/results.json. Timings are reported, never
+asserted: a missed target says so in the table and the exit status stays 0. The status is 1 only when a
+benchmark could not run at all (its row says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from .common import Daemon, Figure, Table, median, ratio
+from .containers import p8_docker_submit_to_running
+from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
+from .load import p2_throughput, p4_list
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
+    ("P1", "REST submit -> task process started", p1_submit_to_start),
+    ("P2", "200 jobs `true` on 2 slots", p2_throughput),
+    ("P3", "task line -> following client", p3_log_latency),
+    ("P4", "list 10,000 jobs over REST", p4_list),
+    ("P6", "idle daemon RSS", p6_idle_rss),
+    ("P8", "Docker submit -> command in container ran", p8_docker_submit_to_running),
+]
+
+
+def d1_daemon_ready() -> Figure:
+    """The wall time of control.start for every daemon this run started, beside a bare interpreter start."""
+    fig = Figure("D1", "daemon ready (control.start)", "s", "<= 1 s")
+    starts = Daemon.starts
+    if not starts:
+        fig.note = "no daemon was started"
+        return fig
+    bare = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - t0)
+    fig.value, fig.baseline = median([s for _, s in starts]), median(bare)
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= 1.0
+    each = ", ".join(f"{k} {s:.2f}" for k, s in starts)
+    fig.note = (f"median of the {len(starts)} daemon starts in this run ({each}"
+                f" s; slowest {max(s for _, s in starts):.2f} s; start polls every 50 ms); "
+                f"baseline: `python -c pass`, for scale")
+    return fig
+
+
+def _header() -> str:
+    """What the figures were measured on; a busy machine (other test runs) skews every timing."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=5).stdout.strip() or "?"
+    except (OSError, subprocess.TimeoutExpired):
+        rev = "?"
+    cpus = os.cpu_count() or 1
+    load = os.getloadavg()[0]
+    text = (f"pai_jupyter benchmarks at {rev}: {cpus} CPUs, load average {load:.2f}, Python "
+            f"{sys.version.split()[0]} (figures are medians unless said otherwise)\n")
+    if load > 0.5 * cpus:
+        text += f"WARNING: the machine is busy (load {load:.1f} on {cpus} CPUs): timings will be slower than usual\n"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", help="comma-separated ids to run (default: all)")
+    p.add_argument("--out", default=str(ROOT / ".bench" / "results.json"))
+    args = p.parse_args(argv)
+    only = {x.strip().upper() for x in args.only.split(",")} if args.only else None
+    os.environ.pop("PAI_JUPYTER_HOME", None)  # every daemon gets its own temp home, passed explicitly
+
+    table = Table()
+    crashed = False
+    t_run = time.perf_counter()
+    print(_header(), flush=True)
+    for key, title, bench in BENCHES:
+        if only and key not in only:
+            continue
+        print(f"[{key}] {title} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            fig = bench()
+        except Exception as exc:
+            crashed = True
+            traceback.print_exc()
+            fig = Figure(key, title, "", "", note=f"could not run: {type(exc).__name__}: {exc}"[:400])
+        table.figures.append(fig)
+        print(table.render([fig], notes=True))
+        print(f"  ({time.perf_counter() - t0:.1f} s)\n", flush=True)
+    if not only or "D1" in only:
+        table.figures.append(d1_daemon_ready())
+    wall = time.perf_counter() - t_run
+
+    print("=" * 100)
+    print(table.render())
+    missed = [f.key for f in table.figures if f.met is False]
+    which = f": {', '.join(missed)}" if missed else ""
+    print(f"\n{len(table.figures)} figures, {len(missed)} target(s) missed{which}; run took {wall:.0f} s, "
+          f"load average now {os.getloadavg()[0]:.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({f.key: f.as_json() for f in table.figures}, indent=2) + "\n")
+    print(f"results: {out}")
+    return 1 if crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
