@@ -1,0 +1,411 @@
+"""Property tests: generated valid jobs round-trip; generated malformed documents raise only JobValidationError.
+
+The examples below add up to well over 1,000 per run (see each ``max_examples``); ``deadline=None`` because a
+loaded 2-core CI machine makes per-example timings meaningless.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from pai_jupyter.protocol import ConversionError, Job, JobValidationError, TaskRole, job_from_document
+
+from .jobdocs import v1_doc, v2_doc
+
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+
+# ---- strategies for valid documents -------------------------------------------------------------------------
+
+ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+# names valid in both versions (v2's patterns are the stricter ones); st.text over an alphabet is much faster
+# to generate than st.from_regex
+V2_ROLE_NAMES = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=12))
+V2_JOB_NAMES = st.text(ALNUM + "_-", min_size=1, max_size=40)
+LABELS = st.text(ALNUM + "._~", min_size=1, max_size=10)
+ENV_KEYS = st.text(ALNUM + "_", min_size=1, max_size=12).filter(lambda k: k != "isDebug")
+EXTRAS_KEYS = st.text(ALNUM + "._", min_size=1, max_size=20).filter(lambda k: k != "pai_jupyter.v1")
+TEXT = st.text(max_size=40)
+COMMANDS = st.text(min_size=1, max_size=80).filter(lambda c: c.strip())
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63), TEXT,
+                    st.floats(allow_nan=False, allow_infinity=False))
+JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                        st.dictionaries(TEXT, inner, max_size=4)), max_leaves=12)
+
+
+@st.composite
+def v1_roles(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    tasks = draw(st.integers(1, 5))
+    memory = draw(st.integers(100, 1 << 20))
+    role: dict[str, Any] = {"name": name, "taskNumber": tasks, "cpuNumber": draw(st.integers(1, 64)),
+                            "memoryMB": memory, "gpuNumber": draw(st.integers(0, 8)), "command": draw(COMMANDS)}
+    if draw(st.booleans()):
+        role["shmMB"] = draw(st.integers(0, memory))
+    if draw(st.booleans()):
+        labels = draw(st.lists(LABELS, max_size=4, unique=True))
+        role["portList"] = [{"label": lab, "beginAt": draw(st.sampled_from([0, draw(st.integers(0, 65535))])),
+                             "portNumber": draw(st.integers(1, 16))} for lab in labels]
+    for key in ("minFailedTaskCount", "minSucceededTaskCount"):
+        if draw(st.booleans()):
+            role[key] = draw(st.one_of(st.none(), st.integers(1, tasks)))
+    return role
+
+
+@st.composite
+def v1_docs(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid v1 job that v2 can also express (v2's name and role-name patterns are the stricter ones)."""
+    names = draw(st.lists(V2_ROLE_NAMES, min_size=1, max_size=3, unique=True))
+    doc: dict[str, Any] = {"jobName": draw(V2_JOB_NAMES), "image": draw(TEXT.filter(str.strip)),
+                           "taskRoles": [draw(v1_roles(n)) for n in names]}
+    for key in ("authFile", "dataDir", "outputDir", "codeDir", "gpuType", "virtualCluster"):
+        if draw(st.booleans()):
+            doc[key] = draw(TEXT)
+    if draw(st.booleans()):
+        doc["retryCount"] = draw(st.integers(0, 10))
+    if draw(st.booleans()):
+        envs = draw(st.dictionaries(ENV_KEYS, SCALARS, max_size=4))
+        if draw(st.booleans()):
+            envs["isDebug"] = draw(st.booleans())
+        doc["jobEnvs"] = envs
+    if draw(st.booleans()):
+        doc["extras"] = draw(st.dictionaries(EXTRAS_KEYS, JSONISH, max_size=3))
+    return doc
+
+
+@st.composite
+def v2_docs(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid v2 job using most of the protocol: several images, data / script / output, deployments, secrets."""
+    images = draw(st.lists(st.text("abcdef", min_size=1, max_size=6), min_size=1, max_size=2, unique=True))
+    prereqs: list[dict[str, Any]] = [{"name": n, "type": "dockerimage", "uri": draw(TEXT.filter(str.strip))}
+                                     for n in images]
+    if draw(st.booleans()):
+        prereqs[0]["auth"] = {"username": draw(TEXT), "password": "<% $secrets.pw %>"}
+    extra: dict[str, str] = {}
+    for kind in ("data", "script", "output"):
+        if draw(st.booleans()):
+            extra[kind] = f"{kind}1"
+            uri = draw(st.lists(TEXT, min_size=1, max_size=2)) if kind == "data" else draw(TEXT)
+            prereqs.append({"name": f"{kind}1", "type": kind, "uri": uri})
+    names = draw(st.lists(V2_ROLE_NAMES, min_size=1, max_size=3, unique=True))
+    roles: dict[str, Any] = {}
+    for name in names:
+        n = draw(st.integers(1, 4))
+        memory = draw(st.integers(100, 65536))
+        role: dict[str, Any] = {
+            "instances": n, "dockerImage": draw(st.sampled_from(images)),
+            "resourcePerInstance": {"cpu": draw(st.integers(1, 32)), "memoryMB": memory,
+                                    "gpu": draw(st.integers(0, 4))},
+            "commands": draw(st.lists(COMMANDS, min_size=1, max_size=3)),
+        }
+        if draw(st.booleans()):
+            role["resourcePerInstance"]["ports"] = draw(st.dictionaries(LABELS, st.integers(1, 8), max_size=3))
+        if draw(st.booleans()):
+            role["completion"] = {"minFailedInstances": draw(st.one_of(st.none(), st.integers(1, n))),
+                                  "minSucceededInstances": draw(st.one_of(st.none(), st.integers(1, n)))}
+        if draw(st.booleans()):
+            role["taskRetryCount"] = draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            role["extraContainerOptions"] = {"shmMB": draw(st.integers(0, memory))}
+            if draw(st.booleans()):
+                role["extraContainerOptions"]["infiniband"] = draw(st.booleans())
+        for kind, ref in extra.items():
+            if draw(st.booleans()):
+                role[kind] = ref
+        roles[name] = role
+    doc = v2_doc(roles, name=draw(V2_JOB_NAMES), prerequisites=prereqs)
+    if draw(st.booleans()):
+        doc["parameters"] = draw(st.dictionaries(TEXT, SCALARS, max_size=3))
+    if draw(st.booleans()):
+        doc["secrets"] = draw(st.dictionaries(TEXT, TEXT, max_size=2))
+    if draw(st.booleans()):
+        doc["jobRetryCount"] = draw(st.integers(0, 5))
+    if draw(st.booleans()):
+        doc["version"] = draw(st.one_of(TEXT, st.integers(0, 10)))
+    if draw(st.booleans()):
+        dep = {"name": "dep", "taskRoles": {n: {"preCommands": draw(st.lists(TEXT, max_size=2)),
+                                                "postCommands": draw(st.lists(TEXT, max_size=2))}
+                                            for n in names if draw(st.booleans())}}
+        doc["deployments"] = [dep]
+        if draw(st.booleans()):
+            doc["defaults"] = {"deployment": "dep"}
+    if draw(st.booleans()):
+        doc.setdefault("defaults", {})["virtualCluster"] = draw(TEXT)
+    if draw(st.booleans()):
+        plugins = draw(st.lists(st.sampled_from(["ssh", "tensorboard", "jupyter"]), unique=True, max_size=3))
+        doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": p, "parameters": {}} for p in plugins],
+                         "gangAllocation": draw(st.booleans())}
+    return doc
+
+
+# ---- round trips --------------------------------------------------------------------------------------------
+
+@settings(max_examples=300, **SETTINGS)
+@given(v1_docs())
+def test_v1_jobs_round_trip_through_v2(doc: dict[str, Any]) -> None:
+    text = json.dumps(doc)
+    job = Job.from_text(text)
+    assert job.source_text == text and job.source_format == "v1"
+    v2 = job.to_v2()
+    assert job_from_document(v2) == job  # v1 -> model -> v2 -> model
+    assert Job.from_text(job.to_yaml()) == job  # ... and through YAML text
+    v1 = job.to_v1()
+    assert job_from_document(v1) == job  # and back to v1: nothing v1 said is lost
+    said = {k: v for k, v in doc.items() if k != "taskRoles" and v not in ("", "default", {}, 0)}
+    assert {k: v1.get(k) for k in said} == said
+
+
+@settings(max_examples=250, **SETTINGS)
+@given(v2_docs())
+def test_v2_jobs_round_trip_and_to_v1_is_valid_or_refused(doc: dict[str, Any]) -> None:
+    job = job_from_document(copy.deepcopy(doc))
+    assert job.source_format == "v2"
+    assert job_from_document(job.to_v2()) == job
+    assert Job.from_text(job.to_yaml()) == job
+    try:
+        v1 = job.to_v1()
+    except ConversionError as exc:
+        assert exc.problems and all(p.path and p.message for p in exc.problems)
+        return
+    back = job_from_document(v1)  # what to_v1 writes is always valid v1 ...
+    assert back.to_v1() == v1  # ... and stable
+    assert [(r.name, r.instances, r.cpu, r.memory_mb, r.gpu, r.shm_mb, r.min_failed, r.min_succeeded, r.command)
+            for r in back.task_roles] == [
+        (r.name, r.instances, r.cpu, r.memory_mb, r.gpu, r.shm_mb, r.min_failed, r.min_succeeded, r.command)
+        for r in job.task_roles]
+    assert (back.parameters, back.retry_count, back.image) == (job.parameters, job.retry_count, job.image)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(name=st.text(max_size=20), roles=st.lists(st.fixed_dictionaries(
+    {"name": st.text(max_size=8), "command": st.text(max_size=8)},
+    optional={"instances": st.integers(-2, 4), "cpu": st.integers(-1, 4), "memory_mb": st.integers(0, 300),
+              "shm_mb": st.integers(-1, 300), "gpu": st.integers(-1, 2), "min_failed": st.integers(0, 5),
+              "min_succeeded": st.one_of(st.none(), st.integers(0, 5))}), max_size=3))
+def test_builders_validate_or_raise_the_one_error(name: str, roles: list[dict[str, Any]]) -> None:
+    try:
+        job = Job(name=name, image="img", task_roles=[TaskRole(**r) for r in roles])
+    except JobValidationError as exc:
+        assert exc.problems and all(p.message for p in exc.problems)
+        return
+    try:
+        v2 = job.to_v2()
+    except ConversionError:
+        return
+    assert job_from_document(v2) == job  # whatever a builder accepts, v2 accepts
+
+
+# ---- malformed documents ------------------------------------------------------------------------------------
+
+BAD_NAMES = st.one_of(st.just(""), st.text(min_size=1, max_size=20).filter(lambda s: not s.isalnum()),
+                      st.sampled_from(["a b", "1worker", "x/y", "é", "a\n", "worker-1", "a.b"]))
+JUNK = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.integers(max_value=-1), st.integers(min_value=2**64),
+    st.floats(), st.just(math.inf), st.just(math.nan), BAD_NAMES, st.text(min_size=10_000, max_size=20_000),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    st.integers(1, 150).map(lambda d: _nest(d)),  # past MAX_DEPTH; deeper is test_deep_nesting_anywhere's
+)
+
+
+def _nest(depth: int) -> Any:
+    value: Any = 0
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every field's path, down to the depth a job document really has (not into deep junk)."""
+    out = [prefix] if prefix else []
+    if len(prefix) >= 6:
+        return out
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _mutate(doc: Any, path: tuple[Any, ...], how: str, junk: Any) -> Any:
+    doc = copy.deepcopy(doc)
+    parent = doc
+    for part in path[:-1]:
+        parent = parent[part]
+    last = path[-1]
+    if how == "delete":
+        del parent[last]
+    elif how == "add" and isinstance(parent, dict):
+        parent[f"unknown_{len(parent)}"] = junk
+    else:
+        parent[last] = junk
+    return doc
+
+
+@st.composite
+def mutated(draw: st.DrawFn, docs: st.SearchStrategy[dict[str, Any]]) -> dict[str, Any]:
+    doc = draw(docs)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc)
+        if not paths:
+            break
+        doc = _mutate(doc, draw(st.sampled_from(paths)), draw(st.sampled_from(["replace", "delete", "add"])),
+                      draw(JUNK))
+    return doc
+
+
+def _load_or_reject(doc: Any) -> None:
+    """Either a Job or JobValidationError (with every problem in plain words); never anything else."""
+    for attempt in (lambda: job_from_document(doc), lambda: Job.from_text(json.dumps(doc))):
+        try:
+            attempt()
+        except JobValidationError as exc:
+            assert exc.problems and all(isinstance(p.path, str) and p.message for p in exc.problems)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(mutated(v1_docs()))
+def test_mutated_v1_documents_raise_only_job_validation_error(doc: dict[str, Any]) -> None:
+    _load_or_reject(doc)
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(mutated(v2_docs()))
+def test_mutated_v2_documents_raise_only_job_validation_error(doc: dict[str, Any]) -> None:
+    _load_or_reject(doc)
+
+
+# Mutations that are always invalid, with the field path the error must name.
+def _v1_breakages() -> st.SearchStrategy[tuple[str, Any, str]]:
+    role_fields = ["taskNumber", "cpuNumber", "memoryMB", "gpuNumber"]
+    return st.one_of(
+        st.tuples(st.just("jobName"), BAD_NAMES.filter(lambda s: not _v1_job_name(s)), st.just("jobName")),
+        st.tuples(st.just("taskRoles.0.name"), st.sampled_from(["a-b", "", "a b", "ü"]), st.just("taskRoles[0].name")),
+        st.tuples(st.just("taskRoles.0.memoryMB"), st.integers(max_value=99), st.just("taskRoles[0].memoryMB")),
+        st.tuples(st.just("taskRoles.0.taskNumber"), st.integers(max_value=0), st.just("taskRoles[0].taskNumber")),
+        st.tuples(st.just("taskRoles.0.cpuNumber"), st.integers(max_value=0), st.just("taskRoles[0].cpuNumber")),
+        st.tuples(st.just("taskRoles.0.gpuNumber"), st.integers(max_value=-1), st.just("taskRoles[0].gpuNumber")),
+        st.tuples(st.just("retryCount"), st.integers(max_value=-1), st.just("retryCount")),
+        st.tuples(st.sampled_from(role_fields).map(lambda f: f"taskRoles.0.{f}"),
+                  st.one_of(TEXT, st.floats(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2)),
+                  st.just("taskRoles[0].")),
+        st.tuples(st.sampled_from(["jobName", "image", "taskRoles", "taskRoles.0.command", "taskRoles.0.memoryMB"]),
+                  st.just(_DELETE), st.just("")),
+        st.tuples(st.just("taskRoles.0.command"), st.sampled_from(["", " ", "\n\t"]), st.just("taskRoles[0].command")),
+        st.tuples(st.just("jobEnvs"), st.dictionaries(st.sampled_from(["a-b", "x y", "é-"]), st.just(1), min_size=1),
+                  st.just("jobEnvs.")),
+        st.tuples(st.just("extras"), st.one_of(st.lists(st.integers()), TEXT, st.integers()), st.just("extras")),
+        st.tuples(st.just("surprise"), JSONISH, st.just("surprise")),
+    )
+
+
+_DELETE = object()
+
+
+def _v1_job_name(s: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9\-._~]+", s) is not None
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    parts: list[Any] = [int(p) if p.isdigit() else p for p in dotted.split(".")]
+    parent: Any = doc
+    for part in parts[:-1]:
+        parent = parent[part]
+    if value is _DELETE:
+        del parent[parts[-1]]
+    else:
+        parent[parts[-1]] = value
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(v1_docs(), _v1_breakages())
+def test_broken_v1_documents_name_the_field(doc: dict[str, Any], breakage: tuple[str, Any, str]) -> None:
+    where, value, path = breakage
+    _set(doc, where, value)
+    for load in (lambda: job_from_document(doc), lambda: Job.from_text(json.dumps(doc))):
+        with pytest.raises(JobValidationError) as info:
+            load()
+        assert type(info.value) is JobValidationError
+        paths = [p.path for p in info.value.problems]
+        want = path or where.replace(".0", "[0]")
+        assert any(p.startswith(want) for p in paths), (want, info.value.problems)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(v2_docs(), st.sampled_from([
+    ("name", "a.b", "name"), ("type", "service", "type"), ("protocolVersion", 3, "protocolVersion"),
+    ("jobRetryCount", -1, "jobRetryCount"), ("taskRoles", {}, "taskRoles"), ("taskRoles", [], "taskRoles"),
+    ("prerequisites", [], "taskRoles."), ("defaults", {"deployment": "nope"}, "defaults.deployment"),
+    ("extras", {"gangAllocation": "no"}, "extras.gangAllocation"), ("unknown", 1, "unknown"),
+]))
+def test_broken_v2_documents_name_the_field(doc: dict[str, Any], breakage: tuple[str, Any, str]) -> None:
+    key, value, path = breakage
+    doc[key] = value
+    with pytest.raises(JobValidationError) as info:
+        Job.from_text(json.dumps(doc))
+    assert any(p.path.startswith(path) for p in info.value.problems), (path, info.value.problems)
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(v2_docs(), st.data())
+def test_broken_v2_roles_name_the_role(doc: dict[str, Any], data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(doc["taskRoles"])))
+    role = doc["taskRoles"][name]
+    field, value = data.draw(st.sampled_from([
+        ("instances", 0), ("dockerImage", "missing_image"), ("commands", []), ("commands", ["  "]),
+        ("resourcePerInstance", {"cpu": 0, "memoryMB": 100, "gpu": 0}), ("taskRetryCount", -1),
+        ("completion", {"minFailedInstances": 99}), ("extraContainerOptions", {"shmMB": 10**9}), ("bogus", 1),
+    ]))
+    role[field] = value
+    with pytest.raises(JobValidationError) as info:
+        Job.from_text(json.dumps(doc))
+    assert any(p.path.startswith(f"taskRoles.{name}.{field}") for p in info.value.problems), info.value.problems
+    doc["taskRoles"]["1" + name] = doc["taskRoles"].pop(name)  # and a role name v2 forbids is named too
+    with pytest.raises(JobValidationError) as info:
+        job_from_document(doc)
+    assert f"taskRoles.1{name}" in [p.path for p in info.value.problems]
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(v1_docs(), st.data())
+def test_invalid_utf8_is_reported_not_raised(doc: dict[str, Any], data: st.DataObject) -> None:
+    raw = json.dumps(doc).encode()
+    at = data.draw(st.integers(0, len(raw)))
+    bad = data.draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xf8\x88\x80\x80\x80"]))
+    with pytest.raises(JobValidationError) as info:
+        Job.from_text(raw[:at] + bad + raw[at:], source="bad.json")
+    assert [p.message for p in info.value.problems] == [f"the document is not valid UTF-8 (byte {at})"]
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.one_of(st.binary(max_size=300), st.text(max_size=300),
+                 st.text(alphabet="{}[]:,-\"' \n\t&*!|>%@`#?abc123", max_size=200)))
+def test_arbitrary_bytes_and_text_raise_only_job_validation_error(data: bytes | str) -> None:
+    try:
+        job = Job.from_text(data)
+    except JobValidationError as exc:
+        assert exc.problems
+    else:  # random input that is a valid job is vanishingly unlikely; if it is, it must really be one
+        assume(False)
+        assert job.task_roles
+
+
+@settings(max_examples=50, **SETTINGS)
+@given(st.integers(1, 5_000), st.sampled_from(["extras", "parameters", "taskRoles", "jobEnvs", "name"]),
+       st.booleans())
+def test_deep_nesting_anywhere(depth: int, where: str, as_v2: bool) -> None:
+    doc = v2_doc() if as_v2 else v1_doc()
+    doc[where] = _nest(depth)
+    for load in (lambda: job_from_document(doc), lambda: Job.from_text(json.dumps(doc) if depth < 400 else "x")):
+        try:
+            load()
+        except JobValidationError as exc:
+            assert exc.problems
