@@ -143,7 +143,7 @@ class Info(Base):
     def get(self) -> None:
         cap = self.cluster.capacity
         self.write_json({
-            "name": "pai_jupyter local cluster", "version": __version__, "runtime": self.cluster.runtime.describe(),
+            "name": "pai_jupyter local cluster", "version": __version__, "runtime": self.cluster.runtime_description,
             "capacity": {"cpu": cap.total.cpu, "memoryMB": cap.total.memory_mb, "gpu": cap.total.gpu},
             "used": {"cpu": cap.used.cpu, "memoryMB": cap.used.memory_mb, "gpu": cap.used.gpu},
             "virtualClusters": {k: {"cpu": v.cpu, "memoryMB": v.memory_mb, "gpu": v.gpu}
@@ -192,15 +192,13 @@ class Jobs(Base):
         states = listed("state")
         if states:
             states = [s.upper() for s in states]
-        rows, total = self.cluster.store.list_jobs(
+        with_total = self.get_argument("withTotalCount", "false").lower() == "true"
+        items, total = self.cluster.store.list_json(
             users=users, states=states, vcs=listed("vc"), keyword=self.get_argument("keyword", None),
             order=self.get_argument("order", "submissionTime,DESC"), offset=self.int_arg("offset", 0),
-            limit=self.int_arg("limit", 5000, 1, 50000))
-        items = [views.list_item(r) for r in rows]
-        if self.get_argument("withTotalCount", "false").lower() == "true":
-            self.write_json({"totalCount": total, "data": items})
-        else:
-            self.write_json(items)
+            limit=self.int_arg("limit", 5000, 1, 50000), with_total=with_total)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(f'{{"totalCount": {total}, "data": {items}}}' if with_total else items)
 
 
 class JobDetail(Base):
@@ -208,7 +206,8 @@ class JobDetail(Base):
         row = self.own_job(user, name)
         job = self.cluster.job_model(row)
         tasks = self.cluster.store.tasks(row["id"], row["attempt"])
-        body = views.detail(row, tasks, [r.name for r in job.task_roles])
+        body = views.detail(row, self.cluster.store.list_item(row["id"]), tasks, [r.name for r in job.task_roles],
+                            self.cluster.waiting_reason(row))
         layout = self.cluster.layout(row, job)
         if layout is not None:
             body["jobStatus"]["outputDirs"] = {o: str(layout.output(o)) for o in OUTPUTS}

@@ -73,7 +73,7 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").splitlines()[-15:]
             raise DaemonError(f"the daemon exited with code {proc.returncode}:\n" + "\n".join(tail))
-        time.sleep(0.05)
+        time.sleep(0.02)
     proc.kill()
     raise DaemonError(f"the daemon did not answer within {timeout:.0f} s; see {log_path}")
 

@@ -26,10 +26,14 @@ from .scheduler import Capacity, Resources, machine_resources
 log = logging.getLogger("pai_jupyter.cluster")
 
 
+def docker_socket_present() -> bool:
+    return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
+
+
 def pick_runtime(kind: str) -> Runtime:
     """'auto' uses Docker when the engine answers, else the process runtime."""
-    if kind in ("auto", "docker"):
-        from .runtime.docker import DockerRuntime, docker_available
+    if kind == "docker" or (kind == "auto" and docker_socket_present()):
+        from .runtime.docker import DockerRuntime, docker_available  # a slow import: only when an engine may be there
 
         if docker_available():
             return DockerRuntime()

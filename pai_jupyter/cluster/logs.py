@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -29,25 +31,33 @@ def read_log(path: Path, *, tail: bool = False) -> bytes:
     return data[cut + 1:] if 0 <= cut < len(data) - 1 else data
 
 
-async def follow(path: Path, done: Callable[[], bool], *, start: int = 0, interval: float = 0.01,
-                 chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
-    """Yield new bytes of ``path`` as they are written, until ``done()`` and the file is drained."""
+async def follow(path: Path, done: Callable[[], bool], *, start: int = 0, interval: float = 0.005,
+                 check_every: float = 0.05, chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
+    """Yield new bytes of ``path`` as they are written, until ``done()`` and the file is drained.
+
+    The file's size is polled every few milliseconds (cheap); ``done()`` (a database read) far less often."""
     offset = start
-    idle = interval
+    last_check = 0.0
     while True:
-        finished = done()  # read before the file so the last bytes written before the end are not missed
         try:
+            grown = os.stat(path).st_size > offset
+        except FileNotFoundError:
+            grown = False
+        if grown:
             with path.open("rb") as f:
                 f.seek(offset)
                 data = f.read(chunk)
-        except FileNotFoundError:
-            data = b""
-        if data:
             offset += len(data)
-            idle = interval
             yield data
             continue
-        if finished:
-            return
-        await asyncio.sleep(idle)
-        idle = min(idle * 1.5, 0.05)
+        now = time.monotonic()
+        if now - last_check >= check_every:
+            last_check = now
+            if done():  # the task has ended, so its log is complete: drain what is left, then stop
+                try:
+                    if os.stat(path).st_size > offset:
+                        continue
+                except FileNotFoundError:
+                    pass
+                return
+        await asyncio.sleep(interval)

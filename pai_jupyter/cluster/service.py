@@ -12,6 +12,7 @@ import logging
 import shutil
 import sqlite3
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,15 @@ from .errors import (
 )
 from .estimator import Layout, is_remote
 from .estimator import problems as estimator_problems
+from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
-from .store import FINAL_STATES, Store, dumps, loads, now_ms
+from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
 from .taskspec import task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
 ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
+JOB_CACHE = 512
 
 
 def _demand(task: dict[str, Any]) -> Resources:
@@ -51,12 +54,20 @@ class Cluster:
         self.stop_grace = stop_grace
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
         self._jobs: dict[int, Job] = {}
+        self.queue = JobQueue()
+        self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
+        self.runtime_description = runtime.describe()
 
     # ---- helpers -------------------------------------------------------------------------------------------------
     def job_model(self, row: dict[str, Any]) -> Job:
-        job = self._jobs.get(row["id"])
+        """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
+        job = self._jobs.pop(row["id"], None)
         if job is None:
-            job = self._jobs[row["id"]] = Job.model_validate_json(row["model"])
+            text = row.get("model") or self.store.one("SELECT model FROM jobs WHERE id = ?", (row["id"],))["model"]
+            job = Job.model_validate_json(text)
+        self._jobs[row["id"]] = job
+        if len(self._jobs) > JOB_CACHE:
+            self._jobs.pop(next(iter(self._jobs)))
         return job
 
     def get_job(self, user: str, name: str) -> dict[str, Any]:
@@ -103,9 +114,11 @@ class Cluster:
         try:
             with self.store.tx() as db:
                 cur = db.execute(
-                    "INSERT INTO jobs (user, name, state, sub_state, vc, submission_time, created_time, total_gpu, "
-                    "total_tasks, total_roles, config_text, config_format, model) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (user, job.name, "WAITING", "AttemptCreationPending", job.virtual_cluster, now, now,
+                    "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
+                    "total_gpu, total_tasks, total_roles, config_text, config_format, model) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (user, job.name, debug_id(user, job.name), "WAITING", "AttemptCreationPending",
+                     job.virtual_cluster, now, now,
                      sum(d.gpu for d in demands), len(demands), len(job.task_roles), job.source_text,
                      job.source_format, job.model_dump_json()))
                 job_id = cur.lastrowid
@@ -116,6 +129,7 @@ class Cluster:
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
         self._jobs[job_id] = job
+        self.queue.add(job.virtual_cluster, now, job_id)
         self.schedule()
         return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
 
@@ -131,39 +145,45 @@ class Cluster:
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
     def schedule(self) -> None:
-        """Start what fits, FIFO by submission time within each virtual cluster; note why the rest waits."""
-        rows = self.store.all(
-            "SELECT DISTINCT j.* FROM jobs j JOIN tasks t ON t.job_id = j.id AND t.attempt = j.attempt "
-            "WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND j.state IN ('WAITING', 'RUNNING') "
-            "ORDER BY j.submission_time, j.id")
-        ahead: dict[str, int] = {}
-        for row in rows:
-            vc = row["vc"]
-            job = self.job_model(row)
-            waiting = [t for t in self.store.tasks(row["id"], row["attempt"]) if t["state"] == "WAITING"]
-            n_ahead = ahead.get(vc, 0)
-            if n_ahead:
-                self._set_waiting(row, f"{n_ahead} job{'s' * (n_ahead != 1)} ahead in virtual cluster {vc!r}")
-                ahead[vc] = n_ahead + 1
-                continue
-            room = self.capacity.room(vc)
-            if job.gang_allocation:
-                need = sum((_demand(t) for t in waiting), Resources())
-                short = need.shortfall(room)
-                fits = [] if short else waiting
-            else:
-                fits, short, left = [], None, room
-                for t in waiting:
-                    short = _demand(t).shortfall(left)
-                    if short:
-                        break
-                    fits.append(t)
-                    left = left - _demand(t)
-            if fits:
-                self._launch(row, job, fits)
-            if short:
-                self._set_waiting(row, short)
-                ahead[vc] = 1
+        """Start what fits, FIFO by submission time within each virtual cluster. Only queue heads are looked
+        at: the first job that does not fit blocks its VC (no overtaking) and records why it waits."""
+        for vc, entries in self.queue.by_vc.items():
+            while entries:
+                job_id = entries[0][1]
+                row = self.store.job_core(job_id)
+                waiting = (self.store.waiting_tasks(job_id, row["attempt"]) if row and row["execution_type"] == "START"
+                           and row["state"] in ("WAITING", "RUNNING") else [])
+                if not waiting:
+                    entries.pop(0)
+                    continue
+                job = self.job_model(row)
+                room = self.capacity.room(vc)
+                if job.gang_allocation:
+                    short = sum((_demand(t) for t in waiting), Resources()).shortfall(room)
+                    fits = [] if short else waiting
+                else:
+                    fits, short, left = [], None, room
+                    for t in waiting:
+                        short = _demand(t).shortfall(left)
+                        if short:
+                            break
+                        fits.append(t)
+                        left = left - _demand(t)
+                if fits:
+                    self._launch(row, job, fits)
+                if short:
+                    self._set_waiting(row, short)
+                    break
+                entries.pop(0)
+
+    def waiting_reason(self, row: dict[str, Any]) -> str | None:
+        """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
+        ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
+        if ahead is None or row["execution_type"] != "START":
+            return None
+        if ahead:
+            return f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
+        return row["waiting_reason"]
 
     def _set_waiting(self, row: dict[str, Any], reason: str) -> None:
         if row.get("waiting_reason") != reason:
@@ -205,24 +225,39 @@ class Cluster:
 
     def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
                     placements: dict[tuple[str, int], Placement]) -> None:
-        spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
-                         home=self.user_home(row["user"]), layout=self.layout(row, job))
+        """Hand the start to a worker thread: a fork/exec or a Docker create must not hold up the event loop."""
         try:
-            handle = self.runtime.start(spec)
-        except TaskStartError as exc:
-            self._task_ended(row["id"], t, TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics), None)
+            spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
+                             home=self.user_home(row["user"]), layout=self.layout(row, job))
+        except Exception as exc:  # e.g. the task dir cannot be written
+            log.exception("preparing %s failed", t)
+            self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
+                             None)
             return
-        except Exception as exc:  # a runtime bug must not take the daemon down
-            log.exception("starting %s failed", spec.key)
-            failure = TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}")
-            self._task_ended(row["id"], t, failure, None)
+        future = self.spawner.submit(self.runtime.start, spec)
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
+
+    def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+        exc = future.exception()
+        if exc is not None:
+            if not isinstance(exc, TaskStartError):
+                log.error("starting %s failed: %r", t, exc)
+            result = (TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics) if isinstance(exc, TaskStartError)
+                      else TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"))
+            self._task_ended(job_id, t, result, None)
             return
+        handle = future.result()
+        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
         with self.store.tx():
-            self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
-            self.store.add_event(row["id"], "Normal", "TaskStarted",
-                                 f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
-                                 t["role"], t["idx"])
-        self._watch(row["id"], t, handle)
+            if current is not None and current["task_attempt"] == t["task_attempt"]:
+                self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+                self.store.add_event(job_id, "Normal", "TaskStarted",
+                                     f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
+                                     t["role"], t["idx"])
+        self._watch(job_id, t, handle)
+        if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
+            self.runtime.stop(handle, self.stop_grace)
 
     def _watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
         key = (job_id, t["attempt"], t["role"], t["idx"])
@@ -240,10 +275,11 @@ class Cluster:
 
     # ---- completion ----------------------------------------------------------------------------------------------
     def _task_ended(self, job_id: int, t: dict[str, Any], result: TaskExit, handle: TaskHandle | None) -> None:
-        row = self.store.job_by_id(job_id)
-        current = self.store.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
-                                 (job_id, t["attempt"], t["role"], t["idx"])) if row else None
+        row = self.store.job_core(job_id)
+        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"]) if row else None
         if row is None or current is None or current["task_attempt"] != t["task_attempt"]:
+            if handle is not None and row is None:  # the job was deleted meanwhile
+                self.runtime.remove(handle)
             return
         job = self.job_model(row)
         if current["state"] in ACTIVE_TASK_STATES:
@@ -282,6 +318,7 @@ class Cluster:
                                exit_code=None, exit_diagnostics=None, completed_time=None, launched_time=None)
         self.store.add_event(row["id"], "Warning", "TaskRetry", f"{task['role']}[{task['idx']}] failed; retrying "
                              f"(task attempt {task['task_attempt']})", task["role"], task["idx"])
+        self.queue.add(row["vc"], row["submission_time"], row["id"])
 
     def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
         """OpenPAI's completion policy: minFailed fails the job, minSucceeded (default: all) succeeds it."""
@@ -315,6 +352,7 @@ class Cluster:
         if state == "FAILED" and row["retries"] < job.retry_count:
             attempt = row["attempt"] + 1
             self._new_attempt(row["id"], attempt, job)
+            self.queue.add(row["vc"], row["submission_time"], row["id"])
             self.store.update_job(row["id"], state="WAITING", sub_state="AttemptCreationPending", attempt=attempt,
                                   retries=row["retries"] + 1, exit_code=exit_code, exit_diagnostics=diagnostics)
             self.store.add_event(row["id"], "Warning", "JobRetry", f"attempt {row['attempt']} failed: {diagnostics}; "
@@ -413,6 +451,11 @@ class Cluster:
             self._watch(t["job_id"], t, handle)
             if t["stopping"]:
                 self.runtime.stop(handle, self.stop_grace)
+        for row in self.store.all(
+                "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
+                "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
+                "j.state IN ('WAITING', 'RUNNING')"):
+            self.queue.add(row["vc"], row["submission_time"], row["id"])
         for row in self.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
             with self.store.tx():
                 self._stop_remaining(row)

@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS tokens (
   hash TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE,
   label TEXT, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
-  id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL,
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, debug_id TEXT NOT NULL,
   state TEXT NOT NULL, sub_state TEXT NOT NULL, execution_type TEXT NOT NULL DEFAULT 'START',
   vc TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,
   submission_time INTEGER NOT NULL, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
@@ -61,6 +61,24 @@ LIST_ORDER_FIELDS = {
     "retries": "retries", "totalTaskNumber": "total_tasks", "totalGpuNumber": "total_gpu", "state": "state",
     "completionTime": "completed_time",
 }
+
+
+# OpenPAI's list item, built by SQLite itself: listing 10,000 jobs must not cost 10,000 Python dicts.
+LIST_ITEM_SQL = """json_object(
+  'debugId', debug_id, 'name', name, 'username', user, 'state', state, 'subState', sub_state,
+  'executionType', execution_type, 'tags', json('[]'), 'retries', retries,
+  'retryDetails', json_object('user', retries, 'platform', 0, 'resource', 0),
+  'submissionTime', submission_time, 'createdTime', created_time, 'launchedTime', launched_time,
+  'completedTime', completed_time, 'appExitCode', exit_code, 'virtualCluster', vc, 'totalGpuNumber', total_gpu,
+  'totalTaskNumber', total_tasks, 'totalTaskRoleNumber', total_roles, 'jobPriority', 'default')"""
+CORE_COLUMNS = ("id, user, name, debug_id, state, sub_state, execution_type, vc, attempt, retries, submission_time, "
+                "created_time, launched_time, completed_time, exit_code, exit_diagnostics, exit_type, trigger_role, "
+                "trigger_index, total_gpu, total_tasks, total_roles, config_format, waiting_reason, deadline")
+
+
+def debug_id(user: str, name: str) -> str:
+    """OpenPAI's debugId: the md5 of the framework name (an id, not a security measure)."""
+    return hashlib.md5(f"{user}~{name}".encode()).hexdigest()
 
 
 def now_ms() -> int:
@@ -162,9 +180,17 @@ class Store:
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
 
-    def list_jobs(self, *, users: list[str] | None = None, states: list[str] | None = None,
+    def job_core(self, job_id: int) -> dict[str, Any] | None:
+        """A job row without its (large) config text and model."""
+        return self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+
+    def list_item(self, job_id: int) -> dict[str, Any]:
+        return json.loads(self.db.execute(f"SELECT {LIST_ITEM_SQL} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+
+    def list_json(self, *, users: list[str] | None = None, states: list[str] | None = None,
                   vcs: list[str] | None = None, keyword: str | None = None, order: str = "submissionTime,DESC",
-                  offset: int = 0, limit: int = 5000) -> tuple[list[dict[str, Any]], int]:
+                  offset: int = 0, limit: int = 5000, with_total: bool = False) -> tuple[str, int | None]:
+        """The JSON array of list items (and the total count when asked), filtered, ordered and paged."""
         where, args = [], []
         for col, values in (("user", users), ("state", states), ("vc", vcs)):
             if values:
@@ -177,18 +203,24 @@ class Store:
         field, _, direction = order.partition(",")
         col = LIST_ORDER_FIELDS.get(field, "submission_time")
         direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
-        cols = ("id, user, name, state, sub_state, execution_type, vc, retries, submission_time, created_time, "
-                "launched_time, completed_time, exit_code, total_gpu, total_tasks, total_roles")
-        rows = self.all(f"SELECT {cols} FROM jobs{clause} ORDER BY {col} {direction}, id {direction} "
-                        f"LIMIT ? OFFSET ?", (*args, limit, offset))
-        total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0]
-        return rows, total
+        rows = self.db.execute(f"SELECT {LIST_ITEM_SQL} FROM jobs{clause} ORDER BY {col} {direction}, "
+                               f"id {direction} LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
+        total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0] if with_total else None
+        return "[" + ",".join(r[0] for r in rows) + "]", total
 
     # ---- tasks, attempts, events ---------------------------------------------------------------------------------
     def tasks(self, job_id: int, attempt: int | None = None) -> list[dict[str, Any]]:
         if attempt is None:
             return self.all("SELECT * FROM tasks WHERE job_id = ? ORDER BY attempt, rowid", (job_id,))
         return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
+
+    def task(self, job_id: int, attempt: int, role: str, idx: int) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+                        (job_id, attempt, role, idx))
+
+    def waiting_tasks(self, job_id: int, attempt: int) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",
+                        (job_id, attempt))
 
     def update_task(self, task: dict[str, Any], **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import signal
 from typing import Any
 from urllib.parse import quote
@@ -44,20 +43,6 @@ def _gpu_mask(gpus: list[int]) -> int:
     return sum(1 << g for g in gpus)
 
 
-def list_item(row: dict[str, Any]) -> dict[str, Any]:
-    framework = f"{row['user']}~{row['name']}"
-    return {
-        "debugId": hashlib.md5(framework.encode()).hexdigest(),
-        "name": row["name"], "username": row["user"], "state": row["state"], "subState": row["sub_state"],
-        "executionType": row["execution_type"], "tags": [], "retries": row["retries"],
-        "retryDetails": {"user": row["retries"], "platform": 0, "resource": 0},
-        "submissionTime": row["submission_time"], "createdTime": row["created_time"],
-        "launchedTime": row["launched_time"], "completedTime": row["completed_time"],
-        "appExitCode": row["exit_code"], "virtualCluster": row["vc"], "totalGpuNumber": row["total_gpu"],
-        "totalTaskNumber": row["total_tasks"], "totalTaskRoleNumber": row["total_roles"], "jobPriority": "default",
-    }
-
-
 def log_url(row: dict[str, Any], task: dict[str, Any]) -> str:
     fw = quote(f"{row['user']}~{row['name']}", safe="~")
     return (f"/api/v2/jobs/{fw}/attempts/{task['attempt']}/taskRoles/{quote(task['role'], safe='')}/taskIndex/"
@@ -82,8 +67,10 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def detail(row: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str]) -> dict[str, Any]:
-    status = list_item(row)
+def detail(row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str],
+           waiting_reason: str | None) -> dict[str, Any]:
+    """OpenPAI's job detail; ``item`` is the job's list item (from the store)."""
+    status = dict(item)
     status.update({
         "attemptId": row["attempt"], "attemptState": row["state"], "appId": f"{row['user']}~{row['name']}",
         "appProgress": None, "appTrackingUrl": "", "appCreatedTime": row["created_time"],
@@ -94,7 +81,7 @@ def detail(row: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str]) -
         "appExitTriggerTaskIndex": row["trigger_index"],
         "appExitType": (exit_spec(row["exit_code"], row["exit_diagnostics"]) or {}).get("type")
         if row["completed_time"] else None,
-        "waitingReason": row["waiting_reason"],
+        "waitingReason": waiting_reason,
     })
     task_roles: dict[str, Any] = {r: {"taskRoleStatus": {"name": r}, "taskStatuses": []} for r in roles}
     for t in tasks:
