@@ -48,7 +48,8 @@ def running(home: Path | None = None) -> dict[str, Any] | None:
 
 def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpus: int | None = None,
           memory_mb: int | None = None, gpus: int | None = None, stop_grace: float | None = None,
-          timeout: float = 30.0, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+          timeout: float = 30.0, extra_env: dict[str, str] | None = None,
+          extra_args: list[str] | None = None) -> dict[str, Any]:
     """Start the daemon in the background and return its runtime.json once it answers (or the running one)."""
     home = home or pai_home()
     current = running(home)
@@ -61,6 +62,7 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
     for flag, value in (("--cpus", cpus), ("--memory-mb", memory_mb), ("--gpus", gpus), ("--stop-grace", stop_grace)):
         if value is not None:
             cmd += [flag, str(value)]
+    cmd += extra_args or []
     log_path = local / "daemon.log"
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,

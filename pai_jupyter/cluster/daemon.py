@@ -30,7 +30,7 @@ def docker_socket_present() -> bool:
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
 
 
-def pick_runtime(kind: str) -> Runtime:
+def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False) -> Runtime:
     """'auto' uses Docker when the engine answers, else the process runtime."""
     if kind == "docker" or (kind == "auto" and docker_socket_present()):
         from .runtime.docker import DockerRuntime, docker_available  # a slow import: only when an engine may be there
@@ -41,7 +41,7 @@ def pick_runtime(kind: str) -> Runtime:
             raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
     from .runtime.process import ProcessRuntime
 
-    return ProcessRuntime()
+    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits)
 
 
 def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
@@ -75,7 +75,7 @@ async def serve(args: argparse.Namespace) -> None:
     home = Path(args.home).expanduser() if args.home else pai_home()
     local = local_dir(home)
     local.mkdir(parents=True, exist_ok=True)
-    runtime = pick_runtime(args.runtime)
+    runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits)
     cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
                       stop_grace=args.stop_grace)
     token = admin_token(cluster, local)
@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--runtime", choices=["auto", "docker", "process"], default="auto")
+    p.add_argument("--memory-enforcement", choices=["auto", "cgroup", "watchdog"], default="auto",
+                   help="process runtime: how memory limits are enforced (auto: cgroup where writable)")
+    p.add_argument("--cpu-limits", action="store_true",
+                   help="process runtime: also cap CPU with a cpu cgroup (costs ~5 ms per task start)")
     p.add_argument("--cpus", type=int)
     p.add_argument("--memory-mb", type=int)
     p.add_argument("--gpus", type=int)

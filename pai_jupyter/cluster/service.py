@@ -30,10 +30,10 @@ from .errors import (
 from .estimator import Layout, is_remote
 from .estimator import problems as estimator_problems
 from .queue import JobQueue
-from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
+from .runtime.base import Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
-from .taskspec import task_spec
+from .taskspec import prepare_task_dir, task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
 ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
@@ -55,6 +55,7 @@ class Cluster:
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
         self._jobs: dict[int, Job] = {}
         self.queue = JobQueue()
+        self._homes: set[str] = set()
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
 
@@ -80,8 +81,11 @@ class Cluster:
         return self.job_dir(row["user"], row["name"]) / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
 
     def user_home(self, user: str) -> Path:
+        """The user's persistent home (LeinaoPAI's /userhome), made once."""
         path = self.dir / "users" / user / "home"
-        path.mkdir(parents=True, exist_ok=True)
+        if user not in self._homes:
+            path.mkdir(parents=True, exist_ok=True)
+            self._homes.add(user)
         return path
 
     # ---- submit --------------------------------------------------------------------------------------------------
@@ -219,7 +223,7 @@ class Cluster:
                 self.store.db.execute("UPDATE attempts SET state = 'RUNNING', launched_time = ? "
                                       "WHERE job_id = ? AND attempt = ?", (now, row["id"], row["attempt"]))
                 row["state"] = "RUNNING"
-        placements = self._placements(row, job)
+            placements = self._placements(row, job)
         for t in tasks:
             self._start_task(row, job, t, placements)
 
@@ -234,9 +238,14 @@ class Cluster:
             self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
                              None)
             return
-        future = self.spawner.submit(self.runtime.start, spec)
+        future = self.spawner.submit(self._prepare_and_start, spec)
         loop = asyncio.get_running_loop()
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
+
+    def _prepare_and_start(self, spec: TaskSpec) -> TaskHandle:
+        """In a worker thread: the task's directories (slow on some disks), then the runtime's start."""
+        prepare_task_dir(spec, notice=self.runtime.name != "docker")
+        return self.runtime.start(spec)
 
     def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
         exc = future.exception()

@@ -14,10 +14,9 @@ from .store import loads
 
 def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
               docker: bool, home: Path, layout: Layout | None) -> TaskSpec:
-    """The TaskSpec of task row ``t``; on the process runtime the task's log starts with a notice about the image."""
+    """The TaskSpec of task row ``t`` (no I/O: the directories are made by ``prepare_task_dir``)."""
     role = job.role(t["role"])
     td = Path(t["task_dir"])
-    td.mkdir(parents=True, exist_ok=True)
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
     extra = {"PAI_USER_HOME": "/userhome" if docker else str(home), "PAI_TASK_DIR": "/pai/task" if docker else str(td),
              "PAI_CONTAINER_ID": key}
@@ -25,13 +24,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     script = render_commands(job, role)
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
-    work_dir = None
-    if not docker:
-        work_dir = str(td / "work")
-        (td / "work").mkdir(exist_ok=True)
-        notice = f"[pai_jupyter] process runtime: the image {image!r} was not used; the task runs on this host.\n"
-        for name in ("all", "stdout"):
-            (td / name).write_text(notice, encoding="utf-8")
+    work_dir = None if docker else str(td / "work")
     if layout is not None:
         env.update(layout.env(docker))
         mounts += layout.mounts() if docker else []
@@ -44,3 +37,15 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
         keep_on_failure=job.parameters.get("isDebug") is True,
     )
+
+
+def prepare_task_dir(spec: TaskSpec, *, notice: bool) -> None:
+    """Make the task's directory (and its work dir when it has one on the host). On the process runtime the
+    task's log starts with a line saying the image was not used."""
+    spec.task_dir.mkdir(parents=True, exist_ok=True)
+    if spec.work_dir and Path(spec.work_dir).parent == spec.task_dir:
+        Path(spec.work_dir).mkdir(exist_ok=True)
+    if notice:
+        line = f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this host.\n"
+        for name in ("all", "stdout"):
+            (spec.task_dir / name).write_text(line, encoding="utf-8")
