@@ -55,7 +55,8 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     handle = loads(task["handle"], {}) or {}
     return {
         "taskIndex": task["idx"], "taskUid": f"{row['id']}.{task['attempt']}.{task['role']}.{task['idx']}",
-        "taskState": task["state"], "containerId": handle.get("id"), "containerIp": task["host_ip"],
+        "taskState": "WAITING" if task["state"] == "STARTING" else task["state"],
+        "containerId": handle.get("id"), "containerIp": task["host_ip"],
         "containerNodeName": "local", "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
         "containerGpus": _gpu_mask(gpus), "containerGpuIndices": gpus, "containerLog": log_url(row, task),
         "containerExitCode": task["exit_code"], "containerExitSpec": exit_spec(task["exit_code"],

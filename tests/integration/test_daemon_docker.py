@@ -73,8 +73,10 @@ def test_stop_a_running_container(docker_daemon: Api) -> None:
     import docker
 
     name = docker_daemon.submit_ok(v1("dstop", "sleep 1000"))
-    d = docker_daemon.wait(name, ("RUNNING",), timeout=30)
-    cid = docker_daemon.tasks(d)[0]["containerId"]
+    deadline = time.monotonic() + 30
+    while not (cid := docker_daemon.tasks(docker_daemon.detail(name))[0]["containerId"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     docker_daemon.stop(name)
     assert docker_daemon.wait(name, timeout=20)["jobStatus"]["state"] == "STOPPED"
     time.sleep(0.5)
