@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .base import ClientBase, follow_params, tail_lines
+from .base import ClientBase, follow_params, tail_lines, terminal_url
 from .calls import Calls, Op, Req, Sleep, error_for, new_lines
 
 
@@ -98,6 +98,20 @@ class AsyncClient(ClientBase, Calls):
 
     async def login(self, username: str, password: str) -> str:
         return await self._drive(self._login(username, password))
+
+    async def services(self, job: Any) -> list[dict[str, Any]]:
+        return await self._drive(self._services(job))
+
+    async def service_action(self, job: Any, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+        return await self._drive(self._service_action(job, role, index, name, action))
+
+    async def metrics(self, job: Any) -> dict[str, Any]:
+        return await self._drive(self._metrics(job))
+
+    async def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
+        path = await self._drive(self._local_path(job, "terminals"))
+        base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
+        return terminal_url(base, path, role, index), headers
 
     async def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
                      poll: float = 1.0) -> AsyncIterator[str]:

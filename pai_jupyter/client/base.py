@@ -104,3 +104,8 @@ def tail_lines(text: str, final: bool) -> list[str]:
     if lines and (lines[-1] == "" or not final):
         lines.pop()
     return lines
+
+
+def terminal_url(base: str, path: str, role: str, index: int) -> str:
+    ws = "wss://" + base[len("https://"):] if base.startswith("https://") else "ws://" + base.split("://", 1)[-1]
+    return f"{ws}{path}/tasks/{quote(role, safe='')}/{index}/terminal"

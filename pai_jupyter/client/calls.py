@@ -22,6 +22,7 @@ from .errors import (
     InvalidJob,
     JobConflict,
     JobNotFound,
+    NotSupported,
     PaiError,
     RateLimited,
     ServerUnavailable,
@@ -84,12 +85,22 @@ def error_for(resp: httpx.Response, where: str) -> PaiError:
     return BadRequest(message, **kw)
 
 
+def _is_file(text: str) -> bool:
+    """A one-line string that names an existing file (job text itself is never a path)."""
+    if "\n" in text or text.lstrip().startswith("{") or len(text) > 4096:
+        return False
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
+
+
 def as_job_text(job: Job | str | Path, *, name: str | None = None,
                 params: dict[str, Any] | None = None) -> tuple[str, str, str]:
     """(text, format v1|v2, job name) of what to submit; kept verbatim unless a name or parameters change it."""
     if isinstance(job, Job):
         text = job.source_text or job.to_yaml()
-    elif isinstance(job, Path) or (isinstance(job, str) and "\n" not in job and Path(job).is_file()):
+    elif isinstance(job, Path) or _is_file(job):
         text = Path(job).read_text(encoding="utf-8")
     else:
         text = str(job)
@@ -245,6 +256,32 @@ class Calls:
                 raise WaitTimeout(f"{self.job_id(job)} is still {detail.state} after {timeout:g} s")
             yield Sleep(delay)
             delay = min(delay * 1.3, 1.0)
+
+    def _local_path(self, job: str | JobSummary | JobDetail, what: str) -> Op:
+        """The path of a local-only route, or NotSupported on a server that is not an embedded cluster."""
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"{what} needs the embedded cluster; {self.where} is an OpenPAI server without it")
+        return self._path(job).replace("/api/v2/jobs/", "/api/v2/local/jobs/", 1)
+
+    def _services(self, job: str | JobSummary | JobDetail) -> Op:
+        """The services running inside the job's tasks (TensorBoard, Jupyter): host, port, state, token."""
+        path = yield from self._local_path(job, "task services")
+        resp = yield Req("GET", path + "/services")
+        return resp.json()
+
+    def _service_action(self, job: str | JobSummary | JobDetail, role: str, index: int, name: str,
+                        action: str) -> Op:
+        path = yield from self._local_path(job, "task services")
+        resp = yield Req("POST", f"{path}/services/{quote(role, safe='')}/{index}/{name}", json={"action": action},
+                         idempotent=False)
+        return resp.json()
+
+    def _metrics(self, job: str | JobSummary | JobDetail) -> Op:
+        """Per-task CPU %, memory and GPU use (see the daemon's /metrics route)."""
+        path = yield from self._local_path(job, "metrics")
+        resp = yield Req("GET", path + "/metrics")
+        return resp.json()
 
     def _login(self, username: str, password: str) -> Op:
         resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,

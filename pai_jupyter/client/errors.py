@@ -59,5 +59,11 @@ class RateLimited(PaiError):
         self.retry_after = retry_after
 
 
+class NotSupported(PaiError):
+    """The server does not offer this (e.g. task services, metrics or terminals on a remote OpenPAI)."""
+
+    exit_code = 2
+
+
 class WaitTimeout(PaiError, TimeoutError):
     exit_code = 1

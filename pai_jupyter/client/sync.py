@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .base import ClientBase, follow_params, tail_lines
+from .base import ClientBase, follow_params, tail_lines, terminal_url
 from .calls import Calls, Op, Req, Sleep, error_for, new_lines
 
 
@@ -101,6 +101,21 @@ class Client(ClientBase, Calls):
 
     def login(self, username: str, password: str) -> str:
         return self._drive(self._login(username, password))
+
+    def services(self, job: Any) -> list[dict[str, Any]]:
+        return self._drive(self._services(job))
+
+    def service_action(self, job: Any, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+        return self._drive(self._service_action(job, role, index, name, action))
+
+    def metrics(self, job: Any) -> dict[str, Any]:
+        return self._drive(self._metrics(job))
+
+    def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
+        """(websocket url, headers) of a terminal inside a running task (terminado's protocol)."""
+        path = self._drive(self._local_path(job, "terminals"))
+        base, headers = self._prepare(Req("GET", ""))
+        return terminal_url(base, path, role, index), headers
 
     def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
                poll: float = 1.0) -> Iterator[str]:

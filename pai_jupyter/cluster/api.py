@@ -7,10 +7,12 @@ Every route needs a bearer token except login; a user sees only their own jobs (
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import tornado.httputil
 import tornado.web
 from tornado.iostream import StreamClosedError
 
@@ -35,8 +37,25 @@ from .service import Cluster
 from .store import FINAL_STATES, check_password
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
+MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
 SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json",
                 "text/plain")
+
+
+def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> dict[str, Any]:
+    """The user of the request's bearer token; 401 without one or with a wrong one."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    user = cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
+    if user is None:
+        raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
+    return user
+
+
+def visible_job(cluster: Cluster, viewer: dict[str, Any], user: str, name: str) -> dict[str, Any]:
+    """The job, if this viewer may see it; someone else's job is as absent as a missing one."""
+    if user != viewer["name"] and not viewer["admin"]:
+        raise NoJobError(f"job {user}~{name} was not found")
+    return cluster.get_job(user, name)
 
 
 class Base(tornado.web.RequestHandler):
@@ -52,14 +71,8 @@ class Base(tornado.web.RequestHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
 
     def prepare(self) -> None:
-        if self.public:
-            return
-        auth = self.request.headers.get("Authorization", "")
-        scheme, _, token = auth.partition(" ")
-        user = self.cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
-        if user is None:
-            raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
-        self.user = user
+        if not self.public:
+            self.user = authenticate(self.request, self.cluster)
 
     @property
     def is_admin(self) -> bool:
@@ -95,10 +108,7 @@ class Base(tornado.web.RequestHandler):
         super()._handle_request_exception(e)
 
     def own_job(self, user: str, name: str) -> dict[str, Any]:
-        """The job, if this user may see it; someone else's job is as absent as a missing one."""
-        if user != self.user["name"] and not self.is_admin:
-            raise NoJobError(f"job {user}~{name} was not found")
-        return self.cluster.get_job(user, name)
+        return visible_job(self.cluster, self.user, user, name)
 
     def json_body(self) -> dict[str, Any]:
         try:
@@ -117,8 +127,8 @@ class Base(tornado.web.RequestHandler):
             value = int(raw)
         except ValueError:
             raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
-        if value < lo or (hi is not None and value > hi):
-            raise BadRequest(f"{name} must be between {lo} and {hi}")
+        if value < lo or value > (MAX_INT if hi is None else hi):
+            raise BadRequest(f"{name} must be between {lo} and {hi if hi is not None else MAX_INT}")
         return value
 
 
@@ -276,6 +286,8 @@ class Events(Base):
 
 
 def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:
+    if int(attempt) > MAX_INT or int(idx) > MAX_INT:
+        raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}] in attempt {attempt}")
     task = cluster.store.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
                              (row["id"], int(attempt), role, int(idx)))
     if task is None:
@@ -292,7 +304,7 @@ class LogLocations(Base):
         row = self.own_job(user, name)
         task = _task(self.cluster, row, attempt, role, idx)
         if int(task_attempt) > task["task_attempt"]:
-            raise NotFoundError(f"task attempt {task_attempt} does not exist")
+            raise NotFoundError(f"task attempt {task_attempt} does not exist")  # (also any overflowing number)
         tail = "?tail-mode=true" if self.get_argument("tail-mode", "false").lower() == "true" else ""
         base = f"/api/v2/local/logs/{quote(user)}~{quote(name)}/{attempt}/{quote(role, safe='')}/{idx}/{task_attempt}"
         self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}{tail}"} for n in LOG_NAMES]})
@@ -351,14 +363,17 @@ class Users(Base):
             raise ForbiddenUserError("only an admin can add users")
         body = self.json_body()
         name = str(body.get("name", ""))
-        if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
             raise BadRequest("a user name may use letters, digits, '-', '_' and '.'")
+        admin, password = body.get("admin", False), body.get("password")
+        if not isinstance(admin, bool):
+            raise BadRequest("admin must be true or false")
+        if password is not None and (not isinstance(password, str) or len(password) < 6):
+            raise BadRequest("a password must be a string of at least 6 characters")
         store = self.cluster.store
-        store.ensure_user(name, admin=bool(body.get("admin", False)))
-        if body.get("password"):
-            if len(str(body["password"])) < 6:
-                raise BadRequest("a password needs at least 6 characters")
-            store.set_password(name, str(body["password"]))
+        store.ensure_user(name, admin=admin)
+        if password:
+            store.set_password(name, password)
         self.write_json({"name": name, "token": store.new_token(name, "created by admin")}, 201)
 
 
@@ -387,5 +402,8 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         (r"/api/v2/local/jobs/([^/~]+)~([^/]+)/logs/stream", LogStream, args),
         (r"/api/v2/local/users", Users, args),
     ]
+    from .api_tasks import routes as task_routes
+
+    routes += task_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
     return tornado.web.Application(routes, default_handler_class=NotFound, default_handler_args=args,
                                    compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)

@@ -64,9 +64,12 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
             cmd += [flag, str(value)]
     cmd += extra_args or []
     log_path = local / "daemon.log"
+    env = {**os.environ, **(extra_env or {})}
+    # process tasks find this environment's tools first (python3, tensorboard, jupyter for their services)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env={**os.environ, **(extra_env or {})}, close_fds=True)
+                                env=env, close_fds=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = read_runtime(home)

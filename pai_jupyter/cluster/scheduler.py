@@ -135,7 +135,9 @@ class PortAllocator:
                 if port not in self.held and self._free(port):
                     ports.append(port)
                 port += 1
-        while len(ports) < count:
+        tries = 0
+        while len(ports) < count and tries < 50 * count:
+            tries += 1
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("", 0))
                 port = s.getsockname()[1]

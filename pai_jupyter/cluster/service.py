@@ -18,6 +18,7 @@ from typing import Any
 
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
+from . import services
 from .env import HOST_IP, Placement
 from .errors import (
     ConflictJobError,
@@ -38,6 +39,8 @@ from .taskspec import prepare_task_dir, task_spec
 log = logging.getLogger("pai_jupyter.cluster")
 ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
 JOB_CACHE = 512
+MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
+MAX_PORTS_PER_TASK = 100
 
 
 def _demand(task: dict[str, Any]) -> Resources:
@@ -56,6 +59,7 @@ class Cluster:
         self._jobs: dict[int, Job] = {}
         self.queue = JobQueue()
         self._homes: set[str] = set()
+        self.stopped_services: set[tuple[int, str, int, str]] = set()  # culled until started again
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
 
@@ -102,6 +106,12 @@ class Cluster:
             job = Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        too_big = [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"
+                   ] if job.total_tasks > MAX_TASKS else []
+        too_big += [f"task role {r.name} asks for {n} ports per task; at most {MAX_PORTS_PER_TASK}"
+                    for r in job.task_roles if (n := sum(p.count for p in r.ports)) > MAX_PORTS_PER_TASK]
+        if too_big:
+            raise InvalidProtocolError("; ".join(too_big))
         estimator = job.extras.get(ESTIMATOR_KEY)
         if isinstance(estimator, dict):
             if not admin and (estimator.get("sourceDir") or any(
@@ -198,13 +208,22 @@ class Cluster:
         """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
         tasks = self.store.tasks(row["id"], row["attempt"])
         out = {}
+        planned = services.planned(job)
         with self.store.tx():
             for t in tasks:
                 ports = loads(t["ports"])
                 if ports is None:
                     role = job.role(t["role"])
                     ports = {p.label: self.ports.allocate(p.count, p.begin_at) for p in role.ports}
-                    self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP)
+                    mine = {}
+                    for name, params in planned.get((t["role"], t["idx"]), {}).items():
+                        ports[name] = self.ports.allocate(1)
+                        mine[name] = {"port": ports[name][0], "parameters": params,
+                                      "token": services.new_token() if name == "jupyter" else None,
+                                      "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
+                                                                     name)}
+                    self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,
+                                           services=dumps(mine) if mine else None)
                 out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
         return out
 
@@ -224,7 +243,9 @@ class Cluster:
                                       "WHERE job_id = ? AND attempt = ?", (now, row["id"], row["attempt"]))
                 row["state"] = "RUNNING"
             placements = self._placements(row, job)
+            fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
         for t in tasks:
+            t.update(services=fresh[(t["role"], t["idx"])]["services"], ports=fresh[(t["role"], t["idx"])]["ports"])
             self._start_task(row, job, t, placements)
 
     def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],

@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   state TEXT NOT NULL, runtime TEXT, handle TEXT, host_ip TEXT, ports TEXT, gpus TEXT,
   cpu INTEGER NOT NULL, memory_mb INTEGER NOT NULL, gpu INTEGER NOT NULL,
   exit_code INTEGER, exit_diagnostics TEXT, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
-  task_dir TEXT, stopping INTEGER NOT NULL DEFAULT 0,
+  task_dir TEXT, stopping INTEGER NOT NULL DEFAULT 0, services TEXT,
   PRIMARY KEY (job_id, attempt, role, idx));
 CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
 CREATE TABLE IF NOT EXISTS events (

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import Job, render_commands
+from . import services
 from .env import Placement, task_env
 from .estimator import REQUIREMENTS, Layout
 from .runtime.base import Mount, TaskSpec
@@ -22,6 +23,9 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
              "PAI_CONTAINER_ID": key}
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
+    own = loads(t.get("services"), {}) or {}
+    if own:  # in the background, before anything else, so the user's command is not held up
+        script = f"{services.supervisor(own)}\n{script}"
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
     work_dir = None if docker else str(td / "work")

@@ -117,9 +117,26 @@ class Runtime(abc.ABC):
         """Tasks of this runtime still present (e.g. containers by label); default: none are discoverable."""
         return []
 
+    @abc.abstractmethod
+    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
+                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+        """(argv, env, cwd) of an interactive shell inside the task, to run under a pty."""
+
+    @abc.abstractmethod
+    def sample(self, handle: TaskHandle) -> TaskSample | None:
+        """CPU seconds and memory of the task now, or None when it is gone."""
+
     def find(self, task_dir: str) -> TaskHandle | None:
         """The handle of a task whose start was not recorded (daemon killed mid-start), or None if it never ran."""
         return None
 
     def describe(self) -> str:
         return self.name
+
+
+@dataclass
+class TaskSample:
+    """Resource use of a running task: CPU seconds used so far (all its processes) and resident memory."""
+
+    cpu_seconds: float
+    memory_bytes: int

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import secrets
 import shutil
@@ -32,6 +33,7 @@ from .base import (
     Runtime,
     TaskExit,
     TaskHandle,
+    TaskSample,
     TaskSpec,
     TaskStartError,
 )
@@ -253,6 +255,33 @@ class DockerRuntime(Runtime):
                 if time.monotonic() > give_up:
                     raise
                 time.sleep(1)
+
+    # ---- inside a running task: services, terminals, metrics ----------------------------------------------------
+    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
+                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+        """``docker exec -it`` with the task's env (a pty makes -t work); needs the docker CLI on the host."""
+        cli = shutil.which("docker")
+        if cli is None:
+            raise RuntimeError("the docker command-line client is not installed on the daemon's host")
+        argv = [cli, "exec", "-it", "-e", "TERM=xterm-256color"]
+        if cwd:
+            argv += ["-w", cwd]
+        return [*argv, handle.id, "/bin/sh"], {k: v for k, v in os.environ.items()}, None
+
+    def sample(self, handle: TaskHandle) -> TaskSample | None:
+        """From the container's cgroup v1 files (cheap), else Docker's stats API (slow: about a second)."""
+        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            cpu = Path(base, "cpuacct", "docker", handle.id, "cpuacct.usage")
+            mem = Path(base, "memory", "docker", handle.id, "memory.usage_in_bytes")
+            if cpu.exists() and mem.exists():
+                with contextlib.suppress(OSError, ValueError):
+                    return TaskSample(int(cpu.read_text()) / 1e9, int(mem.read_text()))
+        try:
+            stats = self.client.containers.get(handle.id).stats(stream=False)
+        except DockerException:
+            return None
+        cpu_ns = (stats.get("cpu_stats") or {}).get("cpu_usage", {}).get("total_usage", 0)
+        return TaskSample(cpu_ns / 1e9, int((stats.get("memory_stats") or {}).get("usage", 0)))
 
     @staticmethod
     def _memory_mb(container: Any) -> int:

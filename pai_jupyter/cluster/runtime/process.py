@@ -22,7 +22,16 @@ from typing import Any
 
 import psutil
 
-from .base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
+from .base import (
+    EXIT_LOST,
+    EXIT_START_FAILED,
+    Runtime,
+    TaskExit,
+    TaskHandle,
+    TaskSample,
+    TaskSpec,
+    TaskStartError,
+)
 from .cgroups import CgroupManager, TaskCgroup
 
 SHIM = Path(__file__).with_name("shim.sh")
@@ -91,10 +100,7 @@ class ProcessRuntime(Runtime):
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
             (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
-        env = dict(spec.env)
-        for name in ("PATH", "HOME", "LANG"):
-            if name not in env and name in os.environ:
-                env[name] = os.environ[name]
+        env = _host_env(spec.env)
         try:
             popen = subprocess.Popen(["/bin/sh", str(SHIM), str(td)], cwd=spec.work_dir or td, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -123,6 +129,26 @@ class ProcessRuntime(Runtime):
             return self.cgroups.create(spec.key, spec.memory_mb, spec.cpu)
         except OSError as exc:
             raise TaskStartError(EXIT_START_FAILED, f"could not create the task's cgroup: {exc}") from exc
+
+    # ---- inside a running task: services, terminals, metrics ----------------------------------------------------
+    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
+                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+        return ["/bin/sh", "-i"], _host_env(env), cwd
+
+    def sample(self, handle: TaskHandle) -> TaskSample | None:
+        """CPU seconds and RSS of the shim's whole process tree."""
+        try:
+            root = psutil.Process(int(handle.id))
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        cpu, rss = 0.0, 0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                cpu += t.user + t.system
+                rss += p.memory_info().rss
+        return TaskSample(cpu, rss)
 
     def find(self, task_dir: str | Path) -> TaskHandle | None:
         """The handle of a task started from ``task_dir`` whose handle never reached the database."""
@@ -327,3 +353,12 @@ class ProcessRuntime(Runtime):
                     continue
                 victims.append(p)
         return victims
+
+
+def _host_env(env: dict[str, str]) -> dict[str, str]:
+    """The task's env plus PATH, HOME and LANG from the daemon where the task does not set them."""
+    out = dict(env)
+    for name in ("PATH", "HOME", "LANG"):
+        if name not in out and name in os.environ:
+            out[name] = os.environ[name]
+    return out

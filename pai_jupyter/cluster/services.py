@@ -1,0 +1,90 @@
+"""Services inside a task, from OpenPAI runtime plugins: TensorBoard and a Jupyter server.
+
+Each runs in the background on a port allocated to its task (a port label named after it, so clones never
+fight over a fixed port — OpenPAI #5721), started before the user's command without delaying it (#5555).
+TensorBoard watches the plugin's logdir, else PAI_OUTPUT_LOGS. Jupyter gets a random token and the base
+path the proxy in the user's Jupyter server forwards: /pai/jobs/{user}~{name}/{role}/{index}/jupyter/.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import socket
+from typing import Any
+
+from ..protocol import Job
+
+SERVICES = ("tensorboard", "jupyter")
+
+
+def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
+    """Which tasks run which service, with the plugin's parameters: the first role's task 0 unless the plugin
+    names ``taskRole`` and/or ``allTasks: true``."""
+    out: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    names = [r.name for r in job.task_roles]
+    for plugin in job.runtime_plugins:
+        name = plugin.get("plugin")
+        if name not in SERVICES:
+            continue
+        params = plugin.get("parameters") or {}
+        role = job.role(params["taskRole"]) if params.get("taskRole") in names else job.task_roles[0]
+        for idx in range(role.instances) if params.get("allTasks") is True else [0]:
+            out.setdefault((role.name, idx), {})[name] = params
+    return out
+
+
+def base_path(user: str, job_name: str, role: str, idx: int, service: str) -> str:
+    return f"/pai/jobs/{user}~{job_name}/{role}/{idx}/{service}/" if service == "jupyter" else "/"
+
+
+def new_token() -> str:
+    return secrets.token_hex(24)
+
+
+def start_command(service: str, info: dict[str, Any]) -> str:
+    """The shell that starts a service in the background and records its pid in the task dir."""
+    port, params = info["port"], info.get("parameters") or {}
+    if service == "tensorboard":
+        logdir = params.get("logdir")
+        if isinstance(logdir, dict):  # OpenPAI's {name: path}
+            target = "--logdir_spec " + shlex.quote(",".join(f"{k}:{v}" for k, v in logdir.items()))
+            prepare = ""
+        else:
+            path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/tensorboard}"'
+            target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
+        cmd = (f"{prepare}exec tensorboard {target} --port {port} --host 127.0.0.1 --reload_interval 5")
+    else:
+        cmd = (f"exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+               f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
+               f"--IdentityProvider.token={info['token']} --ServerApp.root_dir=\"$PWD\"")
+    log = f'"$PAI_TASK_DIR/service-{service}'
+    return f"( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\""
+
+
+def stop_command(service: str) -> str:
+    pid = f'"$PAI_TASK_DIR/service-{service}.pid"'
+    return f"kill $(cat {pid}) 2>/dev/null; rm -f {pid}"
+
+
+def supervisor(own: dict[str, dict[str, Any]]) -> str:
+    """Shell to put before the user's command: start each service, then a small loop (in the background, in the
+    task's process group, cgroup or container) that starts or stops a service when the daemon leaves a
+    ``service-<name>.request`` file saying so in the task dir — how idle services are culled and revived."""
+    cases = "".join(f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
+                    for name, info in own.items())
+    loop = ('( while sleep 0.5; do\n'
+            '  for f in "$PAI_TASK_DIR"/service-*.request; do\n'
+            '    [ -f "$f" ] || continue\n'
+            '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
+            '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &")
+    return "\n".join([*(start_command(n, info) for n, info in own.items()), loop])
+
+
+def answers(host: str, port: int, timeout: float = 0.05) -> bool:
+    """Is something listening there (the service is up)?"""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
