@@ -6,7 +6,6 @@ import json
 import sys
 
 import click
-import httpx
 
 from ..cluster import control
 from ..cluster.paths import pai_home
@@ -58,6 +57,8 @@ def status(output: str) -> None:
     if info is None:
         click.echo(f"local cluster is not running (home {pai_home()}); start it with: pai cluster start", err=True)
         sys.exit(EXIT_UNAVAILABLE)
+    import httpx
+
     r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"}, timeout=5)
     data = r.json()
     if output == "json":
@@ -90,6 +91,8 @@ def user_add(name: str, password: str | None, admin: bool) -> None:
     if password == "":
         password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     body = {"name": name, "admin": admin, **({"password": password} if password else {})}
+    import httpx
+
     r = httpx.post(f"{info['url']}/api/v2/local/users", json=body,
                    headers={"Authorization": f"Bearer {info['token']}"}, timeout=10)
     if r.status_code >= 400:

@@ -6,11 +6,12 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..client import Client, PaiError
+if TYPE_CHECKING:
+    from ..client import Client
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,6 +27,8 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ..client import PaiError  # imported here: `pai --help` stays fast
+
         try:
             return fn(*args, **kwargs)
         except PaiError as exc:
@@ -46,6 +49,8 @@ def handle_errors(fn: F) -> F:
 
 
 def client_for(profile: str | None) -> Client:
+    from ..client import Client
+
     return Client(profile)
 
 

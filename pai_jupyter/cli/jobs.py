@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..client import Client, JobDetail
+if TYPE_CHECKING:
+    from ..client import Client, JobDetail
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_JOB_FAILED,

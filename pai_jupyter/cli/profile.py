@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from ..client import Client
 from ..client.profiles import Profile, ProfileError, get_profile, load_profiles, remove_profile, upsert_profile
 from ..client.profiles import use_profile as set_default
 from .common import EXIT_BAD_INPUT, handle_errors, output_option, table
@@ -94,6 +93,8 @@ def login(name: str | None, username: str | None, password_stdin: bool) -> None:
         _fail(exc)
     user = username or prof.username or click.prompt("user name")
     password = sys.stdin.readline().rstrip("\n") if password_stdin else click.prompt("password", hide_input=True)
+    from ..client import Client
+
     client = Client(prof, username=user, auto_start=True)
     if prof.is_local:
         _fail(ProfileError("the local profile uses the daemon's own token; no login needed"))

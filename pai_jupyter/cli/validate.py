@@ -7,8 +7,6 @@ import sys
 
 import click
 
-from ..protocol import Job, JobValidationError
-
 EXIT_BAD_INPUT = 2
 
 
@@ -22,6 +20,8 @@ def validate(files: tuple[str, ...], output: str) -> None:
     Prints ``ok`` and a summary (roles, tasks, total CPU / GPU / memory) per valid file, or every problem
     with its field path. Exits 2 if any file is invalid, empty or unreadable.
     """
+    from ..protocol import Job, JobValidationError  # here, not at import: `pai --help` stays fast
+
     failed = False
     results = []
     for name in files:

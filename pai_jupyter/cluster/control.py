@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from .paths import local_dir, pai_home, read_runtime, runtime_file
 
 
@@ -20,6 +18,8 @@ class DaemonError(RuntimeError):
 
 
 def _answers(info: dict[str, Any], timeout: float = 1.0) -> bool:
+    import httpx
+
     try:
         r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"},
                       timeout=timeout)
