@@ -142,6 +142,9 @@ class Cluster:
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create()
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
+        except OSError as exc:  # the Estimator's source dir could not be copied: nothing was written
+            shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+            raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
         self._jobs[job_id] = job
         self.queue.add(job.virtual_cluster, now, job_id)
         self.schedule()
