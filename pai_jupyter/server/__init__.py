@@ -1,0 +1,65 @@
+"""Jupyter server extension: a task's Jupyter, TensorBoard and terminal behind this server's auth, the
+profile's jobs with their service URLs, and a metrics websocket.
+
+Enabled on install by ``jupyter-config/jupyter_server_config.d/pai_jupyter.json``
+(``jpserver_extensions: {"pai_jupyter.server": true}``); configured with ``c.PaiJupyter.*`` (see
+``config.PaiJupyter`` or ``docs/server-extension.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import PaiJupyter
+
+__all__ = ["PaiJupyter", "routes"]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "pai_jupyter.server"}]
+
+
+def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]]]:
+    """The extension's tornado routes under ``{base_url}pai/``."""
+    from jupyter_server.utils import url_path_join
+
+    from .common import JOB_RE
+    from .jobs import JobsHandler
+    from .metrics import MetricsSocket
+    from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
+    from .terminal import (
+        TERMINAL_RE,
+        TerminalProxyHandler,
+    )
+
+    args = {"registry": registry}
+    pai = url_path_join(base_url, "pai")
+    return [
+        (pai + "/api/jobs", JobsHandler, args),
+        (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
+        (pai + "/jobs/" + TERMINAL_RE, TerminalProxyHandler, args),
+        (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
+        (pai + "(?:/.*)?", PaiNotFound, {}),
+    ]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Build the one client for the configured profile, register the routes, start idle culling."""
+    from tornado.ioloop import IOLoop
+
+    from ..client import AsyncClient, PaiError
+    from .registry import Registry
+
+    config = PaiJupyter(parent=serverapp)
+    try:
+        client = AsyncClient(config.profile)
+    except PaiError as exc:
+        serverapp.log.error("pai_jupyter: the server extension is off: %s", exc)
+        return
+    registry = Registry(client, config, serverapp.log)
+    serverapp.web_app.settings["pai_jupyter_registry"] = registry
+    serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"], registry))
+    IOLoop.current().add_callback(registry.start_culling)
+    serverapp.log.info("pai_jupyter: jobs of profile %r (user %r) under %spai/ (idle culling: %s)",
+                       client.profile.name, client.username, serverapp.web_app.settings["base_url"],
+                       f"{config.idle_timeout_minutes:g} min" if config.idle_timeout_minutes > 0 else "off")

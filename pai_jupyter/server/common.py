@@ -1,0 +1,68 @@
+"""What every handler of the extension shares: errors that never reflect request text, safe JSON, routes.
+
+Error bodies are JSON with fixed messages (or messages built only from values this server checked), and
+``<``, ``>``, ``&`` are written as \\u escapes, so nothing a request carries can become markup in a page
+(GHSA-fvcq-4x64-hqxr reflected the proxied host into an HTML error page).
+"""
+
+from __future__ import annotations
+
+import json
+from http.client import responses
+from typing import Any
+from urllib.parse import quote
+
+from tornado import web
+
+JOB_RE = r"(?P<user>[^/~]+)~(?P<name>[^/]+)"
+TASK_RE = JOB_RE + r"/(?P<role>[^/]+)/(?P<index>\d{1,9})"
+SERVICES = ("jupyter", "tensorboard")
+
+
+class PaiHTTPError(web.HTTPError):
+    """An HTTP error whose ``message`` may be shown to the user (it holds no unchecked request text)."""
+
+    def __init__(self, status: int, message: str, *, retry_after: float | None = None, code: str | None = None):
+        super().__init__(status, "%s", message)
+        self.message = message
+        self.retry_after = retry_after
+        self.code = code
+
+
+def not_found(what: str = "no such job, task or service for this server's profile user") -> PaiHTTPError:
+    return PaiHTTPError(404, what, code="NotFound")
+
+
+def safe_json(data: Any) -> str:
+    """JSON that is also inert inside HTML (no raw <, >, &)."""
+    return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def error_body(status: int, exc: BaseException | None) -> dict[str, Any]:
+    if isinstance(exc, PaiHTTPError):
+        return {"code": exc.code or responses.get(status, "Error").replace(" ", ""), "message": exc.message}
+    # anything else (tornado's or jupyter-server-proxy's HTTPError) may carry request text in log_message
+    return {"code": responses.get(status, "Error").replace(" ", ""), "message": responses.get(status, "Error")}
+
+
+class SafeErrors:
+    """Mixin for JupyterHandler subclasses: JSON errors, never the exception's free text."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = (kwargs.get("exc_info") or (None, None, None))[1]
+        if isinstance(exc, PaiHTTPError) and exc.retry_after is not None:
+            self.set_header("Retry-After", str(max(1, round(exc.retry_after))))
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(safe_json(error_body(status_code, exc)))
+
+
+def job_path(user: str, name: str) -> str:
+    """``user~name`` quoted for a URL path segment."""
+    return f"{quote(user, safe='')}~{quote(name, safe='')}"
+
+
+def task_prefix(base_url: str, user: str, name: str, role: str, index: int) -> str:
+    """The public path of a task under this server: ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/``."""
+    return f"{base_url.rstrip('/')}/pai/jobs/{job_path(user, name)}/{quote(role, safe='')}/{index}/"

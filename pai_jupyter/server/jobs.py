@@ -1,0 +1,86 @@
+"""``GET {base_url}pai/api/jobs``: the profile's jobs with, per task, the URLs of its services and terminal.
+
+What the labextension draws its job panel from. URLs are paths on this Jupyter server (the browser never
+learns a task's host or port). Jobs that have ended carry no service URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from ..client import FINAL_STATES, JobNotFound, NotSupported, PaiError
+from .common import SafeErrors, job_path, safe_json, task_prefix
+from .registry import Registry
+
+
+def _summary(job: Any) -> dict[str, Any]:
+    return {"id": job.id, "name": job.name, "username": job.username, "state": job.state,
+            "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
+            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number}
+
+
+class JobsHandler(SafeErrors, APIHandler):
+    """The jobs of this server's profile user, newest first (``?limit=N``, ``?state=RUNNING,WAITING``)."""
+
+    def initialize(self, registry: Registry) -> None:
+        self.registry = registry
+
+    @web.authenticated
+    async def get(self) -> None:
+        client = self.registry.client
+        most = self.registry.config.jobs_list_limit
+        try:
+            limit = max(1, min(int(self.get_argument("limit", "0") or 0) or most, most))
+        except ValueError:
+            limit = most
+        state = self.get_argument("state", None)
+        try:
+            jobs = await client.list_jobs(limit=limit, state=state.split(",") if state else None)
+        except PaiError as exc:
+            self.log.warning("pai: listing jobs: %s", exc)
+            raise web.HTTPError(502) from None
+        live = [j for j in jobs if j.state not in FINAL_STATES]
+        extra = await asyncio.gather(*(self._tasks(j.username, j.name) for j in live))
+        by_id = {j.id: e for j, e in zip(live, extra, strict=True)}
+        base = self.base_url.rstrip("/")
+        out = []
+        for job in jobs:
+            row = _summary(job)
+            row["metricsUrl"] = f"{base}/pai/api/jobs/{job_path(job.username, job.name)}/metrics"
+            row.update(by_id.get(job.id, {"tasks": [], "servicesMessage": None}))
+            out.append(row)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(safe_json({"profile": client.profile.name, "user": client.username, "jobs": out}))
+
+    async def _tasks(self, user: str, name: str) -> dict[str, Any]:
+        """Each task of a live job with its service URLs (and states) and its terminal URL."""
+        client = self.registry.client
+        job = f"{user}~{name}"
+        message = None
+        try:
+            detail, services = await asyncio.gather(client.detail(job), self._services(job))
+        except JobNotFound:
+            return {"tasks": [], "servicesMessage": None}
+        if isinstance(services, str):
+            services, message = [], services
+        tasks = []
+        for t in detail.tasks:
+            prefix = task_prefix(self.base_url, user, name, t.role, t.task_index)
+            own = [s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index]
+            tasks.append({
+                "role": t.role, "index": t.task_index, "state": t.task_state,
+                "services": [{"name": s.get("name"), "state": s.get("state"), "url": f"{prefix}{s.get('name')}/"}
+                             for s in own],
+                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and not message else None,
+            })
+        return {"tasks": tasks, "servicesMessage": message}
+
+    async def _services(self, job: str) -> list[dict[str, Any]] | str:
+        try:
+            return list(await self.registry.client.services(job))
+        except NotSupported as exc:
+            return exc.message

@@ -1,0 +1,200 @@
+"""HTTP and websocket proxy to a task's Jupyter and TensorBoard, by subclassing jupyter-server-proxy.
+
+``{base_url}pai/jobs/{user}~{name}/{role}/{index}/{jupyter|tensorboard}/{path}`` goes to the host and port the
+cluster lists for that task's declared service — the route cannot name a host or port at all. The request
+path after the service name is forwarded under the path the service expects (``basePath``: ``/`` for
+TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for the in-task Jupyter, whose
+token the proxy adds). The browser's own Jupyter credentials (Authorization header, cookies, ``token``
+query parameter) never reach the task.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server_proxy.handlers import ProxyHandler
+from tornado import web
+
+from .common import TASK_RE, PaiHTTPError, SafeErrors, not_found
+from .registry import TITLES, Key, Registry, Target
+
+SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
+DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
+SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+
+
+def _is_websocket(handler: web.RequestHandler) -> bool:
+    return (handler.request.method == "GET"
+            and handler.request.headers.get("Upgrade", "").lower() == "websocket")
+
+
+def without_token(query: str) -> str:
+    """The query string minus ``token=`` (the browser's Jupyter token stays with this server)."""
+    return "&".join(p for p in query.split("&") if p and p.split("=", 1)[0] != "token")
+
+
+class TaskProxyBase(SafeErrors, ProxyHandler):
+    """Authentication on every request (websocket upgrades too), JSON errors, activity for idle culling."""
+
+    registry: Registry
+    key: Key | None = None
+    backend_path = "/"
+    backend_query = ""
+
+    def initialize(self, registry: Registry) -> None:
+        self.registry = registry
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Jupyter's auth before anything else: 403 for a websocket upgrade, login redirect or 403 otherwise
+        (as jupyter-server-proxy >= 4.1.1 does; GHSA-w3vc-fx9p-wp4v). Unlike jupyter-server-proxy, XSRF is
+        checked here for cookie-authenticated writes: the task's service gets our token for it, so it cannot
+        tell a forged cross-site request from the user's own."""
+        ws = _is_websocket(self)
+        await JupyterHandler.prepare(self, _redirect_to_login=not ws)
+        if self._finished:
+            return
+        if not self.current_user:
+            if ws:
+                raise web.HTTPError(403)
+            web.authenticated(lambda handler: None)(self)
+            return
+        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            JupyterHandler.check_xsrf_cookie(self)
+        elif not ws:
+            self.xsrf_token  # noqa: B018  (sets this server's _xsrf cookie, which a task's Jupyter page sends back)
+
+    def get_client_uri(self, protocol: str, host: str, port: Any, proxied_path: str) -> str:
+        path = quote(proxied_path if proxied_path.startswith("/") else "/" + proxied_path, safe=SAFE_PATH)
+        return urlunsplit((protocol, f"{host}:{port}", path, self.backend_query, ""))
+
+    def proxy_request_headers(self) -> Any:
+        headers = self.request.headers.copy()
+        for name in DROP_HEADERS:
+            headers.pop(name, None)
+        headers.update(self.get_request_headers_override())
+        return headers
+
+    def _record_activity(self) -> None:
+        super()._record_activity()
+        self.registry.touch(self.key)
+
+    def on_close(self) -> None:
+        super().on_close()
+        self.registry.socket_closed(self.key, self)
+
+
+class ServiceProxyHandler(TaskProxyBase):
+    """A task's Jupyter or TensorBoard, HTTP and websocket."""
+
+    target: Target | None = None
+
+    async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
+        """Find the service (404/409/503 before any upgrade) and return the path to ask it for."""
+        self.key, target = await self.registry.resolve(user, name, role, int(index), service)
+        self.target = target
+        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        raw_rest = raw.group("rest") if raw else rest
+        self.proxy_base = self.request.path[len(self.base_url):len(self.request.path) - len(raw_rest or "")]
+        self.absolute_url = target.base_path != "/"
+        self.host_allowlist = [target.host]
+        self.backend_query = without_token(self.request.query)
+        return target.base_path.rstrip("/") + (raw_rest or "/")
+
+    def get_request_headers_override(self) -> dict[str, str]:
+        if self.target is not None and self.target.token:
+            return {"Authorization": f"token {self.target.token}"}
+        return {}
+
+    def _rewrite(self, response: Any) -> None:
+        """A task's Jupyter: no cookies of its own (our token authenticates it; its _xsrf would shadow ours), and
+        redirects within its base path mapped to our public prefix."""
+        target = self.target
+        if target is None or target.base_path == "/":
+            return
+        if "Set-Cookie" in response.headers:
+            del response.headers["Set-Cookie"]
+        location = response.headers.get("Location")
+        if not location or response.code not in (301, 302, 303, 307, 308):
+            return
+        parts = urlsplit(location)
+        if not parts.scheme and not parts.netloc and parts.path.startswith(target.base_path):
+            public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
+            response.headers["Location"] = urlunsplit(("", "", public + parts.path[len(target.base_path):],
+                                                       parts.query, parts.fragment))
+
+    async def _forward(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
+        if rest is None:  # .../tensorboard -> .../tensorboard/
+            if self.request.method in ("GET", "HEAD"):
+                query = f"?{self.request.query}" if self.request.query else ""
+                self.redirect(self.request.path + "/" + query)
+                return
+            raise not_found()
+        path = await self._resolve(user, name, role, index, service, rest)
+        self.rewrite_response = (lambda response: self._rewrite(response),)  # it calls by parameter names
+        assert self.target is not None
+        try:
+            await self.proxy(self.target.host, self.target.port, path)
+        except web.HTTPError as exc:
+            if exc.status_code not in (500, 599) or isinstance(exc, PaiHTTPError):
+                raise
+            self.registry.forget(self.key) if self.key else None
+            raise PaiHTTPError(503, f"{TITLES[service]} of this task did not answer; it may be restarting, try "
+                                    "again in a few seconds", retry_after=2, code="NotAnswering") from None
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        if _is_websocket(self):  # resolve first, so a missing job or service is a plain 404 and not an upgrade
+            self.backend_path = await self._resolve(**kwargs)
+        await super().get(*args, **kwargs)
+
+    async def http_get(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    async def open(self, **kw: Any) -> None:
+        assert self.target is not None and self.key is not None
+        try:
+            await self.proxy_open(self.target.host, self.target.port, self.backend_path)
+        except Exception as exc:
+            self.log.info("pai: websocket to %s failed: %s", self.key, exc)
+            self.registry.forget(self.key)
+            self.close(1011, "the task's service did not accept the websocket")
+            return
+        self.registry.socket_opened(self.key, self)
+
+    @web.authenticated
+    async def post(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @web.authenticated
+    async def put(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @web.authenticated
+    async def delete(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @web.authenticated
+    async def patch(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @web.authenticated
+    async def head(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @web.authenticated
+    async def options(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+
+class PaiNotFound(SafeErrors, JupyterHandler):
+    """Anything else under ``pai/``: authenticated first, then a 404 that echoes nothing."""
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        raise not_found("no such route")
+
+    get = web.authenticated(_nothing)
+    post = put = delete = patch = head = options = get
