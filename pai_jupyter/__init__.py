@@ -29,3 +29,16 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext pai_jupyter``: register the magics. The magics module imports the client only when used."""
+    from .notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .notebook.magics import unload_ipython_extension as unload
+
+    unload(ipython)
