@@ -1,0 +1,335 @@
+"""JobForm: seed 001's submit form (6.1.2) — basic and pro mode, Edit JSON, Import, Export — as ipywidgets.
+
+The form's state is a v1 JSON document, the format of the seed's "Edit JSON" window: the fields write it, the
+JSON editor and Import read it, and the protocol validates it, so every problem's field path
+(``taskRoles[0].memoryMB``) finds the widget it is about and is shown right under it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from .display import download_html, error_html, esc, pre_html, problems_html
+from .formfields import PLUGIN_KEY, Field, RoleFields, area, as_v1, locate, parse_pairs, profile_names, text
+
+
+class JobForm(W.VBox):
+    """Build, check and submit a job. ``client_factory(profile_name)`` makes the client (default: ``Client``)."""
+
+    def __init__(self, job: Any = None, *, client_factory: Callable[[str], Any] | None = None, **kw: Any):
+        super().__init__(**kw)
+        self._client_factory = client_factory
+        self._base: dict[str, Any] = {}  # keys of an imported document the form has no field for (kept as is)
+        self._syncing = False
+        self._clients: dict[str, Any] = {}
+        self.job_id: str | None = None
+        self.problems: list[tuple[str, str]] = []
+        names, default = profile_names()
+        self.name = text("Job name", "my-job", tooltip="letters, digits, '-', '_', '.', '~'; unique per user")
+        self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "where to submit")
+        self.gpu_type = text("GPU type", placeholder="any", tooltip="v1 gpuType; empty = any")
+        self.image = text("Image", "python:3.11", tooltip="the Docker image every task runs")
+        self.vc = text("Virtual cluster", "default")
+        self.retry = Field(W.IntText(value=0, layout=W.Layout(width="300px")), "Retry count")
+        self.env = area("Environment", placeholder="KEY=value, one a line")
+        self.storages = area("Storage mounts", placeholder="storage-name:/mnt/path, one a line")
+        self.tensorboard = W.Checkbox(description="TensorBoard", indent=False)
+        self.tb_logdir = W.Text(placeholder="logdir (default: the job's log output)", layout=W.Layout(width="320px"))
+        self.ssh = W.Checkbox(description="SSH", indent=False)
+        self.jupyter = W.Checkbox(description="Jupyter", indent=False)
+        self.plugins = Field(W.HBox([self.tensorboard, self.tb_logdir, self.ssh, self.jupyter]), "Runtime plugins")
+        self.job_fields = {"name": self.name, "image": self.image, "gpu_type": self.gpu_type, "vc": self.vc,
+                           "retry": self.retry, "env": self.env, "storages": self.storages, "plugins": self.plugins}
+        self.roles: list[RoleFields] = []
+        self.tabs = W.Tab()
+        self.add_role_button = W.Button(description="Add task role", icon="plus")
+        self.remove_role_button = W.Button(description="Remove task role", icon="minus")
+        self.pro = W.Checkbox(description="Pro mode", value=False, indent=False)
+        self.edit_json = W.ToggleButton(description="Edit JSON", icon="code")
+        self.json = W.Textarea(rows=18, layout=W.Layout(width="100%", display="none"), continuous_update=False)
+        self.json_error = W.HTML("")
+        self.upload = W.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Import")
+        self.export_button = W.Button(description="Export", icon="download")
+        self.export_link = W.HTML("")
+        self.submit_button = W.Button(description="Submit", button_style="primary", icon="paper-plane")
+        self.general = W.HTML("")
+        self.confirm_summary = W.HTML("")
+        self.confirm_button = W.Button(description="Confirm and submit", button_style="success")
+        self.cancel_button = W.Button(description="Cancel")
+        self.confirm_box = W.VBox([self.confirm_summary, W.HBox([self.confirm_button, self.cancel_button])],
+                                  layout=W.Layout(display="none"))
+        self.result = W.HTML("")
+        self.pro_box = W.VBox([self.vc.box, self.retry.box, self.env.box, self.storages.box, self.plugins.box,
+                               W.HBox([self.add_role_button, self.remove_role_button])])
+        self.children = [
+            W.HTML("<b>Basic settings</b>"), self.name.box, self.profile.box, self.gpu_type.box, self.image.box,
+            W.HTML("<b>Task roles</b>"), self.tabs, self.pro_box, self.general,
+            W.HBox([self.pro, self.edit_json, self.upload, self.export_button, self.submit_button]),
+            self.json, self.json_error, self.export_link, self.confirm_box, self.result]
+        for f in self.job_fields.values():
+            if f is not self.plugins:
+                f.widget.observe(self._changed, names="value")
+        for w in (self.tensorboard, self.tb_logdir, self.ssh, self.jupyter):
+            w.observe(self._changed, names="value")
+        self.pro.observe(lambda _: self._show_pro(), names="value")
+        self.edit_json.observe(self._toggle_json, names="value")
+        self.json.observe(self._json_edited, names="value")
+        self.upload.observe(self._imported, names="value")
+        self.add_role_button.on_click(lambda _: self.add_role())
+        self.remove_role_button.on_click(lambda _: self.remove_role())
+        self.export_button.on_click(lambda _: self.export())
+        self.submit_button.on_click(lambda _: self.submit())
+        self.confirm_button.on_click(lambda _: self.confirm())
+        self.cancel_button.on_click(lambda _: self._hide_confirm())
+        self.add_role()
+        if job is not None:
+            self.load(job)
+        self._show_pro()
+        self.validate()
+
+    # ---- roles and modes -----------------------------------------------------------------------------------------
+    def add_role(self, name: str | None = None) -> RoleFields:
+        taken = {r.name.value for r in self.roles}
+        name = name or next(n for n in ("main", *(f"worker{i}" for i in range(1, 1000))) if n not in taken)
+        role = RoleFields(name)
+        role.observe(self._changed)
+        self.roles.append(role)
+        self._retab()
+        self._changed()
+        return role
+
+    def remove_role(self) -> None:
+        if len(self.roles) > 1:
+            self.roles.pop(self.tabs.selected_index or len(self.roles) - 1)
+            self._retab()
+            self._changed()
+
+    def _retab(self) -> None:
+        self.tabs.children = [r.box for r in self.roles]
+        for i, r in enumerate(self.roles):
+            self.tabs.set_title(i, r.name.value or f"role {i}")
+            r.set_pro(self.pro.value)
+
+    def _show_pro(self) -> None:
+        self.pro_box.layout.display = "" if self.pro.value else "none"
+        for r in self.roles:
+            r.set_pro(self.pro.value)
+
+    # ---- the document --------------------------------------------------------------------------------------------
+    def to_v1(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """The v1 JSON the fields say, and problems of fields that could not be read (bad ``KEY=value`` lines)."""
+        bad: list[tuple[str, str]] = []
+        doc = {k: v for k, v in self._base.items() if k not in ("gpuType", "jobEnvs", "extras")}
+        doc.update({"jobName": self.name.value, "image": self.image.value, "virtualCluster": self.vc.value or "default",
+                    "retryCount": self.retry.value})
+        if self.gpu_type.value.strip():
+            doc["gpuType"] = self.gpu_type.value.strip()
+        envs, wrong = parse_pairs(self.env.value, "=", "KEY=value")
+        bad += [("jobEnvs", w) for w in wrong]
+        if envs:
+            doc["jobEnvs"] = dict(envs)
+        mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
+        bad += [("extras.storages", w) for w in wrong]
+        extras = {k: v for k, v in (self._base.get("extras") or {}).items() if k not in ("storages", PLUGIN_KEY)}
+        if mounts:
+            extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
+        plugins: list[dict[str, Any]] = []
+        if self.tensorboard.value:
+            logdir = self.tb_logdir.value.strip()
+            plugins.append({"plugin": "tensorboard", "parameters": {"logdir": logdir} if logdir else {}})
+        plugins += [{"plugin": n} for n, box in (("ssh", self.ssh), ("jupyter", self.jupyter)) if box.value]
+        if plugins:
+            extras[PLUGIN_KEY] = plugins
+        if extras:
+            doc["extras"] = extras
+        doc["taskRoles"] = []
+        for i, r in enumerate(self.roles):
+            role, role_bad = r.to_v1()
+            doc["taskRoles"].append(role)
+            bad += [(f"taskRoles[{i}].portList", m) for m in role_bad.get("ports", [])]
+        return doc, bad
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_v1()[0], indent=2, ensure_ascii=False)
+
+    def load(self, job: Any) -> None:
+        """Fill the form from a Job, v1 JSON / v2 YAML text, or a v1 dict (v2 is converted to v1, as OpenPAI's
+        submit page does); problems the document has are shown beside the fields."""
+        from ..protocol import Job
+
+        if isinstance(job, Job):
+            doc = as_v1(job)
+        elif isinstance(job, dict):
+            doc = as_v1(Job.from_dict(job)) if "protocolVersion" in job else job
+        else:
+            try:
+                doc = json.loads(job)
+            except ValueError:
+                doc = None
+            if not isinstance(doc, dict) or "protocolVersion" in doc or "taskRoles" not in doc or isinstance(
+                    doc.get("taskRoles"), dict):
+                doc = as_v1(Job.from_text(job))  # v2: raises JobValidationError / ConversionError with paths
+        self._syncing = True
+        try:
+            self._fill(doc)
+        finally:
+            self._syncing = False
+        self._changed(from_document=doc)
+
+    def _fill(self, doc: dict[str, Any]) -> None:
+        self._base = dict(doc)
+        for field, key, default in ((self.name, "jobName", ""), (self.image, "image", ""), (self.vc, "virtualCluster",
+                                    "default"), (self.gpu_type, "gpuType", "")):
+            value = doc.get(key, default)
+            field.value = value if isinstance(value, str) else ""
+        retry = doc.get("retryCount", 0)
+        self.retry.value = retry if isinstance(retry, int) and not isinstance(retry, bool) else 0
+        envs = doc.get("jobEnvs") or {}
+        self.env.value = "\n".join(f"{k}={v}" for k, v in envs.items()) if isinstance(envs, dict) else ""
+        extras = doc.get("extras") if isinstance(doc.get("extras"), dict) else {}
+        mounts = extras.get("storages") or []
+        self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
+                                        if isinstance(m, dict)) if isinstance(mounts, list) else ""
+        plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
+        self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
+                                                                                             "jupyter"))
+        logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
+        self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
+        roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
+        self.roles = [RoleFields() for _ in roles]
+        for fields, role in zip(self.roles, roles, strict=True):
+            fields.from_v1(role)
+            fields.observe(self._changed)
+        self._retab()
+        if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
+                r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):
+            self.pro.value = True
+
+    # ---- validation --------------------------------------------------------------------------------------------
+    def validate(self, doc: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+        """Check the document with the protocol and put each problem beside its field; returns (path, message)."""
+        from ..protocol import Job, JobValidationError
+
+        mine, bad = self.to_v1()
+        problems = list(bad)
+        try:
+            Job.from_dict(doc if doc is not None else mine)
+        except JobValidationError as exc:
+            problems += [(p.path, p.message) for p in exc.problems]
+        self.show_problems(problems)
+        return problems
+
+    def show_problems(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        per: dict[tuple[int | None, str], list[str]] = {}
+        general = []
+        for path, message in problems:
+            index, key = locate(path)
+            if key is None or (index is not None and index >= len(self.roles)):
+                general.append((path, message))
+            else:
+                per.setdefault((index, key), []).append(message)
+        for key, f in self.job_fields.items():
+            f.set_error(per.get((None, key), []))
+        for i, r in enumerate(self.roles):
+            for key, f in r.fields.items():
+                f.set_error(per.get((i, key), []))
+        self.general.value = problems_html([{"path": p, "message": m} for p, m in general]) if general else ""
+
+    # ---- sync with the JSON editor, import, export -----------------------------------------------------------
+    def _changed(self, change: Any = None, from_document: dict[str, Any] | None = None) -> None:
+        if self._syncing:
+            return
+        for i, r in enumerate(self.roles):
+            self.tabs.set_title(i, r.name.value or f"role {i}")
+        if from_document is None and self.edit_json.value:
+            self._syncing = True
+            try:
+                self.json.value = self.to_json()
+            finally:
+                self._syncing = False
+        self.validate(from_document)
+
+    def _toggle_json(self, change: Any) -> None:
+        self.json.layout.display = "" if self.edit_json.value else "none"
+        if self.edit_json.value:
+            self._syncing = True
+            try:
+                self.json.value = self.to_json()
+            finally:
+                self._syncing = False
+
+    def _json_edited(self, change: Any) -> None:
+        if not self._syncing:
+            self._load_reporting(self.json.value)
+
+    def _load_reporting(self, source: str) -> bool:
+        from ..protocol import JobValidationError
+
+        try:
+            self.load(source)
+        except JobValidationError as exc:
+            self.json_error.value = problems_html(exc.problems, "cannot load this document")
+            return False
+        self.json_error.value = ""
+        return True
+
+    def _imported(self, change: Any) -> None:
+        files = self.upload.value
+        if not files:
+            return
+        item = files[0]
+        content = item["content"] if isinstance(item, dict) else item.content
+        try:
+            source = bytes(content).decode("utf-8")
+        except UnicodeDecodeError:
+            self.json_error.value = error_html("the imported file is not UTF-8 text")
+            return
+        if self._load_reporting(source) and self.edit_json.value:
+            self._toggle_json(None)
+
+    def export(self) -> str:
+        """A download link for the job as v1 JSON (the browser saves it); returns the JSON too."""
+        data = self.to_json()
+        name = f"{self.name.value or 'job'}.json"
+        self.export_link.value = download_html(name, data, "application/json", f"download {name}")
+        return data
+
+    # ---- submit ----------------------------------------------------------------------------------------------
+    def submit(self) -> bool:
+        """Check, then show the confirmation summary (seed 001: a confirm window before the job is sent)."""
+        from ..protocol import Job
+
+        if self.validate():
+            self.result.value = error_html(f"fix the {len(self.problems)} problem(s) shown above first")
+            return False
+        job = Job.from_dict(self.to_v1()[0])
+        self.confirm_summary.value = (f"<b>Submit to profile {esc(self.profile.value)}?</b>" + pre_html(job.summary()))
+        self.confirm_box.layout.display = ""
+        return True
+
+    def _hide_confirm(self) -> None:
+        self.confirm_box.layout.display = "none"
+
+    def confirm(self) -> str | None:
+        """Send the job; shows and returns its id, or shows the server's problems beside the fields."""
+        from ..client import Client, PaiError
+
+        self._hide_confirm()
+        try:
+            if self.profile.value not in self._clients:
+                self._clients[self.profile.value] = (self._client_factory or Client)(self.profile.value)
+            client = self._clients[self.profile.value]
+            self.job_id = client.submit(self.to_json())
+        except PaiError as exc:
+            problems = [(p.get("path", ""), p.get("message", "")) for p in getattr(exc, "problems", [])]
+            if problems:
+                self.show_problems(problems)
+            self.result.value = error_html(f"not submitted: {exc}")
+            return None
+        self.result.value = f"submitted <code>{esc(self.job_id)}</code>"
+        return self.job_id

@@ -1,0 +1,174 @@
+"""Embedded TensorBoard: a job's, through the Jupyter server's proxy route, or one for a local logdir.
+
+A job's TensorBoard runs inside its task (the ``tensorboard`` runtime plugin); the notebook embeds the server
+extension's route ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/tensorboard/``, never ``localhost:port``
+(which breaks on remote servers and hubs). A local logdir gets a TensorBoard subprocess, reused by logdir like
+``%tensorboard`` does (an info file per logdir under ``$PAI_JUPYTER_HOME/tensorboard``), reached through
+jupyter-server-proxy's ``{base_url}proxy/{port}/`` or ``$TENSORBOARD_PROXY_URL`` (``%PORT%`` is replaced).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .display import base_url, esc, link_html, service_url
+
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED")  # job / task states; a service says stopped / stopping
+
+
+def iframe(url: str, height: int = 600, title: str = "TensorBoard") -> Any:
+    from IPython.display import HTML
+
+    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>'
+                f'<iframe src="{esc(url)}" width="100%" height="{int(height)}" frameborder="0"></iframe>')
+
+
+def _note(text: str) -> Any:
+    from IPython.display import HTML
+
+    return HTML(f"<i>{esc(text)}</i>")
+
+
+def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
+    """(role, index, state) of each task that runs the job's TensorBoard: from ``client.services`` where the
+    server has it, else from the job's own ``tensorboard`` runtime plugin (its ``taskRole``, else the first role)."""
+    if hasattr(client, "services"):
+        try:
+            return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in client.services(job)
+                    if s.get("name") == "tensorboard"]
+        except Exception as exc:
+            if type(exc).__name__ != "NotSupported":
+                raise
+    from ..protocol import Job
+
+    spec = Job.from_text(client.config(job))
+    plugin = next((p for p in spec.runtime_plugins if p.get("plugin") == "tensorboard"), None)
+    if plugin is None:
+        return []
+    role = (plugin.get("parameters") or {}).get("taskRole") or spec.task_roles[0].name
+    detail = client.detail(job)
+    state = next((t.task_state for t in detail.tasks if t.role == role and t.task_index == 0), detail.state)
+    return [(role, 0, state)]
+
+
+def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None = None, height: int = 600,
+            base: str | None = None) -> Any:
+    """An iframe of the job's TensorBoard through the server extension, or a note saying why there is none."""
+    job_id = client.job_id(job)
+    targets = [t for t in job_targets(client, job_id)
+               if (role is None or t[0] == role) and (index is None or t[1] == index)]
+    if not targets:
+        return _note(f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
+                     "(extras: com.microsoft.pai.runtimeplugin)")
+    r, i, state = targets[0]
+    if state.upper() in (*FINAL, "STOPPING"):
+        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) is {state.lower()}; it runs while its task runs "
+                     "(plot event files with pai_jupyter.notebook.curves instead)")
+    return iframe(service_url(job_id, r, i, "tensorboard", base), height)
+
+
+# ---- a TensorBoard for a local logdir ------------------------------------------------------------------------
+def info_dir() -> Path:
+    from ..cluster.paths import pai_home
+
+    return pai_home() / "tensorboard"
+
+
+def proxy_url(port: int, base: str | None = None) -> str:
+    template = os.environ.get("TENSORBOARD_PROXY_URL")
+    if template:
+        return template.replace("%PORT%", str(port))
+    return f"{base or base_url()}proxy/{port}/"
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalTensorBoard:
+    logdir: str
+    port: int
+    pid: int
+    reused: bool = False
+
+    @property
+    def url(self) -> str:
+        return proxy_url(self.port)
+
+    def alive(self) -> bool:
+        """Our TensorBoard still runs there: the pid is a tensorboard for this logdir, and the port answers."""
+        import psutil
+
+        try:
+            cmd = " ".join(psutil.Process(self.pid).cmdline())
+        except (psutil.Error, OSError):
+            return False
+        return "tensorboard" in cmd and self.logdir in cmd and _answers(self.port)
+
+    def embed(self, height: int = 600) -> Any:
+        return iframe(self.url, height)
+
+    def _repr_html_(self) -> str:
+        return self.embed()._repr_html_()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGTERM)
+        with contextlib.suppress(OSError):
+            _info_file(self.logdir).unlink()
+
+
+def _info_file(logdir: str) -> Path:
+    return info_dir() / f"{hashlib.sha1(logdir.encode()).hexdigest()[:16]}.json"
+
+
+def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0) -> LocalTensorBoard:
+    """Start a TensorBoard for ``logdir``, or reuse the one already serving it."""
+    path = str(Path(logdir).expanduser().resolve())
+    info = _info_file(path)
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        known = json.loads(info.read_text())
+        tb = LocalTensorBoard(path, int(known["port"]), int(known["pid"]), reused=True)
+        if tb.alive():
+            return tb
+    Path(path).mkdir(parents=True, exist_ok=True)
+    port = port or _free_port()
+    info.parent.mkdir(parents=True, exist_ok=True)
+    log = info.with_suffix(".log")
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", path, "--port", str(port),
+                                 "--host", "127.0.0.1", "--reload_interval", "5"], stdout=out, stderr=out,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not _answers(port):
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"TensorBoard exited with {proc.returncode} before serving {path}:\n{tail}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise TimeoutError(f"TensorBoard did not answer on port {port} within {timeout:g} s (log: {log})")
+        time.sleep(0.1)
+    info.write_text(json.dumps({"logdir": path, "port": port, "pid": proc.pid}))
+    return LocalTensorBoard(path, port, proc.pid)
