@@ -29,7 +29,8 @@ def main() -> int:
             continue
         print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
     print("\n== starting the embedded cluster")
-    info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"))
+    # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too
+    info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"), cpus=max(os.cpu_count() or 1, 4))
     print(f"local cluster at {info['url']} (runtime {info['runtime']})")
     http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
     suffix = time.strftime("%H%M%S")
