@@ -138,5 +138,5 @@ def plot(frame: Any, title: str = "training curves", series: Iterable[str] | Non
         marks.append(bq.Lines(x=part["step"].to_numpy(), y=part["value"].to_numpy(), scales={"x": x, "y": y},
                               labels=[name], colors=[PALETTE[i % len(PALETTE)]], display_legend=True))
     return bq.Figure(marks=marks, title=title, legend_location="top-right",
-                     axes=[bq.Axis(scale=x, label="step"), bq.Axis(scale=y, orientation="vertical", label="value")],
+                     axes=[bq.Axis(scale=x, label="step"), bq.Axis(scale=y, side="left", label="value")],
                      layout=W.Layout(width="640px", height="360px"))

@@ -68,8 +68,9 @@ class JobList(W.VBox):
         self.filters = {s: W.ToggleButton(description=s, value=s in (states or []), layout=W.Layout(width="auto"))
                         for s in STATES}
         self.refresh_button = W.Button(description="Refresh", icon="refresh")
-        self.auto = W.Dropdown(options=REFRESH, value=interval if interval in dict(REFRESH).values() else 10.0,
-                               description="Auto-refresh", layout=W.Layout(width="200px"))
+        choices = REFRESH if interval in dict(REFRESH).values() else (*REFRESH, (f"{interval:g} s", interval))
+        self.auto = W.Dropdown(options=choices, value=interval, description="Auto-refresh",
+                               layout=W.Layout(width="200px"))
         self.status = W.HTML()
         self.grid = W.GridBox(layout=W.Layout(grid_template_columns=f"repeat({len(LIST_COLUMNS)}, auto) 140px",
                                               grid_gap="2px 12px"))

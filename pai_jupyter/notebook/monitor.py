@@ -33,7 +33,7 @@ class _Chart:
                               scales={"x": self.x, "y": self.y}, display_legend=True)
         self.figure = bq.Figure(marks=[self.lines], title=title, legend_location="top-left",
                                 axes=[bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S"),
-                                      bq.Axis(scale=self.y, orientation="vertical", label=unit)],
+                                      bq.Axis(scale=self.y, side="left", label=unit)],
                                 layout=W.Layout(width="460px", height="280px"),
                                 fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 10})
         self.series: dict[str, deque[float]] = {}

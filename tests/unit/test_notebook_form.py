@@ -1,0 +1,207 @@
+"""JobForm logic without a frontend: fields <-> JSON, validation beside each field, import/export, submit.
+
+Widgets talk to a recording comm (ipywidgets' own test pattern), so the tests also see what a frontend gets.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ipywidgets.widgets import widget as widget_module
+
+from pai_jupyter.client import InvalidJob
+from pai_jupyter.notebook.form import JobForm
+from pai_jupyter.notebook.formfields import PLUGIN_KEY, locate
+
+ROOT = Path(__file__).resolve().parents[2]
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+class RecordingComm:
+    """Stands in for the kernel's comm: keeps every message a widget sends."""
+
+    kernel = "a kernel"
+    sent: list[dict[str, Any]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.comm_id = kwargs.get("comm_id") or f"c{len(RecordingComm.sent)}"
+
+    def open(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def on_msg(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def close(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def send(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
+        RecordingComm.sent.append(data)
+
+
+@pytest.fixture(autouse=True)
+def comm(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
+    monkeypatch.setattr(widget_module.comm, "create_comm", lambda **kw: RecordingComm(**kw))
+    RecordingComm.sent = []
+    yield RecordingComm.sent
+
+
+def doc(form: JobForm) -> dict[str, Any]:
+    return json.loads(form.to_json())
+
+
+def test_defaults_are_seed_001s_basic_form() -> None:
+    form = JobForm()
+    d = doc(form)
+    assert d["taskRoles"] == [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 1024, "shmMB": 64,
+                               "gpuNumber": 0, "command": "sleep infinity", "minFailedTaskCount": 1,
+                               "minSucceededTaskCount": None}]
+    assert form.problems == [] and form.pro.value is False
+    assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
+    form.pro.value = True
+    assert form.pro_box.layout.display == "" and form.roles[0].memory.box.layout.display == ""
+
+
+def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
+    form = JobForm()
+    form.edit_json.value = True
+    form.name.value = "exp1"
+    form.roles[0].ports.value = "http:1, ssh:2"
+    form.env.value = "LR=0.1\nMODE=fast"
+    form.storages.value = "team:/mnt/team"
+    form.tensorboard.value, form.tb_logdir.value, form.jupyter.value = True, "/out/tb", True
+    d = json.loads(form.json.value)
+    assert d["jobName"] == "exp1" and d["jobEnvs"] == {"LR": "0.1", "MODE": "fast"}
+    assert d["taskRoles"][0]["portList"] == [{"label": "http", "beginAt": 0, "portNumber": 1},
+                                             {"label": "ssh", "beginAt": 0, "portNumber": 2}]
+    assert d["extras"] == {"storages": [{"name": "team", "mountPath": "/mnt/team"}],
+                           PLUGIN_KEY: [{"plugin": "tensorboard", "parameters": {"logdir": "/out/tb"}},
+                                        {"plugin": "jupyter"}]}
+    d["taskRoles"][0]["cpuNumber"] = 4
+    d["taskRoles"].append({**d["taskRoles"][0], "name": "worker", "taskNumber": 3})
+    d["extras"][PLUGIN_KEY] = [{"plugin": "ssh"}]
+    d["dataDir"] = "/data"  # no field for it: kept as written
+    form.json.value = json.dumps(d)
+    assert form.roles[0].cpu.value == 4 and [r.name.value for r in form.roles] == ["main", "worker"]
+    assert form.roles[1].instances.value == 3 and len(form.tabs.children) == 2 and form.tabs.titles[1] == "worker"
+    assert (form.ssh.value, form.tensorboard.value, form.jupyter.value) == (True, False, False)
+    assert doc(form)["dataDir"] == "/data" and form.problems == []
+
+
+def test_each_problem_shows_beside_its_field() -> None:
+    form = JobForm()
+    form.roles[0].memory.value = 50
+    assert "50 is below the minimum 100" in form.roles[0].memory.error.value
+    assert "more than memoryMB 50" in form.roles[0].shm.error.value
+    form.roles[0].memory.value = 2048
+    assert form.roles[0].memory.error.value == "" and form.problems == []
+    form.name.value = EVIL
+    assert "job names may use only" in form.name.error.value and "<img" not in form.name.error.value
+    form.name.value = "ok"
+    form.roles[0].cpu.value = 0
+    form.roles[0].ports.value = "http:x, bare"
+    form.env.value = "NOEQUALS"
+    form.image.value = ""
+    assert "below the minimum 1" in form.roles[0].cpu.error.value
+    assert "'x' is not a port count" in unescape(form.roles[0].ports.error.value)
+    assert "'bare' is not label:count" in unescape(form.roles[0].ports.error.value)
+    assert "'NOEQUALS' is not KEY=value" in unescape(form.env.error.value)
+    assert form.image.error.value != "" and form.general.value == ""
+    form.add_role("main")  # a second role with the same name
+    assert "used by another task role" in form.roles[1].name.error.value
+
+
+def test_problem_paths_of_every_spelling_find_their_field() -> None:
+    assert locate("taskRoles[0].memoryMB") == (0, "memory")
+    assert locate("task_roles[2].memory_mb") == (2, "memory")
+    assert locate("task_roles[1].commands") == (1, "command")
+    assert locate("taskRoles[0].portList[1].label") == (0, "ports")
+    assert locate("taskRoles[3]") == (3, "name")
+    assert locate("jobName") == (None, "name") and locate("name") == (None, "name")
+    assert locate("retry_count") == (None, "retry") and locate("parameters.x") == (None, "env")
+    assert locate("extras.storages[0]") == (None, "storages")
+    assert locate(f"extras.{PLUGIN_KEY}[0].plugin") == (None, "plugins")
+    assert locate("deployments[0].name") == (None, None) and locate("") == (None, None)
+
+
+def test_general_problems_go_above_the_buttons_escaped() -> None:
+    form = JobForm()
+    form.show_problems([("deployments[0]", EVIL)])
+    assert "<img" not in form.general.value and "&lt;img" in form.general.value
+
+
+def test_import_fills_the_form_from_a_v1_file_and_a_v2_file(comm: list[dict[str, Any]]) -> None:
+    form = JobForm()
+    v1 = (ROOT / "notebooks/jobs/tensorflow-cifar10.json").read_bytes()
+    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
+                                      "content": memoryview(v1), "last_modified": 0}]})
+    source = json.loads(v1)
+    assert form.name.value == source["jobName"] and form.image.value == source["image"]
+    assert form.roles[0].command.value == source["taskRoles"][0]["command"]
+    form.load((ROOT / "notebooks/jobs/quickstart.yaml").read_text())  # v2 -> the form's v1 (description dropped)
+    assert [r.name.value for r in form.roles] == ["worker"] and form.roles[0].instances.value == 2
+    assert form.pro.value is True and form.env.value == "greeting=hello from pai_jupyter" and form.problems == []
+    # the frontend was told: some message carried the new job name
+    assert any((m or {}).get("state", {}).get("value") == "quickstart" for m in comm)
+
+
+def test_a_document_that_cannot_be_read_leaves_the_fields_and_says_why() -> None:
+    form = JobForm()
+    form.edit_json.value = True
+    form.json.value = "{not json"
+    assert form.name.value == "my-job" and "cannot load" in form.json_error.value
+    form.json.value = json.dumps({"jobName": "x", "image": "i", "taskRoles": [{"name": "r", "taskNumber": 1,
+                                  "cpuNumber": 1, "memoryMB": 10, "gpuNumber": 0, "command": "true"}]})
+    assert form.json_error.value == "" and form.name.value == "x"
+    assert "10 is below the minimum 100" in form.roles[0].memory.error.value
+
+
+def test_export_gives_a_download_link_of_the_json() -> None:
+    form = JobForm()
+    form.name.value = "exp"
+    data = form.export()
+    assert 'download="exp.json"' in form.export_link.value
+    payload = form.export_link.value.split("base64,")[1].split('"')[0]
+    assert base64.b64decode(payload).decode() == data and json.loads(data)["jobName"] == "exp"
+
+
+class Submitter:
+    """The one method of the client the form calls."""
+
+    def __init__(self, error: Exception | None = None):
+        self.error, self.sent = error, []
+
+    def submit(self, text: str) -> str:
+        if self.error:
+            raise self.error
+        self.sent.append(text)
+        return "me~" + json.loads(text)["jobName"]
+
+
+def test_submit_confirms_then_sends_and_shows_the_id() -> None:
+    client = Submitter()
+    form = JobForm(client_factory=lambda profile: client)
+    form.roles[0].memory.value = 10
+    assert form.submit() is False and "fix the" in form.result.value and form.confirm_box.layout.display == "none"
+    form.roles[0].memory.value = 512
+    form.name.value = "run1"
+    assert form.submit() is True and form.confirm_box.layout.display == ""
+    assert "run1: 1 role, 1 task" in form.confirm_summary.value and client.sent == []
+    form.cancel_button.click()
+    assert form.confirm_box.layout.display == "none" and client.sent == []
+    form.submit()
+    form.confirm_button.click()
+    assert form.job_id == "me~run1" and "<code>me~run1</code>" in form.result.value
+    assert json.loads(client.sent[0])["taskRoles"][0]["memoryMB"] == 512
+
+
+def test_the_servers_problems_land_beside_the_fields_too() -> None:
+    refused = InvalidJob("bad", status=400, code="InvalidProtocolError",
+                         body={"problems": [{"path": "taskRoles[0].gpuNumber", "message": "no GPU <here>"}]})
+    form = JobForm(client_factory=lambda profile: Submitter(refused))
+    form.submit()
+    assert form.confirm() is None
+    assert "no GPU &lt;here&gt;" in form.roles[0].gpu.error.value and "not submitted" in form.result.value
