@@ -36,6 +36,7 @@ class LogViewer(W.VBox):
         self._follow = follow
         self._generation = 0
         self._last_render = 0.0
+        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
         self.stream = W.ToggleButtons(options=["all", "stdout", "stderr"], value=stream)
         self.view = W.HTML()
@@ -85,6 +86,15 @@ class LogViewer(W.VBox):
         note = f"last {shown} of {self.total} lines (the full log is on the server)" if dropped > 0 else ""
         self.status.value = f"<small>{esc(note)}</small>" if note else ""
 
+    def _render_soon(self) -> None:
+        """Redraw now, or once a short while from now: a burst of chunks costs one redraw, a lone one is shown."""
+        if time.monotonic() - self._last_render >= RENDER_EVERY:
+            self.render()
+        elif self._timer is None or not self._timer.is_alive():
+            self._timer = threading.Timer(RENDER_EVERY, self.render)
+            self._timer.daemon = True
+            self._timer.start()
+
     # ---- following -------------------------------------------------------------------------------------------
     def restart(self) -> None:
         """(Re)start following the chosen stream from its beginning; a previous follower stops writing."""
@@ -106,8 +116,7 @@ class LogViewer(W.VBox):
                 if gen != self._generation:
                     return
                 self.feed(chunk)
-                if time.monotonic() - self._last_render >= RENDER_EVERY:
-                    self.render()
+                self._render_soon()
         except Exception as exc:
             if gen == self._generation:
                 self.status.value = error_html(f"log follow ended: {exc}")

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import shlex
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import display as ui
 from .cellinput import InterpolationError, deferred_interrupt, interpolate, parse_params
+
+
+def _args(magic: Any, line: str) -> Any:
+    """Parse a magic's line the way a shell would (``--param k="a b"`` is one argument)."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the arguments: {exc}") from None
+    return magic.parser.parse_args(argv)
 
 
 def _reported(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,7 +106,7 @@ class PaiMagics(Magics):
     @_reported
     def pai_submit(self, line: str, cell: str) -> None:
         """Submit the cell (v1 JSON or v2 YAML); ``{name}`` is filled from the notebook, ``{{name}}`` is literal."""
-        args = parse_argstring(self.pai_submit, line)
+        args = _args(self.pai_submit, line)
         text = cell if args.raw else interpolate(cell, self.shell.user_ns)
         params = parse_params(args.param)
         client = self.client(args.profile)
@@ -153,7 +164,7 @@ class PaiMagics(Magics):
     @_reported
     def pai_jobs(self, line: str) -> Any:
         """Your jobs, newest first, as a DataFrame (``df = %pai_jobs``)."""
-        args = parse_argstring(self.pai_jobs, line)
+        args = _args(self.pai_jobs, line)
         if args.live:
             from .joblist import JobList
 
@@ -169,7 +180,7 @@ class PaiMagics(Magics):
     @_reported
     def pai_status(self, line: str) -> None:
         """A job's state, why it waits or how it ended, and its tasks."""
-        args = parse_argstring(self.pai_status, line)
+        args = _args(self.pai_status, line)
         d = self.client(args.profile).detail(self._job(args.job))
         ui.show(ui.detail_text(d), ui.detail_html(d))
 
@@ -185,7 +196,7 @@ class PaiMagics(Magics):
     @_reported
     def pai_logs(self, line: str) -> None:
         """A task's log as plain text; ``-f`` follows it."""
-        args = parse_argstring(self.pai_logs, line)
+        args = _args(self.pai_logs, line)
         client, job = self.client(args.profile), self._job(args.job)
         if not args.follow:
             sys.stdout.write(client.logs(job, role=args.role, index=args.index, stream=args.stream, tail=args.tail))
@@ -203,7 +214,7 @@ class PaiMagics(Magics):
     @line_magic
     @_reported
     def pai_stop(self, line: str) -> None:
-        args = parse_argstring(self.pai_stop, line)
+        args = _args(self.pai_stop, line)
         ui.show(f"stopping {self.client(args.profile).stop(self._job(args.job))}")
 
     @magic_arguments()
@@ -218,7 +229,7 @@ class PaiMagics(Magics):
     @_reported
     def pai_clone(self, line: str) -> None:
         """Submit a job's exact config again under a new name."""
-        args = parse_argstring(self.pai_clone, line)
+        args = _args(self.pai_clone, line)
         client = self.client(args.profile)
         with deferred_interrupt() as held:
             new = client.clone(self._job(args.job), name=args.name)
@@ -242,7 +253,7 @@ class PaiMagics(Magics):
         """Embed a job's TensorBoard (through the Jupyter server's proxy), or one for a local logdir."""
         from . import tensorboard
 
-        args = parse_argstring(self.pai_tensorboard, line)
+        args = _args(self.pai_tensorboard, line)
         if args.logdir:
             return tensorboard.local(args.logdir).embed(height=args.height)
         return tensorboard.for_job(self.client(args.profile), self._job(args.job), role=args.role, index=args.index,
@@ -258,7 +269,7 @@ class PaiMagics(Magics):
         """Live CPU / memory (and GPU, with NVML) charts of a job's tasks."""
         from .monitor import ResourceMonitor
 
-        args = parse_argstring(self.pai_monitor, line)
+        args = _args(self.pai_monitor, line)
         return ResourceMonitor(self._job(args.job), client=self.client(args.profile), interval=args.interval)
 
     @magic_arguments()
@@ -269,7 +280,7 @@ class PaiMagics(Magics):
         """The cluster profiles; with NAME, the magics use that one from now on (clusters.yaml is not changed)."""
         from ..client import get_profile, load_profiles
 
-        args = parse_argstring(self.pai_profile, line)
+        args = _args(self.pai_profile, line)
         if args.name:
             self.profile = get_profile(args.name).name
         current = self.profile or get_profile().name

@@ -1,0 +1,169 @@
+"""End to end: a generated notebook executed by nbclient in a real kernel against a real daemon, and the
+widgets driven in-process against the same kind of daemon (form submit, job list actions, log viewer, monitor)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+
+from pai_jupyter.client import Client
+from pai_jupyter.cluster.paths import os_user
+from pai_jupyter.notebook import JobForm, JobList, LogViewer, ResourceMonitor
+
+from .conftest import Api, v1
+
+USER = os_user()
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def cell_text(cell: Any) -> str:
+    """Everything a cell showed, as text: streams and the text/plain of displays and results."""
+    out = []
+    for o in cell.get("outputs", []):
+        if o["output_type"] == "stream":
+            out.append(o["text"])
+        elif "data" in o:
+            out.append(o["data"].get("text/plain", ""))
+        elif o["output_type"] == "error":
+            out.append(f"ERROR {o['ename']}: {o['evalue']}")
+    return "\n".join(out)
+
+
+def notebook() -> Any:
+    ok = v1("nb-ok", "echo {greeting}; echo to-stderr >&2")
+    failing = v1("nb-fails", "echo going down; exit 7")
+    cells = [
+        "%load_ext pai_jupyter",
+        'greeting = "hello from the notebook"',
+        f"%%pai_submit --wait -o ok\n{ok}",
+        "print(ok.state, ok.exit_code)",
+        "%pai_logs nb-ok --stream stdout",
+        f"%%pai_submit --wait -o bad\n{failing}",
+        "print(bad.state, bad.exit_code)",
+        "%pai_jobs",
+        "from pai_jupyter.notebook import JobForm\nform = JobForm()\nform.name.value = 'from-the-form'\nform",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    return nb
+
+
+def test_a_notebook_runs_end_to_end_in_a_real_kernel(daemon: Api, tmp_path: Path) -> None:
+    nb = notebook()
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # the kernel inherits PAI_JUPYTER_HOME (set by the pai_home fixture): the test's daemon
+    out = [cell_text(c) for c in nb.cells]
+    assert out[0] == "" and f"{USER}~nb-ok: SUCCEEDED, exit code 0" in out[2]
+    assert out[3].strip() == "SUCCEEDED 0"
+    assert "hello from the notebook" in out[4] and "to-stderr" not in out[4]
+    assert f"{USER}~nb-fails: FAILED, exit code 7" in out[5] and out[6].strip() == "FAILED 7"
+    assert "Traceback" not in "".join(out)
+    jobs_html = nb.cells[7].outputs[0]["data"]["text/html"]
+    assert "nb-ok" in jobs_html and "nb-fails" in jobs_html and "FAILED" in jobs_html
+    # the status line was one display, updated in place: a single output left in the cell
+    assert [o["output_type"] for o in nb.cells[2].outputs] == ["display_data"]
+    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
+    models = {m["model_name"] for m in state.values()}
+    assert {"VBoxModel", "TextModel", "TabModel", "DropdownModel"} <= models
+    assert any(m["state"].get("value") == "from-the-form" for m in state.values())
+    form_view = nb.cells[8].outputs[-1]["data"]["application/vnd.jupyter.widget-view+json"]
+    assert state[form_view["model_id"]]["model_name"] == "VBoxModel"
+    assert Api.detail(daemon, f"{USER}~nb-fails")["jobStatus"]["appExitCode"] == 7
+
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
+
+
+def test_the_quickstart_notebook_is_kept_cleared() -> None:
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].source.strip() == "%load_ext pai_jupyter"
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert "widgets" not in nb.metadata
+
+
+def test_the_quickstart_runs_headless(daemon: Api) -> None:
+    """What a user runs in `make lab`, cell by cell, in a real kernel (run from notebooks/, as the lab is)."""
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(QUICKSTART.parent)}}).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    text = [cell_text(c) for c in code]
+    everything = "\n".join(text)
+    assert "Traceback" not in everything and "ERROR" not in everything and "pai: " not in everything
+    follow = next(t for c, t in zip(code, text, strict=True) if c.source.startswith("%%pai_submit --follow"))
+    assert "hello from my notebook" in follow and "I am worker 0 of 2" in follow and "SUCCEEDED, exit code 0" in follow
+    logs = next(t for c, t in zip(code, text, strict=True) if c.source.startswith("%pai_logs"))
+    assert "I am worker 1 of 2" in logs
+    curves_cell = next(c for c in code if "curves.plot" in c.source)
+    assert curves_cell.outputs[-1]["data"]["application/vnd.jupyter.widget-view+json"]
+    assert any("stopping " in t for t in text)
+    states = {m["model_name"] for m in nb.metadata["widgets"][WIDGET_STATE]["state"].values()}
+    assert {"FigureModel", "LinesModel", "GridBoxModel", "TabModel"} <= states
+
+
+def test_the_form_submits_to_the_real_daemon(daemon: Api) -> None:
+    form = JobForm()
+    form.name.value = "formjob"
+    form.image.value = "busybox"
+    form.roles[0].command.value = "echo from the form"
+    form.roles[0].memory.value = 256
+    assert form.submit() and form.confirm() == f"{USER}~formjob"
+    assert daemon.wait(f"{USER}~formjob")["jobStatus"]["state"] == "SUCCEEDED"
+    form.name.value = "formjob"  # taken now: the server says so, nothing is half-done
+    form.submit()
+    assert form.confirm() is None and "not submitted" in form.result.value
+
+
+def wait_for(cond: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_job_list_log_viewer_and_monitor_against_the_daemon(daemon: Api) -> None:
+    daemon.submit_ok(v1("done", "for i in 1 2 3; do echo line $i; done"))
+    daemon.wait(f"{USER}~done")
+    job = daemon.submit_ok(v1("live", "echo '<b>tag</b>'; sleep 30"))
+    with Client() as client:
+        jl = JobList(client, interval=0)
+        try:
+            assert list(jl.rows) == [job, f"{USER}~done"]
+            jl.act("detail", f"{USER}~done")
+            assert "SUCCEEDED" in jl.panel.children[0].value
+            jl.act("logs", f"{USER}~done")
+            viewer = jl.panel.children[0]
+            assert isinstance(viewer, LogViewer)
+            wait_for(lambda: list(viewer.lines)[-3:] == ["line 1", "line 2", "line 3"])
+            live = LogViewer(job, client=client, max_lines=10)
+            wait_for(lambda: "&lt;b&gt;tag&lt;/b&gt;" in live.view.value)
+            monitor = ResourceMonitor(job, client=client, interval=0.2)
+            wait_for(lambda: len(monitor.times) >= 3)
+            assert monitor.gpu_available is not None and monitor.cpu.series
+            jl.act("stop", job)
+            assert daemon.wait(job)["jobStatus"]["state"] == "STOPPED"
+            wait_for(lambda: "ended" in monitor.status.value or not monitor._thread.is_alive())
+            jl.act("clone", f"{USER}~done")
+            assert "cloned as" in jl.panel.children[0].value and len(jl.rows) == 3
+        finally:
+            jl.close()
+
+
+def test_widgets_import_lazily() -> None:
+    """`import pai_jupyter` must not pull in widgets, bqplot or the client (the magics load in <= 0.5 s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pai_jupyter; from IPython.core.interactiveshell import InteractiveShell; "
+            "pai_jupyter.load_ipython_extension(InteractiveShell.instance()); "
+            "print(sorted(m for m in ('ipywidgets', 'bqplot', 'httpx', 'pandas', 'pai_jupyter.client') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
