@@ -1,22 +1,27 @@
 """The daemon's OpenAPI description (pai_jupyter/cluster/openapi.yaml) checked against the daemon itself.
 
 (a) every route of ``make_app`` is in the spec with exactly the methods its handler serves, and nothing else is;
-(b) schemathesis drives every operation against a real daemon (process runtime): nothing answers 5xx, and status
-    codes, content types and bodies are the documented ones. Seeded jobs (succeeded, failed, waiting, running) are
-    swapped into the generated ``{user}~{name}`` paths so that the fuzzer reaches real jobs, not only 404s;
-(c) the main routes' answers for a succeeded, a failed, a waiting and a running job, and each documented error,
-    validate against the spec's schemas (converted to JSON Schema here, checked with jsonschema_rs).
+(b) schemathesis drives every operation but the terminal websocket (a fuzzer cannot speak websocket) against a real
+    daemon (process runtime): nothing answers 5xx, and status codes, content types and bodies are the documented
+    ones. Seeded jobs (succeeded, failed, waiting, running) are swapped into the generated ``{user}~{name}`` paths
+    so that the fuzzer reaches real jobs, not only 404s;
+(c) the main routes' answers for a succeeded, a failed, a waiting and a running job, the task routes' (services,
+    their stop/start, metrics, the terminal's handshake) and each documented error validate against the spec's
+    schemas (converted to JSON Schema here, checked with jsonschema_rs).
 
 The fuzzer's accepted submissions never run: the daemon has 2 CPUs, a seeded ``sleep`` job holds both, and a
 seeded waiting job heads the FIFO queue, so every later job waits behind it (or is refused as too big); nothing
-the fuzzer can reach stops either of them.
+the fuzzer can reach stops either of them. The running job also runs TensorBoard (its runtime plugin); the fuzzer
+never points a service stop/start at it, so the explicit checks find it as they left it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,10 +40,13 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.websocket import websocket_connect
 
 import pai_jupyter.cluster
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.api import make_app
+from pai_jupyter.metrics.nvml import Nvml
 
 from .conftest import Api, kill_leftovers, start_daemon, v1
 
@@ -57,7 +65,8 @@ CONFIG = schemathesis.Config.from_dict({
     "operations": [{"include-operation-id": "submitJob", "phases": {"coverage": {"enabled": False}},
                     "generation": {"max-examples": 60}}],
 })
-schema = schemathesis.openapi.from_path(SPEC_PATH, config=CONFIG)
+TERMINAL_OPERATION = "openTaskTerminal"  # a websocket: described in the spec, checked in (a) and (c), never fuzzed
+schema = schemathesis.openapi.from_path(SPEC_PATH, config=CONFIG).exclude(operation_id=TERMINAL_OPERATION)
 
 
 # ---- (a) the route table and the spec name the same routes and methods ----------------------------------------
@@ -125,6 +134,9 @@ def test_bearer_auth_everywhere_but_login_and_every_status_has_a_body_schema() -
             assert "401" in op["responses"], (method, path)
             for status, response in op["responses"].items():
                 response = _resolve(response)
+                if status == "101":  # a websocket upgrade has no body
+                    assert op["operationId"] == TERMINAL_OPERATION and "content" not in response, (method, path)
+                    continue
                 assert response.get("content"), (method, path, status)
                 assert all("schema" in media for media in response["content"].values()), (method, path, status)
 
@@ -203,6 +215,13 @@ taskRoles:
 """
 
 
+def with_tensorboard(job_json: str) -> str:
+    """A v1 job (from ``v1``) with the tensorboard runtime plugin: a TensorBoard service in its task 0."""
+    doc = json.loads(job_json)
+    doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]}
+    return json.dumps(doc)
+
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     home = tmp_path_factory.mktemp("openapi") / "pai-home"
@@ -210,11 +229,13 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
     try:
         user = api.http.get("/api/v2/info").json()["user"]
         succeeded = api.submit_ok(v1("seed-ok", "echo contract ok; echo a warning >&2"))
-        failed = api.submit_ok(v1("seed-failed", "echo about to fail; exit 3"))
+        # a finished task that had a service: its service is `stopped`, and stop/start on it is 400
+        failed = api.submit_ok(with_tensorboard(v1("seed-failed", "echo about to fail; exit 3")))
         deletable = tuple(api.submit_ok(v1(f"seed-trash-{i}", "true")) for i in range(2))
         for job in (succeeded, failed, *deletable):
             api.wait(job)
-        running = api.submit_ok(v1("seed-blocker", "sleep 600", cpuNumber=2, memoryMB=128))
+        # TensorBoard needs ~200 MB; it starts now and is up by the time the explicit checks ask for it
+        running = api.submit_ok(with_tensorboard(v1("seed-blocker", "sleep 600", cpuNumber=2, memoryMB=768)))
         api.wait(running, ("RUNNING",))
         waiting = api.submit_ok(WAITING_V2)
         assert api.detail(waiting)["jobStatus"]["waitingReason"]
@@ -231,7 +252,12 @@ def _targets(seed: Seeded, operation_id: str) -> list[str | None]:
         return [None, *seed.deletable, seed.waiting, seed.running]
     if operation_id in ("setExecutionType", "streamTaskLog"):  # never stop the queue; never follow a live task
         return [None, seed.succeeded, seed.failed]
+    if operation_id == "setTaskServiceState":  # never stop or start the running job's TensorBoard
+        return [None, seed.succeeded, seed.failed, seed.waiting]
     return [None, seed.succeeded, seed.failed, seed.waiting, seed.running]
+
+
+REAL_TASK = {"jobAttemptId": 0, "taskRoleName": "main", "taskIndex": 0, "taskAttemptId": 0}
 
 
 def _aim(case: Any, seed: Seeded) -> None:
@@ -246,7 +272,13 @@ def _aim(case: Any, seed: Seeded) -> None:
         return
     params["user"], params["name"] = job.split("~", 1)
     if "taskRoleName" in params and key % 3:
-        params.update(jobAttemptId=0, taskRoleName="main", taskIndex=0, taskAttemptId=0)
+        params.update({k: v for k, v in REAL_TASK.items() if k in params})
+
+
+def test_every_operation_but_the_terminal_is_fuzzed() -> None:
+    fuzzed = {result.ok().definition.raw["operationId"] for result in schema.get_all_operations()}
+    described = {op["operationId"] for item in SPEC["paths"].values() for m, op in item.items() if m in METHODS}
+    assert fuzzed == described - {TERMINAL_OPERATION} and TERMINAL_OPERATION in described
 
 
 # Known daemon bugs. The fuzzer steps around exactly these inputs so that it keeps checking everything else; drop
@@ -342,6 +374,8 @@ def test_job_routes_answer_as_the_spec_says(seeded: Seeded, which: str) -> None:
     detail = conforms(http.get(f"/api/v2/jobs/{job}"), JOB)
     status, task = detail["jobStatus"], detail["taskRoles"]["main"]["taskStatuses"][0]
     assert status["state"] == which.upper() and status["appId"] == job
+    # the seeded failed and running jobs have the tensorboard runtime plugin: one port labelled after it
+    assert set(task["containerPorts"]) == ({"tensorboard"} if which in ("failed", "running") else set())
     if which == "succeeded":
         assert status["appExitSpec"]["type"] == "SUCCEEDED" and task["runtime"] == "process"
     elif which == "failed":
@@ -440,6 +474,146 @@ def test_error_answers_match_the_spec(seeded: Seeded) -> None:
     assert conforms(dave.http.get(f"/api/v2/jobs/{seeded.succeeded}/config"), JOB + "/config")["code"] == "NoJobError"
     r = dave.http.post("/api/v2/local/users", json={"name": "contract-eve"})
     assert conforms(r, "/api/v2/local/users")["code"] == "ForbiddenUserError"
+
+
+# ---- (c) the task routes: services, their stop/start, metrics, the terminal ---------------------------------------
+SERVICES = "/api/v2/local/jobs/{user}~{name}/services"
+SERVICE = SERVICES + "/{taskRoleName}/{taskIndex}/{service}"
+METRICS = "/api/v2/local/jobs/{user}~{name}/metrics"
+TERMINAL = "/api/v2/local/jobs/{user}~{name}/tasks/{taskRoleName}/{taskIndex}/terminal"
+
+
+def _services(seeded: Seeded, job: str) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in conforms(seeded.api.http.get(f"/api/v2/local/jobs/{job}/services"), SERVICES)}
+
+
+def _until_service(seeded: Seeded, job: str, state: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        tb = _services(seeded, job)["tensorboard"]
+        if tb["state"] == state:
+            return tb
+        assert time.monotonic() < deadline, f"TensorBoard of {job} still {tb['state']} after {timeout} s, not {state}"
+        time.sleep(0.2)
+
+
+def _service_action(api: Api, job: str, action: Any, task: str = "main/0", service: str = "tensorboard") -> Any:
+    return conforms(api.http.post(f"/api/v2/local/jobs/{job}/services/{task}/{service}", json={"action": action}),
+                    SERVICE)
+
+
+def test_metrics_answer_as_the_spec_says(seeded: Seeded) -> None:
+    """Before the services' stop/start below."""
+    http = seeded.api.http
+    m = conforms(http.get(f"/api/v2/local/jobs/{seeded.running}/metrics"), METRICS)
+    assert m["gpu"]["available"] is Nvml().available  # NVML in this process sees what the daemon's sees
+    if not m["gpu"]["available"]:  # this machine has no GPU driver
+        assert "NVML" in m["gpu"]["message"]
+    [task] = m["tasks"]
+    assert task["role"] == "main" and task["index"] == 0 and task["state"] == "RUNNING" and task["gpus"] == []
+    assert task["memoryLimitBytes"] == 768 * 2**20 and task["memoryBytes"] > 0 and task["cpuPercent"] >= 0
+    for job in (seeded.waiting, seeded.succeeded):
+        [task] = conforms(http.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS)["tasks"]
+        assert task["cpuPercent"] is None and task["memoryBytes"] is None and task["gpus"] == []
+        assert task["state"] == ("WAITING" if job == seeded.waiting else "SUCCEEDED")
+
+
+def test_services_and_their_stop_and_start_answer_as_the_spec_says(seeded: Seeded) -> None:
+    api, job = seeded.api, seeded.running
+    tb = _until_service(seeded, job, "running")  # TensorBoard takes a few seconds to answer
+    ports = api.detail(job)["taskRoles"]["main"]["taskStatuses"][0]["containerPorts"]
+    assert tb == {"role": "main", "index": 0, "name": "tensorboard", "host": tb["host"],
+                  "port": int(ports["tensorboard"]), "state": "running", "token": None, "basePath": "/"}
+    assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).status_code == 200
+    assert _services(seeded, seeded.succeeded) == {} and _services(seeded, seeded.waiting) == {}
+    assert _services(seeded, seeded.failed)["tensorboard"]["state"] == "stopped"  # its task is over
+
+    assert _service_action(api, job, "stop") == {"role": "main", "index": 0, "name": "tensorboard", "action": "stop"}
+    _until_service(seeded, job, "stopped", 15)
+    assert _service_action(api, job, "start")["action"] == "start"
+    _until_service(seeded, job, "running")
+
+    assert _service_action(api, job, "restart")["code"] == "InvalidParametersError"
+    assert _service_action(api, seeded.failed, "stop")["code"] == "InvalidParametersError"  # task not running
+    assert _service_action(api, job, "stop", service="jupyter")["code"] == "NotFoundError"  # no such service
+    assert _service_action(api, job, "stop", task="main/1")["code"] == "NotFoundError"  # no such task
+    assert _service_action(api, job, "stop", task="nope/0")["code"] == "NotFoundError"
+    assert _service_action(api, "nobody~nothing", "stop")["code"] == "NoJobError"
+    r = api.http.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", content=b"[1]")
+    assert conforms(r, SERVICE)["code"] == "InvalidParametersError"
+
+
+def _handshake(api: Api, path: str, token: str | None) -> httpx.Response:
+    """Open the websocket at path; the refusal before the upgrade as an httpx.Response (101 once it is open)."""
+
+    async def connect() -> httpx.Response:
+        url = api.url.replace("http", "ws", 1) + path
+        request = HTTPRequest(url, headers={"Authorization": f"Bearer {token}"} if token else {}, connect_timeout=10,
+                              request_timeout=10)
+        try:
+            ws = await websocket_connect(request)
+        except HTTPClientError as exc:
+            assert exc.response is not None, exc
+            return httpx.Response(exc.code, headers=dict(exc.response.headers), content=exc.response.body,
+                                  request=httpx.Request("GET", api.url + path))
+        try:  # terminado greets with ["setup", {}]; then a shell answers
+            assert json.loads(await asyncio.wait_for(ws.read_message(), 10)) == ["setup", {}]
+            ws.write_message(json.dumps(["stdin", "echo $((6*7))MARK\r"]))
+            out = ""
+            while "42MARK" not in out:
+                kind, *rest = json.loads(await asyncio.wait_for(ws.read_message(), 10))
+                out += rest[0] if kind == "stdout" else ""
+        finally:
+            ws.close()
+        return httpx.Response(101, request=httpx.Request("GET", api.url + path))
+
+    return asyncio.run(connect())
+
+
+def test_terminal_handshake_answers_as_the_spec_says(seeded: Seeded) -> None:
+    api = seeded.api
+    path = f"/api/v2/local/jobs/{seeded.running}/tasks/main/0/terminal"
+    assert _handshake(api, path, api.token).status_code == 101
+    refused = _handshake(api, path, None)
+    assert refused.status_code == 401 and conforms(refused, TERMINAL, "get")["code"] == "UnauthorizedUserError"
+    r = _handshake(api, f"/api/v2/local/jobs/{seeded.failed}/tasks/main/0/terminal", api.token)
+    assert r.status_code == 400 and conforms(r, TERMINAL, "get")["code"] == "InvalidParametersError"  # not running
+    r = _handshake(api, f"/api/v2/local/jobs/{seeded.running}/tasks/main/1/terminal", api.token)
+    assert r.status_code == 404 and conforms(r, TERMINAL, "get")["code"] == "NotFoundError"
+    r = _handshake(api, "/api/v2/local/jobs/nobody~nothing/tasks/main/0/terminal", api.token)
+    assert r.status_code == 404 and conforms(r, TERMINAL, "get")["code"] == "NoJobError"
+    # a plain GET is checked the same way before Tornado sees that it is no websocket upgrade
+    assert conforms(httpx.get(api.url + path), TERMINAL)["code"] == "UnauthorizedUserError"
+    assert "Upgrade" in conforms(api.http.get(path), TERMINAL)  # 400, Tornado's text/html
+    r = api.http.get(path, headers={"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "7"})
+    assert r.status_code == 426 and conforms(r, TERMINAL) == ""
+
+
+def test_task_routes_refuse_strangers_and_missing_tokens(seeded: Seeded) -> None:
+    """Another user's job is 404 NoJobError on every task route, and no token is 401 on each, websocket included."""
+    api, job = seeded.api, seeded.running
+    grace = api.as_user(conforms(api.http.post("/api/v2/local/users", json={"name": "contract-grace"}),
+                                 "/api/v2/local/users")["token"])
+    anonymous = httpx.Client(base_url=api.url, timeout=30)
+    for who, status, code in ((grace.http, 404, "NoJobError"), (anonymous, 401, "UnauthorizedUserError")):
+        for r, path in ((who.get(f"/api/v2/local/jobs/{job}/services"), SERVICES),
+                        (who.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", json={"action": "stop"}),
+                         SERVICE),
+                        (who.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS),
+                        (who.get(f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"), TERMINAL)):
+            assert r.status_code == status and conforms(r, path)["code"] == code, (r.request.url, r.text)
+    url = api.url.replace("http", "ws", 1) + f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"
+
+    async def upgrade(token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        (await websocket_connect(HTTPRequest(url, headers=headers, connect_timeout=10, request_timeout=10))).close()
+
+    for token, status in ((grace.token, 404), (None, 401)):
+        with pytest.raises(HTTPClientError) as refused:
+            asyncio.run(upgrade(token))
+        assert refused.value.code == status
+    anonymous.close()
+    assert _services(seeded, job)["tensorboard"]["state"] == "running"  # grace's stop did nothing
 
 
 def test_spec_examples_are_accepted_as_they_are(seeded: Seeded) -> None:
