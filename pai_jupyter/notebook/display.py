@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 STATE_COLOURS = {"WAITING": "#8a6d00", "RUNNING": "#0b62a4", "STOPPING": "#8a6d00", "SUCCEEDED": "#1a7f37",
                  "FAILED": "#cf222e", "STOPPED": "#6e7781"}
@@ -196,6 +196,23 @@ class StatusLine:
 
     def job(self, detail: Any, elapsed: float | None = None) -> None:
         self.update(status_text(detail, elapsed), status_html(detail, elapsed))
+
+
+def submitted_text(job_id: str) -> str:
+    return f"submitted {job_id}  (%pai_status {job_id} · %pai_logs {job_id} -f · %pai_stop {job_id})"
+
+
+def submitted_html(job_id: str, client: Any) -> str:
+    """The job id and where to look next: the portal's job page on a remote OpenPAI, else the magics."""
+    hints = " · ".join(f"<code>%pai_{m} {esc(job_id)}{extra}</code>"
+                       for m, extra in (("status", ""), ("logs", " -f"), ("stop", "")))
+    profile = getattr(client, "profile", None)
+    portal = ""
+    if profile is not None and not profile.is_local and profile.url:
+        user, _, name = job_id.partition("~")
+        url = f"{profile.url.rstrip('/')}/job-detail.html?{urlencode({'username': user, 'jobName': name})}"
+        portal = " · " + link_html(url, "open in the portal")
+    return f"<span>submitted <code>{esc(job_id)}</code>{portal} — {hints}</span>"
 
 
 # ---- the job list ------------------------------------------------------------------------------------------------

@@ -14,10 +14,11 @@ from typing import Any
 import ipywidgets as W
 
 from .display import download_html, error_html, esc, pre_html, problems_html
-from .formfields import PLUGIN_KEY, Field, RoleFields, area, as_v1, locate, parse_pairs, profile_names, text
+from .formdoc import DocumentFields, as_v1
+from .formfields import Field, RoleFields, area, locate, profile_names, text
 
 
-class JobForm(W.VBox):
+class JobForm(DocumentFields, W.VBox):
     """Build, check and submit a job. ``client_factory(profile_name)`` makes the client (default: ``Client``)."""
 
     def __init__(self, job: Any = None, *, client_factory: Callable[[str], Any] | None = None, **kw: Any):
@@ -119,43 +120,7 @@ class JobForm(W.VBox):
         for r in self.roles:
             r.set_pro(self.pro.value)
 
-    # ---- the document --------------------------------------------------------------------------------------------
-    def to_v1(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        """The v1 JSON the fields say, and problems of fields that could not be read (bad ``KEY=value`` lines)."""
-        bad: list[tuple[str, str]] = []
-        doc = {k: v for k, v in self._base.items() if k not in ("gpuType", "jobEnvs", "extras")}
-        doc.update({"jobName": self.name.value, "image": self.image.value, "virtualCluster": self.vc.value or "default",
-                    "retryCount": self.retry.value})
-        if self.gpu_type.value.strip():
-            doc["gpuType"] = self.gpu_type.value.strip()
-        envs, wrong = parse_pairs(self.env.value, "=", "KEY=value")
-        bad += [("jobEnvs", w) for w in wrong]
-        if envs:
-            doc["jobEnvs"] = dict(envs)
-        mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
-        bad += [("extras.storages", w) for w in wrong]
-        extras = {k: v for k, v in (self._base.get("extras") or {}).items() if k not in ("storages", PLUGIN_KEY)}
-        if mounts:
-            extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
-        plugins: list[dict[str, Any]] = []
-        if self.tensorboard.value:
-            logdir = self.tb_logdir.value.strip()
-            plugins.append({"plugin": "tensorboard", "parameters": {"logdir": logdir} if logdir else {}})
-        plugins += [{"plugin": n} for n, box in (("ssh", self.ssh), ("jupyter", self.jupyter)) if box.value]
-        if plugins:
-            extras[PLUGIN_KEY] = plugins
-        if extras:
-            doc["extras"] = extras
-        doc["taskRoles"] = []
-        for i, r in enumerate(self.roles):
-            role, role_bad = r.to_v1()
-            doc["taskRoles"].append(role)
-            bad += [(f"taskRoles[{i}].portList", m) for m in role_bad.get("ports", [])]
-        return doc, bad
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_v1()[0], indent=2, ensure_ascii=False)
-
+    # ---- the document ----------------------------------------------------------------------------------------
     def load(self, job: Any) -> None:
         """Fill the form from a Job, v1 JSON / v2 YAML text, or a v1 dict (v2 is converted to v1, as OpenPAI's
         submit page does); problems the document has are shown beside the fields."""
@@ -179,35 +144,6 @@ class JobForm(W.VBox):
         finally:
             self._syncing = False
         self._changed(from_document=doc)
-
-    def _fill(self, doc: dict[str, Any]) -> None:
-        self._base = dict(doc)
-        for field, key, default in ((self.name, "jobName", ""), (self.image, "image", ""), (self.vc, "virtualCluster",
-                                    "default"), (self.gpu_type, "gpuType", "")):
-            value = doc.get(key, default)
-            field.value = value if isinstance(value, str) else ""
-        retry = doc.get("retryCount", 0)
-        self.retry.value = retry if isinstance(retry, int) and not isinstance(retry, bool) else 0
-        envs = doc.get("jobEnvs") or {}
-        self.env.value = "\n".join(f"{k}={v}" for k, v in envs.items()) if isinstance(envs, dict) else ""
-        extras = doc.get("extras") if isinstance(doc.get("extras"), dict) else {}
-        mounts = extras.get("storages") or []
-        self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
-                                        if isinstance(m, dict)) if isinstance(mounts, list) else ""
-        plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
-        self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
-                                                                                             "jupyter"))
-        logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
-        self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
-        roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
-        self.roles = [RoleFields() for _ in roles]
-        for fields, role in zip(self.roles, roles, strict=True):
-            fields.from_v1(role)
-            fields.observe(self._changed)
-        self._retab()
-        if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
-                r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):
-            self.pro.value = True
 
     # ---- validation --------------------------------------------------------------------------------------------
     def validate(self, doc: dict[str, Any] | None = None) -> list[tuple[str, str]]:
@@ -291,6 +227,7 @@ class JobForm(W.VBox):
             return
         if self._load_reporting(source) and self.edit_json.value:
             self._toggle_json(None)
+        self.upload.value = ()  # importing the same file again fires again
 
     def export(self) -> str:
         """A download link for the job as v1 JSON (the browser saves it); returns the JSON too."""

@@ -168,9 +168,11 @@ class RoleFields:
         for f in self.fields.values():
             f.widget.observe(callback, names="value")
 
-    def clear_errors(self) -> None:
+    def close(self) -> None:
         for f in self.fields.values():
-            f.set_error([])
+            for w in (f.widget, f.error, f.box):
+                w.close()
+        self.box.close()
 
 
 def profile_names() -> tuple[list[str], str]:
@@ -181,18 +183,3 @@ def profile_names() -> tuple[list[str], str]:
     except Exception:  # a broken clusters.yaml must not break the form; the client will say what is wrong
         return ["local"], "local"
     return [p.name for p in profiles], next((p.name for p in profiles if p.default), profiles[0].name)
-
-
-DROPPABLE = ("description", "contributor", "version")
-
-
-def as_v1(job: Any) -> dict[str, Any]:
-    """A job as the form's v1 JSON; v2's free-text fields v1 has no place for (description, ...) are dropped."""
-    from ..protocol import ConversionError
-
-    try:
-        return job.to_v1()
-    except ConversionError as exc:
-        if not all(p.path in DROPPABLE for p in exc.problems):
-            raise
-    return job.model_copy(update=dict.fromkeys(DROPPABLE)).to_v1()

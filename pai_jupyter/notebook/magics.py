@@ -105,7 +105,12 @@ class PaiMagics(Magics):
     @cell_magic
     @_reported
     def pai_submit(self, line: str, cell: str) -> None:
-        """Submit the cell (v1 JSON or v2 YAML); ``{name}`` is filled from the notebook, ``{{name}}`` is literal."""
+        """Submit the cell: a job as OpenPAI v2 YAML or v1 JSON.
+
+        ``{name}`` / ``{obj.attr}`` in the cell become notebook variables (True/False/None as true/false/null);
+        ``{{name}}`` writes a literal ``{name}``. Braces around anything but a name (JSON objects, YAML flow
+        mappings) and shell ``${VAR}`` are left alone; ``--raw`` turns interpolation off.
+        """
         args = _args(self.pai_submit, line)
         text = cell if args.raw else interpolate(cell, self.shell.user_ns)
         params = parse_params(args.param)
@@ -114,7 +119,7 @@ class PaiMagics(Magics):
             job_id = client.submit(text, name=args.name, params=params or None)
         self.last_job = job_id
         if not (args.wait or args.follow or held["hit"]):
-            ui.show(submitted_text(job_id), submitted_html(job_id, client))
+            ui.show(ui.submitted_text(job_id), ui.submitted_html(job_id, client))
             self._store(args.var, client.detail(job_id))
             return
         self._store(args.var, self._watch(client, job_id, args, interrupted=held["hit"]))
@@ -237,7 +242,7 @@ class PaiMagics(Magics):
         if args.wait or held["hit"]:
             self._store(args.var, self._watch(client, new, args, interrupted=held["hit"]))
         else:
-            ui.show(submitted_text(new), submitted_html(new, client))
+            ui.show(ui.submitted_text(new), ui.submitted_html(new, client))
             self._store(args.var, client.detail(new))
 
     @magic_arguments()
@@ -292,25 +297,6 @@ class PaiMagics(Magics):
         ui.show(f"magics use profile {current!r}\n{text}",
                 f"<p>magics use profile <code>{ui.esc(current)}</code></p>"
                 + ui.table_html(cols, [[r[c] for c in cols] for r in rows]))
-
-
-def submitted_text(job_id: str) -> str:
-    return f"submitted {job_id}  (%pai_status {job_id} · %pai_logs {job_id} -f · %pai_stop {job_id})"
-
-
-def submitted_html(job_id: str, client: Any) -> str:
-    """The job id and where to look next: the portal's job page on a remote OpenPAI, else the magics."""
-    hints = " · ".join(f"<code>%pai_{m} {ui.esc(job_id)}{extra}</code>"
-                       for m, extra in (("status", ""), ("logs", " -f"), ("stop", "")))
-    profile = getattr(client, "profile", None)
-    portal = ""
-    if profile is not None and not profile.is_local and profile.url:
-        user, _, name = job_id.partition("~")
-        from urllib.parse import urlencode
-
-        url = f"{profile.url.rstrip('/')}/job-detail.html?{urlencode({'username': user, 'jobName': name})}"
-        portal = " · " + ui.link_html(url, "open in the portal")
-    return f"<span>submitted <code>{ui.esc(job_id)}</code>{portal} — {hints}</span>"
 
 
 def load_ipython_extension(ipython: Any) -> None:

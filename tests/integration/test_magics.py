@@ -231,3 +231,26 @@ def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell
     finally:
         monitor.close()
         daemon.stop(ip.find_line_magic("pai_stop").__self__.last_job)
+
+
+def test_live_job_list_and_a_local_tensorboard(ip: InteractiveShell, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from pai_jupyter.notebook import tensorboard
+
+    submit(ip, "--wait", v1("listed", "true"))
+    with capture_output():
+        jl = ip.run_line_magic("pai_jobs", "--live --state succeeded")
+    try:
+        assert list(jl.rows) == [f"{USER}~listed"] and jl.states == ["SUCCEEDED"]
+    finally:
+        jl.close()
+    monkeypatch.setenv("PAI_JUPYTER_BASE_URL", "/user/me/")
+    monkeypatch.delenv("TENSORBOARD_PROXY_URL", raising=False)
+    logdir = tmp_path / "tb"
+    with capture_output():
+        shown = ip.run_line_magic("pai_tensorboard", f"--logdir {logdir} --height 300")
+    tb = tensorboard.local(logdir)
+    try:
+        assert tb.reused and f'src="/user/me/proxy/{tb.port}/"' in shown.data and 'height="300"' in shown.data
+    finally:
+        tb.stop()

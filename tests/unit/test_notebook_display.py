@@ -109,3 +109,15 @@ def test_an_interrupt_during_the_block_is_held_and_reported() -> None:
     with deferred_interrupt() as held:
         pass
     assert held["hit"] is False
+
+
+def test_the_submitted_line_links_to_the_portal_of_a_remote_openpai() -> None:
+    from pai_jupyter.client import Profile
+
+    remote = SimpleNamespace(profile=Profile(name="prod", url="https://pai.example.com/"))
+    html = ui.submitted_html("ann~exp<1>", remote)
+    assert 'href="https://pai.example.com/job-detail.html?username=ann&amp;jobName=exp%3C1%3E"' in html
+    assert "<code>ann~exp&lt;1&gt;</code>" in html and "%pai_stop ann~exp&lt;1&gt;" in html
+    local = SimpleNamespace(profile=Profile(name="local"))
+    assert "portal" not in ui.submitted_html("ann~x", local)
+    assert ui.submitted_text("ann~x").startswith("submitted ann~x  (%pai_status ann~x")

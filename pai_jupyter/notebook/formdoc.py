@@ -1,0 +1,114 @@
+"""How JobForm's fields map to and from its document: v1 JSON, the format of seed 001's "Edit JSON" window.
+
+Keys the form has no field for (``dataDir``, other ``extras``, ...) are kept from the last document loaded, so
+Import -> Edit -> Submit loses nothing the form does not show.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .formfields import PLUGIN_KEY, RoleFields, parse_pairs
+
+DROPPABLE = ("description", "contributor", "version")
+
+
+def as_v1(job: Any) -> dict[str, Any]:
+    """A job as the form's v1 JSON; v2's free-text fields v1 has no place for (description, ...) are dropped."""
+    from ..protocol import ConversionError
+
+    try:
+        return job.to_v1()
+    except ConversionError as exc:
+        if not all(p.path in DROPPABLE for p in exc.problems):
+            raise
+    return job.model_copy(update=dict.fromkeys(DROPPABLE)).to_v1()
+
+
+class DocumentFields:
+    """Mixin for JobForm: ``to_v1`` builds the document from the fields, ``_fill`` sets the fields from one."""
+
+    _base: dict[str, Any]
+    roles: list[RoleFields]
+    name: Any  # the form's field widgets (see JobForm.__init__)
+    image: Any
+    vc: Any
+    retry: Any
+    gpu_type: Any
+    env: Any
+    storages: Any
+    tensorboard: Any
+    tb_logdir: Any
+    ssh: Any
+    jupyter: Any
+    pro: Any
+    _changed: Any  # JobForm's methods
+    _retab: Any
+
+    def to_v1(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """The v1 JSON the fields say, and problems of fields that could not be read (bad ``KEY=value`` lines)."""
+        bad: list[tuple[str, str]] = []
+        doc = {k: v for k, v in self._base.items() if k not in ("gpuType", "jobEnvs", "extras")}
+        doc.update({"jobName": self.name.value, "image": self.image.value, "virtualCluster": self.vc.value or "default",
+                    "retryCount": self.retry.value})
+        if self.gpu_type.value.strip():
+            doc["gpuType"] = self.gpu_type.value.strip()
+        envs, wrong = parse_pairs(self.env.value, "=", "KEY=value")
+        bad += [("jobEnvs", w) for w in wrong]
+        if envs:
+            doc["jobEnvs"] = dict(envs)
+        mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
+        bad += [("extras.storages", w) for w in wrong]
+        extras = {k: v for k, v in (self._base.get("extras") or {}).items() if k not in ("storages", PLUGIN_KEY)}
+        if mounts:
+            extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
+        plugins: list[dict[str, Any]] = []
+        if self.tensorboard.value:
+            logdir = self.tb_logdir.value.strip()
+            plugins.append({"plugin": "tensorboard", "parameters": {"logdir": logdir} if logdir else {}})
+        plugins += [{"plugin": n} for n, box in (("ssh", self.ssh), ("jupyter", self.jupyter)) if box.value]
+        if plugins:
+            extras[PLUGIN_KEY] = plugins
+        if extras:
+            doc["extras"] = extras
+        doc["taskRoles"] = []
+        for i, r in enumerate(self.roles):
+            role, role_bad = r.to_v1()
+            doc["taskRoles"].append(role)
+            bad += [(f"taskRoles[{i}].portList", m) for m in role_bad.get("ports", [])]
+        return doc, bad
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_v1()[0], indent=2, ensure_ascii=False)
+
+    def _fill(self, doc: dict[str, Any]) -> None:
+        self._base = dict(doc)
+        for field, key, default in ((self.name, "jobName", ""), (self.image, "image", ""), (self.vc, "virtualCluster",
+                                    "default"), (self.gpu_type, "gpuType", "")):
+            value = doc.get(key, default)
+            field.value = value if isinstance(value, str) else ""
+        retry = doc.get("retryCount", 0)
+        self.retry.value = retry if isinstance(retry, int) and not isinstance(retry, bool) else 0
+        envs = doc.get("jobEnvs") or {}
+        self.env.value = "\n".join(f"{k}={v}" for k, v in envs.items()) if isinstance(envs, dict) else ""
+        extras = doc.get("extras") if isinstance(doc.get("extras"), dict) else {}
+        mounts = extras.get("storages") or []
+        self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
+                                        if isinstance(m, dict)) if isinstance(mounts, list) else ""
+        plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
+        self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
+                                                                                             "jupyter"))
+        logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
+        self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
+        roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
+        for old in self.roles:
+            old.close()
+        self.roles = [RoleFields() for _ in roles]
+        for fields, role in zip(self.roles, roles, strict=True):
+            fields.from_v1(role)
+            fields.observe(self._changed)
+        self._retab()
+        if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
+                r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):
+            self.pro.value = True
