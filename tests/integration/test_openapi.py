@@ -53,7 +53,6 @@ from .conftest import Api, kill_leftovers, start_daemon, v1
 SPEC_PATH = Path(pai_jupyter.cluster.__file__).parent / "openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
 METHODS = ("get", "post", "put", "delete", "patch", "head", "options")
-INT64_MAX = 2**63 - 1
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 CONFIG = schemathesis.Config.from_dict({
@@ -281,83 +280,36 @@ def test_every_operation_but_the_terminal_is_fuzzed() -> None:
     assert fuzzed == described - {TERMINAL_OPERATION} and TERMINAL_OPERATION in described
 
 
-# Known daemon bugs. The fuzzer steps around exactly these inputs so that it keeps checking everything else; drop
-# an entry once its bug is fixed. The int64 one is pinned by a strict xfail below (it fails as XPASS once fixed).
-INT64_BUG = ("daemon bug: integers past int64 reach sqlite3 unchecked -> OverflowError -> 500 (should be 400 for a "
-             "query value, 404 for a path value)")
-INT64_PARAMS = {
-    "listJobs": ("query", ("offset",)),
-    "getTaskLogLocations": ("path", ("jobAttemptId", "taskIndex")),
-    "getTaskLogFile": ("path", ("jobAttemptId", "taskIndex")),
-    "streamTaskLog": ("query", ("index", "attempt")),
-}
-
-
-# Submission expands `instances` / `taskNumber` into per-task Python lists and database rows with no bound: a
-# 200-byte document asking for 10**7 tasks blocks the (single-threaded) daemon for minutes and exhausts its memory.
-# Not pinned by a test: reproducing it means stalling the shared daemon.
-TASK_COUNT_BUG = "daemon bug: no bound on instances/taskNumber; huge counts block the daemon and exhaust its memory"
-MAX_FUZZED_TASKS = 100
-
-
-def _task_counts(node: Any) -> Iterator[Any]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("instances", "taskNumber"):
-                yield value
-            yield from _task_counts(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _task_counts(item)
-
-
-def _past_int64(value: Any) -> bool:
-    for v in value if isinstance(value, list) else [value]:
-        try:
-            if int(str(v)) > INT64_MAX:
-                return True
-        except ValueError:
-            pass
-    return False
-
-
-def _known_bug(case: Any) -> str | None:
-    operation_id = case.operation.definition.raw["operationId"]
-    if operation_id == "submitJob" and any(isinstance(n, int) and n > MAX_FUZZED_TASKS
-                                           for n in _task_counts(case.body)):
-        return TASK_COUNT_BUG
-    where = INT64_PARAMS.get(operation_id)
-    if where:
-        location, names = where
-        values = (case.query if location == "query" else case.path_parameters) or {}
-        if any(_past_int64(values[n]) for n in names if n in values):
-            return INT64_BUG
-    return None
-
-
 @schema.parametrize()
 def test_the_daemon_conforms_to_its_spec(case: Any, seeded: Seeded) -> None:
     _aim(case, seeded)
-    if _known_bug(case):
-        return
     case.call_and_validate(base_url=seeded.api.url, headers={"Authorization": f"Bearer {seeded.api.token}"},
                            checks=CHECKS)
 
 
+# Numbers past what a task, attempt or offset can be (2**31 - 1) once reached SQLite and overflowed (500): a query
+# value is now 400, a path value names nothing (404).
 @pytest.mark.parametrize("request_", [
-    ("GET", "/api/v2/jobs?offset=9223372036854775808"),
-    ("GET", "/api/v2/jobs/{job}/attempts/9223372036854775808/taskRoles/main/taskIndex/0/attempts/0/logs"),
-    ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/99999999999999999999/attempts/0/logs"),
-    ("GET", "/api/v2/local/logs/{job}/9223372036854775808/main/0/0/all"),
-    ("GET", "/api/v2/local/logs/{job}/0/main/9223372036854775808/0/all"),
-    ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=9223372036854775808"),
-    ("GET", "/api/v2/local/jobs/{job}/logs/stream?attempt=9223372036854775808"),
+    ("GET", "/api/v2/jobs?offset=9223372036854775808", 400),
+    ("GET", "/api/v2/jobs?offset=2147483648", 400),
+    ("GET", "/api/v2/jobs/{job}/attempts/9223372036854775808/taskRoles/main/taskIndex/0/attempts/0/logs", 404),
+    ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/99999999999999999999/attempts/0/logs", 404),
+    ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/9223372036854775808/logs", 404),
+    ("GET", "/api/v2/local/logs/{job}/9223372036854775808/main/0/0/all", 404),
+    ("GET", "/api/v2/local/logs/{job}/0/main/9223372036854775808/0/all", 404),
+    ("GET", "/api/v2/local/logs/{job}/0/main/0/9223372036854775808/all", 404),
+    ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=9223372036854775808", 400),
+    ("GET", "/api/v2/local/jobs/{job}/logs/stream?attempt=9223372036854775808", 400),
+    ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=2147483648", 400),
+    ("POST", "/api/v2/local/jobs/{job}/services/main/9223372036854775808/tensorboard", 404),
+    ("GET", "/api/v2/local/jobs/{job}/tasks/main/99999999999999999999/terminal", 404),
 ], ids=lambda r: r[1].split("{job}")[-1])
-@pytest.mark.xfail(strict=True, reason=INT64_BUG)
-def test_integers_past_int64_are_refused_not_a_server_error(seeded: Seeded, request_: tuple[str, str]) -> None:
-    method, path = request_
-    r = seeded.api.http.request(method, path.format(job=seeded.succeeded))
-    assert r.status_code in (400, 404), (r.status_code, r.text)
+def test_integers_past_int32_are_refused_not_a_server_error(seeded: Seeded, request_: tuple[str, str, int]) -> None:
+    method, path, status = request_
+    kwargs: dict[str, Any] = {"json": {"action": "stop"}} if method == "POST" else {}
+    r = seeded.api.http.request(method, path.format(job=seeded.failed), **kwargs)
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.json()["code"] == ("InvalidParametersError" if status == 400 else "NotFoundError"), r.text
 
 
 # ---- (c) the main routes' answers for real jobs validate against the spec's schemas -------------------------------
