@@ -7,6 +7,7 @@ Error bodies are JSON with fixed messages (or messages built only from values th
 
 from __future__ import annotations
 
+import html
 import json
 from http.client import responses
 from typing import Any
@@ -45,16 +46,27 @@ def error_body(status: int, exc: BaseException | None) -> dict[str, Any]:
     return {"code": responses.get(status, "Error").replace(" ", ""), "message": responses.get(status, "Error")}
 
 
+WAIT_PAGE = """<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{seconds}">
+<title>Starting</title></head><body><p>{message}</p><p>This page reloads itself in {seconds} s.</p></body></html>"""
+
+
 class SafeErrors:
-    """Mixin for JupyterHandler subclasses: JSON errors, never the exception's free text."""
+    """Mixin for JupyterHandler subclasses: JSON errors, never the exception's free text. A browser asking for a
+    page of a service that is starting gets a small page that reloads itself instead."""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = (kwargs.get("exc_info") or (None, None, None))[1]
-        if isinstance(exc, PaiHTTPError) and exc.retry_after is not None:
-            self.set_header("Retry-After", str(max(1, round(exc.retry_after))))
-        self.set_header("Content-Type", "application/json; charset=utf-8")
+        request = self.request  # type: ignore[attr-defined]
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
+        if isinstance(exc, PaiHTTPError) and exc.retry_after is not None:
+            seconds = max(1, round(exc.retry_after))
+            self.set_header("Retry-After", str(seconds))
+            if status_code == 503 and request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.finish(WAIT_PAGE.format(seconds=seconds, message=html.escape(exc.message)))
+                return
+        self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(safe_json(error_body(status_code, exc)))
 
 

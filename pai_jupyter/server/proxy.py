@@ -1,5 +1,8 @@
 """HTTP and websocket proxy to a task's Jupyter and TensorBoard, by subclassing jupyter-server-proxy.
 
+jupyter-server-proxy's ProxyHandler gives the auth-in-prepare, origin checks and the websocket relay; HTTP goes
+through ``forward`` (streaming, encodings kept) instead of its buffered fetch.
+
 ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/{jupyter|tensorboard}/{path}`` goes to the host and port the
 cluster lists for that task's declared service — the route cannot name a host or port at all. The request
 path after the service name is forwarded under the path the service expects (``basePath``: ``/`` for
@@ -18,8 +21,10 @@ from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
+from tornado.httputil import HTTPHeaders
 
 from .common import TASK_RE, PaiHTTPError, SafeErrors, not_found
+from .forward import UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
 
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
@@ -109,22 +114,22 @@ class ServiceProxyHandler(TaskProxyBase):
             return {"Authorization": f"token {self.target.token}"}
         return {}
 
-    def _rewrite(self, response: Any) -> None:
-        """A task's Jupyter: no cookies of its own (our token authenticates it; its _xsrf would shadow ours), and
-        redirects within its base path mapped to our public prefix."""
+    def _rewrite(self, code: int, headers: HTTPHeaders) -> None:
+        """Redirects inside the service's base path go to the same place under our public prefix; a task's
+        Jupyter sets no cookies of its own (our token authenticates it; its _xsrf would shadow ours)."""
         target = self.target
-        if target is None or target.base_path == "/":
+        if target is None:
             return
-        if "Set-Cookie" in response.headers:
-            del response.headers["Set-Cookie"]
-        location = response.headers.get("Location")
-        if not location or response.code not in (301, 302, 303, 307, 308):
+        if target.token and "Set-Cookie" in headers:
+            del headers["Set-Cookie"]
+        location = headers.get("Location")
+        if not location or code not in (301, 302, 303, 307, 308):
             return
         parts = urlsplit(location)
         if not parts.scheme and not parts.netloc and parts.path.startswith(target.base_path):
             public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-            response.headers["Location"] = urlunsplit(("", "", public + parts.path[len(target.base_path):],
-                                                       parts.query, parts.fragment))
+            headers["Location"] = urlunsplit(("", "", public + parts.path[len(target.base_path):], parts.query,
+                                              parts.fragment))
 
     async def _forward(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
         if rest is None:  # .../tensorboard -> .../tensorboard/
@@ -134,16 +139,22 @@ class ServiceProxyHandler(TaskProxyBase):
                 return
             raise not_found()
         path = await self._resolve(user, name, role, index, service, rest)
-        self.rewrite_response = (lambda response: self._rewrite(response),)  # it calls by parameter names
-        assert self.target is not None
+        assert self.target is not None and self.key is not None
+        url = self.get_client_uri("http", self.target.host, self.target.port, path)
+        headers = self.proxy_request_headers()
+        if not self.absolute_url:  # what jupyter-server-proxy tells apps served under a prefix
+            context = self._get_context_path(self.target.host, self.target.port)
+            headers.update({"X-Forwarded-Context": context, "X-ProxyContextPath": context,
+                            "X-Forwarded-Prefix": context})
+        self._record_activity()
         try:
-            await self.proxy(self.target.host, self.target.port, path)
-        except web.HTTPError as exc:
-            if exc.status_code not in (500, 599) or isinstance(exc, PaiHTTPError):
-                raise
-            self.registry.forget(self.key) if self.key else None
+            await forward(self, url, headers, self._rewrite)
+        except UpstreamFailed as exc:
+            self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
+            self.registry.forget(self.key)
             raise PaiHTTPError(503, f"{TITLES[service]} of this task did not answer; it may be restarting, try "
                                     "again in a few seconds", retry_after=2, code="NotAnswering") from None
+        self._record_activity()
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:

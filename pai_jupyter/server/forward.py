@@ -1,0 +1,104 @@
+"""Streaming HTTP forward for the task proxy: the response goes to the browser chunk by chunk as it arrives.
+
+jupyter-server-proxy's HTTP path reads the whole response into memory before writing it (100 MB of a task's
+file would sit in the Jupyter server twice, and the first byte waits for the last), and its streaming mode
+drops Content-Encoding while passing gzip bytes through. This forward keeps status, headers (encoding and
+length included) and body as the service sent them, holds no more than a chunk, and skips the thread hop of a
+DNS lookup for the IP literals the cluster reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from tornado import httputil
+from tornado.httpclient import HTTPRequest
+from tornado.iostream import StreamClosedError
+from tornado.netutil import DefaultLoopResolver, Resolver
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
+from tornado.web import RequestHandler
+
+HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
+              "Proxy-Authorization", "Proxy-Authenticate", "Expect")
+NOT_COPIED = ("Transfer-Encoding", "Connection", "Keep-Alive")
+_clients: dict[asyncio.AbstractEventLoop, SimpleAsyncHTTPClient] = {}
+
+
+class LiteralResolver(Resolver):
+    """An IP literal resolves to itself; anything else goes through the event loop's getaddrinfo."""
+
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
+                      ) -> list[tuple[int, Any]]:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return await DefaultLoopResolver().resolve(host, port, family)
+        return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, (host, port))]
+
+
+def http_client() -> SimpleAsyncHTTPClient:
+    """One client per event loop; no queueing (long requests must not hold up others), no body size cap."""
+    loop = asyncio.get_running_loop()
+    if loop not in _clients:
+        _clients[loop] = SimpleAsyncHTTPClient(force_instance=True, max_clients=10_000, resolver=LiteralResolver(),
+                                               max_body_size=1 << 50)
+    return _clients[loop]
+
+
+class UpstreamFailed(Exception):
+    """The service could not be reached, or failed before sending its status line (nothing was sent yet)."""
+
+
+async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeaders,
+                  rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
+                  timeout: float = 3600.0) -> None:
+    """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
+
+    ``rewrite(status, headers)`` may change the response headers before they are sent. Raises UpstreamFailed
+    when nothing came back; after the headers went out, a broken upstream just ends the response early.
+    """
+    for name in HOP_BY_HOP:
+        headers.pop(name, None)
+    method = handler.request.method or "GET"
+    body = handler.request.body or (b"" if method in ("POST", "PUT", "PATCH") else None)
+    start: list[httputil.ResponseStartLine] = []
+    got = httputil.HTTPHeaders()
+    sent = False
+
+    def on_header(line: str) -> None:
+        nonlocal sent
+        if not start:
+            start.append(httputil.parse_response_start_line(line.strip()))
+        elif line.strip():
+            got.parse_line(line)
+        else:  # end of the headers: status and headers to the browser
+            code = start[0].code
+            if rewrite is not None:
+                rewrite(code, got)
+            handler.set_status(code, start[0].reason or None)
+            handler._headers = httputil.HTTPHeaders()  # tornado's defaults (Content-Type, Server) are not theirs
+            for name, value in got.get_all():
+                if name not in NOT_COPIED:
+                    handler.add_header(name, value)
+            sent = True
+
+    def on_chunk(chunk: bytes) -> None:
+        if handler.request.connection is None or handler.request.connection.stream.closed():  # type: ignore
+            raise StreamClosedError()  # the browser went away: stop reading from the service
+        RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
+        RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
+
+    request = HTTPRequest(url, method=method, headers=headers, body=body, follow_redirects=False,
+                          decompress_response=False, connect_timeout=20, request_timeout=timeout,
+                          header_callback=on_header, streaming_callback=on_chunk, allow_nonstandard_methods=True)
+    response = await http_client().fetch(request, raise_error=False)
+    if not sent:
+        raise UpstreamFailed(str(response.error or f"no answer from {url}"))
+    if response.error is not None and response.code == 599:  # broken after the headers: close, do not pad
+        handler.request.connection.stream.close()  # type: ignore[union-attr]
+        return
+    handler.finish()
