@@ -25,6 +25,7 @@ from .containers import p8_docker_submit_to_running
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
+from .proxy import p5_proxy_latency, p5_proxy_throughput
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
@@ -32,6 +33,8 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P2", "200 jobs `true` on 2 slots", p2_throughput),
     ("P3", "task line -> following client", p3_log_latency),
     ("P4", "list 10,000 jobs over REST", p4_list),
+    ("P5", "TensorBoard data request via the extension", p5_proxy_latency),
+    ("P5T", "100 MB body via the extension", p5_proxy_throughput),
     ("P6", "idle daemon RSS", p6_idle_rss),
     ("P7", "%load_ext pai_jupyter in a fresh interpreter", p7_load_ext),
     ("P8", "Docker submit -> command in container ran", p8_docker_submit_to_running),
