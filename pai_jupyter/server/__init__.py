@@ -8,6 +8,7 @@ Enabled on install by ``jupyter-config/jupyter_server_config.d/pai_jupyter.json`
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .config import PaiJupyter
@@ -51,6 +52,11 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from .registry import Registry
 
     config = PaiJupyter(parent=serverapp)
+    if os.environ.get("PAI_JOB_NAME") and os.environ.get("PAI_CURRENT_TASK_ROLE_NAME") and \
+            not config.enable_inside_tasks:
+        serverapp.log.info("pai_jupyter: inside a job's task; the server extension stays off "
+                           "(PaiJupyter.enable_inside_tasks=True turns it on)")
+        return
     try:
         client = AsyncClient(config.profile)
     except PaiError as exc:

@@ -3,7 +3,7 @@ or ``--PaiJupyter.idle_timeout_minutes=30`` on the command line."""
 
 from __future__ import annotations
 
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 from traitlets.config import Configurable
 
 
@@ -43,3 +43,8 @@ class PaiJupyter(Configurable):
     jobs_list_limit = Integer(
         200, config=True,
         help="At most this many jobs (newest first) in GET pai/api/jobs; a client may ask for fewer with ?limit=.")
+    enable_inside_tasks = Bool(
+        False, config=True,
+        help="Load the extension also in a Jupyter server that runs inside a job's task (PAI_JOB_NAME and "
+             "PAI_CURRENT_TASK_ROLE_NAME set), such as the one the jupyter runtime plugin starts. Off: a task's "
+             "Jupyter needs no job proxy, and its default profile would not be the user's.")

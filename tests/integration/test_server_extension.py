@@ -127,6 +127,7 @@ def test_in_job_jupyter_executes_a_cell(env: Env) -> None:
     assert asyncio.run(run()) == "42"
     assert http.delete(task_url(env.job, f"jupyter/api/kernels/{kid}")).status_code == 204
     assert token not in status.text + kernel.text  # the in-task token stays between the proxy and the task
+    assert http.get(task_url(env.job, "jupyter/pai/api/jobs")).status_code == 404  # the extension is off in tasks
 
 
 def test_bodies_both_ways_through_the_in_job_jupyter(env: Env) -> None:
