@@ -12,8 +12,8 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..client import FINAL_STATES, JobNotFound, NotSupported, PaiError
-from .common import SafeErrors, job_path, safe_json, task_prefix
+from ..client import FINAL_STATES, BadRequest, JobNotFound, NotSupported, PaiError
+from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
 from .registry import Registry
 
 
@@ -40,9 +40,13 @@ class JobsHandler(SafeErrors, APIHandler):
         state = self.get_argument("state", None)
         try:
             jobs = await client.list_jobs(limit=limit, state=state.split(",") if state else None)
+        except BadRequest:
+            raise PaiHTTPError(400, "state must be job states separated by commas, e.g. RUNNING,WAITING",
+                               code="BadRequest") from None
         except PaiError as exc:
             self.log.warning("pai: listing jobs: %s", exc)
-            raise web.HTTPError(502) from None
+            raise PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log",
+                               code="ClusterError") from None
         live = [j for j in jobs if j.state not in FINAL_STATES]
         extra = await asyncio.gather(*(self._tasks(j.username, j.name) for j in live))
         by_id = {j.id: e for j, e in zip(live, extra, strict=True)}
@@ -63,8 +67,11 @@ class JobsHandler(SafeErrors, APIHandler):
         message = None
         try:
             detail, services = await asyncio.gather(client.detail(job), self._services(job))
-        except JobNotFound:
+        except JobNotFound:  # deleted since the list was read
             return {"tasks": [], "servicesMessage": None}
+        except PaiError as exc:
+            self.log.warning("pai: tasks of %s: %s", job, exc)
+            return {"tasks": [], "servicesMessage": "the cluster did not answer for this job"}
         if isinstance(services, str):
             services, message = [], services
         tasks = []

@@ -243,8 +243,3 @@ class Registry:
                 ws.close(1001, "the terminal was idle")
                 self.terminals.pop(ws, None)
         return culled
-
-    async def close(self) -> None:
-        if self._culler is not None:
-            self._culler.cancel()
-        await self.client.aclose()

@@ -170,6 +170,11 @@ def test_jobs_route_lists_the_profiles_jobs_with_service_urls(env: Env) -> None:
     assert jobs[env.plain]["tasks"][0]["services"] == []
     secrets = [s["token"] for s in env.pai.services(env.job) if s["token"]] + [env.api.token]
     assert not any(s in json.dumps(body) for s in secrets)
+    http = env.jupyter.http()
+    assert {j["id"] for j in http.get("pai/api/jobs", params={"state": "RUNNING", "limit": 5}).json()["jobs"]} == \
+        {env.job, env.plain}
+    odd = http.get("pai/api/jobs", params={"state": MARKUP})
+    assert odd.status_code in (200, 400) and "<script" not in odd.text
 
 
 def test_metrics_websocket_rate_and_pause(env: Env) -> None:
