@@ -362,9 +362,10 @@ class Users(Base):
         if not self.is_admin:
             raise ForbiddenUserError("only an admin can add users")
         body = self.json_body()
-        name = str(body.get("name", ""))
-        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
-            raise BadRequest("a user name may use letters, digits, '-', '_' and '.'")
+        name = body.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+            raise BadRequest("a user name starts with a letter or digit, then letters, digits, '-', '_' and '.' "
+                             "(at most 64)")
         admin, password = body.get("admin", False), body.get("password")
         if not isinstance(admin, bool):
             raise BadRequest("admin must be true or false")

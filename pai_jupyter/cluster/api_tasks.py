@@ -56,6 +56,16 @@ class Terminal(TermSocket):
         self.cluster = cluster
         self.command: tuple[list[str], dict[str, str], str | None] | None = None
 
+    def set_default_headers(self) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        message = "only GET with a websocket upgrade is allowed here" if status_code == 405 else self._reason
+        code = "MethodNotAllowedError" if status_code == 405 else "UnknownError"
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps({"code": code, "message": message}))
+
     def check_origin(self, origin: str) -> bool:
         return True  # not a browser-facing route: bearer-token API clients (the Jupyter server extension)
 
@@ -73,6 +83,7 @@ class Terminal(TermSocket):
             self.finish(json.dumps(exc.body()))
         except RuntimeError as exc:  # e.g. no docker CLI on this host
             self.set_status(503)
+            self.set_header("Content-Type", "application/json; charset=utf-8")
             self.finish(json.dumps({"code": "UnavailableError", "message": str(exc)}))
 
     def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]

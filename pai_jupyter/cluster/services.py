@@ -59,7 +59,8 @@ def start_command(service: str, info: dict[str, Any]) -> str:
                f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
                f"--IdentityProvider.token={info['token']} --ServerApp.root_dir=\"$PWD\"")
     log = f'"$PAI_TASK_DIR/service-{service}'
-    return f"( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\""
+    running = f'{{ [ -f {log}.pid" ] && kill -0 "$(cat {log}.pid")" 2>/dev/null; }}'  # already up: a no-op
+    return f"{running} || {{ ( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\"; }}"
 
 
 def stop_command(service: str) -> str:

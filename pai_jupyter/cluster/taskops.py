@@ -104,7 +104,8 @@ async def metrics(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
             if first is not None:
                 now = time.monotonic()
                 then, cpu = _last.get(key, (now, first.cpu_seconds))
-                entry["cpuPercent"] = round(100 * (first.cpu_seconds - cpu) / (now - then), 1) if now > then else 0.0
+                used = max(first.cpu_seconds - cpu, 0.0)  # a process that left the tree takes its CPU time along
+                entry["cpuPercent"] = round(100 * used / (now - then), 1) if now > then else 0.0
                 entry["memoryBytes"] = first.memory_bytes
                 _last[key] = (now, first.cpu_seconds)
             if gpu_ok:

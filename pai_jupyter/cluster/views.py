@@ -53,9 +53,10 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     ports = loads(task["ports"], {}) or {}
     gpus = loads(task["gpus"], []) or []
     handle = loads(task["handle"], {}) or {}
+    state = "WAITING" if task["state"] == "STARTING" else task["state"]  # OpenPAI has no STARTING
     return {
         "taskIndex": task["idx"], "taskUid": f"{row['id']}.{task['attempt']}.{task['role']}.{task['idx']}",
-        "taskState": "WAITING" if task["state"] == "STARTING" else task["state"],
+        "taskState": state,
         "containerId": handle.get("id"), "containerIp": task["host_ip"],
         "containerNodeName": "local", "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
         "containerGpus": _gpu_mask(gpus), "containerGpuIndices": gpus, "containerLog": log_url(row, task),
@@ -64,7 +65,7 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
         "containerExitDiagnostics": task["exit_diagnostics"], "retries": task["task_attempt"],
         "accountableRetries": task["task_attempt"], "createdTime": task["created_time"],
         "launchedTime": task["launched_time"], "completedTime": task["completed_time"], "attemptId": task["attempt"],
-        "attemptState": task["state"], "taskAttemptId": task["task_attempt"], "runtime": task["runtime"],
+        "attemptState": state, "taskAttemptId": task["task_attempt"], "runtime": task["runtime"],
     }
 
 

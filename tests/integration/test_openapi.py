@@ -455,7 +455,7 @@ def _service_action(api: Api, job: str, action: Any, task: str = "main/0", servi
 
 
 def test_metrics_answer_as_the_spec_says(seeded: Seeded) -> None:
-    """Before the services' stop/start below (see CPU_PERCENT_BUG)."""
+    """Before the services' stop/start below."""
     http = seeded.api.http
     m = conforms(http.get(f"/api/v2/local/jobs/{seeded.running}/metrics"), METRICS)
     assert m["gpu"]["available"] is Nvml().available  # NVML in this process sees what the daemon's sees
@@ -568,12 +568,7 @@ def test_task_routes_refuse_strangers_and_missing_tokens(seeded: Seeded) -> None
     assert _services(seeded, job)["tensorboard"]["state"] == "running"  # grace's stop did nothing
 
 
-# ---- known daemon bugs, pinned: each fails as XPASS(strict) once fixed; then make it a plain test -------------------
-CPU_PERCENT_BUG = ("daemon bug: metrics' cpuPercent sums the CPU time of the processes in the task now, so when one "
-                   "exits (a stopped service) its past CPU time leaves the sum and cpuPercent goes negative")
-
-
-@pytest.mark.xfail(strict=True, reason=CPU_PERCENT_BUG)
+# ---- regressions of daemon bugs the contract test found -------------------------------------------------------
 def test_cpu_percent_stays_positive_when_a_process_of_the_task_exits(seeded: Seeded) -> None:
     """Stops the running job's TensorBoard for good: keep this after every test that needs it."""
     api, job = seeded.api, seeded.running
@@ -587,18 +582,11 @@ def test_cpu_percent_stays_positive_when_a_process_of_the_task_exits(seeded: See
         time.sleep(0.2)
 
 
-TERMINAL_HEADERS_BUG = ("daemon bug: the terminal route's answers before the upgrade come from Tornado's "
-                        "WebSocketHandler, not the API's Base: no Cache-Control: no-store, and a method other than GET "
-                        "is an HTML 405 instead of MethodNotAllowedError")
-
-
-@pytest.mark.xfail(strict=True, reason=TERMINAL_HEADERS_BUG)
 def test_terminal_refusals_are_no_store(seeded: Seeded) -> None:
     r = httpx.get(f"{seeded.api.url}/api/v2/local/jobs/{seeded.running}/tasks/main/0/terminal")
     assert r.status_code == 401 and r.headers.get("cache-control") == "no-store", r.headers
 
 
-@pytest.mark.xfail(strict=True, reason=TERMINAL_HEADERS_BUG)
 def test_terminal_other_methods_are_method_not_allowed_errors(seeded: Seeded) -> None:
     r = seeded.api.http.post(f"/api/v2/local/jobs/{seeded.running}/tasks/main/0/terminal")
     assert r.status_code == 405 and r.headers["content-type"].startswith("application/json"), (r.headers, r.text)
