@@ -24,7 +24,7 @@ from typing import Any
 
 from .display import base_url, esc, link_html, service_url
 
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")  # job / task states; a service says stopped / stopping
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 def iframe(url: str, height: int = 600, title: str = "TensorBoard") -> Any:
@@ -41,8 +41,9 @@ def _note(text: str) -> Any:
 
 
 def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
-    """(role, index, state) of each task that runs the job's TensorBoard: from ``client.services`` where the
-    server has it, else from the job's own ``tensorboard`` runtime plugin (its ``taskRole``, else the first role)."""
+    """(role, index, service state) of each task that runs the job's TensorBoard: from ``client.services``
+    where the server has it, else from the job's own ``tensorboard`` plugin (its ``taskRole``, else the first
+    role; state unknown)."""
     if hasattr(client, "services"):
         try:
             return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in client.services(job)
@@ -56,25 +57,30 @@ def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
     plugin = next((p for p in spec.runtime_plugins if p.get("plugin") == "tensorboard"), None)
     if plugin is None:
         return []
-    role = (plugin.get("parameters") or {}).get("taskRole") or spec.task_roles[0].name
-    detail = client.detail(job)
-    state = next((t.task_state for t in detail.tasks if t.role == role and t.task_index == 0), detail.state)
-    return [(role, 0, state)]
+    return [((plugin.get("parameters") or {}).get("taskRole") or spec.task_roles[0].name, 0, "")]
 
 
 def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None = None, height: int = 600,
             base: str | None = None) -> Any:
-    """An iframe of the job's TensorBoard through the server extension, or a note saying why there is none."""
+    """An iframe of the job's TensorBoard through the server extension, or a note saying why there is none.
+
+    It is embedded while its task waits or runs (the proxy answers once the task is up); not once the task has
+    ended, nor when the service was stopped in a running task."""
     job_id = client.job_id(job)
+    detail = client.detail(job_id)  # before the services: a service listed later never predates the task state
     targets = [t for t in job_targets(client, job_id)
                if (role is None or t[0] == role) and (index is None or t[1] == index)]
     if not targets:
         return _note(f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
                      "(extras: com.microsoft.pai.runtimeplugin)")
-    r, i, state = targets[0]
-    if state.upper() in (*FINAL, "STOPPING"):
-        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) is {state.lower()}; it runs while its task runs "
-                     "(plot event files with pai_jupyter.notebook.curves instead)")
+    r, i, service = targets[0]
+    task = next((t.task_state for t in detail.tasks if t.role == r and t.task_index == i), detail.state)
+    if task in FINAL or detail.state in FINAL:
+        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
+                     "files with pai_jupyter.notebook.curves instead")
+    if task == "RUNNING" and service in ("stopped", "stopping"):
+        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
+                     f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
     return iframe(service_url(job_id, r, i, "tensorboard", base), height)
 
 

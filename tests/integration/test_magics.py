@@ -212,8 +212,12 @@ def test_tensorboard_magic_embeds_the_proxied_route_or_says_why_not(ip: Interact
     with capture_output():
         frame = ip.run_line_magic("pai_tensorboard", "withtb")
     job_id = f"{USER}~withtb"
-    assert f'src="/pai/jobs/{job_id}/main/0/tensorboard/"' in frame.data
+    assert f'src="/pai/jobs/{job_id}/main/0/tensorboard/"' in frame.data  # waiting or running: it comes up
     daemon.stop(job_id)
+    daemon.wait(job_id)
+    with capture_output():
+        note = ip.run_line_magic("pai_tensorboard", "withtb")
+    assert "ended with its task (STOPPED)" in note.data
 
 
 def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell, daemon: Api) -> None:

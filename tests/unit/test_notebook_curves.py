@@ -93,8 +93,8 @@ def test_a_local_tensorboard_is_started_once_per_logdir_and_read_over_http(local
 class JobClient:
     """The calls for_job makes: job_id, services (or config + detail for servers without them)."""
 
-    def __init__(self, services: list[dict[str, Any]] | None, config: str = ""):
-        self._services, self._config = services, config
+    def __init__(self, services: list[dict[str, Any]] | None, config: str = "", task_state: str = "RUNNING"):
+        self._services, self._config, self.task_state = services, config, task_state
 
     def job_id(self, job: str) -> str:
         return job if "~" in job else f"ann~{job}"
@@ -108,8 +108,9 @@ class JobClient:
         return self._config
 
     def detail(self, job: str) -> JobDetail:
-        return JobDetail.from_api({"name": "j", "jobStatus": {"username": "ann", "state": "RUNNING"},
-                                   "taskRoles": {"ps": {"taskStatuses": [{"taskIndex": 0, "taskState": "RUNNING"}]}}})
+        tasks = [{"taskIndex": i, "taskState": self.task_state} for i in range(2)]
+        return JobDetail.from_api({"name": "j", "jobStatus": {"username": "ann", "state": self.task_state},
+                                   "taskRoles": {"ps": {"taskStatuses": tasks}, "w": {"taskStatuses": tasks}}})
 
 
 def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +119,11 @@ def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monke
     html = tensorboard.for_job(JobClient([svc]), "j").data
     assert 'src="/user/ann/pai/jobs/ann~j/w/1/tensorboard/"' in html
     assert "runs no TensorBoard" in tensorboard.for_job(JobClient([]), "j").data
-    assert "is stopped" in tensorboard.for_job(JobClient([{**svc, "state": "stopped"}]), "j").data
+    assert "was stopped" in tensorboard.for_job(JobClient([{**svc, "state": "stopped"}]), "j").data
+    waiting = JobClient([{**svc, "state": "stopped"}], task_state="WAITING")  # not started yet: embed, it comes up
+    assert 'src="/user/ann/pai/jobs/ann~j/w/1/tensorboard/"' in tensorboard.for_job(waiting, "j").data
+    ended = JobClient([{**svc, "state": "stopped"}], task_state="SUCCEEDED")
+    assert "ended with its task (SUCCEEDED)" in tensorboard.for_job(ended, "j").data
     v2 = ("protocolVersion: 2\nname: j\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
           "taskRoles:\n  ps: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0},"
           " commands: [sleep 1]}\nextras:\n  com.microsoft.pai.runtimeplugin: [{plugin: tensorboard}]\n")
