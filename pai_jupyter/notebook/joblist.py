@@ -181,6 +181,10 @@ class JobList(W.VBox):
             if not targets:
                 return f"<i>{esc(job_id)} has no running task ({esc(detail.state)})</i>"
         base = self.base or base_url()
+        if service == "terminal":  # a websocket (terminado's protocol) for the JupyterLab panel, not a page
+            urls = [f"<code>{esc(route(job_id, role, idx, service, base))}websocket</code> ({esc(role)}[{idx}])"
+                    for role, idx in targets]
+            return "terminal websocket, opened by the JupyterLab PAI panel: " + " · ".join(urls)
         items = [link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
                  for role, idx in targets]
         return " · ".join(items)

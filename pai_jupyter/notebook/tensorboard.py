@@ -86,9 +86,10 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
 
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------
 def info_dir() -> Path:
-    from ..cluster.paths import pai_home
+    """``$PAI_JUPYTER_HOME/tensorboard`` (the home the client's profiles live in)."""
+    from ..client.profiles import profiles_file
 
-    return pai_home() / "tensorboard"
+    return profiles_file().parent / "tensorboard"
 
 
 def proxy_url(port: int, base: str | None = None) -> str:

@@ -114,5 +114,5 @@ def test_service_actions_link_to_the_server_extension_routes() -> None:
     assert "runs no jupyter" in jl.panel.children[0].value and jl.rows["ann~a"].action.value == "actions…"
     jl.act("terminal", "ann~a")  # every running task
     links = jl.panel.children[0].value
-    assert links.count("href=") == 1 and "/pai/jobs/ann~a/w/0/terminal/" in links
+    assert links.count("/terminal/websocket") == 1 and "/user/ann/pai/jobs/ann~a/w/0/terminal/websocket" in links
     jl.close()
