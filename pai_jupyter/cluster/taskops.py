@@ -50,6 +50,8 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
             up = t["state"] == "RUNNING" and services.answers(host, info["port"])
             if (row["id"], t["role"], t["idx"], name) in cluster.stopped_services:
                 state = "stopping" if up else "stopped"
+            elif t["state"] in ("WAITING", "STARTING"):
+                state = "waiting"  # for its task to start
             elif t["state"] != "RUNNING":
                 state = "stopped"
             else:
