@@ -59,7 +59,6 @@ class Cluster:
         self._jobs: dict[int, Job] = {}
         self.queue = JobQueue()
         self._homes: set[str] = set()
-        self.stopped_services: set[tuple[int, str, int, str]] = set()  # culled until started again
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
 

@@ -48,7 +48,7 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
         for name, info in (loads(t["services"], {}) or {}).items():
             host = t["host_ip"] or "127.0.0.1"
             up = t["state"] == "RUNNING" and services.answers(host, info["port"])
-            if (row["id"], t["role"], t["idx"], name) in cluster.stopped_services:
+            if t["task_dir"] and (Path(t["task_dir"]) / f"service-{name}.stopped").exists():
                 state = "stopping" if up else "stopped"
             elif t["state"] in ("WAITING", "STARTING"):
                 state = "waiting"  # for its task to start
@@ -69,12 +69,13 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
     if action not in ("start", "stop"):
         raise BadRequest('action must be "start" or "stop"')
     _running_handle(t)
-    (Path(t["task_dir"]) / f"service-{name}.request").write_text(action)  # the task's supervisor acts on it
-    key = (row["id"], role, idx, name)
+    task_dir = Path(t["task_dir"])
+    (task_dir / f"service-{name}.request").write_text(action)  # the task's supervisor acts on it
+    marker = task_dir / f"service-{name}.stopped"  # on disk, so a restarted daemon still knows
     if action == "stop":
-        cluster.stopped_services.add(key)
+        marker.touch()
     else:
-        cluster.stopped_services.discard(key)
+        marker.unlink(missing_ok=True)
     return {"role": role, "index": idx, "name": name, "action": action}
 
 
