@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from ..format import fmt
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -54,25 +55,8 @@ def client_for(profile: str | None) -> Client:
     return Client(profile)
 
 
-def fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, datetime):
-        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    return str(value)
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[fmt(c) for c in row] for row in rows]
+    cells = [[fmt(c, '-') for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]

@@ -11,12 +11,12 @@ import click
 
 if TYPE_CHECKING:
     from ..client import Client, JobDetail
+from ..format import duration
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_JOB_FAILED,
     StatusLine,
     client_for,
-    duration,
     handle_errors,
     output_option,
     profile_option,

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from ..format import fmt
+
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 
@@ -36,15 +38,9 @@ class _Api(BaseModel):
         return value
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return "" if value is None else str(value)
-
-
 def _html_table(columns: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

@@ -10,9 +10,10 @@ import base64
 import html
 import os
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
+
+from ..format import duration, fmt
 
 STATE_COLOURS = {"WAITING": "#8a6d00", "RUNNING": "#0b62a4", "STOPPING": "#8a6d00", "SUCCEEDED": "#1a7f37",
                  "FAILED": "#cf222e", "STOPPED": "#6e7781"}
@@ -34,25 +35,6 @@ def service_url(job_id: str, role: str, index: int, service: str, base: str | No
     user, _, name = job_id.partition("~")
     path = f"pai/jobs/{quote(user, safe='')}~{quote(name, safe='')}/{quote(role, safe='')}/{int(index)}/{service}/"
     return (base or base_url()) + path
-
-
-def duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s} s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
-def fmt(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    return str(value)
 
 
 def state_html(state: str | None) -> str:
@@ -77,7 +59,7 @@ def status_text(detail: Any, elapsed: float | None = None) -> str:
     done = ""
     if detail.is_final:
         done = f", exit code {s.app_exit_code}" if s.app_exit_code is not None else ""
-    took = f" · {duration_text(elapsed)}" if elapsed is not None else ""
+    took = f" · {duration(elapsed)}" if elapsed is not None else ""
     return f"{detail.id}: {s.state}{why}{done}{took}"
 
 
@@ -87,7 +69,7 @@ def status_html(detail: Any, elapsed: float | None = None) -> str:
     done = ""
     if detail.is_final and s.app_exit_code is not None:
         done = f", exit code <b>{esc(s.app_exit_code)}</b>"
-    took = f" · {esc(duration_text(elapsed))}" if elapsed is not None else ""
+    took = f" · {esc(duration(elapsed))}" if elapsed is not None else ""
     diag = ""
     if detail.is_final and s.state != "SUCCEEDED" and s.app_exit_diagnostics:
         diag = f"<br><span style='color:#6e7781'>{esc(s.app_exit_diagnostics[:500])}</span>"
@@ -98,7 +80,7 @@ def detail_html(detail: Any) -> str:
     """A job's state, why it waits or how it ended, and a row per task."""
     s = detail.job_status
     lines = [f"<p>{status_html(detail)}</p>"]
-    facts = [("submitted", fmt(s.submission_time)), ("duration", duration_text(s.duration_s)),
+    facts = [("submitted", fmt(s.submission_time)), ("duration", duration(s.duration_s)),
              ("virtual cluster", s.virtual_cluster), ("retries", s.retries)]
     lines.append("<p>" + " · ".join(f"{esc(k)} {esc(v)}" for k, v in facts if v not in (None, "")) + "</p>")
     rows = [[t.role, t.task_index, t.task_state, t.container_ip, t.ports, t.container_exit_code,
@@ -223,7 +205,7 @@ LIST_COLUMNS = ("name", "submitted", "user", "duration", "virtual cluster", "ret
 def job_row(job: Any) -> list[Any]:
     """One job list row: seed 001's columns (name, submission time, user, duration, VC, retries, tasks, GPUs,
     state), plus the exit code."""
-    return [job.name, job.submission_time, job.username, duration_text(job.duration_s), job.virtual_cluster,
+    return [job.name, job.submission_time, job.username, duration(job.duration_s), job.virtual_cluster,
             job.retries, job.total_task_number, job.total_gpu_number, job.state, job.app_exit_code]
 
 
