@@ -67,7 +67,8 @@ class Cluster:
         """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
         job = self._jobs.pop(row["id"], None)
         if job is None:
-            text = row.get("model") or self.store.one("SELECT model FROM jobs WHERE id = ?", (row["id"],))["model"]
+            text = row.get("model") or self.store.one("SELECT model FROM job_configs WHERE job_id = ?",
+                                                                  (row["id"],))["model"]
             job = Job.model_validate_json(text)
         self._jobs[row["id"]] = job
         if len(self._jobs) > JOB_CACHE:
@@ -128,13 +129,13 @@ class Cluster:
             with self.store.tx() as db:
                 cur = db.execute(
                     "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
-                    "total_gpu, total_tasks, total_roles, config_text, config_format, model) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "total_gpu, total_tasks, total_roles, config_format) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (user, job.name, debug_id(user, job.name), "WAITING", "AttemptCreationPending",
-                     job.virtual_cluster, now, now,
-                     sum(d.gpu for d in demands), len(demands), len(job.task_roles), job.source_text,
-                     job.source_format, job.model_dump_json()))
+                     job.virtual_cluster, now, now, sum(d.gpu for d in demands), len(demands), len(job.task_roles),
+                     job.source_format))
                 job_id = cur.lastrowid
+                db.execute("INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)",
+                           (job_id, job.source_text, job.model_dump_json()))
                 self._new_attempt(job_id, 0, job)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
                 if isinstance(estimator, dict):

@@ -29,9 +29,17 @@ CREATE TABLE IF NOT EXISTS jobs (
   submission_time INTEGER NOT NULL, created_time INTEGER, launched_time INTEGER, completed_time INTEGER,
   exit_code INTEGER, exit_diagnostics TEXT, exit_type TEXT, trigger_role TEXT, trigger_index INTEGER,
   total_gpu INTEGER NOT NULL, total_tasks INTEGER NOT NULL, total_roles INTEGER NOT NULL,
-  config_text TEXT NOT NULL, config_format TEXT NOT NULL, model TEXT NOT NULL,
-  waiting_reason TEXT, deadline REAL,
+  config_format TEXT NOT NULL, waiting_reason TEXT, deadline REAL,
+  item TEXT GENERATED ALWAYS AS (json_object(
+      'debugId', debug_id, 'name', name, 'username', user, 'state', state, 'subState', sub_state,
+      'executionType', execution_type, 'tags', json('[]'), 'retries', retries,
+      'retryDetails', json_object('user', retries, 'platform', 0, 'resource', 0),
+      'submissionTime', submission_time, 'createdTime', created_time, 'launchedTime', launched_time,
+      'completedTime', completed_time, 'appExitCode', exit_code, 'virtualCluster', vc, 'totalGpuNumber', total_gpu,
+      'totalTaskNumber', total_tasks, 'totalTaskRoleNumber', total_roles, 'jobPriority', 'default')) STORED,
   UNIQUE (user, name));
+CREATE TABLE IF NOT EXISTS job_configs (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE, config_text TEXT NOT NULL, model TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS jobs_by_submission ON jobs (submission_time, id);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS attempts (
@@ -64,13 +72,8 @@ LIST_ORDER_FIELDS = {
 
 
 # OpenPAI's list item, built by SQLite itself: listing 10,000 jobs must not cost 10,000 Python dicts.
-LIST_ITEM_SQL = """json_object(
-  'debugId', debug_id, 'name', name, 'username', user, 'state', state, 'subState', sub_state,
-  'executionType', execution_type, 'tags', json('[]'), 'retries', retries,
-  'retryDetails', json_object('user', retries, 'platform', 0, 'resource', 0),
-  'submissionTime', submission_time, 'createdTime', created_time, 'launchedTime', launched_time,
-  'completedTime', completed_time, 'appExitCode', exit_code, 'virtualCluster', vc, 'totalGpuNumber', total_gpu,
-  'totalTaskNumber', total_tasks, 'totalTaskRoleNumber', total_roles, 'jobPriority', 'default')"""
+# OpenPAI's list item is a STORED generated column of jobs, kept by SQLite itself on every write: listing
+# 10,000 jobs is then reading one narrow column (the config and model live in job_configs), not building dicts.
 CORE_COLUMNS = ("id, user, name, debug_id, state, sub_state, execution_type, vc, attempt, retries, submission_time, "
                 "created_time, launched_time, completed_time, exit_code, exit_diagnostics, exit_type, trigger_role, "
                 "trigger_index, total_gpu, total_tasks, total_roles, config_format, waiting_reason, deadline")
@@ -171,7 +174,9 @@ class Store:
 
     # ---- jobs -------------------------------------------------------------------------------------------------
     def job(self, user: str, name: str) -> dict[str, Any] | None:
-        return self.one("SELECT * FROM jobs WHERE user = ? AND name = ?", (user, name))
+        """The whole job row with its submitted config text and model."""
+        return self.one("SELECT * FROM jobs JOIN job_configs c ON c.job_id = jobs.id WHERE user = ? AND name = ?",
+                        (user, name))
 
     def job_by_id(self, job_id: int) -> dict[str, Any] | None:
         return self.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
@@ -185,7 +190,7 @@ class Store:
         return self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
 
     def list_item(self, job_id: int) -> dict[str, Any]:
-        return json.loads(self.db.execute(f"SELECT {LIST_ITEM_SQL} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+        return json.loads(self.db.execute("SELECT item FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
 
     def list_json(self, *, users: list[str] | None = None, states: list[str] | None = None,
                   vcs: list[str] | None = None, keyword: str | None = None, order: str = "submissionTime,DESC",
@@ -203,7 +208,7 @@ class Store:
         field, _, direction = order.partition(",")
         col = LIST_ORDER_FIELDS.get(field, "submission_time")
         direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
-        rows = self.db.execute(f"SELECT {LIST_ITEM_SQL} FROM jobs{clause} ORDER BY {col} {direction}, "
+        rows = self.db.execute(f"SELECT item FROM jobs{clause} ORDER BY {col} {direction}, "
                                f"id {direction} LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
         total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0] if with_total else None
         return "[" + ",".join(r[0] for r in rows) + "]", total
