@@ -18,7 +18,7 @@ from typing import Any
 
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
-from . import services
+from . import completion, recovery, services
 from .env import HOST_IP, Placement
 from .errors import (
     ConflictJobError,
@@ -354,23 +354,9 @@ class Cluster:
         self.queue.add(row["vc"], row["submission_time"], row["id"])
 
     def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
-        """OpenPAI's completion policy: minFailed fails the job, minSucceeded (default: all) succeeds it."""
-        tasks = self.store.tasks(row["id"], row["attempt"])
-        for role in job.task_roles:
-            mine = [t for t in tasks if t["role"] == role.name]
-            failed = [t for t in mine if t["state"] == "FAILED"]
-            succeeded = [t for t in mine if t["state"] == "SUCCEEDED"]
-            if role.min_failed is not None and len(failed) >= role.min_failed:
-                trigger = failed[-1]
-                return self._finish_attempt(row, job, "FAILED", trigger, trigger["exit_code"],
-                                            f"{role.name}[{trigger['idx']}] failed: {trigger['exit_diagnostics'] or ''}"
-                                            f" (exit code {trigger['exit_code']})")
-            if role.min_succeeded is not None and len(succeeded) >= role.min_succeeded:
-                return self._finish_attempt(row, job, "SUCCEEDED", succeeded[-1], 0,
-                                            f"{role.name} reached {role.min_succeeded} succeeded task(s)")
-        if all(t["state"] in FINAL_STATES for t in tasks):
-            last = max(tasks, key=lambda t: t["completed_time"] or 0)
-            self._finish_attempt(row, job, "SUCCEEDED", last, 0, "all tasks completed")
+        decision = completion.decide(job, self.store.tasks(row["id"], row["attempt"]))
+        if decision is not None:
+            self._finish_attempt(row, job, decision.state, decision.trigger, decision.exit_code, decision.message)
 
     def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
                         exit_code: int | None, diagnostics: str) -> None:
@@ -462,35 +448,4 @@ class Cluster:
     # ---- recovery ------------------------------------------------------------------------------------------------
     def recover(self) -> None:
         """Re-attach to tasks that were running when the daemon stopped; collect those that ended meanwhile."""
-        for t in self.store.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
-                                "WHERE t.state IN ('STARTING', 'RUNNING') OR t.ports IS NOT NULL"):
-            row = self.store.job_by_id(t["job_id"])
-            if row is None:
-                continue
-            if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL_STATES:
-                for ports in loads(t["ports"]).values():
-                    self.ports.claim(ports)
-            if t["state"] not in ACTIVE_TASK_STATES:
-                continue
-            self.capacity.take(t["vc"], _demand(t), loads(t["gpus"], []))
-            handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else self.runtime.find(t["task_dir"])
-            if handle is None:  # it never started: run it again
-                with self.store.tx():
-                    self.capacity.give_back(t["vc"], _demand(t), loads(t["gpus"], []))
-                    self.store.update_task(t, state="WAITING", launched_time=None)
-                continue
-            if t["state"] == "STARTING":
-                self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
-            self._watch(t["job_id"], t, handle)
-            if t["stopping"]:
-                self.runtime.stop(handle, self.stop_grace)
-        for row in self.store.all(
-                "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
-                "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
-                "j.state IN ('WAITING', 'RUNNING')"):
-            self.queue.add(row["vc"], row["submission_time"], row["id"])
-        for row in self.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
-            with self.store.tx():
-                self._stop_remaining(row)
-                self._maybe_stopped(row)
-        self.schedule()
+        recovery.recover(self)

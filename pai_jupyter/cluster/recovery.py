@@ -1,0 +1,52 @@
+"""Start-up after a stop or a crash (kill -9 included): re-attach to the tasks that were running, collect the
+exit status of those that ended meanwhile (their shim wrote it to disk), rebuild the queue and the resource
+accounting from the database, and finish stops that were in flight. A friend of Cluster: it uses its internals."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .runtime.base import TaskHandle
+from .scheduler import Resources
+from .store import FINAL_STATES, dumps, loads
+
+if TYPE_CHECKING:
+    from .service import Cluster
+
+ACTIVE = ("STARTING", "RUNNING")
+
+
+def recover(cluster: Cluster) -> None:
+    for t in cluster.store.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
+                               "WHERE t.state IN ('STARTING', 'RUNNING') OR t.ports IS NOT NULL"):
+        row = cluster.store.job_by_id(t["job_id"])
+        if row is None:
+            continue
+        if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL_STATES:
+            for ports in loads(t["ports"]).values():
+                cluster.ports.claim(ports)
+        if t["state"] not in ACTIVE:
+            continue
+        demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
+        cluster.capacity.take(t["vc"], demand, gpus)
+        handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else cluster.runtime.find(t["task_dir"])
+        if handle is None:  # it never started: run it again
+            with cluster.store.tx():
+                cluster.capacity.give_back(t["vc"], demand, gpus)
+                cluster.store.update_task(t, state="WAITING", launched_time=None)
+            continue
+        if t["state"] == "STARTING":
+            cluster.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+        cluster._watch(t["job_id"], t, handle)
+        if t["stopping"]:
+            cluster.runtime.stop(handle, cluster.stop_grace)
+    for row in cluster.store.all(
+            "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
+            "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
+            "j.state IN ('WAITING', 'RUNNING')"):
+        cluster.queue.add(row["vc"], row["submission_time"], row["id"])
+    for row in cluster.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
+        with cluster.store.tx():
+            cluster._stop_remaining(row)
+            cluster._maybe_stopped(row)
+    cluster.schedule()
