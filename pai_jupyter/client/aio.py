@@ -34,19 +34,15 @@ class AsyncClient(ClientBase, Calls):
             try:
                 resp = await self._http.request(req.method, base + req.path if req.path.startswith("/") else req.path,
                                                 params=req.params, json=req.json, content=req.content, headers=headers)
+                done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:
-                if req.idempotent and attempt < self.retries:
-                    await asyncio.sleep(self._backoff(attempt))
-                    continue
-                raise self._unavailable(exc) from None
-            if resp.status_code < 400:
-                return resp
-            err = error_for(resp, self.where)
-            if req.idempotent and attempt < self.retries and self._retryable(err):
-                await asyncio.sleep(self._delay_for(err, attempt))
-                continue
-            raise err
-        raise AssertionError("unreachable")
+                done, wait, err = self._outcome(req, attempt, exc=exc)
+            if err is not None:
+                raise err
+            if done is not None:
+                return done
+            await asyncio.sleep(wait or 0)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _drive(self, op: Op) -> Any:
         try:

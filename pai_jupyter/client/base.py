@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from ..cluster.paths import os_user
-from .calls import Req
+from .calls import Req, error_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
 from .profiles import Profile, ProfileError, get_profile
 
@@ -85,6 +87,23 @@ class ClientBase:
         if isinstance(err, RateLimited) and err.retry_after is not None:
             return min(err.retry_after, 60.0)
         return self._backoff(attempt)
+
+    def _outcome(self, req: Req, attempt: int, resp: httpx.Response | None = None,
+                 exc: Exception | None = None) -> tuple[httpx.Response | None, float | None, PaiError | None]:
+        """The retry policy, once for both clients: (response to return) or (seconds to wait, then try again)
+        or (error to raise). Only idempotent calls are retried: after a transport error, a 429 (its
+        Retry-After) or a 502/503/504."""
+        if exc is not None:
+            if req.idempotent and attempt < self.retries:
+                return None, self._backoff(attempt), None
+            return None, None, self._unavailable(exc)
+        assert resp is not None
+        if resp.status_code < 400:
+            return resp, None, None
+        err = error_for(resp, self.where)
+        if req.idempotent and attempt < self.retries and self._retryable(err):
+            return None, self._delay_for(err, attempt), None
+        return None, None, err
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(profile={self.profile.name!r}, user={self.username!r})"
