@@ -197,8 +197,8 @@ class Jobs(Base):
             return [v for v in raw.split(",") if v] or None
 
         users = listed("username")
-        if not self.is_admin:
-            users = [self.user["name"]] if users is None or self.user["name"] in users else ["\x00"]
+        if not self.is_admin:  # a user lists only their own jobs, whatever else the filter names ("" is no one)
+            users = [u for u in users or [self.user["name"]] if u == self.user["name"]] or [""]
         states = listed("state")
         if states:
             states = [s.upper() for s in states]
@@ -235,10 +235,8 @@ class ExecutionType(Base):
         value = self.json_body().get("value")
         if value == "STOP":
             self.cluster.stop(row, f"stopped by {self.user['name']}")
-        elif value == "START":
-            if row["state"] not in FINAL_STATES and row["execution_type"] == "START":
-                pass
-            else:
+        elif value == "START":  # a no-op for a live job, as in OpenPAI; an ended one is cloned, not restarted
+            if row["state"] in FINAL_STATES or row["execution_type"] != "START":
                 raise BadRequest("a stopped or finished job cannot be started again; clone it instead")
         else:
             raise BadRequest('the body must be {"value": "STOP"}')
