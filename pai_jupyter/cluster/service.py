@@ -84,6 +84,11 @@ class Cluster:
     def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
         return self.job_dir(row["user"], row["name"]) / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
 
+    def owns_cluster(self, user: str) -> bool:
+        """Admins (the OS user who runs the daemon) may hand host paths to their tasks; others may not."""
+        found = self.store.user(user)
+        return bool(found and found["admin"])
+
     def user_home(self, user: str) -> Path:
         """The user's persistent home (LeinaoPAI's /userhome), made once."""
         path = self.dir / "users" / user / "home"
@@ -256,7 +261,8 @@ class Cluster:
         """Hand the start to a worker thread: a fork/exec or a Docker create must not hold up the event loop."""
         try:
             spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
-                             home=self.user_home(row["user"]), layout=self.layout(row, job))
+                             home=self.user_home(row["user"]), layout=self.layout(row, job),
+                             host_paths=self.owns_cluster(row["user"]))
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
             self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),

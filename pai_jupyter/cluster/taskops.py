@@ -33,7 +33,8 @@ def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
                                                    loads(x["gpus"], []) or [])
                   for x in cluster.store.tasks(row["id"], row["attempt"])}
     return task_spec(row, job, t, placements, docker=cluster.runtime.name == "docker",
-                     home=cluster.user_home(row["user"]), layout=cluster.layout(row, job))
+                     home=cluster.user_home(row["user"]), layout=cluster.layout(row, job),
+                     host_paths=cluster.owns_cluster(row["user"]))
 
 
 def _running_handle(t: dict[str, Any]) -> TaskHandle:

@@ -14,8 +14,10 @@ from .store import loads
 
 
 def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
-              docker: bool, home: Path, layout: Layout | None) -> TaskSpec:
-    """The TaskSpec of task row ``t`` (no I/O: the directories are made by ``prepare_task_dir``)."""
+              docker: bool, home: Path, layout: Layout | None, host_paths: bool = False) -> TaskSpec:
+    """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
+    (the job's owner owns the cluster), a Docker task also sees its data / output / code dirs when they are
+    existing host directories, at the same paths (data and code read-only)."""
     role = job.role(t["role"])
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
@@ -28,6 +30,12 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         script = f"{services.supervisor(own)}\n{script}"
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
+    if docker and host_paths:
+        for kind in ("data", "output", "script"):
+            p = job.prerequisite(kind, getattr(role, kind))
+            uri = (p.uri[0] if isinstance(p.uri, list) and p.uri else p.uri) if p is not None else None
+            if isinstance(uri, str) and uri.startswith("/") and Path(uri).is_dir():
+                mounts.append(Mount(uri, uri, read_only=kind != "output"))
     work_dir = None if docker else str(td / "work")
     if layout is not None:
         env.update(layout.env(docker))

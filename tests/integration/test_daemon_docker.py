@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,17 @@ def test_is_debug_keeps_the_failed_container_until_delete(docker_daemon: Api) ->
     assert docker_daemon.http.delete(f"/api/v2/jobs/{name}").status_code == 200
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(cid)
+
+
+def test_the_owners_data_and_output_dirs_are_mounted_in_the_container(docker_daemon: Api, tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    out.mkdir()
+    (data / "in.txt").write_text("from the host\n")
+    job = json.loads(v1("ddirs", "cat $PAI_DATA_DIR/in.txt > $PAI_OUTPUT_DIR/copy.txt; "
+                                 "touch $PAI_DATA_DIR/nope 2>/dev/null && exit 9 || exit 0"))
+    job.update(dataDir=str(data), outputDir=str(out))
+    name = docker_daemon.submit_ok(json.dumps(job))
+    d = docker_daemon.wait(name, timeout=60)
+    assert d["jobStatus"]["state"] == "SUCCEEDED", d  # the data dir is read-only
+    assert (out / "copy.txt").read_text() == "from the host\n"
