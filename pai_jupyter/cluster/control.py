@@ -48,8 +48,7 @@ def running(home: Path | None = None) -> dict[str, Any] | None:
 
 def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpus: int | None = None,
           memory_mb: int | None = None, gpus: int | None = None, stop_grace: float | None = None,
-          timeout: float = 30.0, extra_env: dict[str, str] | None = None,
-          extra_args: list[str] | None = None) -> dict[str, Any]:
+          timeout: float = 30.0, extra_args: list[str] | None = None) -> dict[str, Any]:
     """Start the daemon in the background and return its runtime.json once it answers (or the running one)."""
     home = home or pai_home()
     current = running(home)
@@ -64,7 +63,7 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
             cmd += [flag, str(value)]
     cmd += extra_args or []
     log_path = local / "daemon.log"
-    env = {**os.environ, **(extra_env or {})}
+    env = dict(os.environ)
     # process tasks find this environment's tools first (python3, tensorboard, jupyter for their services)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     with open(log_path, "ab") as out:

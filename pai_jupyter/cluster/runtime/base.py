@@ -50,9 +50,6 @@ class TaskSpec:
     mounts: list[Mount] = field(default_factory=list)
     keep_on_failure: bool = False  # jobEnvs.isDebug: keep the failed container for inspection
 
-    @property
-    def log_dir(self) -> Path:
-        return self.task_dir
 
 
 @dataclass
