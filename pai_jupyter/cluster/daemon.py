@@ -41,7 +41,7 @@ def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False) -> R
             raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
     from .runtime.process import ProcessRuntime
 
-    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits)
+    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2)
 
 
 def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
@@ -111,6 +111,7 @@ async def serve(args: argparse.Namespace) -> None:
     if info and info.get("pid") == os.getpid():
         runtime_file(home).unlink(missing_ok=True)
     cluster.store.close()
+    runtime.close()
     log.info("daemon stopped; running tasks keep running and are re-attached at the next start")
 
 

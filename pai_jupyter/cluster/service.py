@@ -274,7 +274,7 @@ class Cluster:
 
     def _prepare_and_start(self, spec: TaskSpec) -> TaskHandle:
         """In a worker thread: the task's directories (slow on some disks), then the runtime's start."""
-        prepare_task_dir(spec, notice=self.runtime.name != "docker")
+        prepare_task_dir(spec)
         return self.runtime.start(spec)
 
     def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:

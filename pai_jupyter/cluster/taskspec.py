@@ -51,13 +51,8 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     )
 
 
-def prepare_task_dir(spec: TaskSpec, *, notice: bool) -> None:
-    """Make the task's directory (and its work dir when it has one on the host). On the process runtime the
-    task's log starts with a line saying the image was not used."""
+def prepare_task_dir(spec: TaskSpec) -> None:
+    """Make the task's directory (and its work dir when it has one on the host)."""
     spec.task_dir.mkdir(parents=True, exist_ok=True)
     if spec.work_dir and Path(spec.work_dir).parent == spec.task_dir:
         Path(spec.work_dir).mkdir(exist_ok=True)
-    if notice:
-        line = f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this host.\n"
-        for name in ("all", "stdout"):
-            (spec.task_dir / name).write_text(line, encoding="utf-8")

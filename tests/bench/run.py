@@ -30,7 +30,7 @@ from .proxy import p5_proxy_latency, p5_proxy_throughput
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P1", "REST submit -> task process started", p1_submit_to_start),
-    ("P2", "200 jobs `true` on 2 slots", p2_throughput),
+    ("P2", "200 queued jobs `true` on 2 slots", p2_throughput),
     ("P3", "task line -> following client", p3_log_latency),
     ("P4", "list 10,000 jobs over REST", p4_list),
     ("P5", "TensorBoard data request via the extension", p5_proxy_latency),

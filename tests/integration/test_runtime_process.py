@@ -1,4 +1,4 @@
-"""The process runtime with real processes, real cgroups (where writable) and the real sh shim."""
+"""The process runtime with real processes, real cgroups (where writable) and the real shims (C and sh)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pai_jupyter.cluster.runtime.base import EXIT_LOST, TaskHandle
+from pai_jupyter.cluster.runtime.base import EXIT_LOST, EXIT_START_FAILED, TaskHandle, TaskStartError
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
+from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
 
 from .conftest_runtime import make_spec, read, wait
+from .jupyter_fixture import wait_for
 
 CGROUPS = CgroupManager().available
 ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(1)"'
@@ -28,11 +30,18 @@ ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; 
 class Runtimes:
     """Makes ProcessRuntimes and remembers every handle, so a failing test leaves no process or cgroup behind."""
 
-    def __init__(self) -> None:
+    def __init__(self, shim: Shim, warm: int = 0) -> None:
+        self.shim, self.warm = shim, warm
         self.handles: list[tuple[ProcessRuntime, TaskHandle]] = []
+        self.made: list[ProcessRuntime] = []
 
     def make(self, mode: str = "auto") -> ProcessRuntime:
-        rt = ProcessRuntime(mode)
+        rt = ProcessRuntime(mode, shim=self.shim, warm_shims=self.warm)
+        self.made.append(rt)
+        if rt.warm is not None:  # the tests are about warm starts: have one ready
+            deadline = time.monotonic() + 10
+            while not rt.warm._ready and time.monotonic() < deadline:
+                time.sleep(0.01)
         start = rt.start
 
         def tracked(spec):  # type: ignore[no-untyped-def]
@@ -48,11 +57,19 @@ class Runtimes:
             if rt.is_alive(handle):
                 os.killpg(int(handle.id), signal.SIGKILL)
             rt.remove(handle)
+        for rt in self.made:
+            rt.close()
 
 
-@pytest.fixture
-def runtimes() -> Iterator[Runtimes]:
-    r = Runtimes()
+SHIMS = {"c": lambda: Shim((str(build_c_shim()),), "c"), "sh": lambda: Shim(("/bin/sh", str(SHIM_SH)), "sh")}
+
+
+@pytest.fixture(params=["c", "c-warm", "sh"])
+def runtimes(request: pytest.FixtureRequest) -> Iterator[Runtimes]:
+    """Every test that takes it runs with the C shim started cold, handed a task while warm (where cgroups are
+    writable; elsewhere it is a cold start again) and with shim.sh: all keep the same contract."""
+    kind, _, warm = request.param.partition("-")
+    r = Runtimes(SHIMS[kind](), warm=2 if warm else 0)
     yield r
     r.cleanup()
 
@@ -102,11 +119,13 @@ def test_logs_keep_order_and_bytes(runtimes: Runtimes, tmp_path: Path) -> None:
     assert (tmp_path / "stdout").read_bytes().endswith("héllo ✓\n".encode())
 
 
-def test_logs_append_to_the_daemons_notice(runtimes: Runtimes, tmp_path: Path) -> None:
-    for name in ("all", "stdout"):
-        (tmp_path / name).write_text("[notice]\n")
-    run(runtimes.make(), tmp_path, "echo out")
-    assert read(tmp_path, "all") == read(tmp_path, "stdout") == "[notice]\nout\n"
+def test_logs_start_with_the_image_notice(runtimes: Runtimes, tmp_path: Path) -> None:
+    (tmp_path / "all").write_text("[kept]\n")  # a log is only ever appended to
+    run(runtimes.make(), tmp_path, "echo out; echo err >&2", image="pai-test/busybox")
+    notice = "[pai_jupyter] process runtime: the image 'pai-test/busybox' was not used; the task runs on this host.\n"
+    assert read(tmp_path, "stdout") == notice + "out\n"
+    assert read(tmp_path, "all") in (f"[kept]\n{notice}out\nerr\n", f"[kept]\n{notice}err\nout\n")
+    assert read(tmp_path, "stderr") == "err\n"
 
 
 def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
@@ -115,7 +134,8 @@ def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
     handle, result = run(runtimes.make(), tmp_path, 'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
                          env={"GREETING": "hi there", "PAI_TEST": "1"}, work_dir=str(work), image="some/image:1")
     assert result.exit_code == 0
-    first, second = read(tmp_path, "stdout").splitlines()
+    notice, first, second = read(tmp_path, "stdout").splitlines()
+    assert "'some/image:1' was not used" in notice
     assert first == f"hi there|1|{work}"
     assert second.endswith("/tee")  # PATH came from the daemon's environment
     assert handle.info["image"] == "some/image:1"
@@ -123,7 +143,6 @@ def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
 
 
 def test_missing_work_dir_fails_to_start(runtimes: Runtimes, tmp_path: Path) -> None:
-    from pai_jupyter.cluster.runtime.base import EXIT_START_FAILED, TaskStartError
 
     with pytest.raises(TaskStartError) as err:
         runtimes.make().start(make_spec(tmp_path, "true", work_dir=str(tmp_path / "nope")))
@@ -137,6 +156,21 @@ def test_background_child_does_not_outlive_the_task(runtimes: Runtimes, tmp_path
     assert time.monotonic() - t0 < 5
     assert gone([int(read(tmp_path, "bg"))])
     assert read(tmp_path, "all") == "hi\n"
+
+
+def test_c_shim_does_not_wait_forever_for_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
+    """shim.sh's tees would wait as long as such a child holds the pipes; the C shim drains for a bounded time,
+    keeps what was written, and the runtime then kills what is left of the group."""
+    r = Runtimes(SHIMS["c"]())
+    try:
+        t0 = time.monotonic()
+        _, result = run(r.make(), tmp_path, "sh -c 'trap \"\" TERM; sleep 30' & echo $! > bg; echo hi; exit 3")
+        assert result.exit_code == 3
+        assert time.monotonic() - t0 < 10
+        assert gone([int(read(tmp_path, "bg"))], timeout=3)
+        assert read(tmp_path, "all") == "hi\n"
+    finally:
+        r.cleanup()
 
 
 def _stop_after(rt: ProcessRuntime, handle: TaskHandle, task_dir: Path, grace: float) -> tuple[float, object]:
@@ -193,15 +227,19 @@ def test_oom_by_cgroup(runtimes: Runtimes, tmp_path: Path) -> None:
 @pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
 def test_cgroup_limits_and_escaped_processes(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make("cgroup")
-    script = ("setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > bg; "
-              "for d in $(cat cgroup); do cat ${d%/cgroup.procs}/memory.limit_in_bytes "
-              "${d%/cgroup.procs}/cpu.cfs_quota_us 2>/dev/null; done; true")
-    handle, result = run(rt, tmp_path, script, memory_mb=200, cpu=2, work_dir=str(tmp_path))
+    script = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > bg; touch ready; sleep 0.5"
+    handle = rt.start(make_spec(tmp_path, script, memory_mb=200, cpu=2, work_dir=str(tmp_path)))
+    wait_for(lambda: (tmp_path / "ready").exists(), timeout=10)
+    dirs = [Path(d) for d in handle.info["cgroup_dirs"]]
+    limit = dirs[0] / ("memory.limit_in_bytes" if handle.info["cgroup_version"] == 1 else "memory.max")
+    assert limit.read_text().strip() == str(200 << 20)
+    if len(dirs) > 1:
+        assert (dirs[1] / "cpu.cfs_quota_us").read_text().strip() == "200000"
+    escaped = int(read(tmp_path, "bg"))
+    assert str(escaped) in (dirs[0] / "cgroup.procs").read_text().split()
+    result = wait(rt, handle, tmp_path)
     assert result.exit_code == 0 and not result.oom
-    assert read(tmp_path, "stdout").split()[0] == str(200 << 20)
-    if len(handle.info["cgroup_dirs"]) > 1:
-        assert read(tmp_path, "stdout").split()[1] == "200000"
-    assert gone([int(read(tmp_path, "bg"))])  # it left the process group, not the cgroup
+    assert gone([escaped])  # it left the process group, not the cgroup
     rt.remove(handle)
 
 
@@ -269,7 +307,7 @@ def test_task_that_ended_while_the_daemon_was_down(tmp_path: Path) -> None:
 
 def test_pid_reuse_guard(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "sleep 5"))
+    handle = rt.start(make_spec(tmp_path, "touch ready; sleep 5"))
     assert rt.is_alive(handle)
     other = TaskHandle.from_dict(handle.to_dict())
     other.info.update(start_ticks=handle.info["start_ticks"] - 1, create_time=handle.info["create_time"] - 100)
@@ -281,6 +319,7 @@ def test_pid_reuse_guard(runtimes: Runtimes, tmp_path: Path) -> None:
     assert not rt.is_alive(legacy)
     found = rt.find(tmp_path)
     assert found is not None and found.id == handle.id
+    wait_for(lambda: (tmp_path / "ready").exists())  # shim.sh loses a SIGTERM sent before its command runs
     rt.stop(handle, 0.5)
     assert wait(rt, handle, tmp_path).exit_code == 143
 
@@ -295,7 +334,17 @@ def test_stop_without_an_event_loop_is_non_blocking(runtimes: Runtimes, tmp_path
     assert wait(rt, handle, tmp_path).exit_code == 137
 
 
-def test_find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
+def test_find_without_a_stored_handle(tmp_path: Path) -> None:
+    """shim.sh is started before handle.json is written (the C shim only gets its task after): its pid file and
+    command line let a restarted daemon find it."""
+    runtimes = Runtimes(SHIMS["sh"]())
+    try:
+        _find_without_a_stored_handle(runtimes, tmp_path)
+    finally:
+        runtimes.cleanup()
+
+
+def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "sleep 0.5; exit 6", memory_mb=64))
     deadline = time.monotonic() + 5
@@ -311,3 +360,46 @@ def test_find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> Non
     stranger = ProcessRuntime().find(tmp_path)
     assert stranger is not None and not rt.is_alive(stranger)
     assert ProcessRuntime().find(tmp_path / "never-started") is None
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
+def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
+    r = Runtimes(SHIMS["c"](), warm=1)
+    try:
+        rt = r.make()
+        assert rt.warm is not None and "1 warm" in rt.describe()
+        ready = [w.pid for w in rt.warm._ready]
+        work = tmp_path / "work"
+        work.mkdir()
+        handle = rt.start(make_spec(tmp_path, 'echo "$PAI_TEST|$(pwd)"; grep SigBlk /proc/self/status; sleep 1',
+                                    memory_mb=96, work_dir=str(work), env={"PAI_TEST": "1", "SECRET": "x"}))
+        assert int(handle.id) in ready and handle.info["memory"] == "cgroup"
+        assert json.loads(read(tmp_path, "handle.json"))["id"] == handle.id
+        assert "SECRET" not in "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file())
+        limit = Path(str(handle.info["cgroup"]))
+        limit = limit / ("memory.limit_in_bytes" if (limit / "memory.limit_in_bytes").exists() else "memory.max")
+        assert int(limit.read_text()) == 96 << 20
+        result = wait(rt, handle, tmp_path)
+        assert result.exit_code == 0
+        env_line, blocked = read(tmp_path, "stdout").splitlines()
+        assert env_line == f"1|{work}"
+        assert not int(blocked.split()[1], 16) & (1 << (signal.SIGTERM - 1))  # blocked in the shim, not the command
+        assert wait_for(lambda: rt.warm is not None and len(rt.warm._ready) == 1, timeout=10)  # refilled
+        spare = rt.warm._ready[0]
+        rt.close()
+        assert spare.popen.wait(5) == 0  # end-of-file without a task: it exits, and its cgroup goes with it
+        assert not spare.cgroup.memory_dir.exists()
+    finally:
+        r.cleanup()
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
+def test_warm_start_into_a_missing_work_dir_fails_to_start(tmp_path: Path) -> None:
+    r = Runtimes(SHIMS["c"](), warm=1)
+    try:
+        rt = r.make()
+        with pytest.raises(TaskStartError) as err:
+            rt.start(make_spec(tmp_path, "true", memory_mb=64, work_dir=str(tmp_path / "nope")))
+        assert err.value.exit_code == EXIT_START_FAILED
+    finally:
+        r.cleanup()

@@ -228,36 +228,62 @@ class CgroupManager:
 
     def create(self, key: str, memory_mb: int, cpu: int) -> TaskCgroup:
         """Make the task's cgroup(s) with the limits set; raises OSError when the machine refuses."""
+        cgroup = self.make(key, with_cpu=cpu > 0)
+        try:
+            self.limit(cgroup, memory_mb, cpu)
+        except OSError:
+            cgroup.remove(0)
+            raise
+        return cgroup
+
+    def make(self, key: str, with_cpu: bool = True) -> TaskCgroup:
+        """New empty cgroup(s) named after ``key``, without limits (the memory one first)."""
         assert self.memory_parent is not None
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:180] or "task"
-        mem = self._fresh_dir(self.memory_parent, name)
-        dirs = [mem]
-        try:
-            if self.version == 1:
-                if memory_mb > 0:
-                    _write(mem / "memory.limit_in_bytes", str(memory_mb << 20))
-                    with contextlib.suppress(OSError):  # absent without swap accounting
-                        _write(mem / "memory.memsw.limit_in_bytes", str(memory_mb << 20))
-                if self.cpu_parent is not None and cpu > 0:
-                    cpu_dir = self._fresh_dir(self.cpu_parent, name)
-                    dirs.append(cpu_dir)
-                    with contextlib.suppress(OSError, ValueError):
-                        period = int((cpu_dir / "cpu.cfs_period_us").read_text())
-                        _write(cpu_dir / "cpu.cfs_quota_us", str(cpu * period))
-                        _write(cpu_dir / "cpu.shares", str(cpu * 1024))  # weighs as much as `cpu` busy processes
-            else:
-                if memory_mb > 0:
-                    _write(mem / "memory.max", str(memory_mb << 20))
-                    with contextlib.suppress(OSError):
-                        _write(mem / "memory.swap.max", "0")
-                if self.cpu_parent is not None and cpu > 0:
-                    with contextlib.suppress(OSError):
-                        _write(mem / "cpu.max", f"{cpu * 100000} 100000")
-                        _write(mem / "cpu.weight", str(min(10000, cpu * 100)))
-        except OSError:
-            TaskCgroup(self.version, dirs).remove(0)
-            raise
+        dirs = [self._fresh_dir(self.memory_parent, name)]
+        if self.version == 1 and self.cpu_parent is not None and with_cpu:
+            try:
+                dirs.append(self._fresh_dir(self.cpu_parent, name))
+            except OSError:
+                TaskCgroup(self.version, dirs).remove(0)
+                raise
         return TaskCgroup(self.version, dirs)
+
+    def limit(self, cgroup: TaskCgroup, memory_mb: int, cpu: int) -> None:
+        """Set a task's memory limit (MB, 0 = none) and CPU quota (cores, 0 = none) on its cgroup(s)."""
+        mem = cgroup.memory_dir
+        if self.version == 1:
+            if memory_mb > 0:
+                _write(mem / "memory.limit_in_bytes", str(memory_mb << 20))
+                with contextlib.suppress(OSError):  # absent without swap accounting
+                    _write(mem / "memory.memsw.limit_in_bytes", str(memory_mb << 20))
+            if len(cgroup.dirs) > 1 and cpu > 0:
+                cpu_dir = cgroup.dirs[1]
+                with contextlib.suppress(OSError, ValueError):
+                    period = int((cpu_dir / "cpu.cfs_period_us").read_text())
+                    _write(cpu_dir / "cpu.cfs_quota_us", str(cpu * period))
+                    _write(cpu_dir / "cpu.shares", str(cpu * 1024))  # weighs as much as `cpu` busy processes
+        else:
+            if memory_mb > 0:
+                _write(mem / "memory.max", str(memory_mb << 20))
+                with contextlib.suppress(OSError):
+                    _write(mem / "memory.swap.max", "0")
+            if self.cpu_parent is not None and cpu > 0:
+                with contextlib.suppress(OSError):
+                    _write(mem / "cpu.max", f"{cpu * 100000} 100000")
+                    _write(mem / "cpu.weight", str(min(10000, cpu * 100)))
+
+    def sweep(self, prefix: str) -> int:
+        """Remove the empty cgroups named ``prefix*`` (warm shims' left by a daemon killed with -9); a cgroup that
+        still holds a process cannot be removed, so live ones, another daemon's included, stay."""
+        removed = 0
+        for parent in {p for p in (self.memory_parent, self.cpu_parent) if p is not None}:
+            with contextlib.suppress(OSError):
+                for d in parent.glob(f"{prefix}*"):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                        removed += 1
+        return removed
 
     @staticmethod
     def _fresh_dir(parent: Path, name: str) -> Path:

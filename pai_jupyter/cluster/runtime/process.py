@@ -1,4 +1,4 @@
-"""The process runtime: each task is a process group under the sh shim, on this host, with no engine.
+"""The process runtime: each task is a process group under the shim (shim.c, or shim.sh), on this host, with no engine.
 
 Everything needed to find a task again is on disk or in the TaskHandle (pid + kernel start time, cgroup
 paths), so a daemon restarted after ``kill -9`` re-attaches with ``wait()`` on a process that is no longer its
@@ -33,8 +33,10 @@ from .base import (
     TaskStartError,
 )
 from .cgroups import CgroupManager, TaskCgroup
+from .shim import SHIM_SH, Shim, choose_shim
+from .warm import WarmPool, spawn_shim
 
-SHIM = Path(__file__).with_name("shim.sh")
+SHIM = SHIM_SH  # the Docker runtime copies it into each container's task dir
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
 _STALE = frozenset(("pid", "exit_code", "exit_code.tmp", "oom", "cgroup", "handle.json"))
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -73,7 +75,7 @@ class ProcessRuntime(Runtime):
     name = "process"
 
     def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2,
-                 cpu_limits: bool = True) -> None:
+                 cpu_limits: bool = True, shim: Shim | None = None, warm_shims: int = 0) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
         self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
@@ -84,10 +86,21 @@ class ProcessRuntime(Runtime):
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._stopped: set[str] = set()
         self._boot_time = psutil.boot_time()
+        self.shim = shim or choose_shim()
+        self.warm: WarmPool | None = None
+        if warm_shims > 0 and self.shim.kind == "c" and self.use_cgroups and self.cgroups is not None:
+            self.warm = WarmPool(self.shim.argv[0], self.cgroups, warm_shims)
 
     def describe(self) -> str:
         how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
-        return f"process (memory limit: {how})"
+        shim = "C shim" if self.shim.kind == "c" else f"sh shim: {self.shim.note}" if self.shim.note else "sh shim"
+        if self.warm is not None and self.warm.enabled:
+            shim += f", {self.warm.size} warm"
+        return f"process (memory limit: {how}; {shim})"
+
+    def close(self) -> None:
+        if self.warm is not None:
+            self.warm.close()
 
     # ---- start -----------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:
@@ -97,18 +110,59 @@ class ProcessRuntime(Runtime):
             if entry.name in _STALE:
                 os.unlink(entry.path)
         (td / "command.sh").write_text(spec.script, encoding="utf-8")
+        env = _host_env(spec.env)
+        cwd = spec.work_dir or str(td)
+        notice = (f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this "
+                  f"host.\n") if spec.image else ""
+        if self.shim.kind == "c":
+            return self._start_c(spec, td, env, cwd, notice)
+        for name in ("all", "stdout"):
+            with open(td / name, "a", encoding="utf-8") as f:
+                f.write(notice)
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
             (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
-        env = _host_env(spec.env)
         try:
-            popen = subprocess.Popen(["/bin/sh", str(SHIM), str(td)], cwd=spec.work_dir or td, env=env,
+            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      close_fds=True, start_new_session=True)
         except OSError as exc:
             if cgroup is not None:
                 cgroup.remove(0)
             raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
+        return self._started(popen, spec, td, cgroup)
+
+    def _start_c(self, spec: TaskSpec, td: Path, env: dict[str, str], cwd: str, notice: str) -> TaskHandle:
+        """A warm C shim when one is ready (its cgroup gets the task's limits), else one started now; then the
+        handle is recorded and the task handed to the shim (see shim.c)."""
+        if not os.path.isdir(cwd):
+            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no such working directory {cwd!r}")
+        shim = self.warm.take() if self.warm is not None else None
+        if shim is not None and self.cgroups is not None and shim.cgroup is not None:
+            try:
+                self.cgroups.limit(shim.cgroup, spec.memory_mb, spec.cpu)
+            except OSError:
+                shim.discard()
+                shim = None
+        if shim is None:
+            cgroup = self._make_cgroup(spec)
+            try:
+                shim = spawn_shim(self.shim.argv[0], cgroup)
+            except OSError as exc:
+                if cgroup is not None:
+                    cgroup.remove(0)
+                raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
+        handle = self._started(shim.popen, spec, td, shim.cgroup)  # handle.json before the task can run
+        try:
+            shim.hand(str(td), cwd, notice, env)
+        except OSError as exc:
+            self._children.pop(shim.pid, None)
+            shim.discard()
+            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: the shim went away ({exc})") from exc
+        return handle
+
+    def _started(self, popen: subprocess.Popen[bytes], spec: TaskSpec, td: Path,
+                 cgroup: TaskCgroup | None) -> TaskHandle:
         self._children[popen.pid] = popen
         info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
                                 "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
