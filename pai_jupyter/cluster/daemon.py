@@ -30,8 +30,9 @@ def docker_socket_present() -> bool:
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
 
 
-def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False) -> Runtime:
-    """'auto' uses Docker when the engine answers, else the process runtime."""
+def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False, warm_dir: Path | None = None) -> Runtime:
+    """'auto' uses Docker when the engine answers, else the process runtime (keeping two warm task shims in
+    ``warm_dir``, which must be on the task directories' filesystem)."""
     if kind == "docker" or (kind == "auto" and docker_socket_present()):
         from .runtime.docker import DockerRuntime, docker_available  # a slow import: only when an engine may be there
 
@@ -41,7 +42,8 @@ def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False) -> R
             raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
     from .runtime.process import ProcessRuntime
 
-    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2)
+    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2 if warm_dir else 0,
+                          warm_dir=warm_dir)
 
 
 def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
@@ -75,7 +77,7 @@ async def serve(args: argparse.Namespace) -> None:
     home = Path(args.home).expanduser() if args.home else pai_home()
     local = local_dir(home)
     local.mkdir(parents=True, exist_ok=True)
-    runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits)
+    runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm")
     cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
                       stop_grace=args.stop_grace)
     token = admin_token(cluster, local)

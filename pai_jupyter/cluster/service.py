@@ -82,7 +82,8 @@ class Cluster:
         return row
 
     def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
-        return self.job_dir(row["user"], row["name"]) / f"a{attempt}" / f"{role}-{idx}" / f"t{task_attempt}"
+        # one level per task attempt (a0.main-0.t0): every directory made costs up to a millisecond on some disks
+        return self.job_dir(row["user"], row["name"]) / f"a{attempt}.{role}-{idx}.t{task_attempt}"
 
     def owns_cluster(self, user: str) -> bool:
         """Admins (the OS user who runs the daemon) may hand host paths to their tasks; others may not."""

@@ -52,7 +52,6 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
 
 
 def prepare_task_dir(spec: TaskSpec) -> None:
-    """Make the task's directory (and its work dir when it has one on the host)."""
-    spec.task_dir.mkdir(parents=True, exist_ok=True)
-    if spec.work_dir and Path(spec.work_dir).parent == spec.task_dir:
-        Path(spec.work_dir).mkdir(exist_ok=True)
+    """Make the parent of the task's directory: the runtime makes the directory itself (the process runtime may
+    move a ready one into place, see runtime/warm.py)."""
+    spec.task_dir.parent.mkdir(parents=True, exist_ok=True)

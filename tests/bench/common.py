@@ -161,10 +161,21 @@ class Daemon:
 def kill_task_leftovers(home: Path) -> None:
     """Kill the process group of every task still running under ``home`` and remove its cgroup.
 
-    A pid file is trusted only while that pid is still the shim of that very task directory (a pid reused
-    since by another process is left alone)."""
+    A task is found by its handle.json (pid and kernel start time: a pid reused since by another process is left
+    alone) or, for the sh shim, its pid file while that pid is still the shim of that very task directory."""
+    from pai_jupyter.cluster.runtime.base import TaskHandle
     from pai_jupyter.cluster.runtime.cgroups import TaskCgroup
+    from pai_jupyter.cluster.runtime.process import _stat
 
+    for handle_file in home.rglob("handle.json"):
+        with contextlib.suppress(ValueError, OSError, KeyError, TypeError):
+            handle = TaskHandle.from_dict(json.loads(handle_file.read_text()))
+            st = _stat(int(handle.id))
+            if st is not None and st[1] == handle.info.get("start_ticks"):
+                os.killpg(int(handle.id), signal.SIGKILL)
+            cgroup = TaskCgroup.from_info(handle.info)
+            if cgroup is not None:
+                cgroup.remove(timeout=2.0)
     for pid_file in home.rglob("pid"):
         td = pid_file.parent
         with contextlib.suppress(ValueError, OSError):
@@ -172,11 +183,6 @@ def kill_task_leftovers(home: Path) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if str(td).encode() in cmdline:
                 os.killpg(pid, signal.SIGKILL)
-    for handle_file in home.rglob("handle.json"):
-        with contextlib.suppress(ValueError, OSError, KeyError):
-            cgroup = TaskCgroup.from_info(json.loads(handle_file.read_text()).get("info") or {})
-            if cgroup is not None:
-                cgroup.remove(timeout=2.0)
 
 
 def remove_containers(*, home: Path | None = None, bench: bool = False) -> int:

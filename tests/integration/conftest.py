@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from pai_jupyter.cluster import control
+from tests.bench.common import kill_task_leftovers
 
 FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
@@ -72,12 +72,8 @@ class Api:
 
 
 def kill_leftovers(home: Path) -> None:
-    """Kill any task process group a test left behind (pid files written by the shim)."""
-    for pid_file in home.rglob("pid"):
-        try:
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGKILL)
-        except (ValueError, OSError):
-            pass
+    """Kill any task process group a test left behind, and remove its cgroup."""
+    kill_task_leftovers(home)
 
 
 def start_daemon(home: Path, **kwargs: Any) -> Api:

@@ -175,8 +175,8 @@ def test_stop_kills_the_whole_tree_and_leaves_no_orphan(daemon: Api) -> None:
     name = daemon.submit_ok(v1("stopme", "sleep 1000 & sleep 1000 & echo $$ > pgid; wait"))
     daemon.wait(name, ("RUNNING",))
     time.sleep(0.3)
-    task_dir = next(daemon.home.rglob("*~stopme")) / "a0" / "main-0" / "t0"
-    pid = int((task_dir / "pid").read_text())
+    task_dir = next(daemon.home.rglob("*~stopme")) / "a0.main-0.t0"
+    pid = int(json.loads((task_dir / "handle.json").read_text())["id"])  # the shim leads the task's group
     group = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
     assert len(group) >= 3
     t0 = time.monotonic()

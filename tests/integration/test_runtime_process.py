@@ -30,13 +30,13 @@ ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; 
 class Runtimes:
     """Makes ProcessRuntimes and remembers every handle, so a failing test leaves no process or cgroup behind."""
 
-    def __init__(self, shim: Shim, warm: int = 0) -> None:
-        self.shim, self.warm = shim, warm
+    def __init__(self, shim: Shim, warm: int = 0, warm_dir: Path | None = None) -> None:
+        self.shim, self.warm, self.warm_dir = shim, warm, warm_dir
         self.handles: list[tuple[ProcessRuntime, TaskHandle]] = []
         self.made: list[ProcessRuntime] = []
 
     def make(self, mode: str = "auto") -> ProcessRuntime:
-        rt = ProcessRuntime(mode, shim=self.shim, warm_shims=self.warm)
+        rt = ProcessRuntime(mode, shim=self.shim, warm_shims=self.warm, warm_dir=self.warm_dir)
         self.made.append(rt)
         if rt.warm is not None:  # the tests are about warm starts: have one ready
             deadline = time.monotonic() + 10
@@ -65,11 +65,11 @@ SHIMS = {"c": lambda: Shim((str(build_c_shim()),), "c"), "sh": lambda: Shim(("/b
 
 
 @pytest.fixture(params=["c", "c-warm", "sh"])
-def runtimes(request: pytest.FixtureRequest) -> Iterator[Runtimes]:
-    """Every test that takes it runs with the C shim started cold, handed a task while warm (where cgroups are
-    writable; elsewhere it is a cold start again) and with shim.sh: all keep the same contract."""
+def runtimes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtimes]:
+    """Every test that takes it runs with the C shim started for the task, with a warm C shim moved into place,
+    and with shim.sh: all keep the same contract."""
     kind, _, warm = request.param.partition("-")
-    r = Runtimes(SHIMS[kind](), warm=2 if warm else 0)
+    r = Runtimes(SHIMS[kind](), warm=2 if warm else 0, warm_dir=tmp_path_factory.mktemp("warm") if warm else None)
     yield r
     r.cleanup()
 
@@ -143,10 +143,12 @@ def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
 
 
 def test_missing_work_dir_fails_to_start(runtimes: Runtimes, tmp_path: Path) -> None:
-
+    """A work dir inside the task directory is made (td/work is the default); one elsewhere must exist."""
     with pytest.raises(TaskStartError) as err:
-        runtimes.make().start(make_spec(tmp_path, "true", work_dir=str(tmp_path / "nope")))
+        runtimes.make().start(make_spec(tmp_path / "td", "true", work_dir=str(tmp_path / "nope")))
     assert err.value.exit_code == EXIT_START_FAILED
+    _, result = run(runtimes.make(), tmp_path / "td2", "pwd", work_dir=str(tmp_path / "td2" / "here"))
+    assert result.exit_code == 0 and read(tmp_path / "td2", "stdout") == f"{tmp_path / 'td2' / 'here'}\n"
 
 
 def test_background_child_does_not_outlive_the_task(runtimes: Runtimes, tmp_path: Path) -> None:
@@ -364,42 +366,49 @@ def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
 def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
-    r = Runtimes(SHIMS["c"](), warm=1)
+    warm_dir = tmp_path / "warm"
+    r = Runtimes(SHIMS["c"](), warm=1, warm_dir=warm_dir)
     try:
         rt = r.make()
         assert rt.warm is not None and "1 warm" in rt.describe()
-        ready = [w.pid for w in rt.warm._ready]
-        work = tmp_path / "work"
-        work.mkdir()
-        handle = rt.start(make_spec(tmp_path, 'echo "$PAI_TEST|$(pwd)"; grep SigBlk /proc/self/status; sleep 1',
+        ready = rt.warm._ready[0]
+        assert {p.name for p in ready.directory.iterdir()} == {
+            "work", "command.sh", "handle.json", "stdout", "all", "exit_code"}
+        td = tmp_path / "jobs" / "t0"
+        td.parent.mkdir()
+        work = td / "work"
+        handle = rt.start(make_spec(td, 'echo "$PAI_TEST|$(pwd)"; grep SigBlk /proc/self/status; sleep 1',
                                     memory_mb=96, work_dir=str(work), env={"PAI_TEST": "1", "SECRET": "x"}))
-        assert int(handle.id) in ready and handle.info["memory"] == "cgroup"
-        assert json.loads(read(tmp_path, "handle.json"))["id"] == handle.id
-        assert "SECRET" not in "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file())
+        assert int(handle.id) == ready.pid and ready.directory == td  # its directory was moved into place
+        assert handle.info["memory"] == "cgroup"
+        assert json.loads(read(td, "handle.json"))["info"]["memory_mb"] == 96  # rewritten for the task
+        assert "SECRET" not in "".join(p.read_text(errors="replace") for p in td.iterdir() if p.is_file())
         limit = Path(str(handle.info["cgroup"]))
         limit = limit / ("memory.limit_in_bytes" if (limit / "memory.limit_in_bytes").exists() else "memory.max")
         assert int(limit.read_text()) == 96 << 20
-        result = wait(rt, handle, tmp_path)
+        result = wait(rt, handle, td)
         assert result.exit_code == 0
-        env_line, blocked = read(tmp_path, "stdout").splitlines()
+        assert read(td, "exit_code") == "0\n"
+        env_line, blocked = read(td, "stdout").splitlines()
         assert env_line == f"1|{work}"
         assert not int(blocked.split()[1], 16) & (1 << (signal.SIGTERM - 1))  # blocked in the shim, not the command
         assert wait_for(lambda: rt.warm is not None and len(rt.warm._ready) == 1, timeout=10)  # refilled
         spare = rt.warm._ready[0]
         rt.close()
-        assert spare.popen.wait(5) == 0  # end-of-file without a task: it exits, and its cgroup goes with it
-        assert not spare.cgroup.memory_dir.exists()
+        assert spare.popen.wait(5) == 0  # end-of-file without a task: it exits; its directory and cgroup go
+        assert not spare.directory.exists() and not any(warm_dir.iterdir())
+        assert spare.cgroup is not None and not spare.cgroup.memory_dir.exists()
     finally:
         r.cleanup()
 
 
 @pytest.mark.skipif(not CGROUPS, reason="no writable memory cgroup on this machine")
 def test_warm_start_into_a_missing_work_dir_fails_to_start(tmp_path: Path) -> None:
-    r = Runtimes(SHIMS["c"](), warm=1)
+    r = Runtimes(SHIMS["c"](), warm=1, warm_dir=tmp_path / "warm")
     try:
         rt = r.make()
         with pytest.raises(TaskStartError) as err:
-            rt.start(make_spec(tmp_path, "true", memory_mb=64, work_dir=str(tmp_path / "nope")))
+            rt.start(make_spec(tmp_path / "td", "true", memory_mb=64, work_dir=str(tmp_path / "nope")))
         assert err.value.exit_code == EXIT_START_FAILED
     finally:
         r.cleanup()

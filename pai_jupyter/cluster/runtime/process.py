@@ -34,7 +34,7 @@ from .base import (
 )
 from .cgroups import CgroupManager, TaskCgroup
 from .shim import SHIM_SH, Shim, choose_shim
-from .warm import WarmPool, spawn_shim
+from .warm import WaitingShim, WarmPool, spawn_shim
 
 SHIM = SHIM_SH  # the Docker runtime copies it into each container's task dir
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
@@ -75,7 +75,8 @@ class ProcessRuntime(Runtime):
     name = "process"
 
     def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2,
-                 cpu_limits: bool = True, shim: Shim | None = None, warm_shims: int = 0) -> None:
+                 cpu_limits: bool = True, shim: Shim | None = None, warm_shims: int = 0,
+                 warm_dir: Path | None = None) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
         self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
@@ -88,8 +89,9 @@ class ProcessRuntime(Runtime):
         self._boot_time = psutil.boot_time()
         self.shim = shim or choose_shim()
         self.warm: WarmPool | None = None
-        if warm_shims > 0 and self.shim.kind == "c" and self.use_cgroups and self.cgroups is not None:
-            self.warm = WarmPool(self.shim.argv[0], self.cgroups, warm_shims)
+        if warm_shims > 0 and self.shim.kind == "c" and warm_dir is not None:
+            self.warm = WarmPool(self.shim.argv[0], Path(warm_dir), self.cgroups if self.use_cgroups else None,
+                                 lambda shim: self._handle(shim.pid, None, shim.cgroup).to_dict(), warm_shims)
 
     def describe(self) -> str:
         how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
@@ -105,17 +107,14 @@ class ProcessRuntime(Runtime):
     # ---- start -----------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:
         td = Path(os.path.abspath(spec.task_dir))  # the shim runs in work_dir: a relative path would move
-        td.mkdir(parents=True, exist_ok=True)
-        for entry in os.scandir(td):  # one directory read instead of an unlink per possible leftover
-            if entry.name in _STALE:
-                os.unlink(entry.path)
-        (td / "command.sh").write_text(spec.script, encoding="utf-8")
         env = _host_env(spec.env)
         cwd = spec.work_dir or str(td)
         notice = (f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this "
                   f"host.\n") if spec.image else ""
         if self.shim.kind == "c":
             return self._start_c(spec, td, env, cwd, notice)
+        self._fresh_dir(spec, td)
+        (td / "command.sh").write_text(spec.script, encoding="utf-8")
         for name in ("all", "stdout"):
             with open(td / name, "a", encoding="utf-8") as f:
                 f.write(notice)
@@ -130,49 +129,79 @@ class ProcessRuntime(Runtime):
             if cgroup is not None:
                 cgroup.remove(0)
             raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
-        return self._started(popen, spec, td, cgroup)
+        self._children[popen.pid] = popen
+        return self._write_handle(td, self._handle(popen.pid, spec, cgroup))
+
+    @staticmethod
+    def _fresh_dir(spec: TaskSpec, td: Path) -> None:
+        """The task directory without what an earlier start left in it, and its work dir when that is inside."""
+        td.mkdir(parents=True, exist_ok=True)
+        for entry in os.scandir(td):  # one directory read instead of an unlink per possible leftover
+            if entry.name in _STALE:
+                os.unlink(entry.path)
+        if spec.work_dir and Path(spec.work_dir).parent == td:
+            Path(spec.work_dir).mkdir(exist_ok=True)
 
     def _start_c(self, spec: TaskSpec, td: Path, env: dict[str, str], cwd: str, notice: str) -> TaskHandle:
-        """A warm C shim when one is ready (its cgroup gets the task's limits), else one started now; then the
-        handle is recorded and the task handed to the shim (see shim.c)."""
-        if not os.path.isdir(cwd):
-            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no such working directory {cwd!r}")
-        shim = self.warm.take() if self.warm is not None else None
-        if shim is not None and self.cgroups is not None and shim.cgroup is not None:
-            try:
-                self.cgroups.limit(shim.cgroup, spec.memory_mb, spec.cpu)
-            except OSError:
-                shim.discard()
-                shim = None
+        """A warm shim moved into place when one is ready, else one started now in the task directory; then the
+        command and handle.json are written and the task handed to the shim (see shim.c)."""
+        shim = self._take_warm(spec, td)
         if shim is None:
+            self._fresh_dir(spec, td)
             cgroup = self._make_cgroup(spec)
             try:
-                shim = spawn_shim(self.shim.argv[0], cgroup)
+                shim = spawn_shim(self.shim.argv[0], td, cgroup)
             except OSError as exc:
                 if cgroup is not None:
                     cgroup.remove(0)
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
-        handle = self._started(shim.popen, spec, td, shim.cgroup)  # handle.json before the task can run
+        elif spec.work_dir and Path(spec.work_dir).parent == td:
+            Path(spec.work_dir).mkdir(exist_ok=True)
         try:
+            if not os.path.isdir(cwd):
+                raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
+            (td / "command.sh").write_text(spec.script, encoding="utf-8")
+            self._children[shim.pid] = shim.popen
+            handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
             shim.hand(str(td), cwd, notice, env)
-        except OSError as exc:
+        except (OSError, TaskStartError) as exc:
             self._children.pop(shim.pid, None)
-            shim.discard()
-            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: the shim went away ({exc})") from exc
+            shim.discard(remove_dir=False)
+            if isinstance(exc, TaskStartError):
+                raise
+            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
         return handle
 
-    def _started(self, popen: subprocess.Popen[bytes], spec: TaskSpec, td: Path,
-                 cgroup: TaskCgroup | None) -> TaskHandle:
-        self._children[popen.pid] = popen
-        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
-                                "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
-                                "memory_mb": spec.memory_mb, "cgroup": None}
-        st = _stat(popen.pid)
+    def _take_warm(self, spec: TaskSpec, td: Path) -> WaitingShim | None:
+        """A ready warm shim with the task's limits, its directory renamed to ``td``; None when there is none
+        ready or ``td`` already holds files (a start again into the same directory)."""
+        shim = self.warm.take() if self.warm is not None else None
+        if shim is None:
+            return None
+        try:
+            if self.cgroups is not None and shim.cgroup is not None:
+                self.cgroups.limit(shim.cgroup, spec.memory_mb, spec.cpu)
+            os.rename(shim.directory, td)
+        except OSError:
+            shim.discard()
+            return None
+        shim.directory = td
+        return shim
+
+    def _handle(self, pid: int, spec: TaskSpec | None, cgroup: TaskCgroup | None) -> TaskHandle:
+        memory_mb = spec.memory_mb if spec else 0
+        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image if spec else None,
+                                "memory": ("cgroup" if cgroup else "watchdog") if memory_mb > 0 else "none",
+                                "memory_mb": memory_mb, "cgroup": None}
+        st = _stat(pid)
         if st is not None:  # psutil's create_time, from the same /proc read
             info["start_ticks"], info["create_time"] = st[1], (st[1] / _CLK_TCK) + self._boot_time
         if cgroup is not None:
             info.update(cgroup.to_info())
-        handle = TaskHandle(runtime=self.name, id=str(popen.pid), info=info)
+        return TaskHandle(runtime=self.name, id=str(pid), info=info)
+
+    @staticmethod
+    def _write_handle(td: Path, handle: TaskHandle) -> TaskHandle:
         (td / "handle.json").write_text(json.dumps(handle.to_dict()))  # for find() if the daemon dies right now
         return handle
 

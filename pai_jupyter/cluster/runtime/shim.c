@@ -1,21 +1,25 @@
-/* pai_jupyter task shim for the process runtime. The runtime starts `pai-shim` (in a new session, so it leads
- * the task's process group), puts it into the task's cgroups, and writes the task to its stdin:
+/* pai_jupyter task shim for the process runtime: pai-shim DIR
+ *
+ * Started by the runtime in a new session (so it leads the task's process group) and put into the task's
+ * cgroups, the shim first makes its files in DIR: stdout, all and an empty exit_code (stderr only when something
+ * is written to it), and writes one byte to its stdout to say it is ready. Then it waits for its task on stdin:
  *
  *     TASK_DIR \0 WORK_DIR \0 NOTICE \0 KEY=VALUE \0 KEY=VALUE \0 ...      then end-of-file
  *
- * The shim runs TASK_DIR/command.sh with /bin/sh in WORK_DIR with exactly that environment, writes NOTICE and
- * then the command's stdout and stderr into TASK_DIR/stdout and stderr and both, in the order they arrive, into
- * TASK_DIR/all, writes its pid to TASK_DIR/pid, and once the logs are complete writes the command's status
- * (128+N for signal N) to TASK_DIR/exit_code (atomically) and exits with it. End-of-file with nothing written
- * means the daemon went away before it had a task for this shim: it exits 0.
+ * TASK_DIR is DIR itself, or DIR renamed by the runtime meanwhile (the shim's files stay open across a rename).
+ * It runs TASK_DIR/command.sh with /bin/sh in WORK_DIR with exactly that environment, writes NOTICE and then the
+ * command's stdout and stderr into stdout and stderr and both, in the order they arrive, into all, and once the
+ * logs are complete writes the command's status (128+N for signal N) into exit_code (empty until then) and exits
+ * with it. End-of-file with nothing written means the daemon went away before it had a task for this shim: it
+ * exits 0.
  *
  * The same files as shim.sh (the fallback without a C compiler, and the Docker runtime's shim), so recovery
  * and the logs do not care which one ran a task. Why C: shim.sh costs two shells, a subshell and two tees per
- * task; this is one exec and a fork. Why stdin: the runtime can start shims ahead of their tasks ("warm"),
- * because on cgroup v1 moving a process into a cgroup waits for an RCU grace period (5-40 ms measured), and the
- * environment (secrets included) never touches the disk. The command is forked before the shim's own files
- * are written: they are not on the way to the command's start. Like conmon or containerd-shim, the shim
- * outlives the daemon, so a task keeps running and logging while the daemon restarts.
+ * task; this is one exec and a fork. Why the wait: the runtime starts shims ahead of their tasks ("warm", see
+ * warm.py) in a ready task directory, because creating files and directories costs up to a millisecond each
+ * on some disks, and on cgroup v1 moving a process into a cgroup waits for an RCU grace period (5-40 ms
+ * measured); the environment (secrets included) never touches the disk. Like conmon or containerd-shim, the
+ * shim outlives the daemon, so a task keeps running and logging while the daemon restarts.
  *
  * Stop: SIGTERM to the group must reach the command, never the shim. The shim blocks it from its first
  * instruction and the command unblocks it just before its exec, so one that comes in between stays pending and
@@ -38,7 +42,7 @@
 #define DRAIN_SECONDS 5
 
 static int wake[2] = {-1, -1}; /* self-pipe: SIGCHLD -> poll() */
-static const char *dir;       /* TASK_DIR */
+static int out = -1, err = -1, all = -1, code = -1, dirfd = -1;
 
 static void on_child(int sig) {
     int saved = errno;
@@ -66,42 +70,35 @@ static void put(int fd, const char *buf, size_t n) {
     }
 }
 
-static int open_in(const char *name, int flags) {
+/* stderr is made when there is something for it: most tasks never write to it, and a file costs. */
+static int stderr_fd(void) {
+    if (err < 0 && dirfd >= 0) err = openat(dirfd, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    return err;
+}
+
+static int open_in(const char *dir, const char *name, int flags) {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return -1;
     return open(path, flags | O_CLOEXEC, 0644);
 }
 
-static void write_file(const char *name, const char *text) {
-    int fd = open_in(name, O_WRONLY | O_CREAT | O_TRUNC);
-    if (fd >= 0) {
-        put(fd, text, strlen(text));
-        close(fd);
-    }
-}
-
-/* The exit status, written to exit_code.tmp and renamed: a reader never sees a partial one. */
-static void write_exit_code(int rc) {
-    char text[16], from[PATH_MAX], to[PATH_MAX];
-    snprintf(text, sizeof text, "%d\n", rc);
-    write_file("exit_code.tmp", text);
-    snprintf(from, sizeof from, "%s/exit_code.tmp", dir);
-    snprintf(to, sizeof to, "%s/exit_code", dir);
-    rename(from, to);
+/* The exit status into the (empty) exit_code: one small write, so a reader sees nothing or all of it. */
+static int finish(int rc) {
+    char text[16];
+    int len = snprintf(text, sizeof text, "%d\n", rc);
+    if (code >= 0 && pwrite(code, text, (size_t)len, 0) < 0) { /* nothing more to do */ }
+    return rc;
 }
 
 /* A start that failed before the command could run, recorded as the runtime reads it (exit 127). */
 static int fail_start(const char *what, const char *arg) {
     char msg[2 * PATH_MAX];
     int m = snprintf(msg, sizeof msg, "pai-shim: %s %s: %s\n", what, arg, strerror(errno));
-    const char *names[] = {"stderr", "all"};
-    for (int i = 0; i < 2; i++) {
-        int fd = open_in(names[i], O_WRONLY | O_CREAT | O_APPEND);
-        if (fd >= 0 && m > 0) put(fd, msg, (size_t)m);
-        if (fd >= 0) close(fd);
+    if (m > 0) {
+        put(stderr_fd(), msg, (size_t)m);
+        put(all, msg, (size_t)m);
     }
-    write_exit_code(127);
-    return 127;
+    return finish(127);
 }
 
 /* All of stdin, NUL-terminated; NULL on error. */
@@ -136,45 +133,54 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     block_term(SIG_BLOCK);
-    if (argc != 1) {
-        fprintf(stderr, "usage: pai-shim < TASK (written by pai_jupyter's process runtime; see shim.c)\n");
-        (void)argv;
+    if (argc != 2) {
+        fprintf(stderr, "usage: pai-shim DIR < TASK (started by pai_jupyter's process runtime; see shim.c)\n");
         return 2;
     }
+    const char *dir = argv[1];
+    dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC); /* follows the directory if it is renamed */
+    out = open_in(dir, "stdout", O_WRONLY | O_CREAT | O_APPEND);
+    all = open_in(dir, "all", O_WRONLY | O_CREAT | O_APPEND);
+    code = open_in(dir, "exit_code", O_WRONLY | O_CREAT | O_TRUNC);
+    if (dirfd < 0 || out < 0 || all < 0 || code < 0) {
+        perror("pai-shim: cannot make the task's files");
+        return 2;
+    }
+    put(1, "\n", 1); /* ready: the files are made, the directory may be renamed */
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul >= 0) dup2(nul, 1);
+
     size_t size = 0;
     char *msg = read_stdin(&size);
-    if (!msg) return 2;
+    if (!msg) return fail_start("could not read its task from", "stdin");
     if (size == 0) return 0; /* no task came */
+    if (nul >= 0) dup2(nul, 0);
     char *fields[3];
     size_t at = 0;
     for (int i = 0; i < 3; i++) {
-        if (at >= size) return 2;
+        if (at >= size) {
+            errno = EINVAL;
+            return fail_start("got an incomplete task for", dir);
+        }
         fields[i] = msg + at;
         at += strlen(msg + at) + 1;
     }
-    dir = fields[0];
-    const char *cwd = fields[1], *notice = fields[2];
+    const char *task_dir = fields[0], *cwd = fields[1], *notice = fields[2];
     size_t count = 0;
     for (size_t i = at; i < size; i++) count += msg[i] == '\0';
     char **envp = calloc(count + 1, sizeof *envp);
-    if (!envp) return fail_start("out of memory for the environment of", dir);
+    if (!envp) return fail_start("out of memory for the environment of", task_dir);
     for (size_t k = 0; at < size; at += strlen(msg + at) + 1)
         if (msg[at]) envp[k++] = msg + at;
-    if (chdir(cwd)) return fail_start("could not change to the working directory", cwd);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul > 0) {
-        dup2(nul, 0);
-        close(nul);
-    }
-
     char command[PATH_MAX];
-    if (snprintf(command, sizeof command, "%s/command.sh", dir) >= (int)sizeof command) {
+    if (snprintf(command, sizeof command, "%s/command.sh", task_dir) >= (int)sizeof command) {
         errno = ENAMETOOLONG;
-        return fail_start("the task directory's name is too long:", dir);
+        return fail_start("cannot run", task_dir);
     }
+    if (chdir(cwd)) return fail_start("could not change to the working directory", cwd);
     int po[2], pe[2];
     if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) || pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC))
-        return fail_start("could not make pipes for", dir);
+        return fail_start("could not make pipes for", task_dir);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_child;
@@ -182,7 +188,7 @@ int main(int argc, char **argv) {
     sigaction(SIGCHLD, &sa, NULL);
 
     pid_t child = fork();
-    if (child < 0) return fail_start("could not fork for", dir);
+    if (child < 0) return fail_start("could not fork for", task_dir);
     if (child == 0) {
         signal(SIGCHLD, SIG_DFL);
         dup2(po[1], 1);
@@ -195,19 +201,11 @@ int main(int argc, char **argv) {
     }
     close(po[1]);
     close(pe[1]);
-
-    /* The shim's own files, while the command starts. */
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-    write_file("pid", pid);
-    int out = open_in("stdout", O_WRONLY | O_CREAT | O_APPEND);
-    int err = open_in("stderr", O_WRONLY | O_CREAT | O_APPEND);
-    int all = open_in("all", O_WRONLY | O_CREAT | O_APPEND);
     put(out, notice, strlen(notice));
     put(all, notice, strlen(notice));
 
     struct pollfd fds[3] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}, {wake[0], POLLIN, 0}};
-    int sinks[2] = {out, err};
+
     int rc = -1;
     double deadline = 0;
     char buf[65536];
@@ -226,7 +224,7 @@ int main(int argc, char **argv) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             ssize_t n = read(fds[i].fd, buf, sizeof buf);
             if (n > 0) {
-                put(sinks[i], buf, (size_t)n);
+                put(i == 0 ? out : stderr_fd(), buf, (size_t)n);
                 put(all, buf, (size_t)n);
             } else if (n == 0 || errno != EINTR) {
                 close(fds[i].fd);
@@ -243,7 +241,5 @@ int main(int argc, char **argv) {
             deadline = now() + DRAIN_SECONDS;
         }
     }
-    if (rc < 0) rc = 255;
-    write_exit_code(rc);
-    return rc;
+    return finish(rc < 0 ? 255 : rc);
 }

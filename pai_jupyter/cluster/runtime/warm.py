@@ -1,37 +1,47 @@
-"""Warm shims: C shims started ahead of their task, each already inside a fresh cgroup of its own.
+"""C shims waiting for their task, and warm ones: started ahead, in a ready task directory and cgroup.
 
-On cgroup v1, moving a process into a cgroup (a write to ``cgroup.procs``) waits for an RCU grace period: 5 to
-40 ms measured on these machines, more than the rest of a task start together. A warm shim has paid that before
-any task needed it; a task start only sets the limits on its cgroup and hands it the task directory
-(``shim.c`` describes what it is handed). A refill thread keeps ``size`` of them ready; when none is ready (a burst
-of starts) the runtime starts a task the ordinary way, so a warm pool never delays a start.
+A task start that makes everything when the task comes pays, on the machines this runs on, up to a millisecond
+for each new file or directory (a task has about ten) and, on cgroup v1, an RCU grace period (5 to 40 ms
+measured) to move the shim into its cgroup. A warm shim has paid all that before any task needed it: its
+directory under ``warm_dir`` holds ``work/``, an empty ``command.sh``, ``handle.json`` and the shim's own files,
+and it sits in a fresh cgroup. A task start then renames that directory to the task's, writes the command and
+the limits into what exists, and hands the shim its task (``shim.c`` says what it is handed). A refill thread
+keeps ``size`` of them ready; when none is ready (a burst of starts) the runtime starts a shim right then, in
+the task's own directory, so a warm pool never delays a start.
 
-A warm shim whose daemon goes away reads end-of-file and exits; its empty cgroup is removed by the next
-daemon's sweep (``CgroupManager.sweep``), or at once on a clean shutdown (``close``).
+A warm shim whose daemon goes away reads end-of-file and exits; its directory and empty cgroup are removed by
+the next daemon's pool (``sweep``), or at once on a clean shutdown (``close``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
 
 from .cgroups import CgroupManager, TaskCgroup
 
 log = logging.getLogger(__name__)
 
 PREFIX = "warm-"
-MAX_FAILURES = 3  # in a row: then the pool gives up and every start is an ordinary one
+MAX_FAILURES = 3  # in a row: then the pool gives up and every start makes its shim then
 
 
 @dataclass
 class WaitingShim:
-    """A started C shim that waits on its stdin for its task (``shim.c``), inside ``cgroup`` when it has one."""
+    """A started C shim that waits on its stdin for its task, its files made in ``directory``."""
 
     popen: subprocess.Popen[bytes]
+    directory: Path
     cgroup: TaskCgroup | None
 
     @property
@@ -48,8 +58,8 @@ class WaitingShim:
         finally:
             self.popen.stdin.close()
 
-    def discard(self) -> None:
-        """Let the shim exit without a task (end-of-file) and remove its cgroup."""
+    def discard(self, remove_dir: bool = True) -> None:
+        """Let the shim exit without a task (end-of-file); remove its cgroup and, for a warm one, its directory."""
         with contextlib.suppress(OSError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
@@ -60,36 +70,50 @@ class WaitingShim:
             self.popen.wait()
         if self.cgroup is not None:
             self.cgroup.remove(timeout=1.0)
+        if remove_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def spawn_shim(shim_path: str, cgroup: TaskCgroup | None) -> WaitingShim:
-    """Start a C shim in a new session and move it into ``cgroup`` (the slow part on cgroup v1); raises OSError."""
-    popen = subprocess.Popen([shim_path], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, cwd="/", env={}, close_fds=True, start_new_session=True)
-    shim = WaitingShim(popen, cgroup)
-    if cgroup is not None:
-        try:
+def spawn_shim(shim_path: str, directory: Path, cgroup: TaskCgroup | None, *, ready: bool = False) -> WaitingShim:
+    """Start a C shim for ``directory`` in a new session and move it into ``cgroup`` (slow on cgroup v1). With
+    ``ready``, return only once its files are made (the directory may be renamed after that). Raises OSError."""
+    popen = subprocess.Popen([shim_path, str(directory)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE if ready else subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             cwd="/", env={}, close_fds=True, start_new_session=True)
+    shim = WaitingShim(popen, directory, cgroup)
+    try:
+        if cgroup is not None:
             for path in cgroup.procs_paths():
                 with open(path, "w") as f:
                     f.write(str(popen.pid))
-        except OSError:
-            shim.discard()
-            raise
+        if ready:
+            assert popen.stdout is not None
+            with popen.stdout:
+                if popen.stdout.read(1) != b"\n":
+                    raise OSError(f"the shim exited before it was ready (status {popen.wait()})")
+    except OSError:
+        shim.discard(remove_dir=False)
+        raise
     return shim
 
 
 class WarmPool:
-    """Keeps ``size`` warm shims of ``shim_path`` ready in cgroups made by ``cgroups``."""
+    """Keeps ``size`` warm shims of ``shim_path`` ready under ``warm_dir`` (in cgroups made by ``cgroups``).
 
-    def __init__(self, shim_path: str, cgroups: CgroupManager, size: int = 2) -> None:
-        self.shim_path, self.cgroups, self.size = shim_path, cgroups, size
+    ``describe(shim)`` gives the TaskHandle dict a ready shim's handle.json holds; it is rewritten with the
+    task's own fields at the start, but lets a restarted daemon find the shim even if the start was cut short."""
+
+    def __init__(self, shim_path: str, warm_dir: Path, cgroups: CgroupManager | None,
+                 describe: Callable[[WaitingShim], dict[str, object]], size: int = 2) -> None:
+        self.shim_path, self.warm_dir, self.cgroups, self.size = shim_path, warm_dir, cgroups, size
+        self.describe = describe
         self._ready: list[WaitingShim] = []
         self._cond = threading.Condition()
         self._closed = False
         self._failures = 0
         self._serial = 0
         self._tag = f"{PREFIX}{os.getpid()}-"
-        cgroups.sweep(PREFIX)
+        self.sweep()
         self._thread = threading.Thread(target=self._refill, name="pai-warm-shims", daemon=True)
         self._thread.start()
 
@@ -105,13 +129,23 @@ class WarmPool:
         return shim
 
     def close(self) -> None:
-        """Stop refilling and let every ready shim exit, removing its cgroup."""
+        """Stop refilling and let every ready shim exit, removing its directory and cgroup."""
         with self._cond:
             self._closed = True
             ready, self._ready = self._ready, []
             self._cond.notify()
         for shim in ready:
             shim.discard()
+
+    def sweep(self) -> None:
+        """Remove what warm shims of daemons no longer running left behind (a daemon killed with -9)."""
+        with contextlib.suppress(OSError):
+            for d in self.warm_dir.glob(f"{PREFIX}*"):
+                owner = d.name[len(PREFIX):].split("-")[0]
+                if owner.isdigit() and not psutil.pid_exists(int(owner)):
+                    shutil.rmtree(d, ignore_errors=True)
+        if self.cgroups is not None:
+            self.cgroups.sweep(PREFIX)
 
     def _refill(self) -> None:
         while True:
@@ -127,26 +161,31 @@ class WarmPool:
             except OSError as exc:
                 self._failures += 1
                 log.warning("could not start a warm shim (%s); %s", exc,
-                            "giving up: tasks start the ordinary way" if self._failures >= MAX_FAILURES else
-                            "trying again")
+                            "giving up: tasks start their shim when they come" if self._failures >= MAX_FAILURES
+                            else "trying again")
                 if self._failures >= MAX_FAILURES:
                     self.close()
                     return
                 continue
             self._failures = 0
             with self._cond:
-                if self._closed:
-                    late = shim
-                else:
+                late = shim if self._closed else None
+                if late is None:
                     self._ready.append(shim)
-                    late = None
             if late is not None:
                 late.discard()
 
     def _start(self, key: str) -> WaitingShim:
-        cgroup = self.cgroups.make(key)
+        directory = self.warm_dir / key
+        (directory / "work").mkdir(parents=True)
+        (directory / "command.sh").touch()
+        cgroup = self.cgroups.make(key) if self.cgroups is not None else None
         try:
-            return spawn_shim(self.shim_path, cgroup)
+            shim = spawn_shim(self.shim_path, directory, cgroup, ready=True)
         except OSError:
-            cgroup.remove(0)
+            if cgroup is not None:
+                cgroup.remove(0)
+            shutil.rmtree(directory, ignore_errors=True)
             raise
+        (directory / "handle.json").write_text(json.dumps(self.describe(shim)))
+        return shim
