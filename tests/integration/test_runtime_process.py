@@ -61,7 +61,14 @@ class Runtimes:
             rt.close()
 
 
-SHIMS = {"c": lambda: Shim((str(build_c_shim()),), "c"), "sh": lambda: Shim(("/bin/sh", str(SHIM_SH)), "sh")}
+def _c_shim() -> Shim:
+    try:
+        return Shim((str(build_c_shim()),), "c")
+    except RuntimeError as exc:  # .ci/run installs gcc; a machine without a compiler runs the sh shim
+        pytest.skip(f"the C shim cannot be built here: {exc}")
+
+
+SHIMS = {"c": _c_shim, "sh": lambda: Shim(("/bin/sh", str(SHIM_SH)), "sh")}
 
 
 @pytest.fixture(params=["c", "c-warm", "sh"])
