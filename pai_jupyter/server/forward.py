@@ -5,6 +5,11 @@ file would sit in the Jupyter server twice, and the first byte waits for the las
 drops Content-Encoding while passing gzip bytes through. This forward keeps status, headers (encoding and
 length included) and body as the service sent them, holds no more than a chunk, and skips the thread hop of a
 DNS lookup for the IP literals the cluster reports.
+
+One exception to "as the service sent them": ``html_paths=(old, new)`` replaces ``old`` by ``new`` in HTML
+pages (read whole, they are small). A task's Jupyter writes its own base path into every page (PageConfig,
+script and link URLs); behind a Jupyter server whose base_url is not "/" (JupyterHub's /user/NAME/), the
+browser must see that base_url in front of it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from tornado.web import RequestHandler
 HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
               "Proxy-Authorization", "Proxy-Authenticate", "Expect")
 NOT_COPIED = ("Transfer-Encoding", "Connection", "Keep-Alive")
+MAX_PAGE = 4 << 20  # a larger HTML body is no Jupyter page: it streams through as it is
 _clients: dict[asyncio.AbstractEventLoop, SimpleAsyncHTTPClient] = {}
 
 
@@ -55,7 +61,7 @@ class UpstreamFailed(Exception):
 
 async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeaders,
                   rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
-                  timeout: float = 3600.0) -> None:
+                  timeout: float = 3600.0, html_paths: tuple[str, str] | None = None) -> None:
     """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
 
     ``rewrite(status, headers)`` may change the response headers before they are sent. Raises UpstreamFailed
@@ -63,6 +69,9 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
     """
     for name in HOP_BY_HOP:
         headers.pop(name, None)
+    if html_paths is not None:
+        headers["Accept-Encoding"] = "identity"  # pages to rewrite must come uncompressed
+    page: bytearray | None = None  # an HTML page being read whole, to rewrite
     method = handler.request.method or "GET"
     body = handler.request.body or (b"" if method in ("POST", "PUT", "PATCH") else None)
     start: list[httputil.ResponseStartLine] = []
@@ -70,7 +79,7 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
     sent = False
 
     def on_header(line: str) -> None:
-        nonlocal sent
+        nonlocal sent, page
         if not start:
             start.append(httputil.parse_response_start_line(line.strip()))
         elif line.strip():
@@ -84,11 +93,21 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
             for name, value in got.get_all():
                 if name not in NOT_COPIED:
                     handler.add_header(name, value)
+            if html_paths is not None and got.get("Content-Type", "").lower().startswith("text/html") \
+                    and "Content-Encoding" not in got:
+                page = bytearray()
+                handler.clear_header("Content-Length")
             sent = True
 
     def on_chunk(chunk: bytes) -> None:
         if handler.request.connection is None or handler.request.connection.stream.closed():  # type: ignore
             raise StreamClosedError()  # the browser went away: stop reading from the service
+        nonlocal page
+        if page is not None:
+            page += chunk
+            if len(page) <= MAX_PAGE:
+                return
+            chunk, page = bytes(page), None
         RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
         RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
 
@@ -101,4 +120,7 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
     if response.error is not None and response.code == 599:  # broken after the headers: close, do not pad
         handler.request.connection.stream.close()  # type: ignore[union-attr]
         return
+    if page is not None and html_paths is not None:
+        old, new = (p.encode() for p in html_paths)
+        RequestHandler.write(handler, bytes(page).replace(old, new))
     handler.finish()

@@ -7,7 +7,8 @@ through ``forward`` (streaming, encodings kept) instead of its buffered fetch.
 cluster lists for that task's declared service — the route cannot name a host or port at all. The request
 path after the service name is forwarded under the path the service expects (``basePath``: ``/`` for
 TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for the in-task Jupyter, whose
-token the proxy adds). The browser's own Jupyter credentials (Authorization header, cookies, ``token``
+token the proxy adds, and whose pages get this server's base_url put in front of that path when it is not
+"/"). The browser's own Jupyter credentials (Authorization header, cookies, ``token``
 query parameter) never reach the task.
 """
 
@@ -146,9 +147,11 @@ class ServiceProxyHandler(TaskProxyBase):
             context = self._get_context_path(self.target.host, self.target.port)
             headers.update({"X-Forwarded-Context": context, "X-ProxyContextPath": context,
                             "X-Forwarded-Prefix": context})
+        public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
+        pages = (self.target.base_path, public) if self.absolute_url and public != self.target.base_path else None
         self._record_activity()
         try:
-            await forward(self, url, headers, self._rewrite)
+            await forward(self, url, headers, self._rewrite, html_paths=pages)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)

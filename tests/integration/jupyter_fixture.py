@@ -50,7 +50,7 @@ def free_port() -> int:
 
 @dataclass
 class JupyterServer:
-    url: str  # http://127.0.0.1:PORT/ (base_url "/")
+    url: str  # http://127.0.0.1:PORT{base_url}
     token: str
     proc: subprocess.Popen[bytes]
     log: Path
@@ -93,9 +93,10 @@ class JupyterServer:
 
 
 def start_jupyter(workdir: Path, pai_home: Path, pai_config: dict[str, Any] | None = None,
-                  timeout: float = 60) -> JupyterServer:
+                  timeout: float = 60, base_url: str = "/") -> JupyterServer:
     """Start ``python -m jupyter_server`` with the extension enabled by its own config file (not the installed
-    jupyter-config data file, so an editable install needs nothing else) and wait until it answers."""
+    jupyter-config data file, so an editable install needs nothing else) and wait until it answers. Its url
+    ends with ``base_url`` (JupyterHub serves each user's server under /user/NAME/)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_dir, root = workdir / "config", workdir / "root"
     config_dir.mkdir(exist_ok=True)
@@ -109,12 +110,12 @@ def start_jupyter(workdir: Path, pai_home: Path, pai_config: dict[str, Any] | No
     env.pop("PAI_PROFILE", None)
     cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False"]
+           f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", f"--ServerApp.base_url={base_url}"]
     log = workdir / "jupyter.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=root,
                                 start_new_session=True)
-    server = JupyterServer(f"http://127.0.0.1:{port}/", token, proc, log)
+    server = JupyterServer(f"http://127.0.0.1:{port}{base_url}", token, proc, log)
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
