@@ -7,9 +7,9 @@ length included) and body as the service sent them, holds no more than a chunk, 
 DNS lookup for the IP literals the cluster reports.
 
 One exception to "as the service sent them": ``html_paths=(old, new)`` replaces ``old`` by ``new`` in HTML
-pages (read whole, they are small). A task's Jupyter writes its own base path into every page (PageConfig,
-script and link URLs); behind a Jupyter server whose base_url is not "/" (JupyterHub's /user/NAME/), the
-browser must see that base_url in front of it.
+pages (read whole, they are small), and in JSON bodies too with ``json_too``. A task's Jupyter writes its own
+base path into every page (PageConfig, script and link URLs) and its kernel specs' logo URLs; behind a Jupyter
+server whose base_url is not "/" (JupyterHub's /user/NAME/), the browser must see that base_url in front.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class UpstreamFailed(Exception):
 
 async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeaders,
                   rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
-                  timeout: float = 3600.0, html_paths: tuple[str, str] | None = None) -> None:
+                  timeout: float = 3600.0, html_paths: tuple[str, str] | None = None, json_too: bool = False) -> None:
     """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
 
     ``rewrite(status, headers)`` may change the response headers before they are sent. Raises UpstreamFailed
@@ -93,8 +93,10 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
             for name, value in got.get_all():
                 if name not in NOT_COPIED:
                     handler.add_header(name, value)
-            if html_paths is not None and got.get("Content-Type", "").lower().startswith("text/html") \
-                    and "Content-Encoding" not in got:
+            ctype = got.get("Content-Type", "").lower()
+            plain = got.get("Content-Encoding", "identity").strip().lower() == "identity"  # TensorBoard says so
+            if html_paths is not None and plain and (
+                    ctype.startswith("text/html") or (json_too and ctype.startswith("application/json"))):
                 page = bytearray()
                 handler.clear_header("Content-Length")
             sent = True

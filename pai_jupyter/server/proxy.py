@@ -8,8 +8,8 @@ cluster lists for that task's declared service — the route cannot name a host 
 path after the service name is forwarded under the path the service expects (``basePath``: ``/`` for
 TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for the in-task Jupyter, whose
 token the proxy adds, and whose pages get this server's base_url put in front of that path when it is not
-"/"). The browser's own Jupyter credentials (Authorization header, cookies, ``token``
-query parameter) never reach the task.
+"/"). TensorBoard's page names its fonts at the server root: they are made relative. The browser's own
+Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .registry import TITLES, Key, Registry, Target
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+TENSORBOARD_FONTS = ("url(/font-roboto/", "url(font-roboto/")  # relative: under .../tensorboard/ like the page
 
 
 def _is_websocket(handler: web.RequestHandler) -> bool:
@@ -56,9 +57,11 @@ class TaskProxyBase(SafeErrors, ProxyHandler):
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
         """Jupyter's auth before anything else: 403 for a websocket upgrade, login redirect or 403 otherwise
-        (as jupyter-server-proxy >= 4.1.1 does; GHSA-w3vc-fx9p-wp4v). Unlike jupyter-server-proxy, XSRF is
-        checked here for cookie-authenticated writes: the task's service gets our token for it, so it cannot
-        tell a forged cross-site request from the user's own."""
+        (as jupyter-server-proxy >= 4.1.1 does; GHSA-w3vc-fx9p-wp4v). Unlike jupyter-server-proxy, cookie-
+        authenticated writes are checked here: the in-task Jupyter gets our token, so it cannot tell a forged
+        cross-site request from the user's own, and needs our XSRF token; TensorBoard's own pages POST their
+        data queries without one, so for it the request must come from this server's origin (a browser always
+        says where a POST comes from)."""
         ws = _is_websocket(self)
         await JupyterHandler.prepare(self, _redirect_to_login=not ws)
         if self._finished:
@@ -69,7 +72,11 @@ class TaskProxyBase(SafeErrors, ProxyHandler):
             web.authenticated(lambda handler: None)(self)
             return
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
-            JupyterHandler.check_xsrf_cookie(self)
+            if self.path_kwargs.get("service") != "tensorboard":
+                JupyterHandler.check_xsrf_cookie(self)
+            elif not self.token_authenticated and not (self.request.headers.get("Origin")
+                                                       and JupyterHandler.check_origin(self)):
+                raise web.HTTPError(403, "a cross-origin write to TensorBoard was refused")
         elif not ws:
             self.xsrf_token  # noqa: B018  (sets this server's _xsrf cookie, which a task's Jupyter page sends back)
 
@@ -148,10 +155,15 @@ class ServiceProxyHandler(TaskProxyBase):
             headers.update({"X-Forwarded-Context": context, "X-ProxyContextPath": context,
                             "X-Forwarded-Prefix": context})
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-        pages = (self.target.base_path, public) if self.absolute_url and public != self.target.base_path else None
+        if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
+            pages = (self.target.base_path, public) if public != self.target.base_path else None
+        else:  # TensorBoard's page asks for its fonts at the server's root, outside any prefix
+            pages = TENSORBOARD_FONTS
+        # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
+        json = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
         self._record_activity()
         try:
-            await forward(self, url, headers, self._rewrite, html_paths=pages)
+            await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=json)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)

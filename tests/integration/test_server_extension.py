@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -229,6 +230,22 @@ def test_cookie_auth_needs_xsrf_for_writes(env: Env) -> None:
     r = http.post(kernels, json={}, headers={"X-XSRFToken": http.cookies["_xsrf"]})
     assert r.status_code == 201, r.text
     assert http.delete(f"{kernels}/{r.json()['id']}", headers={"X-XSRFToken": http.cookies["_xsrf"]}).status_code == 204
+
+
+def test_cookie_auth_writes_to_tensorboard_must_come_from_this_origin(env: Env) -> None:
+    """TensorBoard's dashboard POSTs its data queries without an XSRF token: the Origin header decides."""
+    env.running(env.job, ("tensorboard",))
+    http = env.jupyter.http(None)
+    assert http.get("api/status", params={"token": env.jupyter.token}).status_code == 200  # sets the login cookie
+    series = task_url(env.job, "tensorboard/experiment/defaultExperimentId/data/plugin/timeseries/timeSeries")
+    form = {"requests": json.dumps([{"plugin": "scalars", "tag": "loss", "run": "run_a"}])}
+    own = "{0.scheme}://{0.netloc}".format(urlsplit(env.jupyter.url))
+    for origin in (None, "http://evil.example", MARKUP):
+        r = http.post(series, data=form, headers={"Origin": origin} if origin else {})
+        assert r.status_code == 403 and "<script" not in r.text, origin
+    r = http.post(series, data=form, headers={"Origin": own})
+    assert r.status_code == 200 and "loss" in r.text, r.text[:300]
+    assert env.jupyter.http().post(series, data=form).status_code == 200  # token-authenticated: no cookie to forge
 
 
 def test_another_users_job_is_not_found(env: Env) -> None:
