@@ -16,6 +16,7 @@ import pytest
 from pai_jupyter.client import Client
 from pai_jupyter.cluster import control
 
+from .browser import launch, watched_page
 from .conftest import kill_leftovers, start_daemon
 from .jupyter_fixture import (
     JupyterServer,
@@ -117,40 +118,17 @@ def test_in_task_kernel_and_a_terminal_under_a_prefix(hub: Hub) -> None:
     assert http.delete(task_url(hub.job, f"jupyter/api/kernels/{kid}")).status_code == 204
 
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's; .ci/run installs it (Playwright's own browsers are not needed)
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage"]
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
-    if not CHROMIUM.exists():
-        pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        found = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
-        try:
-            yield found
-        finally:
-            found.close()
-
-
-def _watched_page(browser: Any) -> tuple[Any, list[str], list[str]]:
-    """A new page and the lists it fills: every http request's path, and every failed (>= 400) one."""
-    page = browser.new_page()
-    paths: list[str] = []
-    failed: list[str] = []
-    page.on("request", lambda r: r.url.startswith("http") and paths.append(r.url.split("//", 1)[1].split("/", 1)[1]))
-    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
-    return page, paths, failed
+    yield from launch()
 
 
 def test_in_task_jupyterlab_runs_a_cell_in_a_real_browser(hub: Hub, browser: Any) -> None:
     hub.running()
     if hub.jupyter.http().get(task_url(hub.job, "jupyter/lab")).status_code == 404:
         pytest.skip("JupyterLab is not installed where the task runs")
-    page, paths, failed = _watched_page(browser)
+    w = watched_page(browser)
+    page = w.page
     try:
         page.goto(f"{hub.jupyter.url}{task_url(hub.job, 'jupyter/lab')}?token={hub.jupyter.token}")
         page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click(timeout=90_000)
@@ -161,20 +139,20 @@ def test_in_task_jupyterlab_runs_a_cell_in_a_real_browser(hub: Hub, browser: Any
         page.locator(".jp-OutputArea-output:has-text('42')").first.wait_for(timeout=60_000)
     finally:
         page.close()
-    outside = [p for p in paths if not ("/" + p).startswith(PREFIX)]
-    assert paths and not outside, f"requests that missed the prefix: {outside[:5]}"
+    outside = [p for p in w.paths if not ("/" + p).startswith(PREFIX)]
+    assert w.paths and not outside, f"requests that missed the prefix: {outside[:5]}"
     # JupyterLab asks for the new notebook's name before creating it: those 404s are its own, not ours
-    assert not [f for f in failed if "/api/contents/Untitled" not in f], failed
+    assert not [f for f in w.failed if "/api/contents/Untitled" not in f], w.failed
 
 
 def test_tensorboard_dashboard_in_a_real_browser(hub: Hub, browser: Any) -> None:
     hub.running()
-    page, paths, failed = _watched_page(browser)
+    w = watched_page(browser)
     try:
-        page.goto(f"{hub.jupyter.url}{task_url(hub.job, 'tensorboard/')}?token={hub.jupyter.token}")
-        page.get_by_text("run_a").first.wait_for(timeout=90_000)
+        w.page.goto(f"{hub.jupyter.url}{task_url(hub.job, 'tensorboard/')}?token={hub.jupyter.token}")
+        w.page.get_by_text("run_a").first.wait_for(timeout=90_000)
     finally:
-        page.close()
-    outside = [p for p in paths if not ("/" + p).startswith(PREFIX)]
+        w.page.close()
+    outside = [p for p in w.paths if not ("/" + p).startswith(PREFIX)]
     assert not outside, f"requests that missed the prefix: {outside[:5]}"
-    assert not failed, failed
+    assert not w.failed, w.failed

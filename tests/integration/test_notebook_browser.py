@@ -1,0 +1,73 @@
+"""The notebook side in a real browser: a user's JupyterLab (with the extension) opens a notebook that submits
+a job with ``%%pai_submit --wait`` and shows ``%pai_jobs --live``; the ipywidgets render, the job shows up as
+SUCCEEDED, and its log, opened from the row's actions, shows the markup the task printed as text (no element
+made, no script run)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from pai_jupyter.cluster import control
+
+from .browser import launch, watched_page
+from .conftest import kill_leftovers, start_daemon, v1
+from .jupyter_fixture import JupyterServer, start_jupyter
+
+pytestmark = pytest.mark.slow
+MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    tmp = tmp_path_factory.mktemp("nb-browser")
+    home: Path = tmp / "home"
+    start_daemon(home)
+    server = None
+    try:
+        server = start_jupyter(tmp / "jupyter", home, lab=True)
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell("%load_ext pai_jupyter"),
+                    nbformat.v4.new_code_cell("%%pai_submit --wait\n" + v1("browser-hello", f"echo '{MARKUP}'")),
+                    nbformat.v4.new_code_cell("%pai_jobs --live")]
+        nbformat.write(nb, tmp / "jupyter" / "root" / "jobs.ipynb")
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab: JupyterServer, browser: Any) -> None:
+    w = watched_page(browser)
+    page = w.page
+    try:
+        page.goto(f"{lab.url}lab/tree/jobs.ipynb?token={lab.token}")
+        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        grid = page.locator(".widget-gridbox")
+        grid.get_by_text("browser-hello").first.wait_for(timeout=90_000)
+        grid.get_by_text("SUCCEEDED").first.wait_for(timeout=30_000)
+        page.locator(".widget-toggle-button", has_text="RUNNING").first.wait_for(timeout=10_000)  # the filters
+        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+        assert any("SUCCEEDED" in text for text in outputs), outputs  # %%pai_submit --wait's last status
+        grid.locator("select").first.select_option("logs")  # the row's actions: its log in a LogViewer
+        page.get_by_text("onerror=alert(1)").first.wait_for(timeout=30_000)  # shown as text...
+        assert page.locator("img[src='x']").count() == 0  # ...never as an element
+    finally:
+        page.close()
+    assert not w.dialogs, w.dialogs
+    # lsp/ and server-proxy/: lab frontends of server extensions the fixture turns off (not ours)
+    assert not [f for f in w.failed if not any(p in f for p in ("/lsp/", "/server-proxy/"))], w.failed
