@@ -379,8 +379,7 @@ def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
         rt = r.make()
         assert rt.warm is not None and "1 warm" in rt.describe()
         ready = rt.warm._ready[0]
-        assert {p.name for p in ready.directory.iterdir()} == {
-            "work", "command.sh", "handle.json", "stdout", "all", "exit_code"}
+        assert {p.name for p in ready.directory.iterdir()} == {"work", "command.sh", "stdout", "all", "exit_code"}
         td = tmp_path / "jobs" / "t0"
         td.parent.mkdir()
         work = td / "work"
@@ -388,7 +387,7 @@ def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
                                     memory_mb=96, work_dir=str(work), env={"PAI_TEST": "1", "SECRET": "x"}))
         assert int(handle.id) == ready.pid and ready.directory == td  # its directory was moved into place
         assert handle.info["memory"] == "cgroup"
-        assert json.loads(read(td, "handle.json"))["info"]["memory_mb"] == 96  # rewritten for the task
+        assert json.loads(read(td, "handle.json"))["info"]["memory_mb"] == 96  # written before the hand-over
         assert "SECRET" not in "".join(p.read_text(errors="replace") for p in td.iterdir() if p.is_file())
         limit = Path(str(handle.info["cgroup"]))
         limit = limit / ("memory.limit_in_bytes" if (limit / "memory.limit_in_bytes").exists() else "memory.max")

@@ -274,8 +274,8 @@ class CgroupManager:
                     _write(mem / "cpu.weight", str(min(10000, cpu * 100)))
 
     def sweep(self, prefix: str) -> int:
-        """Remove the empty cgroups named ``prefix*`` (warm shims' left by a daemon killed with -9); a cgroup that
-        still holds a process cannot be removed, so live ones, another daemon's included, stay."""
+        """Remove the empty cgroups named ``prefix*`` (left by the warm shims of a daemon killed with -9); a cgroup
+        that still holds a process cannot be removed, so live ones, another daemon's included, stay."""
         removed = 0
         for parent in {p for p in (self.memory_parent, self.cpu_parent) if p is not None}:
             with contextlib.suppress(OSError):

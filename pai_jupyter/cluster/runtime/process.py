@@ -91,7 +91,7 @@ class ProcessRuntime(Runtime):
         self.warm: WarmPool | None = None
         if warm_shims > 0 and self.shim.kind == "c" and warm_dir is not None:
             self.warm = WarmPool(self.shim.argv[0], Path(warm_dir), self.cgroups if self.use_cgroups else None,
-                                 lambda shim: self._handle(shim.pid, None, shim.cgroup).to_dict(), warm_shims)
+                                 warm_shims)
 
     def describe(self) -> str:
         how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
@@ -188,11 +188,10 @@ class ProcessRuntime(Runtime):
         shim.directory = td
         return shim
 
-    def _handle(self, pid: int, spec: TaskSpec | None, cgroup: TaskCgroup | None) -> TaskHandle:
-        memory_mb = spec.memory_mb if spec else 0
-        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image if spec else None,
-                                "memory": ("cgroup" if cgroup else "watchdog") if memory_mb > 0 else "none",
-                                "memory_mb": memory_mb, "cgroup": None}
+    def _handle(self, pid: int, spec: TaskSpec, cgroup: TaskCgroup | None) -> TaskHandle:
+        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
+                                "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
+                                "memory_mb": spec.memory_mb, "cgroup": None}
         st = _stat(pid)
         if st is not None:  # psutil's create_time, from the same /proc read
             info["start_ticks"], info["create_time"] = st[1], (st[1] / _CLK_TCK) + self._boot_time

@@ -3,26 +3,26 @@
 A task start that makes everything when the task comes pays, on the machines this runs on, up to a millisecond
 for each new file or directory (a task has about ten) and, on cgroup v1, an RCU grace period (5 to 40 ms
 measured) to move the shim into its cgroup. A warm shim has paid all that before any task needed it: its
-directory under ``warm_dir`` holds ``work/``, an empty ``command.sh``, ``handle.json`` and the shim's own files,
-and it sits in a fresh cgroup. A task start then renames that directory to the task's, writes the command and
-the limits into what exists, and hands the shim its task (``shim.c`` says what it is handed). A refill thread
-keeps ``size`` of them ready; when none is ready (a burst of starts) the runtime starts a shim right then, in
-the task's own directory, so a warm pool never delays a start.
+directory under ``warm_dir`` holds ``work/``, an empty ``command.sh`` and the shim's own files, and it sits in
+a fresh cgroup. A task start then renames that directory to the task's, writes the command and the limits into
+what exists, and hands the shim its task (``shim.c`` says what it is handed). A refill thread keeps ``size`` of
+them ready; when none is ready (a burst of starts) the runtime starts a shim right then, in the task's own
+directory, so a warm pool never delays a start.
 
-A warm shim whose daemon goes away reads end-of-file and exits; its directory and empty cgroup are removed by
-the next daemon's pool (``sweep``), or at once on a clean shutdown (``close``).
+A warm directory has no handle.json: a daemon that dies before the hand-over takes its shim with it, and a task
+directory without one is a task that never started, which the restarted daemon queues again. A warm shim whose
+daemon goes away reads end-of-file and exits; its directory and empty cgroup are removed by the next daemon's
+pool (``sweep``), or at once on a clean shutdown (``close``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,15 +98,10 @@ def spawn_shim(shim_path: str, directory: Path, cgroup: TaskCgroup | None, *, re
 
 
 class WarmPool:
-    """Keeps ``size`` warm shims of ``shim_path`` ready under ``warm_dir`` (in cgroups made by ``cgroups``).
+    """Keeps ``size`` warm shims of ``shim_path`` ready under ``warm_dir`` (in cgroups made by ``cgroups``)."""
 
-    ``describe(shim)`` gives the TaskHandle dict a ready shim's handle.json holds; it is rewritten with the
-    task's own fields at the start, but lets a restarted daemon find the shim even if the start was cut short."""
-
-    def __init__(self, shim_path: str, warm_dir: Path, cgroups: CgroupManager | None,
-                 describe: Callable[[WaitingShim], dict[str, object]], size: int = 2) -> None:
+    def __init__(self, shim_path: str, warm_dir: Path, cgroups: CgroupManager | None, size: int = 2) -> None:
         self.shim_path, self.warm_dir, self.cgroups, self.size = shim_path, warm_dir, cgroups, size
-        self.describe = describe
         self._ready: list[WaitingShim] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -187,5 +182,4 @@ class WarmPool:
                 cgroup.remove(0)
             shutil.rmtree(directory, ignore_errors=True)
             raise
-        (directory / "handle.json").write_text(json.dumps(self.describe(shim)))
         return shim
