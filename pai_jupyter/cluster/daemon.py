@@ -92,6 +92,7 @@ async def serve(args: argparse.Namespace) -> None:
                                             "runtime": runtime.describe(), "started": time.time()})
     log.info("pai_jupyter local cluster at %s (runtime %s, capacity %s)", url, runtime.describe(),
              cluster.capacity.total.describe())
+    runtime.begin()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -37,6 +37,7 @@ class Runtimes:
 
     def make(self, mode: str = "auto") -> ProcessRuntime:
         rt = ProcessRuntime(mode, shim=self.shim, warm_shims=self.warm, warm_dir=self.warm_dir)
+        rt.begin()
         self.made.append(rt)
         if rt.warm is not None:  # the tests are about warm starts: have one ready
             deadline = time.monotonic() + 10

@@ -130,6 +130,10 @@ class Runtime(abc.ABC):
     def describe(self) -> str:
         return self.name
 
+    def begin(self) -> None:
+        """The daemon answers requests now: background work of the runtime's own may start; default: none."""
+        return None
+
     def close(self) -> None:
         """Free what the runtime holds for itself (not its tasks, which outlive the daemon); default: nothing."""
         return None

@@ -100,6 +100,10 @@ class ProcessRuntime(Runtime):
             shim += f", {self.warm.size} warm"
         return f"process (memory limit: {how}; {shim})"
 
+    def begin(self) -> None:
+        if self.warm is not None:
+            self.warm.begin()
+
     def close(self) -> None:
         if self.warm is not None:
             self.warm.close()

@@ -108,9 +108,15 @@ class WarmPool:
         self._failures = 0
         self._serial = 0
         self._tag = f"{PREFIX}{os.getpid()}-"
-        self.sweep()
-        self._thread = threading.Thread(target=self._refill, name="pai-warm-shims", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        """Sweep what a dead daemon left and start filling the pool (kept apart from the constructor, so a
+        daemon answers first and warms up after: the first shims cost ~0.1 s of the machine)."""
+        if self._thread is None and not self._closed:
+            self.sweep()
+            self._thread = threading.Thread(target=self._refill, name="pai-warm-shims", daemon=True)
+            self._thread.start()
 
     @property
     def enabled(self) -> bool:
