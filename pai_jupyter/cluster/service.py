@@ -31,7 +31,7 @@ from .errors import (
 from .estimator import Layout, is_remote
 from .estimator import problems as estimator_problems
 from .queue import JobQueue
-from .runtime.base import Runtime, TaskExit, TaskHandle, TaskSpec, TaskStartError
+from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
 from .taskspec import prepare_task_dir, task_spec
@@ -259,7 +259,9 @@ class Cluster:
 
     def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
                     placements: dict[tuple[str, int], Placement]) -> None:
-        """Hand the start to a worker thread: a fork/exec or a Docker create must not hold up the event loop."""
+        """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
+        worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
+        records the outcome from a later turn of the loop."""
         try:
             spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
@@ -269,14 +271,21 @@ class Cluster:
             self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
                              None)
             return
-        future = self.spawner.submit(self._prepare_and_start, spec)
         loop = asyncio.get_running_loop()
+        quick: Future[TaskHandle] = Future()
+        try:
+            prepare_task_dir(spec)
+            handle = self.runtime.start_quick(spec)
+        except Exception as exc:
+            quick.set_exception(exc)
+            handle = None
+        if handle is not None or quick.done():
+            if handle is not None:
+                quick.set_result(handle)
+            loop.call_soon(self._started, row["id"], t, quick)
+            return
+        future = self.spawner.submit(self.runtime.start, spec)
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
-
-    def _prepare_and_start(self, spec: TaskSpec) -> TaskHandle:
-        """In a worker thread: the task's directories (slow on some disks), then the runtime's start."""
-        prepare_task_dir(spec)
-        return self.runtime.start(spec)
 
     def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
         exc = future.exception()

@@ -94,6 +94,11 @@ class Runtime(abc.ABC):
     def start(self, spec: TaskSpec) -> TaskHandle:
         """Start the task and return at once (no waiting for it to run). Raises TaskStartError."""
 
+    def start_quick(self, spec: TaskSpec) -> TaskHandle | None:
+        """Start the task now if that takes no more than a few file operations (no fork, no engine call), from
+        the event loop; None means "call start() in a worker thread". Raises TaskStartError. Default: None."""
+        return None
+
     @abc.abstractmethod
     async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
         """Resolve when the task has ended; works for a handle from before a daemon restart."""
