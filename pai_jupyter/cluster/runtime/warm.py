@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import threading
@@ -107,7 +108,7 @@ class WarmPool:
         self._closed = False
         self._failures = 0
         self._serial = 0
-        self._tag = f"{PREFIX}{os.getpid()}-"
+        self._tag = f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"  # a restarted daemon may get the same pid
         self._thread: threading.Thread | None = None
 
     def begin(self) -> None:
@@ -139,7 +140,8 @@ class WarmPool:
             shim.discard()
 
     def sweep(self) -> None:
-        """Remove what warm shims of daemons no longer running left behind (a daemon killed with -9)."""
+        """Remove what warm shims of daemons no longer running left behind (a daemon killed with -9): directories
+        named after a pid that is gone. (One that had our pid leaves its few empty files to a later daemon.)"""
         with contextlib.suppress(OSError):
             for d in self.warm_dir.glob(f"{PREFIX}*"):
                 owner = d.name[len(PREFIX):].split("-")[0]
