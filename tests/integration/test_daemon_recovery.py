@@ -57,3 +57,50 @@ def test_stop_requested_before_a_crash_is_finished_after_restart(pai_home: Path)
     finally:
         control.stop(pai_home)
         kill_leftovers(pai_home)
+
+
+def _warm_shims(warm: Path) -> list[int]:
+    """Pids of shims still waiting in ``warm`` (their command line names a directory in it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(warm).encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_warm_shims_of_a_killed_daemon_go_away(pai_home: Path) -> None:
+    """Shims started ahead exit when their daemon dies (end-of-file on stdin); the next daemon removes their
+    directories and starts its own, and its first job runs in one of them."""
+    warm = pai_home / "local" / "warm"
+    api = start_daemon(pai_home)
+    try:
+        deadline = time.monotonic() + 20
+        while len(list(warm.glob("warm-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        old_pid = read_runtime(pai_home)["pid"]
+        old = {d.name for d in warm.glob("warm-*")}
+        assert len(old) == 2 and all(name.startswith(f"warm-{old_pid}-") for name in old)
+        waiting = _warm_shims(warm)
+        assert len(waiting) == 2
+        os.kill(old_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _warm_shims(warm) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _warm_shims(warm), "warm shims outlived their daemon"  # a zombie's command line is empty
+        api = start_daemon(pai_home)
+        deadline = time.monotonic() + 20
+        while (old & {d.name for d in warm.glob("warm-*")} or len(list(warm.glob("warm-*"))) < 2) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not old & {d.name for d in warm.glob("warm-*")}  # swept
+        assert len(list(warm.glob("warm-*"))) == 2  # and refilled
+        job = api.submit_ok(v1("warm-after", "echo ok"))
+        assert api.wait(job)["jobStatus"]["state"] == "SUCCEEDED"
+        assert api.log(job, name="stdout").splitlines()[-1] == "ok"
+    finally:
+        control.stop(pai_home)
+        kill_leftovers(pai_home)
