@@ -7,14 +7,16 @@ length included) and body as the service sent them, holds no more than a chunk, 
 DNS lookup for the IP literals the cluster reports.
 
 One exception to "as the service sent them": ``html_paths=(old, new)`` replaces ``old`` by ``new`` in HTML
-pages (read whole, they are small), and in JSON bodies too with ``json_too``. A task's Jupyter writes its own
-base path into every page (PageConfig, script and link URLs) and its kernel specs' logo URLs; behind a Jupyter
-server whose base_url is not "/" (JupyterHub's /user/NAME/), the browser must see that base_url in front.
+pages (read whole, they are small; a gzipped one goes on unzipped), and in JSON bodies too with ``json_too``. A
+task's Jupyter writes its own base path into every page (PageConfig, script and link URLs) and its kernel
+specs' logo URLs; behind a Jupyter server whose base_url is not "/" (JupyterHub's /user/NAME/), the browser
+must see that base_url in front. Everything else keeps its encoding.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -69,9 +71,8 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
     """
     for name in HOP_BY_HOP:
         headers.pop(name, None)
-    if html_paths is not None:
-        headers["Accept-Encoding"] = "identity"  # pages to rewrite must come uncompressed
     page: bytearray | None = None  # an HTML page being read whole, to rewrite
+    gzipped = False
     method = handler.request.method or "GET"
     body = handler.request.body or (b"" if method in ("POST", "PUT", "PATCH") else None)
     start: list[httputil.ResponseStartLine] = []
@@ -79,7 +80,7 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
     sent = False
 
     def on_header(line: str) -> None:
-        nonlocal sent, page
+        nonlocal sent, page, gzipped
         if not start:
             start.append(httputil.parse_response_start_line(line.strip()))
         elif line.strip():
@@ -94,11 +95,12 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
                 if name not in NOT_COPIED:
                     handler.add_header(name, value)
             ctype = got.get("Content-Type", "").lower()
-            plain = got.get("Content-Encoding", "identity").strip().lower() == "identity"  # TensorBoard says so
-            if html_paths is not None and plain and (
+            encoding = got.get("Content-Encoding", "identity").strip().lower()  # TensorBoard says "identity"
+            if html_paths is not None and method != "HEAD" and encoding in ("identity", "gzip") and (
                     ctype.startswith("text/html") or (json_too and ctype.startswith("application/json"))):
-                page = bytearray()
+                page, gzipped = bytearray(), encoding == "gzip"
                 handler.clear_header("Content-Length")
+                handler.clear_header("Content-Encoding")
             sent = True
 
     def on_chunk(chunk: bytes) -> None:
@@ -109,7 +111,9 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
             page += chunk
             if len(page) <= MAX_PAGE:
                 return
-            chunk, page = bytes(page), None
+            chunk, page = bytes(page), None  # too big to be a page: the rest streams as it comes
+            if gzipped:
+                handler.set_header("Content-Encoding", "gzip")
         RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
         RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
 
@@ -123,6 +127,12 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
         handler.request.connection.stream.close()  # type: ignore[union-attr]
         return
     if page is not None and html_paths is not None:
-        old, new = (p.encode() for p in html_paths)
-        RequestHandler.write(handler, bytes(page).replace(old, new))
+        body = bytes(page)
+        try:
+            body = gzip.decompress(body) if gzipped else body
+        except (OSError, EOFError):  # said gzip but is not: pass it on as it came
+            handler.set_header("Content-Encoding", "gzip")
+        else:
+            body = body.replace(html_paths[0].encode(), html_paths[1].encode())
+        RequestHandler.write(handler, body)
     handler.finish()
