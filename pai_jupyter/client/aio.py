@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .base import ClientBase, follow_params, tail_lines, terminal_url
+from .base import ClientBase, follow_params, request_url, tail_lines, terminal_url
 from .calls import Calls, Op, Req, Sleep, error_for, new_lines
 
 
@@ -32,7 +32,7 @@ class AsyncClient(ClientBase, Calls):
         for attempt in range(self.retries + 1):
             base, headers = await asyncio.to_thread(self._prepare, req) if self._url is None else self._prepare(req)
             try:
-                resp = await self._http.request(req.method, base + req.path if req.path.startswith("/") else req.path,
+                resp = await self._http.request(req.method, request_url(base, req.path),
                                                 params=req.params, json=req.json, content=req.content, headers=headers)
                 done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:

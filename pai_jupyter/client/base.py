@@ -125,6 +125,11 @@ def tail_lines(text: str, final: bool) -> list[str]:
     return lines
 
 
+def request_url(base: str, path: str) -> str:
+    """A call's URL: its path under the cluster's base URL, or as it is when the call names a whole URL."""
+    return base + path if path.startswith("/") else path
+
+
 def terminal_url(base: str, path: str, role: str, index: int) -> str:
     ws = "wss://" + base[len("https://"):] if base.startswith("https://") else "ws://" + base.split("://", 1)[-1]
     return f"{ws}{path}/tasks/{quote(role, safe='')}/{index}/terminal"

@@ -278,14 +278,13 @@ class Cluster:
             handle = self.runtime.start_quick(spec)
         except Exception as exc:
             quick.set_exception(exc)
-            handle = None
-        if handle is not None or quick.done():
-            if handle is not None:
-                quick.set_result(handle)
-            loop.call_soon(self._started, row["id"], t, quick)
-            return
-        future = self.spawner.submit(self.runtime.start, spec)
-        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
+        else:
+            if handle is None:
+                future = self.spawner.submit(self.runtime.start, spec)
+                future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
+                return
+            quick.set_result(handle)
+        loop.call_soon(self._started, row["id"], t, quick)
 
     def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
         exc = future.exception()

@@ -160,10 +160,10 @@ class ServiceProxyHandler(TaskProxyBase):
         else:  # TensorBoard's page asks for its fonts at the server's root, outside any prefix
             pages = TENSORBOARD_FONTS
         # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
-        json = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
+        specs = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
         self._record_activity()
         try:
-            await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=json)
+            await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=specs)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)

@@ -154,6 +154,11 @@ class ProcessRuntime(Runtime):
         for entry in os.scandir(td):  # one directory read instead of an unlink per possible leftover
             if entry.name in _STALE:
                 os.unlink(entry.path)
+        ProcessRuntime._inner_work_dir(spec, td)
+
+    @staticmethod
+    def _inner_work_dir(spec: TaskSpec, td: Path) -> None:
+        """A work dir inside the task directory is the runtime's to make (td/work is the default)."""
         if spec.work_dir and Path(spec.work_dir).parent == td:
             Path(spec.work_dir).mkdir(exist_ok=True)
 
@@ -173,8 +178,8 @@ class ProcessRuntime(Runtime):
                 if cgroup is not None:
                     cgroup.remove(0)
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
-        elif spec.work_dir and Path(spec.work_dir).parent == td:
-            Path(spec.work_dir).mkdir(exist_ok=True)
+        else:
+            self._inner_work_dir(spec, td)
         try:
             if not os.path.isdir(cwd):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
