@@ -54,9 +54,11 @@ def launcher_command(python: str) -> str:
 
 
 def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str, workdir: str | None,
-               bind_ip: str) -> Job:
+               bind_ip: str, ports: dict[str, int] | None = None) -> Job:
     """The kernel's job. ``workdir``: a host directory the task starts in (the embedded cluster's owner only:
-    it is given as the role's output so a Docker task gets it mounted at the same path)."""
+    it is given as the role's output so a Docker task gets it mounted at the same path). ``ports``: the ports
+    wanted (a new job after a restart asks for the old job's, so connected clients find the new kernel; the
+    embedded cluster gives the next free one where a port is taken)."""
     commands = [
         "umask 077",
         f"export PAI_KERNEL_KEY={shlex.quote('<% $secrets.kernelKey %>')}",
@@ -68,8 +70,9 @@ def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str,
         commands.append(f"cd {q} || echo \"[pai_jupyter kernel] cannot enter {workdir}; the kernel runs in $PWD\"")
         prereqs.append(Prerequisite(name=WORKDIR_PREREQ, type="output", uri=workdir))
     commands.append(launcher_command(opts.python))
-    role = TaskRole(name=ROLE, instances=1, cpu=opts.cpu, memory_mb=opts.memory_mb, gpu=opts.gpu,
-                    ports=[Port(label=label, count=1) for label in LABELS], commands=commands,
+    wanted = [Port(label=label, count=1, begin_at=(ports or {}).get(label, 0)) for label in LABELS]
+    role = TaskRole(name=ROLE, instances=1, cpu=opts.cpu, memory_mb=opts.memory_mb, gpu=opts.gpu, ports=wanted,
+                    commands=commands,
                     output=WORKDIR_PREREQ if workdir else None, min_failed=1, min_succeeded=1)
     return Job(name=name, image=opts.image, task_roles=[role], prerequisites=prereqs,
                virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key},

@@ -106,10 +106,13 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
                 await self._until_answering(info, time.monotonic() + self.start_timeout)
                 self.connection_info = info
                 return info
+        old = self.connection_info if self.job_id else {}
+        wanted = {label: int(old[f"{label}_port"]) for label in jobspec.LABELS if old.get(f"{label}_port")}
         self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
-        return await self._submit_and_connect(cmd, key, kwargs)
+        return await self._submit_and_connect(cmd, key, kwargs, wanted)
 
-    async def _submit_and_connect(self, cmd: list[str], key: bytes, kwargs: dict[str, Any]) -> KernelConnectionInfo:
+    async def _submit_and_connect(self, cmd: list[str], key: bytes, kwargs: dict[str, Any],
+                                  wanted: dict[str, int]) -> KernelConnectionInfo:
         from ..client.errors import InvalidJob
 
         info = await self.client.info()
@@ -120,7 +123,8 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         name = jobspec.job_name(env.get("JPY_SESSION_NAME"), cwd)
         job = jobspec.kernel_job(name, key.decode("ascii"), self._options(cmd, info), kernel_name=self._kernel_name(),
                                  workdir=os.path.abspath(cwd) if (cwd and owner) else None,
-                                 bind_ip="127.0.0.1" if self._is_local else "0.0.0.0")
+                                 bind_ip="127.0.0.1" if self._is_local else "0.0.0.0",
+                                 ports=wanted if self._is_local else None)
         try:
             self.job_id = await self.client.submit(job)
         except InvalidJob as exc:
@@ -233,7 +237,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         code = None
         if detail.state in FINAL:
             code = _exit_code(detail)
-            if not self._reported:
+            if not self._reported:  # a job we stopped did not die: nothing to report
                 self._reported = True
                 self._log().error("PAI kernel %s died: %s", self.kernel_id,
                                   await self._why_ended(detail, "ended"))
@@ -296,6 +300,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         if restart:
             return
         await self._stop_job()
+        self.job_id = None  # has_process is False from now on; a start again submits a new job
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -304,6 +309,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         """Stop the job (nothing to do when it already ended) and wait until it is final."""
         if self.job_id is None:
             return
+        self._reported = True
         try:
             detail = await self._detail()
             if detail.state not in FINAL:
