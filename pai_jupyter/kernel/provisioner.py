@@ -197,7 +197,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
             wait_ms = min(wait_ms * 2, 1000)
             detail = await self._detail()
             if detail.state in FINAL:
-                raise KernelStartError(await self._why_ended(detail, "started but its kernel ended"))
+                raise KernelStartError(await self._why_ended(detail, "ended before its kernel answered"))
             if time.monotonic() > deadline:
                 where = "" if self._is_local else f"; {SSH_NOTE}"
                 raise KernelStartError(
