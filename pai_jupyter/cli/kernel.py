@@ -32,16 +32,19 @@ def kernel() -> None:
                                "on the embedded cluster's process runtime, else python3).")
 @click.option("--virtual-cluster", help="Virtual cluster of the kernel's job (default: default).")
 @click.option("--display-name", help="Name shown in the launcher.")
+@click.option("--start-timeout", type=float, help="Seconds to wait for the job to run and its kernel to answer "
+                                                 "(default: 300).")
 @click.option("--sys-prefix", is_flag=True, help="Install into this Python environment instead of the user's dir.")
 def install(name: str | None, profile: str | None, gpu: int, cpu: int, memory_mb: int, image: str | None,
-            python: str | None, virtual_cluster: str | None, display_name: str | None, sys_prefix: bool) -> None:
+            python: str | None, virtual_cluster: str | None, display_name: str | None, start_timeout: float | None,
+            sys_prefix: bool) -> None:
     """Install a kernelspec whose kernel runs as a one-task PAI job with these resources."""
     from ..kernel.kernelspec import KernelSpecError
     from ..kernel.kernelspec import install as do_install
 
     try:
         spec = do_install(name, profile=profile, gpu=gpu, cpu=cpu, memory_mb=memory_mb, image=image, python=python,
-                          virtual_cluster=virtual_cluster, display=display_name,
+                          virtual_cluster=virtual_cluster, display=display_name, start_timeout=start_timeout,
                           prefix=sys.prefix if sys_prefix else None)
     except (KernelSpecError, OSError) as exc:
         _fail(exc)
