@@ -272,9 +272,6 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
         return max(recommended, 10.0)
 
-    def get_stable_start_time(self, recommended: float = 10.0) -> float:
-        return max(recommended, self.start_timeout)
-
     async def send_signal(self, signum: int) -> None:
         """Only ending signals can reach a PAI kernel (they stop its job); interrupts are messages."""
         import signal
