@@ -284,3 +284,22 @@ def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(daemon: Api,
     body = daemon.http.get("/api/v2/jobs").json()
     job = (body["data"] if isinstance(body, dict) else body)[0]
     assert job["state"] == "STOPPED" and not job_processes(job["name"])
+
+
+def test_a_python_without_the_ipykernel_module_says_so(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    bare = tmp_path / "bare-venv"  # a python of its own with nothing installed
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    install_spec(python=str(bare / "bin" / "python"))
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(km.start_kernel())
+    message = str(err.value)
+    assert "FAILED, exit code 1" in message and f"{bare}/bin/python has no ipykernel" in message, message
+    assert "the image must have python and ipykernel" in message
