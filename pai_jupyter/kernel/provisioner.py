@@ -115,7 +115,10 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
                                   wanted: dict[str, int]) -> KernelConnectionInfo:
         from ..client.errors import InvalidJob
 
-        info = await self.client.info()
+        try:
+            info = await self.client.info()
+        except PaiError as exc:
+            raise KernelStartError(f"the PAI kernel cannot start: {exc}") from None
         self._is_local = self.client.profile.is_local and isinstance(info, dict) and "local" in info
         owner = bool(self._is_local and info.get("admin"))
         env = kwargs.get("env") or {}
@@ -246,7 +249,11 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
 
     async def _poll_shutdown(self) -> int | None:
         """During a requested shutdown: 0 once the launcher says this kernel ended (or the job did)."""
-        detail = await self._detail()
+        try:
+            detail = await self._detail()
+        except PaiError as exc:
+            self._log().warning("PAI kernel %s: cannot read job %s: %s", self.kernel_id, self.job_id, exc)
+            return None
         if detail.state in FINAL:
             self._reuse = False
             return _exit_code(detail)

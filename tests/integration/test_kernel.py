@@ -303,3 +303,20 @@ def test_a_python_without_the_ipykernel_module_says_so(daemon: Api, kernelspecs:
     message = str(err.value)
     assert "FAILED, exit code 1" in message and f"{bare}/bin/python has no ipykernel" in message, message
     assert "the image must have python and ipykernel" in message
+
+
+def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, kernelspecs: Path) -> None:
+    import socket
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    upsert_profile(Profile(name="gone", url=f"http://127.0.0.1:{port}", username="me", token="t"))
+    install_spec(profile="gone")
+    with pytest.raises(KernelStartError, match=r"cannot start: nothing answers for profile 'gone'"):
+        asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())

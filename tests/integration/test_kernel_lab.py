@@ -1,6 +1,6 @@
 """The PAI kernel in a real Jupyter server: JupyterLab's launcher shows the kernelspec and a notebook started from
-it runs in a PAI job (headless Chromium); Jupyter's idle culling shuts an unconnected PAI kernel down and its job
-is STOPPED with no process behind."""
+it runs in a PAI job and restarts in it (headless Chromium); Jupyter's idle culling shuts an unconnected PAI
+kernel down and its job is STOPPED with no process behind."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def browser() -> Iterator[Any]:
     yield from launch()
 
 
-def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_in_a_job(lab: tuple[JupyterServer, Api],
-                                                                         browser: Any) -> None:
+def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a_job(
+        lab: tuple[JupyterServer, Api], browser: Any) -> None:
     server, api = lab
     w = watched_page(browser)
     page = w.page
@@ -63,11 +63,20 @@ def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_in_a_job(lab: tup
         page.get_by_text("| Idle").first.wait_for(timeout=120_000)
         editor = page.locator(".jp-Cell .cm-content").first
         editor.click()
-        page.keyboard.type("import os; os.environ['PAI_JOB_NAME'] + '|' + os.getcwd()")
+        page.keyboard.type("import os; x = 1; os.environ['PAI_JOB_NAME'] + '|' + os.getcwd()")
         page.keyboard.press("Shift+Enter")
         out = page.locator(".jp-OutputArea-output", has_text="-kernel-").first
         out.wait_for(timeout=60_000)
         job_name, cwd = out.inner_text().strip().strip("'").split("|")
+        # Lab's own restart: the same job, a fresh kernel
+        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Restart Kernel…").first.click()
+        page.locator(".jp-Dialog-button", has_text="Restart").first.click()
+        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+        page.locator(".jp-Cell .cm-content").last.click()
+        page.keyboard.type("import os; ('x' in globals(), os.environ['PAI_JOB_NAME'])")
+        page.keyboard.press("Shift+Enter")
+        page.locator(".jp-OutputArea-output", has_text=f"(False, '{job_name}')").first.wait_for(timeout=60_000)
     finally:
         page.close()
     assert job_name.startswith("Untitled-kernel-")  # named after the notebook
