@@ -320,3 +320,29 @@ def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, k
     install_spec(profile="gone")
     with pytest.raises(KernelStartError, match=r"cannot start: nothing answers for profile 'gone'"):
         asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())
+
+
+def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(daemon: Api, kernelspecs: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    install_spec(memory_mb=300)
+
+    async def scenario() -> int | None:
+        km = AsyncKernelManager(kernel_name="pai-test")
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            kc.execute("blocks = [bytearray(2**20) for _ in range(1000)]")  # ~1 GB in a 300 MB job
+            return await asyncio.wait_for(km.provisioner.wait(), 120)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    with caplog.at_level(logging.ERROR):
+        code = asyncio.run(scenario())
+    assert code not in (0, None)
+    died = [r.getMessage() for r in caplog.records if "died" in r.getMessage()]
+    assert died and "FAILED" in died[0] and "out of memory" in died[0], caplog.text
