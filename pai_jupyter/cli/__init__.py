@@ -8,6 +8,7 @@ import click
 from .. import __version__
 from .cluster import cluster
 from .jobs import COMMANDS as JOB_COMMANDS
+from .kernel import kernel
 from .profile import profile
 from .validate import validate
 
@@ -21,6 +22,7 @@ def main() -> None:
 main.add_command(validate)
 main.add_command(cluster)
 main.add_command(profile)
+main.add_command(kernel)
 for _command in JOB_COMMANDS:
     main.add_command(_command)
 

@@ -121,6 +121,9 @@ class PortAllocator:
     @staticmethod
     def _free(port: int) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # a port whose last connections linger in TIME_WAIT is free for a server (they set SO_REUSEADDR):
+            # a kernel restarted in a new job gets its old ports back (pai_jupyter.kernel)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("", port))
             except OSError:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .common import Daemon, Figure, Table, median, ratio
 from .containers import p8_docker_submit_to_running
+from .kernel import p14_kernel_start, p14_round_trip
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
@@ -38,6 +39,8 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P6", "idle daemon RSS", p6_idle_rss),
     ("P7", "%load_ext pai_jupyter in a fresh interpreter", p7_load_ext),
     ("P8", "Docker submit -> command in container ran", p8_docker_submit_to_running),
+    ("P14", "PAI kernel start: submit -> first execute_reply", p14_kernel_start),
+    ("P14R", "PAI kernel trivial cell round trip", p14_round_trip),
 ]
 
 

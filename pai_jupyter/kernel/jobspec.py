@@ -1,0 +1,97 @@
+"""The one-task job that runs a kernel, and the connection info read back from its task status.
+
+The job is ordinary (``pai jobs``, widgets, labextension show it): one role ``kernel`` with five allocated
+ports (shell, iopub, stdin, control, hb) and a command that runs ``launcher.py`` with the kernelspec's python.
+The connection key travels as a secret (``secrets.kernelKey``): ``GET …/config`` shows it masked, and it reaches
+the task only as an environment variable the launcher removes before the kernel starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..client.models import JobDetail
+from ..protocol import Job, TaskRole
+from ..protocol.model import Port, Prerequisite
+
+ROLE = "kernel"
+LABELS = ("shell", "iopub", "stdin", "control", "hb")
+EXTRAS_KEY = "com.pai_jupyter.kernel"
+WORKDIR_PREREQ = "notebook_dir"
+_LAUNCHER = (Path(__file__).with_name("launcher.py")).read_text(encoding="utf-8")
+
+
+@dataclass
+class KernelJobOptions:
+    """What a kernelspec asks for (``metadata.kernel_provisioner.config``)."""
+
+    python: str = "python3"
+    image: str = "python:3.11"
+    cpu: int = 1
+    memory_mb: int = 4096
+    gpu: int = 0
+    virtual_cluster: str = "default"
+
+
+def job_name(notebook: str | None, cwd: str | None) -> str:
+    """``<notebook stem>-kernel-<6 hex>``: named after the notebook (or its folder), unique per start."""
+    stem = Path(notebook).stem if notebook else (Path(cwd).name if cwd else "")
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-")[:200] or "notebook"
+    return f"{stem}-kernel-{secrets.token_hex(3)}"
+
+
+def launcher_command(python: str) -> str:
+    """The python launcher as one shell line (base64: a job's commands are trimmed line by line)."""
+    code = base64.b64encode(_LAUNCHER.encode("utf-8")).decode("ascii")
+    boot = f"import base64;exec(compile(base64.b64decode('{code}'),'pai_kernel_launcher','exec'))"
+    return f"exec {shlex.quote(python)} -c {shlex.quote(boot)}"
+
+
+def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str, workdir: str | None,
+               bind_ip: str, ports: dict[str, int] | None = None) -> Job:
+    """The kernel's job. ``workdir``: a host directory the task starts in (the embedded cluster's owner only:
+    it is given as the role's output so a Docker task gets it mounted at the same path). ``ports``: the ports
+    wanted (a new job after a restart asks for the old job's, so connected clients find the new kernel; the
+    embedded cluster gives the next free one where a port is taken)."""
+    commands = [
+        "umask 077",
+        f"export PAI_KERNEL_KEY={shlex.quote('<% $secrets.kernelKey %>')}",
+        f"export PAI_KERNEL_IP={shlex.quote(bind_ip)} PAI_KERNEL_NAME={shlex.quote(kernel_name)}",
+    ]
+    prereqs: list[Prerequisite] = []
+    if workdir:
+        q = shlex.quote(workdir)
+        commands.append(f"cd {q} || echo \"[pai_jupyter kernel] cannot enter {workdir}; the kernel runs in $PWD\"")
+        prereqs.append(Prerequisite(name=WORKDIR_PREREQ, type="output", uri=workdir))
+    commands.append(launcher_command(opts.python))
+    wanted = [Port(label=label, count=1, begin_at=(ports or {}).get(label, 0)) for label in LABELS]
+    role = TaskRole(name=ROLE, instances=1, cpu=opts.cpu, memory_mb=opts.memory_mb, gpu=opts.gpu, ports=wanted,
+                    commands=commands,
+                    output=WORKDIR_PREREQ if workdir else None, min_failed=1, min_succeeded=1)
+    return Job(name=name, image=opts.image, task_roles=[role], prerequisites=prereqs,
+               virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key},
+               extras={EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}},
+               description=f"Jupyter kernel {kernel_name}")
+
+
+def connection_info(detail: JobDetail, key: bytes, *, host: str | None = None) -> dict[str, Any] | None:
+    """The KernelManager's connection info from the running task's host and ports; None until all are known."""
+    tasks = detail.role_tasks(ROLE)
+    if not tasks or not tasks[0].container_ip:
+        return None
+    ports = tasks[0].container_ports or {}
+    info: dict[str, Any] = {"ip": host or tasks[0].container_ip, "transport": "tcp",
+                            "signature_scheme": "hmac-sha256", "key": key}
+    for label in LABELS:
+        value = ports.get(label)
+        first = value[0] if isinstance(value, list) and value else value
+        if first in (None, ""):
+            return None
+        info[f"{label}_port"] = int(str(first).split(",")[0])
+    return info

@@ -1,0 +1,352 @@
+"""``PaiProvisioner``: jupyter_client's kernel provisioner that runs the kernel as a one-task PAI job.
+
+Start submits the job (see jobspec.py), waits for its task to run and its heartbeat to answer, and hands the
+KernelManager the task's host and ports with the manager's own key. Interrupts are control-channel messages
+(the kernelspec's ``interrupt_mode: message``), so no signal has to reach the task. A restart keeps the job when
+it is alive (the launcher in the task starts a fresh kernel on the same ports), else submits a new one. Shutdown
+and Jupyter's idle culling stop the job; a job that ends on its own is reported with its exit code, diagnostics
+and the last lines of its log. Progress of a requested shutdown is read from the launcher's log lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
+from traitlets import Float, Int, Unicode
+
+from ..client.errors import PaiError
+from . import jobspec
+from .jobspec import KernelJobOptions
+
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+TAG = "[pai_jupyter kernel]"
+SSH_NOTE = ("tunnelling through the task's SSH (OpenPAI's ssh runtime plugin) is not implemented in pai_jupyter yet, "
+            "so the Jupyter server must reach the task's host and ports directly")
+
+
+class KernelStartError(RuntimeError):
+    """The kernel's job could not start, or its kernel never answered: the message says why, with the job's
+    state, exit code, diagnostics and the last lines of its log."""
+
+
+class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
+    """Runs the kernel as a PAI job (kernelspec ``metadata.kernel_provisioner.provisioner_name: pai-provisioner``)."""
+
+    profile = Unicode("", config=True, help="Cluster profile; empty = the default profile.")
+    image = Unicode("jupyter/base-notebook:latest", config=True,
+                    help="Image of the kernel's task (Docker runtimes and OpenPAI): needs python and ipykernel.")
+    python = Unicode("", config=True, help="Python that runs ipykernel in the task; empty = this Jupyter server's "
+                     "own python on the embedded cluster's process runtime, else python3.")
+    cpu = Int(1, config=True)
+    memory_mb = Int(4096, config=True)
+    gpu = Int(0, config=True)
+    virtual_cluster = Unicode("default", config=True)
+    start_timeout = Float(300.0, config=True, help="Seconds to wait for the job to run and its kernel to answer.")
+    poll_interval = Float(1.0, config=True, help="How long a job state read by poll() is reused, in seconds.")
+
+    job_id: str | None = None
+    incarnation = 0
+    _client: Any = None
+    _shutdown: str | None = None      # "restart" or "shutdown" while a requested shutdown is under way
+    _reuse = False                    # the job lives on after the restart shutdown: start its next kernel
+    _checked: tuple[float, int | None] = (0.0, None)
+    _reported = False
+    _is_local: bool | None = None
+
+    # ---- state ----------------------------------------------------------------------------------------------
+    @property
+    def has_process(self) -> bool:
+        return self.job_id is not None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from ..client import AsyncClient
+
+            self._client = AsyncClient(self.profile or None)
+        return self._client
+
+    async def _detail(self) -> Any:
+        return await self.client.detail(self.job_id)
+
+    async def _log_tail(self) -> str:
+        try:
+            return await self.client.logs(self.job_id, role=jobspec.ROLE, stream="all", tail=True)
+        except PaiError:
+            return ""
+
+    def _log(self) -> logging.Logger | Any:
+        return getattr(self, "log", logging.getLogger("pai_jupyter.kernel"))
+
+    # ---- start ----------------------------------------------------------------------------------------------
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        km = self.parent
+        if km is not None and getattr(km, "_transport_encryption_policy", None) is not None \
+                and km._transport_encryption_policy() == "required":
+            raise KernelStartError("transport_encryption='required' is not supported by the PAI kernel provisioner")
+        kwargs = await super().pre_launch(**kwargs)
+        kwargs["cmd"] = list(self.kernel_spec.argv)
+        return kwargs
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        key = self.parent.session.key if self.parent is not None else os.urandom(16).hex().encode()
+        if self._reuse and self.job_id:
+            self._reuse = False
+            self.incarnation += 1
+            detail = await self._detail()
+            info = jobspec.connection_info(detail, key)
+            if detail.state == "RUNNING" and info is not None:
+                await self._until_answering(info, time.monotonic() + self.start_timeout)
+                self.connection_info = info
+                return info
+        old = self.connection_info if self.job_id else {}
+        wanted = {label: int(old[f"{label}_port"]) for label in jobspec.LABELS if old.get(f"{label}_port")}
+        self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
+        return await self._submit_and_connect(cmd, key, kwargs, wanted)
+
+    async def _submit_and_connect(self, cmd: list[str], key: bytes, kwargs: dict[str, Any],
+                                  wanted: dict[str, int]) -> KernelConnectionInfo:
+        from ..client.errors import InvalidJob
+
+        try:
+            info = await self.client.info()
+        except PaiError as exc:
+            raise KernelStartError(f"the PAI kernel cannot start: {exc}") from None
+        self._is_local = self.client.profile.is_local and isinstance(info, dict) and "local" in info
+        owner = bool(self._is_local and info.get("admin"))
+        env = kwargs.get("env") or {}
+        cwd = kwargs.get("cwd")
+        name = jobspec.job_name(env.get("JPY_SESSION_NAME"), cwd)
+        job = jobspec.kernel_job(name, key.decode("ascii"), self._options(cmd, info), kernel_name=self._kernel_name(),
+                                 workdir=os.path.abspath(cwd) if (cwd and owner) else None,
+                                 bind_ip="127.0.0.1" if self._is_local else "0.0.0.0",
+                                 ports=wanted if self._is_local else None)
+        try:
+            self.job_id = await self.client.submit(job)
+        except InvalidJob as exc:
+            raise KernelStartError(f"the PAI kernel's job was refused by {self.client.where}: {exc}") from None
+        except PaiError as exc:
+            raise KernelStartError(f"the PAI kernel's job could not be submitted: {exc}") from None
+        self._log().info("PAI kernel %s: job %s submitted to %s", self.kernel_id, self.job_id, self.client.where)
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            detail = await self._until_running(deadline)
+            info_ = jobspec.connection_info(detail, key)
+            assert info_ is not None
+            await self._until_answering(info_, deadline)
+        except BaseException:
+            await self._stop_job()
+            raise
+        self.connection_info = info_
+        return info_
+
+    def _kernel_name(self) -> str:
+        return str(getattr(self.parent, "kernel_name", "") or "")
+
+    def _options(self, cmd: list[str], info: Any) -> KernelJobOptions:
+        runtime = str(info.get("runtime", "")) if isinstance(info, dict) else ""
+        python = self.python or (cmd[0] if cmd and cmd[0] not in ("python", "python3", "{python}") else "")
+        if not python:
+            python = sys.executable if (self._is_local and runtime.startswith("process")) else "python3"
+        return KernelJobOptions(python=python, image=self.image, cpu=self.cpu, memory_mb=self.memory_mb,
+                                gpu=self.gpu, virtual_cluster=self.virtual_cluster)
+
+    async def _until_running(self, deadline: float) -> Any:
+        """The job's detail once its task runs with its host and ports; a clear error when it ends or waits."""
+        delay, shown = 0.05, ""
+        while True:
+            detail = await self._detail()
+            if detail.state in FINAL:
+                raise KernelStartError(await self._why_ended(detail, "could not start"))
+            if detail.state == "RUNNING" and jobspec.connection_info(detail, b"") is not None:
+                return detail
+            state = detail.state + (f" ({detail.job_status.waiting_reason})" if detail.job_status.waiting_reason
+                                    else "")
+            if state != shown:
+                self._log().info("PAI kernel %s: job %s is %s", self.kernel_id, self.job_id, state)
+                shown = state
+            if time.monotonic() > deadline:
+                raise KernelStartError(f"the PAI kernel's job {self.job_id} was still {state} after "
+                                       f"{self.start_timeout:g} s; it was stopped")
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    async def _until_answering(self, info: dict[str, Any], deadline: float) -> None:
+        """Ping the kernel's heartbeat until it echoes; the job ending meanwhile is a start error."""
+        import zmq
+        import zmq.asyncio
+
+        ctx = zmq.asyncio.Context.instance()
+        url = f"tcp://{info['ip']}:{info['hb_port']}"
+        wait_ms = 200
+        while True:
+            sock = ctx.socket(zmq.REQ)
+            sock.linger = 0
+            try:
+                sock.connect(url)
+                await sock.send(b"ping")
+                if await sock.poll(wait_ms):
+                    await sock.recv()
+                    return
+            finally:
+                sock.close()
+            wait_ms = min(wait_ms * 2, 1000)
+            detail = await self._detail()
+            if detail.state in FINAL:
+                raise KernelStartError(await self._why_ended(detail, "ended before its kernel answered"))
+            if time.monotonic() > deadline:
+                where = "" if self._is_local else f"; {SSH_NOTE}"
+                raise KernelStartError(
+                    f"the PAI kernel's job {self.job_id} runs but its kernel did not answer at {info['ip']}:"
+                    f"{info['hb_port']} within {self.start_timeout:g} s{where}; it was stopped. "
+                    f"Last lines of its log:\n{_last_lines(await self._log_tail())}")
+
+    async def _why_ended(self, detail: Any, what: str) -> str:
+        """One message with everything known about an ended job: state, exit code, diagnostics, log tail."""
+        s = detail.job_status
+        task = next(iter(detail.role_tasks(jobspec.ROLE)), None)
+        code = s.app_exit_code if s.app_exit_code is not None else (task.container_exit_code if task else None)
+        diag = (task.container_exit_diagnostics if task else None) or s.app_exit_diagnostics or ""
+        tail = _last_lines(await self._log_tail())
+        hint = ""
+        if "No module named" in tail or "has no ipykernel" in tail or "not found" in tail or code in (126, 127):
+            hint = (" The task's python could not run ipykernel: the image must have python and ipykernel "
+                    f"(this kernelspec runs {self.python or 'its python'!s} in image {self.image}); "
+                    "reinstall the kernelspec with `pai kernel install --image IMAGE --python PYTHON`.")
+        return (f"the PAI kernel's job {self.job_id} {what}: {s.state}, exit code {code}"
+                + (f": {diag}" if diag else "") + "." + hint + (f"\nLast lines of its log:\n{tail}" if tail else ""))
+
+    # ---- running --------------------------------------------------------------------------------------------
+    async def poll(self) -> int | None:
+        if self.job_id is None:
+            return 0
+        if self._shutdown is not None:
+            return await self._poll_shutdown()
+        now = time.monotonic()
+        if now - self._checked[0] < self.poll_interval:
+            return self._checked[1]
+        try:
+            detail = await self._detail()
+        except PaiError as exc:
+            self._log().warning("PAI kernel %s: cannot read job %s: %s", self.kernel_id, self.job_id, exc)
+            return None  # a cluster that does not answer is not a dead kernel
+        code = None
+        if detail.state in FINAL:
+            code = _exit_code(detail)
+            if not self._reported:  # a job we stopped did not die: nothing to report
+                self._reported = True
+                self._log().error("PAI kernel %s died: %s", self.kernel_id,
+                                  await self._why_ended(detail, "ended"))
+        self._checked = (time.monotonic(), code)
+        return code
+
+    async def _poll_shutdown(self) -> int | None:
+        """During a requested shutdown: 0 once the launcher says this kernel ended (or the job did)."""
+        try:
+            detail = await self._detail()
+        except PaiError as exc:
+            self._log().warning("PAI kernel %s: cannot read job %s: %s", self.kernel_id, self.job_id, exc)
+            return None
+        if detail.state in FINAL:
+            self._reuse = False
+            return _exit_code(detail)
+        tail = await self._log_tail()
+        if f"{TAG} kernel {self.incarnation} ended for a restart" in tail:
+            self._reuse = self._shutdown == "restart"
+            return 0
+        if f"{TAG} kernel {self.incarnation} ended with" in tail:
+            self._reuse = False
+            return 0
+        return None
+
+    async def wait(self) -> int | None:
+        while True:
+            code = await self.poll()
+            if code is not None:
+                return code
+            await asyncio.sleep(0.1)
+
+    async def shutdown_requested(self, restart: bool = False) -> None:
+        self._shutdown = "restart" if restart else "shutdown"
+
+    def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
+        return max(recommended, 10.0)
+
+    async def send_signal(self, signum: int) -> None:
+        """Only ending signals can reach a PAI kernel (they stop its job); interrupts are messages."""
+        import signal
+
+        if signum in (signal.SIGTERM, signal.SIGKILL):
+            await self._stop_job()
+        elif signum != 0:
+            self._log().warning("PAI kernel %s: signal %d cannot be sent to a kernel in a PAI job; interrupts go "
+                                "through the control channel (interrupt_mode: message)", self.kernel_id, signum)
+
+    async def terminate(self, restart: bool = False) -> None:
+        if self._shutdown == "restart":
+            return  # the kernel is ending for a restart; kill() stops the job if it never does
+        await self._stop_job()
+
+    async def kill(self, restart: bool = False) -> None:
+        self._reuse = False
+        await self._stop_job()
+
+    async def cleanup(self, restart: bool = False) -> None:
+        self._shutdown = None
+        self._checked = (0.0, None)
+        if restart:
+            return
+        await self._stop_job()
+        self.job_id = None  # has_process is False from now on; a start again submits a new job
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _stop_job(self, timeout: float = 60.0) -> None:
+        """Stop the job (nothing to do when it already ended) and wait until it is final."""
+        if self.job_id is None:
+            return
+        self._reported = True
+        try:
+            detail = await self._detail()
+            if detail.state not in FINAL:
+                await self.client.stop(self.job_id)
+                self._log().info("PAI kernel %s: stopping job %s", self.kernel_id, self.job_id)
+            deadline = time.monotonic() + timeout
+            while detail.state not in FINAL and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                detail = await self._detail()
+        except PaiError as exc:
+            self._log().warning("PAI kernel %s: stopping job %s failed: %s", self.kernel_id, self.job_id, exc)
+
+    # ---- persistence ----------------------------------------------------------------------------------------
+    async def get_provisioner_info(self) -> dict[str, Any]:
+        info = await super().get_provisioner_info()
+        info.update(job_id=self.job_id, incarnation=self.incarnation, profile=self.profile)
+        return info
+
+    async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
+        await super().load_provisioner_info(provisioner_info)
+        self.job_id = provisioner_info.get("job_id")
+        self.incarnation = int(provisioner_info.get("incarnation") or 0)
+
+
+def _exit_code(detail: Any) -> int:
+    s = detail.job_status
+    if s.app_exit_code is not None:
+        return int(s.app_exit_code)
+    task = next(iter(detail.tasks), None)
+    if task is not None and task.container_exit_code is not None:
+        return int(task.container_exit_code)
+    return 0 if s.state == "SUCCEEDED" else 1
+
+
+def _last_lines(text: str, n: int = 20) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-n:])

@@ -1,0 +1,107 @@
+"""P14: a notebook kernel that runs as a PAI job (pai_jupyter.kernel) beside a local ipykernel.
+
+Each sample starts a kernel with jupyter_client's AsyncKernelManager, waits for the kernel to answer and runs a
+first cell: start is the time from ``start_kernel`` (for the PAI kernel: the job's submit) to that first
+``execute_reply``. Then ``ROUND_TRIPS`` trivial cells (``1 + 1``) are timed one by one: execute_request ->
+execute_reply. The baseline is the same with the local ``python3`` kernelspec (ipykernel from this venv, a plain
+child process). The PAI kernel runs on the embedded cluster's process runtime, started fresh for the benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from importlib.metadata import entry_points
+from typing import Any
+
+from .common import Daemon, Figure, median, ratio
+
+RUNS = 3
+ROUND_TRIPS = 20
+_cache: dict[str, Any] = {}
+
+
+async def _sample(kernel_name: str, cwd: str) -> tuple[float, list[float], str]:
+    """(start -> first execute_reply seconds, round trip seconds of each trivial cell, job id or '')."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(kernel_name=kernel_name)
+    t0 = time.perf_counter()
+    await km.start_kernel(cwd=cwd)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=120)
+        reply = await kc.execute_interactive("pass", timeout=60, output_hook=lambda m: None)
+        start = time.perf_counter() - t0
+        assert reply["content"]["status"] == "ok", reply["content"]
+        trips = []
+        for _ in range(ROUND_TRIPS):
+            t1 = time.perf_counter()
+            reply = await kc.execute_interactive("1 + 1", timeout=60, output_hook=lambda m: None)
+            trips.append(time.perf_counter() - t1)
+            assert reply["content"]["status"] == "ok", reply["content"]
+        job = getattr(km.provisioner, "job_id", None) or ""
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel()
+    return start, trips, job
+
+
+def _measure() -> dict[str, Any]:
+    """Both kernels, RUNS times each, alternating (so a busy moment hits both alike); cached for P14R."""
+    if _cache:
+        return _cache
+    if "pai-provisioner" not in {ep.name for ep in entry_points(group="jupyter_client.kernel_provisioners")}:
+        raise RuntimeError("the pai-provisioner entry point is not installed (pip install -e . in this venv)")
+    from pai_jupyter.kernel.kernelspec import install
+
+    saved = {k: os.environ.get(k) for k in ("PAI_JUPYTER_HOME", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
+    with Daemon("p14", cpus=2) as d, tempfile.TemporaryDirectory(prefix="pai-bench-p14-") as tmp:
+        os.environ.update(PAI_JUPYTER_HOME=str(d.home), JUPYTER_DATA_DIR=tmp, JUPYTER_PATH=tmp)
+        try:
+            install("pai-bench", memory_mb=1024)
+            pai, local, jobs = [], [], []
+            asyncio.run(_sample("python3", tmp))  # warm the OS file cache for both (same interpreter, same .pyc)
+            for _ in range(RUNS):
+                start, trips, job = asyncio.run(_sample("pai-bench", tmp))
+                pai.append((start, trips))
+                jobs.append(job)
+                local.append(asyncio.run(_sample("python3", tmp))[:2])
+            states = [d.state(j) for j in jobs]
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    _cache.update(pai=pai, local=local, states=states)
+    return _cache
+
+
+def p14_kernel_start() -> Figure:
+    fig = Figure("P14", "PAI kernel start: submit -> first execute_reply", "s", "<= local + 1 s")
+    m = _measure()
+    fig.value = median([s for s, _ in m["pai"]])
+    fig.baseline = median([s for s, _ in m["local"]])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= fig.baseline + 1.0
+    fig.note = (f"median of {RUNS} starts each, alternating; PAI: AsyncKernelManager.start_kernel on a "
+                f"pai-provisioner kernelspec (submit, task RUNNING, heartbeat, kernel_info, first cell) on the "
+                f"embedded cluster's process runtime; baseline: the local python3 kernelspec (ipykernel as a child "
+                f"process); the kernels' jobs after shutdown: {', '.join(sorted(set(m['states'])))}")
+    return fig
+
+
+def p14_round_trip() -> Figure:
+    fig = Figure("P14R", "PAI kernel trivial cell round trip", "ms", "<= 2x local")
+    m = _measure()
+    fig.value = 1000 * median([t for _, trips in m["pai"] for t in trips])
+    fig.baseline = 1000 * median([t for _, trips in m["local"] for t in trips])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= 2 * fig.baseline
+    fig.note = (f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` (execute_request -> execute_reply with its iopub "
+                f"messages) on the same two kernels as P14; both are ipykernel over ZMQ on loopback")
+    return fig

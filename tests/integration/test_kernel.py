@@ -1,0 +1,348 @@
+"""The PAI kernel against a real daemon (process runtime): nbclient runs a notebook whose kernel is a PAI job;
+interrupt, restart, shutdown, kernel death, a job that can never start, the masked key, another user's view."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import psutil
+import pytest
+
+from .conftest import Api
+
+pytestmark = pytest.mark.slow
+
+
+def provisioner_installed() -> None:
+    """The provisioner is found through its entry point: only an installed pai_jupyter (pip install -e .) has it."""
+    names = {ep.name for ep in entry_points(group="jupyter_client.kernel_provisioners")}
+    if "pai-provisioner" not in names:
+        pytest.skip("the pai-provisioner entry point is not installed (pip install -e . in this venv)")
+
+
+@pytest.fixture
+def kernelspecs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private Jupyter data dir that the kernelspec commands write to and Jupyter reads from."""
+    provisioner_installed()
+    data = tmp_path / "jupyter-data"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_PATH", str(data))
+    return data
+
+
+def install_spec(name: str = "pai-test", **kw: Any) -> None:
+    from pai_jupyter.kernel.kernelspec import install
+
+    kw.setdefault("memory_mb", 1024)
+    install(name, **kw)
+
+
+def job_processes(job_name: str) -> list[psutil.Process]:
+    """Live processes whose environment says they belong to ``job_name`` (the kernel, its launcher, the shell)."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("PAI_JOB_NAME") == job_name and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+async def run_cell(kc: Any, code: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
+    """Execute ``code``; (execute_reply content, the text it printed)."""
+    out: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append(msg["content"]["ename"])
+
+    for _ in range(100):  # ipykernel aborts what arrives just after an error (stop_on_error): send it again
+        out.clear()
+        reply = await kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+        if reply["content"]["status"] != "aborted":
+            break
+    return reply["content"], "".join(out)
+
+
+@pytest.fixture
+def kernel(daemon: Api, kernelspecs: Path, tmp_path: Path) -> Iterator[tuple[Any, Any, Path]]:
+    """A started PAI kernel (manager, client, notebook dir); shut down at the end."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    install_spec()
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    loop = asyncio.new_event_loop()
+    km = AsyncKernelManager(kernel_name="pai-test")
+    loop.run_until_complete(km.start_kernel(cwd=str(nbdir), env={**os.environ, "JPY_SESSION_NAME": "my nb.ipynb"}))
+    kc = km.client()
+    kc.start_channels()
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    try:
+        yield loop, (km, kc), nbdir
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:
+            loop.run_until_complete(km.shutdown_kernel(now=True))
+        loop.close()
+
+
+def test_nbclient_runs_a_notebook_in_a_pai_job(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
+    from nbclient import NotebookClient
+
+    install_spec()
+    nbdir = tmp_path / "analysis"
+    nbdir.mkdir()
+    (nbdir / "data.txt").write_text("beside the notebook")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'], os.getcwd(), sep='|')"),
+                nbformat.v4.new_code_cell("print(open('data.txt').read()); open('written.txt', 'w').write('x')"),
+                nbformat.v4.new_code_cell("print('PAI_KERNEL_KEY' in os.environ, 'PAI_JOB_NAME' in os.environ)")]
+    client = NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
+                            resources={"metadata": {"path": str(nbdir)}})
+    client.execute()
+    job_name, cwd = nb.cells[0].outputs[0]["text"].strip().split("|")
+    assert cwd == str(nbdir)  # the embedded cluster's owner: the kernel works in the notebook's directory
+    assert job_name.startswith("analysis-kernel-")
+    assert nb.cells[1].outputs[0]["text"].strip() == "beside the notebook"
+    assert (nbdir / "written.txt").read_text() == "x"
+    assert nb.cells[2].outputs[0]["text"].strip() == "False True"  # the key left the kernel's environment
+    detail = daemon.detail(f"{daemon.http.get('/api/v2/info').json()['user']}~{job_name}")
+    assert detail["jobStatus"]["state"] == "STOPPED"  # nbclient shut the kernel down: the job is stopped
+    assert not job_processes(job_name)
+
+
+def test_the_key_is_a_masked_secret_and_other_users_see_nothing(kernel: Any, daemon: Api) -> None:
+    _, (km, _kc), _ = kernel
+    job = km.provisioner.job_id
+    config = daemon.http.get(f"/api/v2/jobs/{job}/config").text
+    key = km.session.key.decode()
+    assert key not in config and "kernelKey:" in config and "******" in config, config
+    assert key not in json.dumps(daemon.detail(job))
+    assert key not in daemon.log(job, role="kernel")
+    # another user: the kernel's job (its ports) is neither listed nor readable
+    body = {"name": "mallory", "password": "not-the-owner"}
+    token = daemon.http.post("/api/v2/local/users", json=body).json()["token"]
+    other = daemon.as_user(token)
+    assert other.http.get(f"/api/v2/jobs/{job}").status_code == 404
+    listed = other.http.get("/api/v2/jobs", params={"username": job.split("~")[0]}).json()
+    names = [j["name"] for j in (listed["data"] if isinstance(listed, dict) else listed)]
+    assert job.split("~")[1] not in names
+    for cmd in (j.cmdline() for j in job_processes(job.split("~")[1])):
+        assert key not in " ".join(cmd)  # nor on any command line
+
+
+def test_interrupt_a_long_loop_and_the_kernel_lives_on(kernel: Any) -> None:
+    loop, (km, kc), _ = kernel
+
+    async def scenario() -> tuple[dict[str, Any], str, dict[str, Any], str]:
+        msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
+                            "    time.sleep(0.001)")
+        while True:  # the loop runs once the cell has said so
+            msg = await kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
+                break
+        await km.interrupt_kernel()
+        reply = await kc._async_get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = await kc._async_get_shell_msg(timeout=60)
+        after, text = await run_cell(kc, "print(n >= 0, 6 * 7)")
+        return reply["content"], "", after, text
+
+    reply, _, after, text = loop.run_until_complete(scenario())
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert after["status"] == "ok" and text.strip() == "True 42", (after, text)  # same kernel: n survived
+    assert km.provisioner.incarnation == 0
+
+
+def test_restart_keeps_the_job_and_starts_a_fresh_kernel(kernel: Any, daemon: Api) -> None:
+    loop, (km, kc), _ = kernel
+    job = km.provisioner.job_id
+    loop.run_until_complete(run_cell(kc, "x = 41"))
+    loop.run_until_complete(km.restart_kernel())
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    assert km.provisioner.job_id == job and km.provisioner.incarnation == 1
+    _, text = loop.run_until_complete(run_cell(kc, "print('x' in globals())"))
+    assert text.strip() == "False"  # a fresh kernel
+    assert daemon.detail(job)["jobStatus"]["state"] == "RUNNING"
+
+
+def test_restart_of_a_dead_kernel_submits_a_new_job(kernel: Any, daemon: Api, caplog: pytest.LogCaptureFixture
+                                                    ) -> None:
+    loop, (km, kc), _ = kernel
+    first = km.provisioner.job_id
+    kc.execute("import os; os._exit(3)")
+    with caplog.at_level(logging.ERROR):
+        code = loop.run_until_complete(asyncio.wait_for(km.provisioner.wait(), 60))
+    assert code == 3
+    detail = daemon.detail(first)
+    assert detail["jobStatus"]["state"] == "FAILED"
+    died = [r.getMessage() for r in caplog.records if "died" in r.getMessage()]
+    assert died and "exit code 3" in died[0] and first in died[0], caplog.text  # reported with its exit code
+    assert "kernel 0 ended with exit code 3" in died[0]  # and the last lines of its log
+    old_ports = [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port]
+    loop.run_until_complete(km.restart_kernel(now=True))
+    assert km.provisioner.job_id != first
+    # the new job asked for the old ports (free again once the old job ended): the connected client carries on
+    assert [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port] == old_ports
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    _, text = loop.run_until_complete(run_cell(kc, "print(1 + 1)"))
+    assert text.strip() == "2"
+
+
+def test_shutdown_stops_the_job_and_leaves_no_process(kernel: Any, daemon: Api) -> None:
+    loop, (km, _kc), _ = kernel
+    job = km.provisioner.job_id
+    assert job_processes(job.split("~")[1])  # the kernel's processes are there while it runs
+    loop.run_until_complete(km.shutdown_kernel())
+    detail = daemon.detail(job)
+    assert detail["jobStatus"]["state"] == "STOPPED"
+    assert not job_processes(job.split("~")[1])
+    assert "kernel 0 ended with exit code 0" in daemon.log(job, role="kernel")  # it ended cleanly, then stopped
+
+
+def test_a_job_that_can_never_start_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    install_spec(cpu=64)  # the test daemon has 8 CPUs
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with pytest.raises(KernelStartError, match="can never run here") as err:
+        asyncio.run(km.start_kernel())
+    assert "64" in str(err.value)
+    assert not daemon.http.get("/api/v2/jobs").json()  # nothing was left queued
+
+
+def test_a_python_without_ipykernel_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    install_spec(python="/bin/false-python")
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(km.start_kernel())
+    message = str(err.value)
+    assert "could not start" in message or "ended before its kernel answered" in message
+    assert "FAILED, exit code 127" in message and "ipykernel" in message, message
+    assert "false-python" in message  # the log's last lines say what was missing
+
+
+def remote_profile(api: Api) -> str:
+    """A profile that is not the embedded one (as a real OpenPAI would be), pointing at the test daemon."""
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+
+    user = api.http.get("/api/v2/info").json()["user"]
+    upsert_profile(Profile(name="faraway", url=api.url, username=user, token=api.token))
+    return "faraway"
+
+
+def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path
+                                                               ) -> None:
+    from nbclient import NotebookClient
+
+    install_spec(profile=remote_profile(daemon))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')")]
+    NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    cwd, task_dir = nb.cells[0].outputs[0]["text"].strip().split("|")
+    assert cwd != str(tmp_path) and cwd.startswith(task_dir)  # not the notebook's folder: the job's own dir
+    body = daemon.http.get("/api/v2/jobs").json()
+    assert [j["state"] for j in (body["data"] if isinstance(body, dict) else body)] == ["STOPPED"]
+
+
+def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(daemon: Api, kernelspecs: Path,
+                                                                    tmp_path: Path) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    silent = tmp_path / "silent-python"
+    silent.write_text("#!/bin/sh\necho a python that never starts a kernel\nexec sleep 600\n")
+    silent.chmod(0o755)
+    install_spec(profile=remote_profile(daemon), python=str(silent), start_timeout=3)
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(km.start_kernel())
+    message = str(err.value)
+    assert "did not answer at 127.0.0.1:" in message and "within 3 s" in message, message
+    assert "SSH" in message and "not implemented" in message  # the path used is said plainly
+    assert "a python that never starts a kernel" in message
+    body = daemon.http.get("/api/v2/jobs").json()
+    job = (body["data"] if isinstance(body, dict) else body)[0]
+    assert job["state"] == "STOPPED" and not job_processes(job["name"])
+
+
+def test_a_python_without_the_ipykernel_module_says_so(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    bare = tmp_path / "bare-venv"  # a python of its own with nothing installed
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    install_spec(python=str(bare / "bin" / "python"))
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(km.start_kernel())
+    message = str(err.value)
+    assert "FAILED, exit code 1" in message and f"{bare}/bin/python has no ipykernel" in message, message
+    assert "the image must have python and ipykernel" in message
+
+
+def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, kernelspecs: Path) -> None:
+    import socket
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    upsert_profile(Profile(name="gone", url=f"http://127.0.0.1:{port}", username="me", token="t"))
+    install_spec(profile="gone")
+    with pytest.raises(KernelStartError, match=r"cannot start: nothing answers for profile 'gone'"):
+        asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())
+
+
+def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(daemon: Api, kernelspecs: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    install_spec(memory_mb=300)
+
+    async def scenario() -> int | None:
+        km = AsyncKernelManager(kernel_name="pai-test")
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            kc.execute("blocks = [bytearray(2**20) for _ in range(1000)]")  # ~1 GB in a 300 MB job
+            return await asyncio.wait_for(km.provisioner.wait(), 120)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    with caplog.at_level(logging.ERROR):
+        code = asyncio.run(scenario())
+    assert code not in (0, None)
+    died = [r.getMessage() for r in caplog.records if "died" in r.getMessage()]
+    assert died and "FAILED" in died[0] and "out of memory" in died[0], caplog.text
