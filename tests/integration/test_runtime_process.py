@@ -127,12 +127,14 @@ def test_logs_keep_order_and_bytes(runtimes: Runtimes, tmp_path: Path) -> None:
     assert (tmp_path / "stdout").read_bytes().endswith("héllo ✓\n".encode())
 
 
-def test_logs_start_with_the_image_notice(runtimes: Runtimes, tmp_path: Path) -> None:
+def test_the_image_notice_goes_to_the_runtime_log_not_the_users_streams(runtimes: Runtimes, tmp_path: Path) -> None:
+    """OpenPAI keeps the runtime's words in a log of their own (issue 11 item 6): stdout is the user's."""
     (tmp_path / "all").write_text("[kept]\n")  # a log is only ever appended to
     run(runtimes.make(), tmp_path, "echo out; echo err >&2", image="pai-test/busybox")
     notice = "[pai_jupyter] process runtime: the image 'pai-test/busybox' was not used; the task runs on this host.\n"
-    assert read(tmp_path, "stdout") == notice + "out\n"
-    assert read(tmp_path, "all") in (f"[kept]\n{notice}out\nerr\n", f"[kept]\n{notice}err\nout\n")
+    assert read(tmp_path, "runtime") == notice
+    assert read(tmp_path, "stdout") == "out\n"
+    assert read(tmp_path, "all") in ("[kept]\nout\nerr\n", "[kept]\nerr\nout\n")
     assert read(tmp_path, "stderr") == "err\n"
 
 
@@ -142,8 +144,8 @@ def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
     handle, result = run(runtimes.make(), tmp_path, 'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
                          env={"GREETING": "hi there", "PAI_TEST": "1"}, work_dir=str(work), image="some/image:1")
     assert result.exit_code == 0
-    notice, first, second = read(tmp_path, "stdout").splitlines()
-    assert "'some/image:1' was not used" in notice
+    first, second = read(tmp_path, "stdout").splitlines()
+    assert "'some/image:1' was not used" in read(tmp_path, "runtime")
     assert first == f"hi there|1|{work}"
     assert second.endswith("/tee")  # PATH came from the daemon's environment
     assert handle.info["image"] == "some/image:1"

@@ -37,6 +37,7 @@ from .shim import SHIM_SH, Shim, choose_shim
 from .warm import WaitingShim, WarmPool, spawn_shim
 
 SHIM = SHIM_SH  # the Docker runtime copies it into each container's task dir
+SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
 _STALE = frozenset(("pid", "exit_code", "exit_code.tmp", "oom", "cgroup", "handle.json"))
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -129,15 +130,15 @@ class ProcessRuntime(Runtime):
         if quick:
             return None
         self._fresh_dir(spec, td)
-        (td / "command.sh").write_text(spec.script, encoding="utf-8")
-        for name in ("all", "stdout"):
-            with open(td / name, "a", encoding="utf-8") as f:
+        (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
+        if notice:
+            with open(td / "runtime", "a", encoding="utf-8") as f:
                 f.write(notice)
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
             (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
-        try:
-            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env=env,
+        try:  # the script reaches shim.sh in its environment (private to the task's account), not on disk
+            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env={**env, SCRIPT_ENV: spec.script},
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      close_fds=True, start_new_session=True)
         except OSError as exc:
@@ -183,10 +184,10 @@ class ProcessRuntime(Runtime):
         try:
             if not os.path.isdir(cwd):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
-            (td / "command.sh").write_text(spec.script, encoding="utf-8")
+            (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
             self._children[shim.pid] = shim.popen
             handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
-            shim.hand(str(td), cwd, notice, env)
+            shim.hand(str(td), cwd, notice, spec.script, spec.run_as, env)
         except (OSError, TaskStartError) as exc:
             self._children.pop(shim.pid, None)
             shim.discard(remove_dir=False)
@@ -295,12 +296,18 @@ class ProcessRuntime(Runtime):
         return st is not None and st[0] != "Z" and self._same_process(handle, st)
 
     def _signal_task(self, handle: TaskHandle, sig: int) -> None:
-        """Signal the task's process group and everything in its cgroup; never a reused pid's group."""
+        """Signal the task's process group, every descendant of its shim (the C shim is a subreaper: what left
+        the group with setsid is still below it) and everything in its cgroup; never a reused pid's group."""
         pid = int(handle.id)
         st = _stat(pid)
         if st is None or self._same_process(handle, st):  # a dead leader's group may still hold orphans
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
+        if st is not None and self._same_process(handle, st):
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.send_signal(sig)
         cgroup = TaskCgroup.from_info(handle.info)
         if cgroup is not None:
             cgroup.signal_all(sig)
