@@ -19,11 +19,44 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
-from .paths import local_dir, os_user, pai_home, read_runtime, runtime_file, write_private_json
+from .paths import (
+    local_dir,
+    lock_holder,
+    make_private_dir,
+    make_private_tree,
+    os_user,
+    pai_home,
+    read_runtime,
+    runtime_file,
+    take_daemon_lock,
+    write_private_json,
+)
 from .runtime.base import Runtime
 from .scheduler import Capacity, Resources, machine_resources
 
 log = logging.getLogger("pai_jupyter.cluster")
+EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
+PRIVATE_MARK = ".private"  # in local/: everything in it was made private once (homes of older versions were not)
+
+
+def claim_home(home: Path) -> tuple[Path, int]:
+    """Make the home private (umask 077 for everything the daemon writes; a home left readable by an older
+    version is fixed) and take its lock: (local dir, lock fd). Exits EXIT_ANOTHER_DAEMON when another daemon
+    serves this home: one daemon per home, however many starts race."""
+    os.umask(0o077)
+    local = local_dir(home)
+    make_private_dir(home)
+    make_private_dir(local)
+    lock = take_daemon_lock(local)
+    if lock is None:
+        log.error("another daemon (pid %s) already serves %s; this one exits", lock_holder(local), home)
+        raise SystemExit(EXIT_ANOTHER_DAEMON)
+    marker = local / PRIVATE_MARK
+    if not marker.exists():  # a home from a version that left files readable by everyone
+        log.info("making everything in %s private to its owner", local)
+        make_private_tree(local)
+        marker.touch()
+    return local, lock
 
 
 def docker_socket_present() -> bool:
@@ -75,8 +108,7 @@ async def serve(args: argparse.Namespace) -> None:
     from .service import Cluster
 
     home = Path(args.home).expanduser() if args.home else pai_home()
-    local = local_dir(home)
-    local.mkdir(parents=True, exist_ok=True)
+    local, _lock = claim_home(home)  # held (open) until the process exits
     runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm")
     cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
                       stop_grace=args.stop_grace)
