@@ -370,6 +370,7 @@ class Users(Base):
         if password is not None and (not isinstance(password, str) or len(password) < 6):
             raise BadRequest("a password must be a string of at least 6 characters")
         store = self.cluster.store
+        self.cluster.admit_user(name)
         store.ensure_user(name, admin=admin)
         if password:
             store.set_password(name, password)

@@ -19,6 +19,7 @@ from typing import Any
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
 from . import completion, recovery, services
+from .accounts import Accounts
 from .env import HOST_IP, Placement
 from .errors import (
     ConflictJobError,
@@ -30,6 +31,7 @@ from .errors import (
 )
 from .estimator import Layout, is_remote
 from .estimator import problems as estimator_problems
+from .paths import os_user
 from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
@@ -61,6 +63,10 @@ class Cluster:
         self._homes: set[str] = set()
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
+        self.accounts = Accounts(os_user(), runtime.name)
+        self.accounts.open_path(local_dir)
+        if self.accounts.describe():
+            self.runtime_description += f"; {self.accounts.describe()}"
 
     # ---- helpers -------------------------------------------------------------------------------------------------
     def job_model(self, row: dict[str, Any]) -> Job:
@@ -95,10 +101,19 @@ class Cluster:
         path = self.dir / "users" / user / "home"
         if user not in self._homes:
             path.mkdir(parents=True, exist_ok=True)
+            run_as = self.accounts.run_as(user)
+            self.accounts.give(path.parent, run_as)
+            self.accounts.give(path, run_as)
             self._homes.add(user)
         return path
 
     # ---- submit --------------------------------------------------------------------------------------------------
+    def admit_user(self, name: str) -> None:
+        """Raise (409, saying why and what to use instead) when a new user could not be kept apart from the
+        others: the process runtime of a daemon that is not root (see accounts.py)."""
+        existing = {r["name"] for r in self.store.db.execute("SELECT name FROM users").fetchall()}
+        self.accounts.admission(name, existing)
+
     def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
         """The Estimator's /ml tree of this job, when it asked for one."""
         spec = job.extras.get(ESTIMATOR_KEY)
@@ -197,7 +212,8 @@ class Cluster:
                 if short:
                     self._set_waiting(row, short)
                     break
-                entries.pop(0)
+                if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
+                    entries.pop(0)                        # and a nested schedule() removed it already
 
     def waiting_reason(self, row: dict[str, Any]) -> str | None:
         """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
@@ -266,6 +282,13 @@ class Cluster:
             spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
                              host_paths=self.owns_cluster(row["user"]))
+            spec.run_as = self.accounts.run_as(row["user"])
+            if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
+                spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
+                prepare_task_dir(spec)
+                self.accounts.give(spec.task_dir.parent, spec.run_as)
+                if (spec.task_dir.parent / "ml").is_dir():
+                    self.accounts.give(spec.task_dir.parent / "ml", spec.run_as, tree=True)
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
             self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),

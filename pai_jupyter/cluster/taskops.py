@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,13 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
         raise NotFoundError(f"task {role}[{idx}] has no {name} service")
     if action not in ("start", "stop"):
         raise BadRequest('action must be "start" or "stop"')
-    _running_handle(t)
+    handle = _running_handle(t)
     task_dir = Path(t["task_dir"])
-    (task_dir / f"service-{name}.request").write_text(action)  # the task's supervisor acts on it
+    request = task_dir / f"service-{name}.request"
+    request.write_text(action)  # the task's supervisor acts on it
+    run_as = handle.info.get("run_as")
+    if run_as:  # the supervisor runs as the task's own account (cluster/accounts.py)
+        os.chown(request, int(run_as[0]), int(run_as[1]))
     marker = task_dir / f"service-{name}.stopped"  # on disk, so a restarted daemon still knows
     if action == "stop":
         marker.touch()
