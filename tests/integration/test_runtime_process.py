@@ -270,6 +270,50 @@ def test_watchdog_leaves_small_tasks_alone(runtimes: Runtimes, tmp_path: Path) -
     assert result.exit_code == 0 and not result.oom
 
 
+ESCAPE_ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(30)"'
+
+
+@pytest.mark.parametrize("warm", [0, 2])
+def test_a_setsid_escape_is_still_counted_by_the_watchdog(tmp_path: Path, warm: int) -> None:
+    """Issue 12 item 7: ``( setsid python ... & )`` leaves the group and, without a subreaper, the shim's tree:
+    it allocated 400 MB under a 128 MB limit and the job SUCCEEDED. The C shim adopts it: counted and killed."""
+    r = Runtimes(SHIMS["c"](), warm=warm, warm_dir=tmp_path / "warm" if warm else None)
+    try:
+        rt = r.make("watchdog")
+        assert "subreaper" in rt.describe()
+        handle, result = run(rt, tmp_path / "td", f"( setsid {ESCAPE_ALLOC} & ); sleep 30; echo not reached",
+                             memory_mb=128)
+        assert handle.info["memory"] == "watchdog"
+        assert result.oom and result.exit_code == 137, result
+        assert "not reached" not in read(tmp_path / "td", "all")
+    finally:
+        r.cleanup()
+
+
+def test_stop_reaches_a_setsid_child(tmp_path: Path) -> None:
+    """Issue 12 item 7: a ``setsid`` child survived ``pai stop``: killpg does not reach another session."""
+    r = Runtimes(SHIMS["c"]())
+    try:
+        rt = r.make("watchdog")
+        handle = rt.start(make_spec(tmp_path, "( setsid sleep 1000 & echo $! > bg ); touch ready; sleep 1000"))
+        _, result = _stop_after(rt, handle, tmp_path, grace=1)
+        assert result.exit_code == 143  # type: ignore[attr-defined]
+        escaped = int(read(tmp_path, "bg"))
+        assert gone([escaped], timeout=5)
+    finally:
+        r.cleanup()
+
+
+def test_a_task_over_leaves_no_setsid_descendant(tmp_path: Path) -> None:
+    r = Runtimes(SHIMS["c"]())
+    try:
+        _, result = run(r.make("watchdog"), tmp_path, "( setsid sleep 1000 & echo $! > bg ); echo hi")
+        assert result.exit_code == 0
+        assert gone([int(read(tmp_path, "bg"))], timeout=10)
+    finally:
+        r.cleanup()
+
+
 def _start_in_another_process(task_dir: Path, script: str) -> TaskHandle:
     """Start a task from a short-lived Python process, as a daemon that is then killed: the shim is no child of
     ours and gets reparented when that process exits."""
