@@ -29,6 +29,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     own = loads(t.get("services"), {}) or {}
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
+        env.update(services.token_env(own))
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
     if docker and host_paths:
