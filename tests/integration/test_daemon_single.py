@@ -67,6 +67,11 @@ def test_a_second_daemon_on_a_held_home_exits_and_says_why(tmp_path: Path) -> No
         assert done.returncode == 75
         assert f"another daemon (pid {info['pid']}) already serves" in done.stderr
         assert control.running(home)["pid"] == info["pid"]  # type: ignore[index]
+        # `pai cluster status` says which enforcement is in force (issue 12 item 7)
+        status = subprocess.run([sys.executable, "-m", "pai_jupyter.cli", "cluster", "status"], capture_output=True,
+                                text=True, timeout=60, env={**os.environ, "PAI_JUPYTER_HOME": str(home),
+                                                            "PYTHONPATH": str(ROOT)})
+        assert "memory limit:" in status.stdout and "escaped processes:" in status.stdout, status.stdout
     finally:
         control.stop(home)
         kill_leftovers(home)
