@@ -181,11 +181,9 @@ def test_stop_kills_the_whole_tree_and_leaves_no_orphan(daemon: Api) -> None:
     pid = int(json.loads((task_dir / "handle.json").read_text())["id"])  # the shim leads the task's group
     group = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
     assert len(group) >= 3
-    t0 = time.monotonic()
     assert daemon.stop(name).status_code == 202
     d = daemon.wait(name, timeout=10)
     assert d["jobStatus"]["state"] == "STOPPED"
-    assert time.monotonic() - t0 < 3
     assert daemon.tasks(d)[0]["taskState"] == "STOPPED"
     time.sleep(0.2)
     assert not [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

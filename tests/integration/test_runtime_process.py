@@ -162,10 +162,8 @@ def test_missing_work_dir_fails_to_start(runtimes: Runtimes, tmp_path: Path) -> 
 
 
 def test_background_child_does_not_outlive_the_task(runtimes: Runtimes, tmp_path: Path) -> None:
-    t0 = time.monotonic()
-    _, result = run(runtimes.make(), tmp_path, "sleep 1000 & echo $! > bg; echo hi")
+    _, result = run(runtimes.make(), tmp_path, "sleep 1000 & echo $! > bg; echo hi")  # wait() gives up after 30 s
     assert result.exit_code == 0
-    assert time.monotonic() - t0 < 5
     assert gone([int(read(tmp_path, "bg"))])
     assert read(tmp_path, "all") == "hi\n"
 
@@ -175,10 +173,8 @@ def test_c_shim_does_not_wait_forever_for_a_child_that_ignores_sigterm(tmp_path:
     keeps what was written, and the runtime then kills what is left of the group."""
     r = Runtimes(SHIMS["c"]())
     try:
-        t0 = time.monotonic()
-        _, result = run(r.make(), tmp_path, "sh -c 'trap \"\" TERM; sleep 30' & echo $! > bg; echo hi; exit 3")
-        assert result.exit_code == 3
-        assert time.monotonic() - t0 < 10
+        _, result = run(r.make(), tmp_path, "sh -c 'trap \"\" TERM; sleep 60' & echo $! > bg; echo hi; exit 3")
+        assert result.exit_code == 3  # (wait() gives up after 30 s: the shim did not wait for the child)
         assert gone([int(read(tmp_path, "bg"))], timeout=3)
         assert read(tmp_path, "all") == "hi\n"
     finally:
@@ -204,9 +200,8 @@ def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> N
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; "
                                           "touch ready; wait"))
-    took, result = _stop_after(rt, handle, tmp_path, grace=5)
-    assert result.exit_code == 143  # type: ignore[attr-defined]
-    assert took < 1.0
+    _, result = _stop_after(rt, handle, tmp_path, grace=5)
+    assert result.exit_code == 143  # type: ignore[attr-defined]  (SIGTERM ended it, not the SIGKILL after 5 s)
     assert gone([int(x) for x in read(tmp_path, "bg").split()])
     assert gone(group_members(int(handle.id)))
 
@@ -217,7 +212,7 @@ def test_stop_kills_what_ignores_sigterm_after_the_grace(runtimes: Runtimes, tmp
     took, result = _stop_after(rt, handle, tmp_path, grace=1)
     assert result.exit_code == 137  # type: ignore[attr-defined]
     assert "SIGKILL" in result.diagnostics  # type: ignore[attr-defined]
-    assert 0.9 < took < 2.0
+    assert took >= 0.9  # not before the grace (an upper bound would only measure the machine's load)
     assert gone([int(read(tmp_path, "bg"))])
     assert group_members(int(handle.id)) == []
     assert not rt.is_alive(handle)
@@ -382,11 +377,10 @@ def test_pid_reuse_guard(runtimes: Runtimes, tmp_path: Path) -> None:
 
 def test_stop_without_an_event_loop_is_non_blocking(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "trap '' TERM; sleep 1000"))
-    time.sleep(0.2)
-    t0 = time.monotonic()
+    handle = rt.start(make_spec(tmp_path, "trap '' TERM; touch ready; sleep 1000"))
+    assert wait_for(lambda: (tmp_path / "ready").exists(), timeout=30)
     rt.stop(handle, 0.5)
-    assert time.monotonic() - t0 < 0.1
+    assert rt.is_alive(handle)  # stop() returned before its SIGKILL: it did not block for the grace
     assert wait(rt, handle, tmp_path).exit_code == 137
 
 
@@ -402,7 +396,7 @@ def test_find_without_a_stored_handle(tmp_path: Path) -> None:
 
 def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "sleep 0.5; exit 6", memory_mb=64))
+    handle = rt.start(make_spec(tmp_path, "while [ ! -f go ]; do sleep 0.02; done; exit 6", memory_mb=64))
     deadline = time.monotonic() + 5
     while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -411,6 +405,7 @@ def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     assert found is not None and found.id == handle.id
     assert found.info["start_ticks"] == handle.info["start_ticks"] and rt.is_alive(found)
     assert found.info.get("cgroup") == handle.info.get("cgroup")
+    (tmp_path / "go").touch()  # the task runs until now, however slow the machine (it was a 0.5 s sleep)
     assert wait(ProcessRuntime(), found, tmp_path).exit_code == 6
     (tmp_path / "pid").write_text(f"{os.getpid()}\n")  # a pid that is not this task's shim
     stranger = ProcessRuntime().find(tmp_path)
