@@ -84,7 +84,9 @@ def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
     _wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
     m = pai.metrics(job)
     task = m["tasks"][0]
-    assert task["cpuPercent"] > 30 and task["memoryLimitBytes"] == 256 * 2**20
+    # over a window of >= 1 s of kept samples (issue 12 item 11: this read 0.0 when two calls came close together);
+    # a spinning process gets well over 5 % of a core even on a loaded machine
+    assert task["cpuPercent"] > 5 and task["memoryLimitBytes"] == 256 * 2**20
     assert m["gpu"]["available"] is False and "NVML" in m["gpu"]["message"]
     pai.stop(job)
 
