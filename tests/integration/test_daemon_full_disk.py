@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import read_runtime
 
 from .conftest import Api, kill_leftovers, start_daemon, v1
 
@@ -62,9 +64,16 @@ def test_a_full_disk_gives_clear_errors_and_running_tasks_still_finish(small_dis
         assert str(home / "local") in r.json()["message"] and "free" in r.json()["message"]
         r = api.http.delete(f"/api/v2/jobs/{job}")
         assert r.status_code == 200, r.text  # before: 409, the job never finished
-        # the daemon restarts on the full disk and says it is short of space
+        # the daemon restarts on the full disk (here from the CLI) and says it is short of space
         control.stop(home)
-        api = start(home)
+        cli = subprocess.run([sys.executable, "-m", "pai_jupyter.cli", "cluster", "start", "--runtime", "process",
+                              "--cpus", "8", "--min-free-mb", str(FLOOR_MB)], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "PAI_JUPYTER_HOME": str(home),
+                                               "PYTHONPATH": str(Path(__file__).parents[2])})
+        assert cli.returncode == 0, cli.stderr
+        info = read_runtime(home)
+        assert info is not None
+        api = Api(info["url"], info["token"], home)
         log = (home / "local" / "daemon.log").read_text()
         assert "starting short of space" in log
         assert api.submit(v1("again", "echo hi")).status_code == 507
