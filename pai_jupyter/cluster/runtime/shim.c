@@ -115,6 +115,9 @@ static void say(const char *text) {
 /* Signal every descendant of the shim but the shim itself: as a subreaper, whatever left the process group
  * (setsid, a double fork) is still below it. One read of /proc, then members are found parent by parent. */
 static void kill_descendants(int sig) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) return; /* no child: no scan */
     DIR *proc = opendir("/proc");
     if (!proc) return;
     size_t n = 0, cap = 1024;
