@@ -25,12 +25,16 @@ def cluster() -> None:
 @click.option("--cpus", type=int, help="CPUs to schedule (default: this machine's).")
 @click.option("--memory-mb", type=int, help="Memory to schedule in MB (default: this machine's).")
 @click.option("--gpus", type=int, help="GPUs to schedule (default: NVML's count, 0 without NVML).")
+@click.option("--min-free-mb", type=int, help="Refuse submits while the home's disk has less free space (default 64).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
-def start(port: int, runtime: str, cpus: int | None, memory_mb: int | None, gpus: int | None, quiet: bool) -> None:
+def start(port: int, runtime: str, cpus: int | None, memory_mb: int | None, gpus: int | None,
+          min_free_mb: int | None, quiet: bool) -> None:
     """Start the daemon in the background; returns once it answers."""
     already = control.running()
+    extra = ["--min-free-mb", str(min_free_mb)] if min_free_mb is not None else None
     try:
-        info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus)
+        info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus,
+                             extra_args=extra)
     except control.DaemonError as exc:
         click.echo(f"pai cluster: {exc}", err=True)
         sys.exit(EXIT_UNAVAILABLE)

@@ -34,6 +34,7 @@ from .errors import (
 from .estimator import OUTPUTS
 from .logs import LOG_NAMES, follow, read_log
 from .service import Cluster
+from .space import is_full
 from .store import FINAL_STATES, check_password
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
@@ -95,11 +96,13 @@ class Base(tornado.web.RequestHandler):
         self.finish(json.dumps(body))
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        if isinstance(value, ApiError):
+        if isinstance(value, ApiError) or is_full(value):
             return
         super().log_exception(typ, value, tb)
 
     def _handle_request_exception(self, e: BaseException) -> None:
+        if is_full(e):  # a full disk is a 507 that says where, not a 500
+            e = self.cluster.space.error(f"{self.request.method} {self.request.path} failed")
         if isinstance(e, ApiError):
             if self._finished:
                 return
@@ -370,6 +373,7 @@ class Users(Base):
         if password is not None and (not isinstance(password, str) or len(password) < 6):
             raise BadRequest("a password must be a string of at least 6 characters")
         store = self.cluster.store
+        self.cluster.admit_user(name)
         store.ensure_user(name, admin=admin)
         if password:
             store.set_password(name, password)

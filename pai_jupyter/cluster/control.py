@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .paths import local_dir, pai_home, read_runtime, runtime_file
+from .paths import local_dir, make_private_dir, pai_home, read_runtime, runtime_file
+
+EXIT_ANOTHER_DAEMON = 75  # the daemon's exit status when another one holds the home's lock (daemon.py)
 
 
 class DaemonError(RuntimeError):
@@ -55,7 +57,8 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
     if current:
         return current
     local = local_dir(home)
-    local.mkdir(parents=True, exist_ok=True)
+    make_private_dir(home)
+    make_private_dir(local)
     cmd = [sys.executable, "-m", "pai_jupyter.cluster.daemon", "--home", str(home), "--port", str(port),
            "--runtime", runtime]
     for flag, value in (("--cpus", cpus), ("--memory-mb", memory_mb), ("--gpus", gpus), ("--stop-grace", stop_grace)):
@@ -66,7 +69,7 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
     env = dict(os.environ)
     # process tasks find this environment's tools first (python3, tensorboard, jupyter for their services)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
-    with open(log_path, "ab") as out:
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                                 env=env, close_fds=True)
     deadline = time.monotonic() + timeout
@@ -74,11 +77,18 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
         info = read_runtime(home)
         if info and info.get("pid") == proc.pid and _answers(info, timeout=2.0):
             return info
+        if proc.poll() == EXIT_ANOTHER_DAEMON:  # a racing start won: attach to its daemon once it answers
+            winner = running(home)
+            if winner:
+                return winner
+            time.sleep(0.05)
+            continue
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").splitlines()[-15:]
             raise DaemonError(f"the daemon exited with code {proc.returncode}:\n" + "\n".join(tail))
         time.sleep(0.02)
-    proc.kill()
+    if proc.poll() is None:
+        proc.kill()
     raise DaemonError(f"the daemon did not answer within {timeout:.0f} s; see {log_path}")
 
 

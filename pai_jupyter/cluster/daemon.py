@@ -19,11 +19,45 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
-from .paths import local_dir, os_user, pai_home, read_runtime, runtime_file, write_private_json
+from .paths import (
+    local_dir,
+    lock_holder,
+    make_private_dir,
+    make_private_tree,
+    os_user,
+    pai_home,
+    read_runtime,
+    runtime_file,
+    take_daemon_lock,
+    write_private_json,
+)
 from .runtime.base import Runtime
 from .scheduler import Capacity, Resources, machine_resources
+from .space import DEFAULT_FLOOR_MB
 
 log = logging.getLogger("pai_jupyter.cluster")
+EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
+PRIVATE_MARK = ".private"  # in local/: everything in it was made private once (homes of older versions were not)
+
+
+def claim_home(home: Path) -> tuple[Path, int]:
+    """Make the home private (umask 077 for everything the daemon writes; a home left readable by an older
+    version is fixed) and take its lock: (local dir, lock fd). Exits EXIT_ANOTHER_DAEMON when another daemon
+    serves this home: one daemon per home, however many starts race."""
+    os.umask(0o077)
+    local = local_dir(home)
+    make_private_dir(home)
+    make_private_dir(local)
+    lock = take_daemon_lock(local)
+    if lock is None:
+        log.error("another daemon (pid %s) already serves %s; this one exits", lock_holder(local), home)
+        raise SystemExit(EXIT_ANOTHER_DAEMON)
+    marker = local / PRIVATE_MARK
+    if not marker.exists():  # a home from a version that left files readable by everyone
+        log.info("making everything in %s private to its owner", local)
+        make_private_tree(local)
+        marker.touch()
+    return local, lock
 
 
 def docker_socket_present() -> bool:
@@ -75,12 +109,12 @@ async def serve(args: argparse.Namespace) -> None:
     from .service import Cluster
 
     home = Path(args.home).expanduser() if args.home else pai_home()
-    local = local_dir(home)
-    local.mkdir(parents=True, exist_ok=True)
+    local, _lock = claim_home(home)  # held (open) until the process exits
     runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm")
     cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
-                      stop_grace=args.stop_grace)
-    token = admin_token(cluster, local)
+                      stop_grace=args.stop_grace, min_free_mb=args.min_free_mb)
+    cluster.space.at_start()
+    token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
     port = sockets[0].getsockname()[1]
     server = tornado.httpserver.HTTPServer(make_app(cluster), idle_connection_timeout=3600)
@@ -88,8 +122,9 @@ async def serve(args: argparse.Namespace) -> None:
     cluster.recover()
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{port}"
-    write_private_json(runtime_file(home), {"url": url, "token": token, "pid": os.getpid(), "user": os_user(),
-                                            "runtime": runtime.describe(), "started": time.time()})
+    about = {"url": url, "token": token, "pid": os.getpid(), "user": os_user(), "runtime": runtime.describe(),
+             "started": time.time()}
+    cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
     log.info("pai_jupyter local cluster at %s (runtime %s, capacity %s)", url, runtime.describe(),
              cluster.capacity.total.describe())
     runtime.begin()
@@ -99,10 +134,14 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     async def tick() -> None:
+        seconds = 0
         while True:
             await asyncio.sleep(1.0)
+            seconds += 1
             try:
                 cluster.check_deadlines()
+                if seconds % 30 == 0:
+                    cluster.space.keep_reserve()  # space came back: hold a reserve again
             except Exception:
                 log.exception("deadline check failed")
 
@@ -131,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cpus", type=int)
     p.add_argument("--memory-mb", type=int)
     p.add_argument("--gpus", type=int)
+    p.add_argument("--min-free-mb", type=int, default=DEFAULT_FLOOR_MB,
+                   help="refuse submits while the disk holding the home has less free space than this (MB)")
     p.add_argument("--stop-grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL on stop")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)

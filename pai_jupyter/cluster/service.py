@@ -19,6 +19,7 @@ from typing import Any
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
 from . import completion, recovery, services
+from .accounts import Accounts
 from .env import HOST_IP, Placement
 from .errors import (
     ConflictJobError,
@@ -30,9 +31,11 @@ from .errors import (
 )
 from .estimator import Layout, is_remote
 from .estimator import problems as estimator_problems
+from .paths import os_user
 from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
+from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
 from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
 from .taskspec import prepare_task_dir, task_spec
 
@@ -48,8 +51,10 @@ def _demand(task: dict[str, Any]) -> Resources:
 
 
 class Cluster:
-    def __init__(self, local_dir: Path, runtime: Runtime, capacity: Capacity, *, stop_grace: float = 3.0):
+    def __init__(self, local_dir: Path, runtime: Runtime, capacity: Capacity, *, stop_grace: float = 3.0,
+                 min_free_mb: int = DEFAULT_FLOOR_MB):
         self.dir = local_dir
+        self.space = Space(local_dir, min_free_mb)
         self.store = Store(local_dir / "state.db")
         self.runtime = runtime
         self.capacity = capacity
@@ -61,6 +66,10 @@ class Cluster:
         self._homes: set[str] = set()
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
+        self.accounts = Accounts(os_user(), runtime.name)
+        self.accounts.open_path(local_dir)
+        if self.accounts.describe():
+            self.runtime_description += f"; {self.accounts.describe()}"
 
     # ---- helpers -------------------------------------------------------------------------------------------------
     def job_model(self, row: dict[str, Any]) -> Job:
@@ -95,10 +104,19 @@ class Cluster:
         path = self.dir / "users" / user / "home"
         if user not in self._homes:
             path.mkdir(parents=True, exist_ok=True)
+            run_as = self.accounts.run_as(user)
+            self.accounts.give(path.parent, run_as)
+            self.accounts.give(path, run_as)
             self._homes.add(user)
         return path
 
     # ---- submit --------------------------------------------------------------------------------------------------
+    def admit_user(self, name: str) -> None:
+        """Raise (409, saying why and what to use instead) when a new user could not be kept apart from the
+        others: the process runtime of a daemon that is not root (see accounts.py)."""
+        existing = {r["name"] for r in self.store.db.execute("SELECT name FROM users").fetchall()}
+        self.accounts.admission(name, existing)
+
     def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
         """The Estimator's /ml tree of this job, when it asked for one."""
         spec = job.extras.get(ESTIMATOR_KEY)
@@ -130,6 +148,9 @@ class Cluster:
         reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
         if reason:
             raise InsufficientResourceError(f"job {job.name} can never run here: {reason}")
+        short = self.space.short()
+        if short:
+            raise InsufficientStorageError(f"job {job.name} was not submitted: {short}")
         now = now_ms()
         try:
             with self.store.tx() as db:
@@ -148,7 +169,13 @@ class Cluster:
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create()
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
-        except OSError as exc:  # the Estimator's source dir could not be copied: nothing was written
+        except (OSError, sqlite3.OperationalError) as exc:  # nothing was written
+            if is_full(exc):
+                shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+                raise self.space.error(f"job {job.name} was not submitted") from None
+            if not isinstance(exc, OSError):
+                raise
+            # the Estimator's source dir could not be copied
             shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
             raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
         self._jobs[job_id] = job
@@ -197,7 +224,8 @@ class Cluster:
                 if short:
                     self._set_waiting(row, short)
                     break
-                entries.pop(0)
+                if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
+                    entries.pop(0)                        # and a nested schedule() removed it already
 
     def waiting_reason(self, row: dict[str, Any]) -> str | None:
         """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
@@ -228,7 +256,7 @@ class Cluster:
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
                         ports[name] = self.ports.allocate(1)
                         mine[name] = {"port": ports[name][0], "parameters": params,
-                                      "token": services.new_token() if name == "jupyter" else None,
+                                      "token": services.new_token(),  # only the proxy and the task hold it
                                       "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
                                                                      name)}
                     self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,
@@ -266,6 +294,13 @@ class Cluster:
             spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
                              host_paths=self.owns_cluster(row["user"]))
+            spec.run_as = self.accounts.run_as(row["user"])
+            if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
+                spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
+                prepare_task_dir(spec)
+                self.accounts.give(spec.task_dir.parent, spec.run_as)
+                if (spec.task_dir.parent / "ml").is_dir():
+                    self.accounts.give(spec.task_dir.parent / "ml", spec.run_as, tree=True)
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
             self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
@@ -281,10 +316,13 @@ class Cluster:
         else:
             if handle is None:
                 future = self.spawner.submit(self.runtime.start, spec)
-                future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started, row["id"], t, f))
+                future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started_safely, row["id"], t, f))
                 return
             quick.set_result(handle)
-        loop.call_soon(self._started, row["id"], t, quick)
+        loop.call_soon(self._started_safely, row["id"], t, quick)
+
+    def _started_safely(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+        self.space.with_room(lambda: self._started(job_id, t, future))
 
     def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
         exc = future.exception()
@@ -317,7 +355,7 @@ class Cluster:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
             self.watchers.pop(key, None)
-            self._task_ended(job_id, t, result, handle)
+            self.space.with_room(lambda: self._task_ended(job_id, t, result, handle))  # even on a full disk
 
         self.watchers[key] = asyncio.ensure_future(watch())
 
@@ -330,8 +368,7 @@ class Cluster:
                 self.runtime.remove(handle)
             return
         job = self.job_model(row)
-        if current["state"] in ACTIVE_TASK_STATES:
-            self.capacity.give_back(row["vc"], _demand(current), loads(current["gpus"], []))
+        was_active = current["state"] in ACTIVE_TASK_STATES
         diag = result.diagnostics
         if result.oom and "memory" not in diag:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
@@ -359,6 +396,8 @@ class Cluster:
                     self._retry_task(row, current)
                 else:
                     self._apply_completion(row, job)
+        if was_active:  # only once it is recorded (a full disk may make us try twice)
+            self.capacity.give_back(row["vc"], _demand(current), loads(current["gpus"], []))
         self.schedule()
 
     def _retry_task(self, row: dict[str, Any], task: dict[str, Any]) -> None:
@@ -416,6 +455,10 @@ class Cluster:
 
     # ---- stop, delete, time limits -------------------------------------------------------------------------------
     def stop(self, row: dict[str, Any], reason: str) -> None:
+        """Stop the job (on a full disk too: see space.py)."""
+        self.space.with_room(lambda: self._stop(row, reason))
+
+    def _stop(self, row: dict[str, Any], reason: str) -> None:
         if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
             return
         with self.store.tx():
@@ -447,6 +490,10 @@ class Cluster:
                            f"(extras.maxRunTimeMinutes)")
 
     def delete(self, row: dict[str, Any]) -> None:
+        """Delete a finished job and its files (on a full disk too: that is how space comes back)."""
+        self.space.with_room(lambda: self._delete(row))
+
+    def _delete(self, row: dict[str, Any]) -> None:
         if row["state"] not in FINAL_STATES:
             raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
         for t in self.store.tasks(row["id"]):

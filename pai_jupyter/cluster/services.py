@@ -2,8 +2,10 @@
 
 Each runs in the background on a port allocated to its task (a port label named after it, so clones never
 fight over a fixed port — OpenPAI #5721), started before the user's command without delaying it (#5555).
-TensorBoard watches the plugin's logdir, else PAI_OUTPUT_LOGS. Jupyter gets a random token and the base
-path the proxy in the user's Jupyter server forwards: /pai/jobs/{user}~{name}/{role}/{index}/jupyter/.
+TensorBoard watches the plugin's logdir, else PAI_OUTPUT_LOGS. Each gets a random token, in the task's
+environment (not on a command line), which the proxy in the user's Jupyter server sends: Jupyter takes it as its
+own token, TensorBoard runs behind a guard that wants it (``TENSORBOARD_GUARD``). Jupyter's base path is the one
+the proxy forwards: /pai/jobs/{user}~{name}/{role}/{index}/jupyter/.
 """
 
 from __future__ import annotations
@@ -42,6 +44,37 @@ def new_token() -> str:
     return secrets.token_hex(24)
 
 
+# TensorBoard has no auth of its own and answers anyone who can reach its port (every local user): it runs
+# behind a WSGI guard that wants the service's token (which only the task and the proxy in the user's Jupyter
+# server hold) in ``Authorization: token ...``, the header the proxy already sends to a task's Jupyter. Plain
+# TensorBoard APIs (program.TensorBoard's server_class), so it works with whatever TensorBoard the image has;
+# one too old for them fails to start rather than serving without a credential.
+TENSORBOARD_GUARD = """
+import hmac, os, sys
+from tensorboard import program
+token = ("token " + os.environ.pop("PAI_SERVICE_TOKEN_TENSORBOARD")).encode()
+def guard(app):
+    def guarded(environ, start_response):
+        if hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", "").encode(), token):
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "text/plain")])
+        return [b"this TensorBoard answers only through the pai_jupyter proxy\\n"]
+    return guarded
+class Server(program.WerkzeugServer):
+    def __init__(self, wsgi_app, flags):
+        super().__init__(guard(wsgi_app), flags)
+tb = program.TensorBoard(server_class=Server)
+tb.configure(argv=["tensorboard", *sys.argv[1:]])
+sys.exit(tb.main())
+"""
+
+
+def token_env(own: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The task's environment entries that carry its services' tokens (never a command line: ``ps`` shows
+    those to every local user; a process's environment only to its own account)."""
+    return {f"PAI_SERVICE_TOKEN_{name.upper()}": info["token"] for name, info in own.items() if info.get("token")}
+
+
 def start_command(service: str, info: dict[str, Any]) -> str:
     """The shell that starts a service in the background and records its pid in the task dir."""
     port, params = info["port"], info.get("parameters") or {}
@@ -53,11 +86,14 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         else:
             path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/tensorboard}"'
             target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
-        cmd = (f"{prepare}exec tensorboard {target} --port {port} --host 127.0.0.1 --reload_interval 5")
+        serve = (f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token")
+                 else "exec tensorboard")  # a token is always given (service.py); older rows had none
+        cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
     else:
-        cmd = (f"exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+        token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
+        cmd = (f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
                f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
-               f"--IdentityProvider.token={info['token']} --ServerApp.root_dir=\"$PWD\"")
+               "--ServerApp.root_dir=\"$PWD\"")
     log = f'"$PAI_TASK_DIR/service-{service}'
     running = f'{{ [ -f {log}.pid" ] && kill -0 "$(cat {log}.pid")" 2>/dev/null; }}'  # already up: a no-op
     return f"{running} || {{ ( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\"; }}"
@@ -74,7 +110,7 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
     ``service-<name>.request`` file saying so in the task dir — how idle services are culled and revived."""
     cases = "".join(f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
                     for name, info in own.items())
-    loop = ('( while sleep 0.5; do\n'
+    loop = ('( set +o errexit; while sleep 0.5; do\n'
             '  for f in "$PAI_TASK_DIR"/service-*.request; do\n'
             '    [ -f "$f" ] || continue\n'
             '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'

@@ -134,7 +134,12 @@ class Store:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.Error:  # e.g. a full disk: never leave the connection inside a failed transaction
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
 
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> dict[str, Any] | None:
         row = self.db.execute(sql, args).fetchone()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,56 @@ from .store import loads
 from .taskspec import task_spec
 
 _nvml = Nvml()
-_last: dict[tuple[Any, ...], tuple[float, float]] = {}  # task key -> (monotonic time, cpu seconds)
+CPU_WINDOW = 1.0  # seconds: the kernel's CPU clock ticks every 10 ms, a shorter window reads 0 % or 200 %
+
+
+class CpuWindows:
+    """CPU % of each task over a window of at least ``CPU_WINDOW`` seconds, from samples kept per task: callers
+    close together (two widgets, two tabs, a call right after another) all read the same sound figure.
+
+    ``add(key, t, cpu)`` records a sample taken at monotonic time ``t``; ``rate(key)`` is the % over the newest
+    window that spans at least CPU_WINDOW, or None when the kept samples span less (``wait_for`` says how long
+    to wait for one). Only the newest sample that is a window old and those after it are kept."""
+
+    MAX_TASKS = 4096  # tasks whose samples are kept (the oldest go first)
+
+    def __init__(self, window: float = CPU_WINDOW) -> None:
+        self.window = window
+        self._samples: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+
+    def add(self, key: tuple[Any, ...], t: float, cpu: float) -> None:
+        if key not in self._samples and len(self._samples) >= self.MAX_TASKS:
+            del self._samples[next(iter(self._samples))]
+        kept = self._samples.setdefault(key, [])
+        if kept and cpu < kept[-1][1]:  # a process left the tree and took its CPU time along: start again
+            kept.clear()
+        kept.append((t, cpu))
+        old = [i for i, (ti, _) in enumerate(kept) if t - ti >= self.window]
+        if old:  # the newest sample that is old enough is the next window's base: what is before it can go
+            del kept[:old[-1]]
+
+    def wait_for(self, key: tuple[Any, ...], t: float) -> float:
+        """Seconds until the oldest kept sample is a window old."""
+        kept = self._samples.get(key) or []
+        return max(self.window - (t - kept[0][0]), 0.0) if kept else self.window
+
+    def rate(self, key: tuple[Any, ...]) -> float | None:
+        kept = self._samples.get(key) or []
+        if len(kept) < 2:
+            return None
+        t, cpu = kept[-1]
+        base = next(((ti, ci) for ti, ci in reversed(kept) if t - ti >= self.window), None)
+        if base is None:
+            return None
+        return round(100 * max(cpu - base[1], 0.0) / (t - base[0]), 1)
+
+    def forget(self, keep: set[tuple[Any, ...]], prefix: tuple[Any, ...]) -> None:
+        """Drop the samples of this job's tasks (keys starting with ``prefix``) that are not in ``keep``."""
+        for key in [k for k in self._samples if k[:len(prefix)] == prefix and k not in keep]:
+            del self._samples[key]
+
+
+_cpu = CpuWindows()
 
 
 def _task(cluster: Any, row: dict[str, Any], role: str, idx: int) -> dict[str, Any]:
@@ -69,9 +119,13 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
         raise NotFoundError(f"task {role}[{idx}] has no {name} service")
     if action not in ("start", "stop"):
         raise BadRequest('action must be "start" or "stop"')
-    _running_handle(t)
+    handle = _running_handle(t)
     task_dir = Path(t["task_dir"])
-    (task_dir / f"service-{name}.request").write_text(action)  # the task's supervisor acts on it
+    request = task_dir / f"service-{name}.request"
+    request.write_text(action)  # the task's supervisor acts on it
+    run_as = handle.info.get("run_as")
+    if run_as:  # the supervisor runs as the task's own account (cluster/accounts.py)
+        os.chown(request, int(run_as[0]), int(run_as[1]))
     marker = task_dir / f"service-{name}.stopped"  # on disk, so a restarted daemon still knows
     if action == "stop":
         marker.touch()
@@ -87,35 +141,46 @@ def terminal(cluster: Any, row: dict[str, Any], role: str, idx: int) -> tuple[li
     return cluster.runtime.terminal_command(handle, spec.env, spec.work_dir)
 
 
-async def metrics(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
-    """CPU %, memory and (with NVML) GPU use of each task; CPU % is over the time since the last call."""
+async def metrics(cluster: Any, row: dict[str, Any], cpu: CpuWindows | None = None) -> dict[str, Any]:
+    """CPU %, memory and (with NVML) GPU use of each task. CPU % is over at least CPU_WINDOW seconds of kept
+    samples whoever asked before: a call that finds no sample old enough waits for one (once, for all tasks)."""
+    cpu = cpu or _cpu
     tasks = cluster.store.tasks(row["id"], row["attempt"])
     gpu_ok = await asyncio.to_thread(lambda: _nvml.available)
     out = []
+    running: dict[tuple[Any, ...], tuple[dict[str, Any], TaskHandle]] = {}
     for t in tasks:
         entry: dict[str, Any] = {"role": t["role"], "index": t["idx"],
                                  "state": "WAITING" if t["state"] == "STARTING" else t["state"],
                                  "cpuPercent": None, "memoryBytes": None, "memoryLimitBytes": t["memory_mb"] << 20,
                                  "gpus": []}
+        out.append(entry)
         if t["state"] == "RUNNING" and t["handle"]:
             handle = TaskHandle.from_dict(loads(t["handle"]))
-            key = (row["id"], t["attempt"], t["role"], t["idx"], t["task_attempt"])
-            first = await asyncio.to_thread(cluster.runtime.sample, handle)
-            if key not in _last and first is not None:  # no earlier sample: measure over a short interval
-                _last[key] = (time.monotonic(), first.cpu_seconds)
-                await asyncio.sleep(0.2)
-                first = await asyncio.to_thread(cluster.runtime.sample, handle)
-            if first is not None:
-                now = time.monotonic()
-                then, cpu = _last.get(key, (now, first.cpu_seconds))
-                used = max(first.cpu_seconds - cpu, 0.0)  # a process that left the tree takes its CPU time along
-                entry["cpuPercent"] = round(100 * used / (now - then), 1) if now > then else 0.0
-                entry["memoryBytes"] = first.memory_bytes
-                _last[key] = (now, first.cpu_seconds)
+            running[(row["id"], t["attempt"], t["role"], t["idx"], t["task_attempt"])] = (entry, handle)
             if gpu_ok:
                 samples = await asyncio.to_thread(_nvml.sample, loads(t["gpus"], []) or [])
                 entry["gpus"] = [{"index": g.index, "utilizationPercent": g.utilization_percent,
                                   "memoryUsedBytes": g.memory_used_bytes, "memoryTotalBytes": g.memory_total_bytes}
                                  for g in samples.values()]
-        out.append(entry)
+    cpu.forget(set(running), (row["id"],))
+    todo = dict(running)
+    for _ in range(2):  # a sample now; then, where no kept sample is old enough, one more after waiting for it
+        wait = 0.0
+        for key, (entry, handle) in list(todo.items()):
+            sample = await asyncio.to_thread(cluster.runtime.sample, handle)
+            if sample is None:
+                del todo[key]
+                continue
+            now = time.monotonic()
+            cpu.add(key, now, sample.cpu_seconds)
+            entry["memoryBytes"] = sample.memory_bytes
+            entry["cpuPercent"] = cpu.rate(key)
+            if entry["cpuPercent"] is None:
+                wait = max(wait, cpu.wait_for(key, now))
+            else:
+                del todo[key]
+        if not todo:
+            break
+        await asyncio.sleep(wait + 0.01)
     return {"time": int(time.time() * 1000), "gpu": {"available": gpu_ok, "message": _nvml.message}, "tasks": out}

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import Job, render_commands
+from ..protocol.render import MASK
 from . import services
 from .env import Placement, task_env
 from .estimator import REQUIREMENTS, Layout
@@ -28,6 +29,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     own = loads(t.get("services"), {}) or {}
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
+        env.update(services.token_env(own))
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
     if docker and host_paths:
@@ -47,8 +49,25 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         key=key, user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"], job_attempt=t["attempt"],
         task_attempt=t["task_attempt"], script=script, env=env, image=image, cpu=role.cpu, memory_mb=role.memory_mb,
         shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
-        keep_on_failure=job.parameters.get("isDebug") is True,
+        keep_on_failure=job.parameters.get("isDebug") is True, shown_script=masked_script(script, job.secrets),
     )
+
+
+def _secret_values(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [v for x in value.values() for v in _secret_values(x)]
+    if isinstance(value, list):
+        return [v for x in value for v in _secret_values(x)]
+    return [] if value is None or isinstance(value, bool) or str(value) == "" else [str(value)]
+
+
+def masked_script(script: str, secrets: Any) -> str | None:
+    """The script with every secret value replaced by ``******`` (what command.sh on disk may show), or None
+    when it holds none: the script with the secrets reaches the shell only in memory (see runtime/shim.c)."""
+    shown = script
+    for value in sorted(set(_secret_values(secrets)), key=len, reverse=True):
+        shown = shown.replace(value, MASK)
+    return None if shown == script else shown
 
 
 def prepare_task_dir(spec: TaskSpec) -> None:

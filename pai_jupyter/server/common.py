@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from http.client import responses
 from typing import Any
 from urllib.parse import quote
@@ -50,9 +51,44 @@ WAIT_PAGE = """<!doctype html><html><head><meta charset="utf-8"><meta http-equiv
 <title>Starting</title></head><body><p>{message}</p><p>This page reloads itself in {seconds} s.</p></body></html>"""
 
 
+SECRET_PARAMS = ("token", "auth", "key", "code", "state", "xsrf")  # as Jupyter's access log scrubs them
+
+
+def masked_uri(uri: str) -> str:
+    """``uri`` with the value of every query parameter whose name holds token/auth/key/... written [secret]."""
+    path, sep, query = uri.partition("?")
+    if not sep:
+        return uri
+    parts = []
+    for part in query.split("&"):
+        name, eq, _ = part.partition("=")
+        parts.append(f"{name}=[secret]" if eq and any(s in name.lower() for s in SECRET_PARAMS) else part)
+    return f"{path}?{'&'.join(parts)}"
+
+
+def cross_origin_is_403(check: Callable[[], Any]) -> None:
+    """Run Jupyter's XSRF check; its answer to a write whose Origin names another site is 404 (which reads as
+    "no such job" and hides that a cross-site request was refused): ours is 403, as documented."""
+    try:
+        check()
+    except web.HTTPError as exc:
+        if exc.status_code == 404:
+            raise PaiHTTPError(403, "a cross-origin write was refused", code="Forbidden") from None
+        raise
+
+
 class SafeErrors:
     """Mixin for JupyterHandler subclasses: JSON errors, never the exception's free text. A browser asking for a
-    page of a service that is starting gets a small page that reloads itself instead."""
+    page of a service that is starting gets a small page that reloads itself instead. Cross-origin writes are
+    refused with 403 first; log lines about a request show its URL with ``?token=`` masked."""
+
+    def check_xsrf_cookie(self) -> None:
+        cross_origin_is_403(super().check_xsrf_cookie)  # type: ignore[misc]
+
+    def _request_summary(self) -> str:
+        """Tornado's words for a request in an error's log line (its URI raw, token and all), masked."""
+        request = self.request  # type: ignore[attr-defined]
+        return f"{request.method} {masked_uri(request.uri or '')} ({request.remote_ip})"
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = (kwargs.get("exc_info") or (None, None, None))[1]

@@ -24,7 +24,7 @@ from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
 
-from .common import TASK_RE, PaiHTTPError, SafeErrors, not_found
+from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_found
 from .forward import UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
 
@@ -73,7 +73,7 @@ class TaskProxyBase(SafeErrors, ProxyHandler):
             return
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
             if self.path_kwargs.get("service") != "tensorboard":
-                JupyterHandler.check_xsrf_cookie(self)
+                cross_origin_is_403(lambda: JupyterHandler.check_xsrf_cookie(self))
             elif not self.token_authenticated and not (self.request.headers.get("Origin")
                                                        and JupyterHandler.check_origin(self)):
                 raise web.HTTPError(403, "a cross-origin write to TensorBoard was refused")

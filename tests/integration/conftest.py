@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,7 +77,19 @@ def kill_leftovers(home: Path) -> None:
     kill_task_leftovers(home)
 
 
+def reachable(home: Path) -> None:
+    """A daemon run as root runs other users' tasks as their own OS accounts (cluster/accounts.py): those must
+    be able to traverse the test's temporary directories to their own, as they would /home or /srv."""
+    if os.geteuid() != 0:
+        return
+    tmp = Path(tempfile.gettempdir()).resolve()
+    for p in Path(home).resolve().parents:
+        if p != tmp and tmp in p.parents and p.exists() and not p.stat().st_mode & 0o001:
+            p.chmod(p.stat().st_mode | 0o001)
+
+
 def start_daemon(home: Path, **kwargs: Any) -> Api:
+    reachable(home)
     kwargs.setdefault("runtime", "process")
     kwargs.setdefault("cpus", 8)
     kwargs.setdefault("memory_mb", 8192)

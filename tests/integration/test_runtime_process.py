@@ -127,12 +127,14 @@ def test_logs_keep_order_and_bytes(runtimes: Runtimes, tmp_path: Path) -> None:
     assert (tmp_path / "stdout").read_bytes().endswith("héllo ✓\n".encode())
 
 
-def test_logs_start_with_the_image_notice(runtimes: Runtimes, tmp_path: Path) -> None:
+def test_the_image_notice_goes_to_the_runtime_log_not_the_users_streams(runtimes: Runtimes, tmp_path: Path) -> None:
+    """OpenPAI keeps the runtime's words in a log of their own (issue 11 item 6): stdout is the user's."""
     (tmp_path / "all").write_text("[kept]\n")  # a log is only ever appended to
     run(runtimes.make(), tmp_path, "echo out; echo err >&2", image="pai-test/busybox")
     notice = "[pai_jupyter] process runtime: the image 'pai-test/busybox' was not used; the task runs on this host.\n"
-    assert read(tmp_path, "stdout") == notice + "out\n"
-    assert read(tmp_path, "all") in (f"[kept]\n{notice}out\nerr\n", f"[kept]\n{notice}err\nout\n")
+    assert read(tmp_path, "runtime") == notice
+    assert read(tmp_path, "stdout") == "out\n"
+    assert read(tmp_path, "all") in ("[kept]\nout\nerr\n", "[kept]\nerr\nout\n")
     assert read(tmp_path, "stderr") == "err\n"
 
 
@@ -142,8 +144,8 @@ def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
     handle, result = run(runtimes.make(), tmp_path, 'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
                          env={"GREETING": "hi there", "PAI_TEST": "1"}, work_dir=str(work), image="some/image:1")
     assert result.exit_code == 0
-    notice, first, second = read(tmp_path, "stdout").splitlines()
-    assert "'some/image:1' was not used" in notice
+    first, second = read(tmp_path, "stdout").splitlines()
+    assert "'some/image:1' was not used" in read(tmp_path, "runtime")
     assert first == f"hi there|1|{work}"
     assert second.endswith("/tee")  # PATH came from the daemon's environment
     assert handle.info["image"] == "some/image:1"
@@ -160,10 +162,8 @@ def test_missing_work_dir_fails_to_start(runtimes: Runtimes, tmp_path: Path) -> 
 
 
 def test_background_child_does_not_outlive_the_task(runtimes: Runtimes, tmp_path: Path) -> None:
-    t0 = time.monotonic()
-    _, result = run(runtimes.make(), tmp_path, "sleep 1000 & echo $! > bg; echo hi")
+    _, result = run(runtimes.make(), tmp_path, "sleep 1000 & echo $! > bg; echo hi")  # wait() gives up after 30 s
     assert result.exit_code == 0
-    assert time.monotonic() - t0 < 5
     assert gone([int(read(tmp_path, "bg"))])
     assert read(tmp_path, "all") == "hi\n"
 
@@ -173,10 +173,8 @@ def test_c_shim_does_not_wait_forever_for_a_child_that_ignores_sigterm(tmp_path:
     keeps what was written, and the runtime then kills what is left of the group."""
     r = Runtimes(SHIMS["c"]())
     try:
-        t0 = time.monotonic()
-        _, result = run(r.make(), tmp_path, "sh -c 'trap \"\" TERM; sleep 30' & echo $! > bg; echo hi; exit 3")
-        assert result.exit_code == 3
-        assert time.monotonic() - t0 < 10
+        _, result = run(r.make(), tmp_path, "sh -c 'trap \"\" TERM; sleep 60' & echo $! > bg; echo hi; exit 3")
+        assert result.exit_code == 3  # (wait() gives up after 30 s: the shim did not wait for the child)
         assert gone([int(read(tmp_path, "bg"))], timeout=3)
         assert read(tmp_path, "all") == "hi\n"
     finally:
@@ -202,9 +200,8 @@ def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> N
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; "
                                           "touch ready; wait"))
-    took, result = _stop_after(rt, handle, tmp_path, grace=5)
-    assert result.exit_code == 143  # type: ignore[attr-defined]
-    assert took < 1.0
+    _, result = _stop_after(rt, handle, tmp_path, grace=5)
+    assert result.exit_code == 143  # type: ignore[attr-defined]  (SIGTERM ended it, not the SIGKILL after 5 s)
     assert gone([int(x) for x in read(tmp_path, "bg").split()])
     assert gone(group_members(int(handle.id)))
 
@@ -215,7 +212,7 @@ def test_stop_kills_what_ignores_sigterm_after_the_grace(runtimes: Runtimes, tmp
     took, result = _stop_after(rt, handle, tmp_path, grace=1)
     assert result.exit_code == 137  # type: ignore[attr-defined]
     assert "SIGKILL" in result.diagnostics  # type: ignore[attr-defined]
-    assert 0.9 < took < 2.0
+    assert took >= 0.9  # not before the grace (an upper bound would only measure the machine's load)
     assert gone([int(read(tmp_path, "bg"))])
     assert group_members(int(handle.id)) == []
     assert not rt.is_alive(handle)
@@ -266,6 +263,50 @@ def test_oom_by_watchdog(runtimes: Runtimes, tmp_path: Path) -> None:
 def test_watchdog_leaves_small_tasks_alone(runtimes: Runtimes, tmp_path: Path) -> None:
     _, result = run(runtimes.make("watchdog"), tmp_path, "sleep 0.5; echo ok", memory_mb=128)
     assert result.exit_code == 0 and not result.oom
+
+
+ESCAPE_ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(30)"'
+
+
+@pytest.mark.parametrize("warm", [0, 2])
+def test_a_setsid_escape_is_still_counted_by_the_watchdog(tmp_path: Path, warm: int) -> None:
+    """Issue 12 item 7: ``( setsid python ... & )`` leaves the group and, without a subreaper, the shim's tree:
+    it allocated 400 MB under a 128 MB limit and the job SUCCEEDED. The C shim adopts it: counted and killed."""
+    r = Runtimes(SHIMS["c"](), warm=warm, warm_dir=tmp_path / "warm" if warm else None)
+    try:
+        rt = r.make("watchdog")
+        assert "subreaper" in rt.describe()
+        handle, result = run(rt, tmp_path / "td", f"( setsid {ESCAPE_ALLOC} & ); sleep 30; echo not reached",
+                             memory_mb=128)
+        assert handle.info["memory"] == "watchdog"
+        assert result.oom and result.exit_code == 137, result
+        assert "not reached" not in read(tmp_path / "td", "all")
+    finally:
+        r.cleanup()
+
+
+def test_stop_reaches_a_setsid_child(tmp_path: Path) -> None:
+    """Issue 12 item 7: a ``setsid`` child survived ``pai stop``: killpg does not reach another session."""
+    r = Runtimes(SHIMS["c"]())
+    try:
+        rt = r.make("watchdog")
+        handle = rt.start(make_spec(tmp_path, "( setsid sleep 1000 & echo $! > bg ); touch ready; sleep 1000"))
+        _, result = _stop_after(rt, handle, tmp_path, grace=1)
+        assert result.exit_code == 143  # type: ignore[attr-defined]
+        escaped = int(read(tmp_path, "bg"))
+        assert gone([escaped], timeout=5)
+    finally:
+        r.cleanup()
+
+
+def test_a_task_over_leaves_no_setsid_descendant(tmp_path: Path) -> None:
+    r = Runtimes(SHIMS["c"]())
+    try:
+        _, result = run(r.make("watchdog"), tmp_path, "( setsid sleep 1000 & echo $! > bg ); echo hi")
+        assert result.exit_code == 0
+        assert gone([int(read(tmp_path, "bg"))], timeout=10)
+    finally:
+        r.cleanup()
 
 
 def _start_in_another_process(task_dir: Path, script: str) -> TaskHandle:
@@ -336,11 +377,10 @@ def test_pid_reuse_guard(runtimes: Runtimes, tmp_path: Path) -> None:
 
 def test_stop_without_an_event_loop_is_non_blocking(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "trap '' TERM; sleep 1000"))
-    time.sleep(0.2)
-    t0 = time.monotonic()
+    handle = rt.start(make_spec(tmp_path, "trap '' TERM; touch ready; sleep 1000"))
+    assert wait_for(lambda: (tmp_path / "ready").exists(), timeout=30)
     rt.stop(handle, 0.5)
-    assert time.monotonic() - t0 < 0.1
+    assert rt.is_alive(handle)  # stop() returned before its SIGKILL: it did not block for the grace
     assert wait(rt, handle, tmp_path).exit_code == 137
 
 
@@ -356,7 +396,7 @@ def test_find_without_a_stored_handle(tmp_path: Path) -> None:
 
 def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "sleep 0.5; exit 6", memory_mb=64))
+    handle = rt.start(make_spec(tmp_path, "while [ ! -f go ]; do sleep 0.02; done; exit 6", memory_mb=64))
     deadline = time.monotonic() + 5
     while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -365,6 +405,7 @@ def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     assert found is not None and found.id == handle.id
     assert found.info["start_ticks"] == handle.info["start_ticks"] and rt.is_alive(found)
     assert found.info.get("cgroup") == handle.info.get("cgroup")
+    (tmp_path / "go").touch()  # the task runs until now, however slow the machine (it was a 0.5 s sleep)
     assert wait(ProcessRuntime(), found, tmp_path).exit_code == 6
     (tmp_path / "pid").write_text(f"{os.getpid()}\n")  # a pid that is not this task's shim
     stranger = ProcessRuntime().find(tmp_path)

@@ -98,7 +98,9 @@ def test_tensorboard_page_and_data_through_the_proxy(env: Env) -> None:
     runs = wait_for(lambda: "run_a" in (r := http.get(task_url(env.job, "tensorboard/data/runs"))).text and r, 60,
                     "TensorBoard to load the event file")
     assert runs.status_code == 200 and runs.json() == ["run_a"]
-    assert runs.json() == httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).json()
+    direct = f"http://{tb['host']}:{tb['port']}/data/runs"
+    assert httpx.get(direct, timeout=10).status_code == 403  # only through the proxy, which holds the token
+    assert runs.json() == httpx.get(direct, headers={"Authorization": f"token {tb['token']}"}, timeout=10).json()
     page = http.get(task_url(env.job, "tensorboard/"))
     assert page.status_code == 200 and "tb-relative-root" in page.text
     scalars = wait_for(lambda: (r := http.get(task_url(env.job, "tensorboard/data/plugin/scalars/scalars"),

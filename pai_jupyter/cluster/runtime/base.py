@@ -1,7 +1,8 @@
 """What the daemon asks of a runtime: start a task, wait for its end, stop it, re-attach after a restart.
 
-Both runtimes run the same small ``sh`` shim (``shim.sh``) inside the task, which writes the task's logs
-(``stdout``, ``stderr``, ``all``) and its exit status into the task directory as they happen. Nothing the
+Both runtimes run a small shim inside the task (shim.c or shim.sh), which writes the task's logs (``stdout``,
+``stderr``, ``all``, and ``runtime`` for the runtime's own notices) and its exit status into the task
+directory as they happen. Nothing the
 runtime needs lives only in the daemon's memory: a daemon killed with -9 re-attaches from the persisted
 ``TaskHandle`` and the files.
 """
@@ -38,7 +39,7 @@ class TaskSpec:
     index: int
     job_attempt: int
     task_attempt: int
-    script: str                   # the rendered shell script (run with ``sh -c``)
+    script: str                   # the rendered commands (run by bash with errexit, nounset, pipefail; see shim.c)
     env: dict[str, str]
     image: str | None
     cpu: int
@@ -49,6 +50,12 @@ class TaskSpec:
     work_dir: str | None = None   # working directory inside the task (process runtime: a host path)
     mounts: list[Mount] = field(default_factory=list)
     keep_on_failure: bool = False  # jobEnvs.isDebug: keep the failed container for inspection
+    shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
+    run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
+
+    def disk_script(self) -> str:
+        """The script as it may be written to disk (secrets masked): the real one reaches the shell in memory."""
+        return self.script if self.shown_script is None else self.shown_script
 
 
 

@@ -1,4 +1,4 @@
-"""The Docker runtime: one container per task, running the same sh shim as the process runtime.
+"""The Docker runtime: one container per task, running shim.sh (bash semantics; sh where the image has no bash).
 
 The task directory is bind-mounted at /pai/task, so the logs and the exit status appear on the host as they
 are written, and stay there when the container is gone. Containers carry ``pai.*`` labels, which is how a
@@ -37,7 +37,7 @@ from .base import (
     TaskSpec,
     TaskStartError,
 )
-from .process import SHIM, read_int
+from .process import SCRIPT_ENV, SHIM, read_int
 
 T = TypeVar("T")
 TASK_MOUNT = "/pai/task"
@@ -113,7 +113,7 @@ class DockerRuntime(Runtime):
         for name in ("pid", "exit_code", "exit_code.tmp"):
             with contextlib.suppress(FileNotFoundError):
                 (td / name).unlink()
-        (td / "command.sh").write_text(spec.script, encoding="utf-8")
+        (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")  # the real one: in the environment
         shutil.copyfile(SHIM, td / "shim.sh")
         # Readable and unique: two daemons on one engine (tests, two homes) may run the same key at once.
         name = f"pai-{re.sub(r'[^a-zA-Z0-9_.-]', '-', spec.key)[:180]}-{secrets.token_hex(3)}"
@@ -172,6 +172,7 @@ class DockerRuntime(Runtime):
         nvidia. Inside the container the granted GPUs are numbered from 0, so a CUDA_VISIBLE_DEVICES naming
         the host ids is renumbered (host ids 2,3 -> 0,1)."""
         env = dict(spec.env)
+        env[SCRIPT_ENV] = spec.script  # shim.sh takes it out of the environment before the command runs
         host_ids = ",".join(str(g) for g in spec.gpus)
         env.setdefault("NVIDIA_VISIBLE_DEVICES", host_ids or "void")
         if spec.gpus and env.get("CUDA_VISIBLE_DEVICES") == host_ids:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -37,6 +38,7 @@ from .shim import SHIM_SH, Shim, choose_shim
 from .warm import WaitingShim, WarmPool, spawn_shim
 
 SHIM = SHIM_SH  # the Docker runtime copies it into each container's task dir
+SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
 _STALE = frozenset(("pid", "exit_code", "exit_code.tmp", "oom", "cgroup", "handle.json"))
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -98,7 +100,15 @@ class ProcessRuntime(Runtime):
         shim = "C shim" if self.shim.kind == "c" else f"sh shim: {self.shim.note}" if self.shim.note else "sh shim"
         if self.warm is not None and self.warm.enabled:
             shim += f", {self.warm.size} warm"
-        return f"process (memory limit: {how}; {shim})"
+        return f"process (memory limit: {how}; escaped processes: {self.containment()}; {shim})"
+
+    def containment(self) -> str:
+        """What keeps a task's processes that leave its process group (setsid, double fork) attributed to it."""
+        if self.use_cgroups:
+            return "held by the task's cgroup"
+        if self.shim.kind == "c":
+            return "kept by the shim as subreaper (counted and stopped with the task)"
+        return "not contained (no cgroup, sh shim: a setsid'd process escapes the watchdog and stop)"
 
     def begin(self) -> None:
         if self.warm is not None:
@@ -128,16 +138,19 @@ class ProcessRuntime(Runtime):
             return self._start_c(spec, td, env, cwd, notice, quick)
         if quick:
             return None
+        if spec.run_as is not None:
+            raise TaskStartError(EXIT_START_FAILED, "the task could not start: running a task as its user's own "
+                                 "account needs the C shim, and this host has no C compiler to build it")
         self._fresh_dir(spec, td)
-        (td / "command.sh").write_text(spec.script, encoding="utf-8")
-        for name in ("all", "stdout"):
-            with open(td / name, "a", encoding="utf-8") as f:
+        (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
+        if notice:
+            with open(td / "runtime", "a", encoding="utf-8") as f:
                 f.write(notice)
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
             (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
-        try:
-            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env=env,
+        try:  # the script reaches shim.sh in its environment (private to the task's account), not on disk
+            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env={**env, SCRIPT_ENV: spec.script},
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      close_fds=True, start_new_session=True)
         except OSError as exc:
@@ -181,12 +194,16 @@ class ProcessRuntime(Runtime):
         else:
             self._inner_work_dir(spec, td)
         try:
+            if spec.run_as is not None:  # the task's own account owns its directory (private: the umask's 0700)
+                _give(td, spec.run_as)
+                if spec.work_dir and Path(spec.work_dir).parent == td:
+                    _give(Path(spec.work_dir), spec.run_as)
             if not os.path.isdir(cwd):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
-            (td / "command.sh").write_text(spec.script, encoding="utf-8")
+            (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
             self._children[shim.pid] = shim.popen
             handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
-            shim.hand(str(td), cwd, notice, env)
+            shim.hand(str(td), cwd, notice, spec.script, spec.run_as, env)
         except (OSError, TaskStartError) as exc:
             self._children.pop(shim.pid, None)
             shim.discard(remove_dir=False)
@@ -215,6 +232,8 @@ class ProcessRuntime(Runtime):
         info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
                                 "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
                                 "memory_mb": spec.memory_mb, "cgroup": None}
+        if spec.run_as is not None:
+            info["run_as"] = list(spec.run_as)
         st = _stat(pid)
         if st is not None:  # psutil's create_time, from the same /proc read
             info["start_ticks"], info["create_time"] = st[1], (st[1] / _CLK_TCK) + self._boot_time
@@ -238,6 +257,13 @@ class ProcessRuntime(Runtime):
     # ---- inside a running task: services, terminals, metrics ----------------------------------------------------
     def terminal_command(self, handle: TaskHandle, env: dict[str, str],
                          cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+        run_as = handle.info.get("run_as")
+        if run_as:  # the task's own account, as its commands run: never the daemon's (root)
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                raise RuntimeError("a terminal in a task that runs as its user's account needs setpriv (util-linux)")
+            return ([setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups",
+                     "/bin/sh", "-i"], _host_env(env), cwd)
         return ["/bin/sh", "-i"], _host_env(env), cwd
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
@@ -295,12 +321,18 @@ class ProcessRuntime(Runtime):
         return st is not None and st[0] != "Z" and self._same_process(handle, st)
 
     def _signal_task(self, handle: TaskHandle, sig: int) -> None:
-        """Signal the task's process group and everything in its cgroup; never a reused pid's group."""
+        """Signal the task's process group, every descendant of its shim (the C shim is a subreaper: what left
+        the group with setsid is still below it) and everything in its cgroup; never a reused pid's group."""
         pid = int(handle.id)
         st = _stat(pid)
         if st is None or self._same_process(handle, st):  # a dead leader's group may still hold orphans
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
+        if st is not None and self._same_process(handle, st):
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.send_signal(sig)
         cgroup = TaskCgroup.from_info(handle.info)
         if cgroup is not None:
             cgroup.signal_all(sig)
@@ -458,6 +490,12 @@ class ProcessRuntime(Runtime):
                     continue
                 victims.append(p)
         return victims
+
+
+def _give(path: Path, run_as: tuple[int, int]) -> None:
+    st = path.lstat()
+    if (st.st_uid, st.st_gid) != tuple(run_as):
+        os.lchown(path, run_as[0], run_as[1])
 
 
 def _host_env(env: dict[str, str]) -> dict[str, str]:

@@ -49,10 +49,14 @@ class WaitingShim:
     def pid(self) -> int:
         return self.popen.pid
 
-    def hand(self, task_dir: str, work_dir: str, notice: str, env: dict[str, str]) -> None:
-        """Give the shim its task; raises OSError when it is gone."""
+    def hand(self, task_dir: str, work_dir: str, notice: str, script: str, run_as: tuple[int, int] | None,
+             env: dict[str, str]) -> None:
+        """Give the shim its task (the script and environment travel over a pipe, never the disk); raises
+        OSError when it is gone."""
         assert self.popen.stdin is not None
-        fields = [os.fsencode(task_dir), os.fsencode(work_dir), notice.encode(),
+        cred = f"{run_as[0]}:{run_as[1]}" if run_as else ""
+        fields = [os.fsencode(task_dir), os.fsencode(work_dir), notice.encode(), script.replace("\0", "").encode(),
+                  cred.encode(),
                   *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())]
         try:
             self.popen.stdin.write(b"\0".join(fields) + b"\0")

@@ -1,0 +1,111 @@
+"""A full disk: clear errors, a reserve so that running tasks can still finish, a floor below which submits wait.
+
+The daemon's state is small but every change is a write: on a full disk SQLite answers "database or disk is
+full" and, before this, a task whose processes had ended stayed RUNNING holding its capacity, DELETE was
+refused and every submit got a generic 500. So the daemon keeps a reserve file in its directory: when a write
+fails for want of space it gives the reserve back to the file system and tries once more, which is enough to
+record that tasks ended, to stop and to delete jobs (which frees space). Submits are refused while the free
+space is below a floor (507 naming the disk and what is free), and every other out-of-space failure of a request
+is a 507 that says what is full and where, not a 500.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from .errors import ApiError
+
+log = logging.getLogger("pai_jupyter.cluster")
+T = TypeVar("T")
+RESERVE_NAME = ".space-reserve"
+RESERVE_MB = 4
+DEFAULT_FLOOR_MB = 64
+
+
+class InsufficientStorageError(ApiError):
+    status, code = 507, "InsufficientStorageError"
+
+
+def is_full(exc: BaseException) -> bool:
+    """Is this the file system (or SQLite on it) saying there is no space left?"""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
+
+
+class Space:
+    """Free space of the disk holding ``local``; the reserve and the submit floor (``floor_mb``)."""
+
+    def __init__(self, local: Path, floor_mb: int = DEFAULT_FLOOR_MB, reserve_mb: int = RESERVE_MB) -> None:
+        self.local, self.floor_mb, self.reserve_mb = local, floor_mb, reserve_mb
+        self.reserve = local / RESERVE_NAME
+
+    def free_mb(self) -> float:
+        st = os.statvfs(self.local)
+        return st.f_bavail * st.f_frsize / 2**20
+
+    def short(self) -> str | None:
+        """Why submits are refused now (free space below the floor), or None."""
+        free = self.free_mb()
+        if free >= self.floor_mb:
+            return None
+        return (f"the disk holding {self.local} has {free:.0f} MB free, below the {self.floor_mb} MB the cluster "
+                "keeps for running jobs' state and logs; free space there (pai delete finished jobs, whose logs "
+                "stay on that disk) and submit again")
+
+    def error(self, what: str) -> InsufficientStorageError:
+        return InsufficientStorageError(f"{what}: the disk holding {self.local} is full "
+                                        f"({self.free_mb():.1f} MB free); free space there and try again")
+
+    def keep_reserve(self) -> None:
+        """Make the reserve when there is room for it above the floor (at start, then every so often)."""
+        if self.reserve.exists() or self.free_mb() < self.floor_mb + self.reserve_mb:
+            return
+        try:
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, self.reserve_mb << 20)
+        except OSError:
+            os.close(fd)
+            self.reserve.unlink(missing_ok=True)
+            return
+        os.close(fd)
+
+    def release(self) -> bool:
+        """Give the reserve back to the file system; False when there was none left."""
+        try:
+            self.reserve.unlink()
+        except FileNotFoundError:
+            return False
+        log.warning("the disk holding %s is full: released the %d MB reserve so that tasks can still finish",
+                    self.local, self.reserve_mb)
+        return True
+
+    def with_room(self, fn: Callable[[], T]) -> T:
+        """``fn()``; when it fails for want of space, once more after releasing the reserve."""
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_full(exc) or not self.release():
+                raise
+        return fn()
+
+    def at_start(self) -> None:
+        """Say it when the daemon starts short of space (it still starts: running tasks must be re-attached)."""
+        with contextlib.suppress(OSError):
+            why = self.short()
+            if why is None:
+                self.keep_reserve()
+                return
+            if self.reserve.exists() and self.free_mb() < self.reserve_mb:
+                self.release()  # room for runtime.json and recording what ended meanwhile
+            log.warning("starting short of space: %s (submits are refused until then)", why)

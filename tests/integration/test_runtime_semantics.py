@@ -1,0 +1,98 @@
+"""Both runtimes run a task's commands as OpenPAI's runtime does (issue 11 item 1): one bash script under
+``set -o errexit -o nounset -o pipefail``; an image without bash gets sh with the options it has, said in the
+task's ``runtime`` log. The script with its secrets never touches the disk."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pai_jupyter.cluster.runtime.base import Runtime, TaskExit
+from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
+from pai_jupyter.cluster.runtime.process import ProcessRuntime
+from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
+
+from .conftest_runtime import make_spec, read, wait
+
+TESTS = Path(__file__).parents[1]
+BASH_IMAGE, BUSYBOX_IMAGE = "pai-test/bash:latest", "pai-test/busybox:latest"
+# (script, succeeds?) -- each failing one would print "after" under plain sh
+FAILING = ["false; echo after", "echo $PAI_NEVER_SET; echo after", "false | cat; echo after"]
+BASHISMS = 'if [[ "a b" == a* ]]; then arr=(x "y z"); echo "${arr[1]} ${#arr[@]}"; fi'
+
+
+def _runtime(kind: str, tmp: Path) -> tuple[Runtime, dict[str, object]]:
+    if kind == "docker-bash" or kind == "docker-busybox":
+        if not docker_available():
+            pytest.skip("no Docker engine answers")
+        image = BASH_IMAGE if kind == "docker-bash" else BUSYBOX_IMAGE
+        script = TESTS / ("make_bash_image.sh" if kind == "docker-bash" else "make_busybox_image.sh")
+        done = subprocess.run(["bash", str(script), image], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return DockerRuntime(), {"image": image}
+    if kind == "process-c":
+        try:
+            return ProcessRuntime(shim=Shim((str(build_c_shim()),), "c")), {}
+        except RuntimeError as exc:
+            pytest.skip(f"the C shim cannot be built here: {exc}")
+    return ProcessRuntime(shim=Shim(("/bin/sh", str(SHIM_SH)), "sh")), {}
+
+
+@pytest.fixture(params=["process-c", "process-sh", "docker-bash", "docker-busybox"])
+def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, object]]:
+    rt, extra = _runtime(request.param, tmp_path)
+    handles = []
+
+    def run(td: Path, script: str, **over: object) -> TaskExit:
+        handle = rt.start(make_spec(td, script, **{**extra, **over}))
+        handles.append(handle)
+        return wait(rt, handle, td, timeout=60)
+
+    yield request.param, run
+    for h in handles:
+        rt.remove(h)
+
+
+@pytest.mark.parametrize("script", FAILING)
+def test_errexit_nounset_pipefail_fail_the_task(runner: tuple[str, object], tmp_path: Path, script: str) -> None:
+    kind, run = runner
+    result = run(tmp_path, script)  # type: ignore[operator]
+    assert result.exit_code != 0, f"{script!r} succeeded on {kind}"
+    assert "after" not in read(tmp_path, "stdout")
+
+
+def test_bash_features_work_where_there_is_bash(runner: tuple[str, object], tmp_path: Path) -> None:
+    kind, run = runner
+    if kind == "docker-busybox":
+        pytest.skip("busybox has no bash: see test_an_image_without_bash_says_so")
+    result = run(tmp_path, BASHISMS)  # type: ignore[operator]
+    assert result.exit_code == 0, read(tmp_path, "all")
+    assert read(tmp_path, "stdout") == "y z 2\n"
+    assert not (tmp_path / "runtime").exists() or "no bash" not in read(tmp_path, "runtime")
+
+
+def test_an_image_without_bash_says_so(runner: tuple[str, object], tmp_path: Path) -> None:
+    kind, run = runner
+    if kind != "docker-busybox":
+        pytest.skip("only the busybox image lacks bash")
+    result = run(tmp_path, "echo $0; false | cat; echo after")  # type: ignore[operator]
+    assert result.exit_code != 0
+    note = read(tmp_path, "runtime")
+    assert "no bash here" in note and "errexit, nounset and pipefail" in note  # busybox ash has pipefail
+    assert "after" not in read(tmp_path, "all")
+
+
+def test_the_script_and_its_secrets_never_touch_the_disk(runner: tuple[str, object], tmp_path: Path) -> None:
+    kind, run = runner
+    secret = "s3cr3t-planted-7f1c"
+    result = run(tmp_path, f'test "{secret}" = "$(printf s3cr3t-planted-7f1c)"; echo ok',  # type: ignore[operator]
+                 shown_script='test "******" = "$(printf ******)"; echo ok')
+    assert result.exit_code == 0, read(tmp_path, "all")
+    assert read(tmp_path, "stdout") == "ok\n"
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), f"{path.name} holds the secret ({kind})"
+    assert "******" in read(tmp_path, "command.sh")
