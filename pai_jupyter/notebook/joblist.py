@@ -168,11 +168,14 @@ class JobList(W.VBox):
         """Links to the server extension's route for each task that runs the service (terminal: each running
         task). Uses the client's ``services`` where the server has them, else the job's tasks."""
         targets: list[tuple[str, int]] = []
+        logdirs: dict[tuple[str, int], str] = {}  # where each TensorBoard looks
         if service != "terminal" and hasattr(self.client, "services"):
             try:
-                targets = [(s["role"], int(s["index"])) for s in self.client.services(job_id) if s["name"] == service]
+                found = [s for s in self.client.services(job_id) if s["name"] == service]
             except Exception:
-                targets = []
+                found = []
+            targets = [(s["role"], int(s["index"])) for s in found]
+            logdirs = {(s["role"], int(s["index"])): s["logdir"] for s in found if s.get("logdir")}
             if not targets:
                 return f"<i>{esc(job_id)} runs no {esc(service)} (add the runtime plugin to the job)</i>"
         if not targets:
@@ -186,5 +189,6 @@ class JobList(W.VBox):
                     for role, idx in targets]
             return "terminal websocket, opened by the JupyterLab PAI panel: " + " · ".join(urls)
         items = [link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
+                 + (f" (watches <code>{esc(logdirs[role, idx])}</code>)" if (role, idx) in logdirs else "")
                  for role, idx in targets]
         return " · ".join(items)

@@ -27,11 +27,37 @@ from .display import base_url, esc, link_html, service_url
 FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def iframe(url: str, height: int = 600, title: str = "TensorBoard") -> Any:
+def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = "") -> Any:
+    """The page in an iframe, a link to open it in a tab, and ``note`` (HTML) between them."""
     from IPython.display import HTML
 
-    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>'
+    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>{note}'
                 f'<iframe src="{esc(url)}" width="100%" height="{int(height)}" frameborder="0"></iframe>')
+
+
+NO_EVENTS = ("No event file there yet, so TensorBoard shows \"No dashboards are active\" until the program writes "
+             "summaries into that directory (e.g. SummaryWriter(os.environ[\"PAI_OUTPUT_LOGS\"]) or "
+             "tf.summary.create_file_writer(...)); it looks again every 5 s.")
+
+
+def has_runs(url: str, timeout: float = 2.0) -> bool | None:
+    """Does the TensorBoard at ``url`` see any event file (``data/runs``)? None when it does not answer."""
+    import httpx
+
+    try:
+        r = httpx.get(url.rstrip("/") + "/data/runs", timeout=timeout)
+        r.raise_for_status()
+        return bool(r.json())
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def logdir_note(logdir: str | None, runs: bool | None) -> str:
+    """Where TensorBoard looks, and a hint while it has found no event file (HTML)."""
+    where = f"TensorBoard watches <code>{esc(logdir)}</code>. " if logdir else ""
+    if runs is False:
+        return f"<div style='color:#6e7781'>{where}{esc(NO_EVENTS)}</div>"
+    return f"<div style='color:#6e7781'>{where}</div>" if where else ""
 
 
 def _note(text: str) -> Any:
@@ -40,14 +66,13 @@ def _note(text: str) -> Any:
     return HTML(f"<i>{esc(text)}</i>")
 
 
-def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
-    """(role, index, service state) of each task that runs the job's TensorBoard: from ``client.services``
-    where the server has it, else from the job's own ``tensorboard`` plugin (its ``taskRole``, else the first
-    role; state unknown)."""
+def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
+    """The job's TensorBoard services (role, index, state, and host, port, logdir where the server says): from
+    ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (its
+    ``taskRole``, else the first role; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
     if hasattr(client, "services"):
         try:
-            return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in client.services(job)
-                    if s.get("name") == "tensorboard"]
+            return [s for s in client.services(job) if s.get("name") == "tensorboard"]
         except Exception as exc:
             if type(exc).__name__ != "NotSupported":
                 raise
@@ -57,7 +82,15 @@ def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
     plugin = next((p for p in spec.runtime_plugins if p.get("plugin") == "tensorboard"), None)
     if plugin is None:
         return []
-    return [((plugin.get("parameters") or {}).get("taskRole") or spec.task_roles[0].name, 0, "")]
+    params = plugin.get("parameters") or {}
+    logdir = params.get("logdir")
+    return [{"role": params.get("taskRole") or spec.task_roles[0].name, "index": 0, "state": "",
+             "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"}]
+
+
+def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
+    """(role, index, service state) of each task that runs the job's TensorBoard."""
+    return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in job_services(client, job)]
 
 
 def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None = None, height: int = 600,
@@ -68,12 +101,13 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     ended, nor when the service was stopped in a running task."""
     job_id = client.job_id(job)
     detail = client.detail(job_id)  # before the services: a service listed later never predates the task state
-    targets = [t for t in job_targets(client, job_id)
-               if (role is None or t[0] == role) and (index is None or t[1] == index)]
+    targets = [s for s in job_services(client, job_id)
+               if (role is None or s["role"] == role) and (index is None or int(s["index"]) == index)]
     if not targets:
         return _note(f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
                      "(extras: com.microsoft.pai.runtimeplugin)")
-    r, i, service = targets[0]
+    found = targets[0]
+    r, i, service = found["role"], int(found["index"]), str(found.get("state") or "")
     task = next((t.task_state for t in detail.tasks if t.role == r and t.task_index == i), detail.state)
     if task in FINAL or detail.state in FINAL:
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
@@ -81,7 +115,8 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     if task == "RUNNING" and service in ("stopped", "stopping"):
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
                      f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
-    return iframe(service_url(job_id, r, i, "tensorboard", base), height)
+    runs = has_runs(f"http://{found['host']}:{found['port']}/") if found.get("port") else None
+    return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))
 
 
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------
@@ -135,7 +170,7 @@ class LocalTensorBoard:
         return "tensorboard" in cmd and self.logdir in cmd and _answers(self.port)
 
     def embed(self, height: int = 600) -> Any:
-        return iframe(self.url, height)
+        return iframe(self.url, height, note=logdir_note(self.logdir, has_runs(f"http://127.0.0.1:{self.port}/")))
 
     def _repr_html_(self) -> str:
         return self.embed()._repr_html_()
