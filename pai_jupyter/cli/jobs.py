@@ -76,6 +76,10 @@ def submit(file: str, wait: bool, follow: bool, params: tuple[str, ...], name: s
     client = client_for(profile)
     job_id = client.submit(text, name=name, params=_params(params) or None)
     click.echo(job_id)
+    from ..seedpaths import submit_notes
+
+    for path, message in submit_notes(client, text):
+        click.echo(f"pai: note: {path}: {message}", err=True)
     if follow:
         for chunk in client.follow(job_id):
             click.echo(chunk, nl=False)

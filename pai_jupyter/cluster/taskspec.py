@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .. import seedpaths
 from ..protocol import Job, render_commands
 from . import services
 from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
@@ -25,6 +26,9 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
              "PAI_CONTAINER_ID": key, **job_logs_env(td, docker)}
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
+    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see seedpaths)
+        script, changed = seedpaths.rewrite(script)
+        script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
     own = loads(t.get("services"), {}) or {}
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"

@@ -118,6 +118,11 @@ class PaiMagics(Magics):
         with deferred_interrupt() as held:
             job_id = client.submit(text, name=args.name, params=params or None)
         self.last_job = job_id
+        from ..seedpaths import submit_notes
+
+        for path, message in submit_notes(client, text):
+            ui.show(f"note: {path}: {message}", f"<div style='color:#8a6d00'>note: <code>{ui.esc(path)}</code>: "
+                                                 f"{ui.esc(message)}</div>")
         if not (args.wait or args.follow or held["hit"]):
             ui.show(ui.submitted_text(job_id), ui.submitted_html(job_id, client))
             self._store(args.var, client.detail(job_id))
