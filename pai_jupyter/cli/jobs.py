@@ -118,6 +118,8 @@ def jobs_cmd(state: str | None, user: str | None, all_users: bool, limit: int, o
 @handle_errors
 def status(job: str, output: str, profile: str | None) -> None:
     """A job's state, why it waits, and its tasks (state, IP, ports, exit code, diagnostics)."""
+    from ..notebook.display import task_diagnostics
+
     d = client_for(profile).detail(job)
     if output == "json":
         click.echo(json.dumps({**d.job_status.model_dump(mode="json", by_alias=True),
@@ -133,7 +135,7 @@ def status(job: str, output: str, profile: str | None) -> None:
                if s.submission_time else "")
     click.echo(table(["ROLE", "INDEX", "STATE", "IP", "PORTS", "EXIT", "DIAGNOSTICS"],
                      [[t.role, t.task_index, t.task_state, t.container_ip, t.ports or None, t.container_exit_code,
-                       (t.container_exit_diagnostics or "")[:80] or None] for t in d.tasks]))
+                       task_diagnostics(d, t)[:100] or None] for t in d.tasks]))
 
 
 @click.command()
