@@ -39,6 +39,7 @@ class DocumentFields:
     env: Any
     storages: Any
     tensorboard: Any
+    max_run: Any
     tb_logdir: Any
     ssh: Any
     jupyter: Any
@@ -60,7 +61,11 @@ class DocumentFields:
             doc["jobEnvs"] = dict(envs)
         mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
         bad += [("extras.storages", w) for w in wrong]
-        extras = {k: v for k, v in (self._base.get("extras") or {}).items() if k not in ("storages", PLUGIN_KEY)}
+        extras = {k: v for k, v in (self._base.get("extras") or {}).items()
+                  if k not in ("storages", PLUGIN_KEY, "maxRunTimeMinutes")}
+        if self.max_run.value:  # the seed's "work duration"
+            minutes = float(self.max_run.value)
+            extras["maxRunTimeMinutes"] = int(minutes) if minutes.is_integer() else minutes
         if mounts:
             extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
         plugins: list[dict[str, Any]] = []
@@ -96,6 +101,8 @@ class DocumentFields:
         mounts = extras.get("storages") or []
         self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
                                         if isinstance(m, dict)) if isinstance(mounts, list) else ""
+        minutes = extras.get("maxRunTimeMinutes")
+        self.max_run.value = minutes if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) else 0
         plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
         self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
                                                                                              "jupyter"))
