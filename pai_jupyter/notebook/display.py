@@ -104,6 +104,16 @@ def detail_html(detail: Any) -> str:
     return "".join(lines)
 
 
+def config_html(job_id: str, text: str) -> str:
+    """A job's submitted config (secrets masked by the server), with a link that saves it (the seed's "JSON
+    file" view of a job)."""
+    json_like = text.lstrip().startswith("{")
+    name = job_id.partition("~")[2] or job_id
+    filename, mime = (f"{name}.json", "application/json") if json_like else (f"{name}.yaml", "text/yaml")
+    return (f"<div>submitted config of <code>{esc(job_id)}</code> · "
+            f"{download_html(filename, text, mime, f'download {filename}')}</div>{pre_html(text)}")
+
+
 def detail_text(detail: Any) -> str:
     s = detail.job_status
     out = [status_text(detail)]

@@ -2,7 +2,8 @@
 
 Columns follow seed 001 (6.2): name, submission time, user, duration, virtual cluster, retries, tasks, GPUs,
 state. Each row has an action menu: detail, logs, stop, clone, and links to the task's TensorBoard / Jupyter /
-terminal routes of the server extension (the widget builds links; it never calls those routes).
+terminal routes of the server extension (the widget builds links; it never calls those routes); "config" shows
+the submitted config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_h
 from .display import service_url as route
 
 STATES = ("WAITING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
-ACTIONS = ("actions…", "detail", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
+ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
 SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "terminal": "terminal"}
 
@@ -149,6 +150,10 @@ class JobList(W.VBox):
         try:
             if action == "detail":
                 self.panel.children = [W.HTML(detail_html(self.client.detail(job_id)))]
+            elif action == "config":  # the submitted config, secrets masked
+                from .display import config_html
+
+                self.panel.children = [W.HTML(config_html(job_id, self.client.config(job_id)))]
             elif action == "logs":
                 from .logviewer import LogViewer
 

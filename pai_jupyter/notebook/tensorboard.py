@@ -3,7 +3,8 @@
 A job's TensorBoard runs inside its task (the ``tensorboard`` runtime plugin); the notebook embeds the server
 extension's route ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/tensorboard/``, never ``localhost:port``
 (which breaks on remote servers and hubs). A local logdir gets a TensorBoard subprocess, reused by logdir like
-``%tensorboard`` does (an info file per logdir under ``$PAI_JUPYTER_HOME/tensorboard``), reached through
+``%tensorboard`` does (an info file per logdir under ``$PAI_JUPYTER_HOME/tensorboard``; one that
+``%pai_tensorboard --logdir`` starts ends with its kernel), reached through
 jupyter-server-proxy's ``{base_url}proxy/{port}/`` or ``$TENSORBOARD_PROXY_URL`` (``%PORT%`` is replaced).
 """
 
@@ -186,8 +187,19 @@ def _info_file(logdir: str) -> Path:
     return info_dir() / f"{hashlib.sha1(logdir.encode()).hexdigest()[:16]}.json"
 
 
-def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0) -> LocalTensorBoard:
-    """Start a TensorBoard for ``logdir``, or reuse the one already serving it."""
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the process that started it ends, even by SIGKILL."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0,
+          tied: bool = False) -> LocalTensorBoard:
+    """Start a TensorBoard for ``logdir``, or reuse the one already serving it. ``tied``: the TensorBoard this
+    call starts ends with this process (``%pai_tensorboard --logdir``: with the kernel, whether it shuts down
+    or is killed), so none outlives the notebook that asked for it."""
     path = str(Path(logdir).expanduser().resolve())
     info = _info_file(path)
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -202,7 +214,8 @@ def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: f
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", path, "--port", str(port),
                                  "--host", "127.0.0.1", "--reload_interval", "5"], stdout=out, stderr=out,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None)
     deadline = time.monotonic() + timeout
     while not _answers(port):
         if proc.poll() is not None:
@@ -213,4 +226,9 @@ def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: f
             raise TimeoutError(f"TensorBoard did not answer on port {port} within {timeout:g} s (log: {log})")
         time.sleep(0.1)
     info.write_text(json.dumps({"logdir": path, "port": port, "pid": proc.pid}))
-    return LocalTensorBoard(path, port, proc.pid)
+    tb = LocalTensorBoard(path, port, proc.pid)
+    if tied:  # a clean shutdown also removes the info file
+        import atexit
+
+        atexit.register(tb.stop)
+    return tb
