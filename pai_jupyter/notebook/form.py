@@ -133,15 +133,12 @@ class JobForm(DocumentFields, W.VBox):
             self._changed()
 
     def _retab(self) -> None:
-        selected = self.tabs.selected_index
-        self.tabs.children = [r.box for r in self.roles]
+        boxes = [r.box for r in self.roles]
+        if list(self.tabs.children) != boxes:  # unchanged children keep their drawn views (see DocumentFields)
+            self.tabs.children = boxes
         for i, r in enumerate(self.roles):
             self.tabs.set_title(i, r.name.value or f"role {i}")
             r.set_pro(self.pro.value)
-        # new children under an unchanged selected_index are not drawn until a tab is clicked: select again
-        keep = selected if selected is not None and selected < len(self.roles) else 0
-        self.tabs.selected_index = None
-        self.tabs.selected_index = keep
 
     def _show_pro(self) -> None:
         self.pro_box.layout.display = "" if self.pro.value else "none"

@@ -109,12 +109,16 @@ class DocumentFields:
         logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
         self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
         roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
-        for old in self.roles:
+        # the role widgets already shown are filled again, not replaced: a tab whose selected child is replaced
+        # stays blank in the browser until clicked (ipywidgets draws the new child after the selection)
+        for old in self.roles[len(roles):]:
             old.close()
-        self.roles = [RoleFields() for _ in roles]
+        added = [RoleFields() for _ in range(len(roles) - len(self.roles))]
+        for fields in added:
+            fields.observe(self._changed)
+        self.roles = self.roles[:len(roles)] + added
         for fields, role in zip(self.roles, roles, strict=True):
             fields.from_v1(role)
-            fields.observe(self._changed)
         self._retab()
         if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
                 r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):

@@ -30,16 +30,16 @@ class _Chart:
 
     def __init__(self, title: str, unit: str, ymax: float | None = None):
         self.x = bq.DateScale()
-        self.ymax = ymax
+        self.title, self.ymax = title, ymax
         # headroom above the highest value, so no line runs along the top border
-        self.y = bq.LinearScale(min=0.0, max=ymax * HEADROOM if ymax else 1.0)
+        self.y = bq.LinearScale(min=0.0, max=ymax * HEADROOM if ymax else 1.0, allow_padding=False)
         self.lines = bq.Lines(x=np.array([], dtype="datetime64[ms]"), y=np.array([]),
                               scales={"x": self.x, "y": self.y}, display_legend=True)
         self.figure = bq.Figure(marks=[self.lines], title=title, legend_location="top-left",
                                 axes=[bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S", num_ticks=TIME_TICKS),
                                       bq.Axis(scale=self.y, side="left", label=unit, num_ticks=5)],
                                 layout=W.Layout(width="460px", height="280px"),
-                                fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 10})
+                                fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 30})  # the last time label
         self.series: dict[str, deque[float]] = {}
 
     def add(self, values: dict[str, float], window: int, length: int) -> None:
@@ -58,6 +58,9 @@ class _Chart:
             self.lines.x = np.array(times, dtype="datetime64[ms]")
             self.lines.y = y
             self.lines.labels = keys
+            # one task: its name goes in the title, not in a legend box drawn over the line
+            self.lines.display_legend = len(keys) > 1
+        self.figure.title = self.title if len(keys) > 1 else f"{self.title} · {keys[0]}"
         if not self.ymax:
             top = float(np.nanmax(y)) if np.isfinite(y).any() else 0.0
             self.y.max = nice_ceiling(top * HEADROOM)
@@ -135,6 +138,7 @@ class ResourceMonitor(W.VBox):
         if tasks and all(t.get("state") in FINAL for t in tasks):
             # the ended tasks have no values: keep the charts as the last samples left them, and say what they were
             self.ended = True
+            self.pause.disabled = True
             self.status.value = "<small>the job has ended; sampling stopped</small>"
             self.summary.value = self.summary_html()
             return False
@@ -150,11 +154,13 @@ class ResourceMonitor(W.VBox):
         rows = []
         for name in sorted(cpu.keys() | mem.keys()):
             c, m = cpu.get(name), mem.get(name)
-            rows.append(f"<tr><td>{esc(name)}</td>"
-                        + "".join(f"<td style='text-align:right'>{v}</td>" for v in (
+            rows.append(f"<tr><td style='padding:2px 10px 2px 0'>{esc(name)}</td>"
+                        + "".join(f"<td style='text-align:right;padding:2px 10px'>{v}</td>" for v in (
                             f"{c[0]:.0f} %" if c else "-", f"{c[1]:.0f} %" if c else "-",
                             f"{m[0]:.1f} MiB" if m else "-", f"{m[1]:.1f} MiB" if m else "-")) + "</tr>")
-        head = "".join(f"<th>{h}</th>" for h in ("task", "last CPU", "peak CPU", "last memory", "peak memory"))
+        head = "".join(f"<th style='text-align:{a};padding:2px 10px'>{h}</th>" for a, h in (
+            ("left", "task"), ("right", "last CPU"), ("right", "peak CPU"), ("right", "last memory"),
+            ("right", "peak memory")))
         return (f"<div><b>Resource usage after the job ended</b> ({len(self.times)} samples; the charts keep "
                 f"them)</div><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 

@@ -111,6 +111,7 @@ def test_after_the_job_ended_the_last_samples_stay_and_are_summed_up() -> None:
     assert m.poll() and m.poll() and not m.poll()
     assert m.ended and len(m.cpu.lines.x) == 2 and list(np.asarray(m.cpu.lines.y)) == [80.0, 95.0]
     assert "Resource usage after the job ended" in m.summary.value
-    assert "<td>w[0]</td>" in m.summary.value and "95 %" in m.summary.value and "30.0 MiB" in m.summary.value
+    assert ">w[0]</td>" in m.summary.value and "95 %" in m.summary.value and "30.0 MiB" in m.summary.value
+    assert m.pause.disabled
     late = ResourceMonitor("j", source=Source([sample(1, [task(0, None, None, "FAILED")])]), start=False)
     assert not late.poll() and "before a sample was taken" in late.summary.value
