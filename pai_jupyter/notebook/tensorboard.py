@@ -53,6 +53,14 @@ def has_runs(url: str, timeout: float = 2.0) -> bool | None:
         return None
 
 
+def local_events(logdir: str | None) -> bool | None:
+    """Is there an event file under ``logdir`` on this machine? None when it is no directory here (a path
+    inside a container, a remote cluster)."""
+    if not logdir or not Path(logdir).is_dir():
+        return None
+    return next(Path(logdir).rglob("*tfevents*"), None) is not None
+
+
 def logdir_note(logdir: str | None, runs: bool | None) -> str:
     """Where TensorBoard looks, and a hint while it has found no event file (HTML)."""
     where = f"TensorBoard watches <code>{esc(logdir)}</code>. " if logdir else ""
@@ -117,6 +125,8 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
                      f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
     runs = has_runs(f"http://{found['host']}:{found['port']}/") if found.get("port") else None
+    if runs is None:  # not up yet: a process task's logdir is a directory on this machine
+        runs = local_events(found.get("logdir"))
     return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))
 
 
