@@ -301,5 +301,9 @@ class JobForm(DocumentFields, W.VBox):
                 self.show_problems(problems)
             self.result.value = error_html(f"not submitted: {exc}")
             return None
-        self.result.value = f"submitted <code>{esc(self.job_id)}</code>"
+        from ..seedpaths import submit_notes
+
+        notes = "".join(f"<div style='color:#8a6d00'>note: <code>{esc(p)}</code>: {esc(m)}</div>"
+                        for p, m in submit_notes(client, self.to_json()))
+        self.result.value = f"submitted <code>{esc(self.job_id)}</code>{notes}"
         return self.job_id

@@ -59,3 +59,14 @@ def test_pai_submit_magic_shows_the_note(daemon: Api) -> None:
         magics.close()
     text = "\n".join(o.data.get("text/plain", "") for o in c.outputs)
     assert "note: taskRoles.main.commands[0]: /userhome is your persistent home" in text
+
+
+def test_the_form_notes_userhome_after_submitting(daemon: Api) -> None:
+    from pai_jupyter.notebook import JobForm
+
+    form = JobForm()
+    form.name.value = "seedform"
+    form.roles[0].command.value = SEED
+    form.roles[0].memory.value = 256
+    assert form.submit() and form.confirm() is not None
+    assert "submitted" in form.result.value and "note: <code>taskRoles.main.commands[0]</code>" in form.result.value
