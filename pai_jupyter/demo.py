@@ -1,5 +1,6 @@
 """``make demo``: the quickstart, headless. Validates the example jobs, runs two of them on the embedded
-cluster, and prints their states and logs."""
+cluster, and prints their states and logs. A cluster already running is used as it is; one the demo had to start
+(with at least 4 CPUs, so the 3-task example fits a small machine) is stopped again at the end."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from .cluster import control
+from .notebook.display import stopped_note
 from .protocol import Job, JobValidationError
 
 JOBS = Path(__file__).resolve().parent.parent / "notebooks" / "jobs"
@@ -28,10 +31,32 @@ def main() -> int:
             print(f"{path.name}: invalid\n{exc}")
             continue
         print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
-    print("\n== starting the embedded cluster")
-    # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too
-    info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"), cpus=max(os.cpu_count() or 1, 4))
+    info = control.running()
+    started = info is None
+    if started:
+        print("\n== starting the embedded cluster (for this demo; stopped again at the end)")
+        # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too. The
+        # cluster is stopped at the end, so the next `pai cluster start` (make lab) schedules the machine's own.
+        info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"), cpus=max(os.cpu_count() or 1, 4))
+    else:
+        print("\n== using the embedded cluster that is already running (left as it is)")
     print(f"local cluster at {info['url']} (runtime {info['runtime']})")
+    try:
+        ok = _run_jobs(info) and ok
+    finally:
+        if started:
+            control.stop()
+    if started:
+        print("\nThe demo's cluster was stopped (its jobs and logs stay); `make lab` or `pai cluster start` starts "
+              "one that schedules this machine's CPUs and memory.")
+    else:
+        print("\nThe cluster keeps running, as it was; stop it with: .venv/bin/pai cluster stop")
+    return 0 if ok else 1
+
+
+def _run_jobs(info: dict[str, Any]) -> bool:
+    """Submit each example, print its states, and each task's end and log; True when all SUCCEEDED."""
+    ok = True
     http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
     suffix = time.strftime("%H%M%S")
     for file in RUN:
@@ -58,16 +83,18 @@ def main() -> int:
             if state in ("SUCCEEDED", "FAILED", "STOPPED"):
                 break
             time.sleep(0.2)
+        status = d["jobStatus"]
         for role, rs in d["taskRoles"].items():
             for t in rs["taskStatuses"]:
+                why = t.get("containerExitDiagnostics") or stopped_note(state, t["taskState"],
+                                                                        status.get("appExitDiagnostics"))
                 print(f"  {role}[{t['taskIndex']}] {t['taskState']} exit {t['containerExitCode']} "
-                      f"ports {t['containerPorts'] or '-'}")
+                      f"ports {t['containerPorts'] or '-'}" + (f" ({why})" if why else ""))
                 logs = http.get(t["containerLog"] + "?tail-mode=true").json()["locations"]
                 text = http.get(next(loc["uri"] for loc in logs if loc["name"] == "all")).text
                 print("    | " + text.rstrip().replace("\n", "\n    | "))
         ok = ok and state == "SUCCEEDED"
-    print("\nThe cluster keeps running; stop it with: .venv/bin/pai cluster stop")
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":

@@ -72,8 +72,26 @@ def status(output: str) -> None:
     click.echo(f"local cluster at {info['url']} (pid {info['pid']})")
     click.echo(f"  runtime:  {data['runtime']}")
     click.echo(f"  capacity: {cap['cpu']} CPU, {cap['memoryMB']} MB memory, {cap['gpu']} GPU")
+    differs = capacity_note(cap)
+    if differs:
+        click.echo(f"  note:     {differs}")
     click.echo(f"  in use:   {used['cpu']} CPU, {used['memoryMB']} MB memory, {used['gpu']} GPU")
     click.echo(f"  virtual clusters: {', '.join(data['virtualClusters'])}")
+
+
+def capacity_note(cap: dict[str, int]) -> str:
+    """What differs between the scheduled capacity and this machine (started with --cpus/--memory-mb/--gpus,
+    e.g. by an older ``make demo``), or ""."""
+    from ..cluster.scheduler import machine_resources
+
+    machine = machine_resources()
+    diffs = [f"{cap[key]} {unit} scheduled, the machine has {have}"
+             for key, unit, have in (("cpu", "CPU", machine.cpu), ("memoryMB", "MB memory", machine.memory_mb),
+                                     ("gpu", "GPU", machine.gpu)) if cap.get(key) != have]
+    if not diffs:
+        return ""
+    return ("capacity differs from this machine (" + "; ".join(diffs) + "): it was started with --cpus, "
+            "--memory-mb or --gpus; `pai cluster stop && pai cluster start` schedules what the machine has")
 
 
 @cluster.group()

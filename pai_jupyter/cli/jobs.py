@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -76,12 +78,28 @@ def submit(file: str, wait: bool, follow: bool, params: tuple[str, ...], name: s
     client = client_for(profile)
     job_id = client.submit(text, name=name, params=_params(params) or None)
     click.echo(job_id)
-    if follow:
-        for chunk in client.follow(job_id):
-            click.echo(chunk, nl=False)
-        _finish(client.wait(job_id))
-    elif wait:
-        _finish(_wait(client, job_id))
+    with _keeps_running(job_id):
+        from ..seedpaths import submit_notes
+
+        for path, message in submit_notes(client, text):
+            click.echo(f"pai: note: {path}: {message}", err=True)
+        if follow:
+            for chunk in client.follow(job_id):
+                click.echo(chunk, nl=False)
+            _finish(client.wait(job_id))
+        elif wait:
+            _finish(_wait(client, job_id))
+
+
+@contextlib.contextmanager
+def _keeps_running(job_id: str) -> Iterator[None]:
+    """Ctrl-C while waiting stops the waiting, not the job: say so, and how to stop it (exit 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(f"\npai: interrupted; {job_id} was submitted and keeps running. Follow it with: pai status "
+                   f"{job_id} / pai logs {job_id} -f; stop it with: pai stop {job_id}", err=True)
+        sys.exit(130)
 
 
 @click.command("jobs")
@@ -109,11 +127,18 @@ def jobs_cmd(state: str | None, user: str | None, all_users: bool, limit: int, o
 
 @click.command()
 @click.argument("job")
+@click.option("--config", "-c", "config", is_flag=True,
+              help="Print the job's submitted config instead (v2 YAML or v1 JSON as sent; secrets masked).")
 @output_option
 @profile_option
 @handle_errors
-def status(job: str, output: str, profile: str | None) -> None:
+def status(job: str, config: bool, output: str, profile: str | None) -> None:
     """A job's state, why it waits, and its tasks (state, IP, ports, exit code, diagnostics)."""
+    from ..notebook.display import task_diagnostics
+
+    if config:
+        click.echo(client_for(profile).config(job).rstrip("\n"))
+        return
     d = client_for(profile).detail(job)
     if output == "json":
         click.echo(json.dumps({**d.job_status.model_dump(mode="json", by_alias=True),
@@ -129,7 +154,7 @@ def status(job: str, output: str, profile: str | None) -> None:
                if s.submission_time else "")
     click.echo(table(["ROLE", "INDEX", "STATE", "IP", "PORTS", "EXIT", "DIAGNOSTICS"],
                      [[t.role, t.task_index, t.task_state, t.container_ip, t.ports or None, t.container_exit_code,
-                       (t.container_exit_diagnostics or "")[:80] or None] for t in d.tasks]))
+                       task_diagnostics(d, t)[:100] or None] for t in d.tasks]))
 
 
 @click.command()
@@ -172,7 +197,8 @@ def clone(job: str, name: str | None, wait: bool, profile: str | None) -> None:
     new = client.clone(job, name=name)
     click.echo(new)
     if wait:
-        _finish(_wait(client, new))
+        with _keeps_running(new):
+            _finish(_wait(client, new))
 
 
 @click.command()

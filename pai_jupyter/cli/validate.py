@@ -20,6 +20,7 @@ def validate(files: tuple[str, ...], output: str) -> None:
     Prints ``ok`` and a summary (roles, tasks, total CPU / GPU / memory) per valid file, or every problem
     with its field path. Exits 2 if any file is invalid, empty or unreadable.
     """
+    from .. import seedpaths
     from ..protocol import Job, JobValidationError  # here, not at import: `pai --help` stays fast
 
     failed = False
@@ -36,12 +37,15 @@ def validate(files: tuple[str, ...], output: str) -> None:
                 for problem in exc.problems:
                     click.echo(f"  {problem}")
             continue
+        notes = seedpaths.notes(job)  # container paths of the platform's docs: what to use instead
         if output == "json":
             results.append({"file": name, "ok": True, "name": job.name, "format": job.source_format,
-                            "summary": job.summary()})
+                            "summary": job.summary(), "notes": [{"path": p, "message": m} for p, m in notes]})
         else:
             click.echo(f"{name}: ok ({job.source_format})")
             click.echo("  " + job.summary().replace("\n", "\n  "))
+            for path, message in notes:
+                click.echo(f"  note: {path}: {message}")
     if output == "json":
         click.echo(json.dumps(results, indent=2))
     if failed:

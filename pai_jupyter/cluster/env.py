@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..protocol import Job, TaskRole
 
@@ -98,3 +99,21 @@ def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
             env[var] = p.uri[0] if isinstance(p.uri, list) else p.uri
     env.update(extra or {})
     return env
+
+
+# ---- the job's TensorBoard / log output directory ---------------------------------------------------------------
+LOGS_VAR = "PAI_OUTPUT_LOGS"  # every job's tasks get it; the tensorboard plugin watches it unless told otherwise
+JOB_LOGS_IN_CONTAINER = "/pai/output/logs"
+
+
+def job_logs_dir(task_dir: Path) -> Path:
+    """``<job dir>/output/logs`` on the host: one per job, shared by its tasks and kept across attempts (the task
+    dir is ``<job dir>/a<attempt>.<role>-<index>.t<n>``). Made here so a bind mount and the user's writes find it."""
+    path = task_dir.parent / "output" / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def job_logs_env(task_dir: Path, docker: bool) -> dict[str, str]:
+    """``PAI_OUTPUT_LOGS`` of a plain job (an Estimator job's layout sets its own ``/ml/output/logs/``)."""
+    return {LOGS_VAR: f"{JOB_LOGS_IN_CONTAINER}/" if docker else f"{job_logs_dir(task_dir)}/"}

@@ -2,10 +2,12 @@
 
 Each runs in the background on a port allocated to its task (a port label named after it, so clones never
 fight over a fixed port — OpenPAI #5721), started before the user's command without delaying it (#5555).
-TensorBoard watches the plugin's logdir, else PAI_OUTPUT_LOGS. Each gets a random token, in the task's
-environment (not on a command line), which the proxy in the user's Jupyter server sends: Jupyter takes it as its
-own token, TensorBoard runs behind a guard that wants it (``TENSORBOARD_GUARD``). Jupyter's base path is the one
-the proxy forwards: /pai/jobs/{user}~{name}/{role}/{index}/jupyter/.
+TensorBoard watches the plugin's logdir, else PAI_OUTPUT_LOGS (every job has it: ``<job dir>/output/logs``,
+``/pai/output/logs`` in containers, ``/ml/output/logs`` for Estimator jobs). Each service gets a random token, in
+the task's environment (not on a command line), which the proxy in the user's Jupyter server sends: Jupyter takes it
+as its own token, TensorBoard runs behind a guard that wants it (``TENSORBOARD_GUARD``). Jupyter's base path is the
+one the proxy forwards: /pai/jobs/{user}~{name}/{role}/{index}/jupyter/, and it opens JupyterLab (else Notebook's
+tree) where the task has it.
 """
 
 from __future__ import annotations
@@ -90,13 +92,25 @@ def start_command(service: str, info: dict[str, Any]) -> str:
                  else "exec tensorboard")  # a token is always given (service.py); older rows had none
         cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
     else:
+        # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page
         token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
-        cmd = (f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+        cmd = ("if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
+               "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
+               f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
                f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
-               "--ServerApp.root_dir=\"$PWD\"")
+               "--ServerApp.root_dir=\"$PWD\" ${open:+--ServerApp.default_url=$open}")
     log = f'"$PAI_TASK_DIR/service-{service}'
     running = f'{{ [ -f {log}.pid" ] && kill -0 "$(cat {log}.pid")" 2>/dev/null; }}'  # already up: a no-op
     return f"{running} || {{ ( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\"; }}"
+
+
+def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
+    """Where a task's TensorBoard looks, as its task sees it: the plugin's ``logdir`` (``name:path,...`` for
+    OpenPAI's mapping), else the job's ``PAI_OUTPUT_LOGS``."""
+    logdir = params.get("logdir")
+    if isinstance(logdir, dict):
+        return ",".join(f"{k}:{v}" for k, v in logdir.items())
+    return str(logdir) if logdir else env.get("PAI_OUTPUT_LOGS") or f"{env.get('PAI_TASK_DIR', '')}/tensorboard"
 
 
 def stop_command(service: str) -> str:

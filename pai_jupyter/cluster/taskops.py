@@ -109,6 +109,9 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
                 state = "running" if up else "starting"
             out.append({"role": t["role"], "index": t["idx"], "name": name, "host": host, "port": info["port"],
                         "state": state, "token": info.get("token"), "basePath": info["basePath"]})
+            if name == "tensorboard":  # where it looks, as the task sees it
+                out[-1]["logdir"] = services.tensorboard_logdir(info.get("parameters") or {},
+                                                                _spec(cluster, row, t).env)
     return out
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .. import seedpaths
 from ..protocol import Job, render_commands
 from ..protocol.render import MASK
 from . import services
-from .env import Placement, task_env
+from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
 from .estimator import REQUIREMENTS, Layout
 from .runtime.base import Mount, TaskSpec
 from .store import loads
@@ -23,15 +24,20 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
     extra = {"PAI_USER_HOME": "/userhome" if docker else str(home), "PAI_TASK_DIR": "/pai/task" if docker else str(td),
-             "PAI_CONTAINER_ID": key}
+             "PAI_CONTAINER_ID": key, **job_logs_env(td, docker)}
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
+    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see seedpaths)
+        script, changed = seedpaths.rewrite(script)
+        script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
     own = loads(t.get("services"), {}) or {}
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
         env.update(services.token_env(own))
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
+    if docker:
+        mounts.append(Mount(str(job_logs_dir(td)), JOB_LOGS_IN_CONTAINER))
     if docker and host_paths:
         for kind in ("data", "output", "script"):
             p = job.prerequisite(kind, getattr(role, kind))

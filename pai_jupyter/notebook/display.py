@@ -76,6 +76,21 @@ def status_html(detail: Any, elapsed: float | None = None) -> str:
     return f"<span><code>{esc(detail.id)}</code>: {state_html(s.state)}{why}{done}{took}{diag}</span>"
 
 
+def stopped_note(job_state: str | None, task_state: str | None, job_diagnostics: str | None = None) -> str:
+    """Why a task of an ended job says STOPPED (exit 143) when nobody stopped it: the job's completion policy
+    (minSucceeded / minFailed) ended the job and the daemon stopped the tasks still running. "" otherwise."""
+    if task_state != "STOPPED" or job_state not in ("SUCCEEDED", "FAILED"):
+        return ""
+    why = f": {job_diagnostics}" if job_diagnostics else ""
+    return f"stopped because the job had ended {job_state}{why}"
+
+
+def task_diagnostics(detail: Any, task: Any) -> str:
+    """A task's diagnostics, or why it was stopped when its job ended without it."""
+    s = detail.job_status
+    return task.container_exit_diagnostics or stopped_note(s.state, task.task_state, s.app_exit_diagnostics)
+
+
 def detail_html(detail: Any) -> str:
     """A job's state, why it waits or how it ended, and a row per task."""
     s = detail.job_status
@@ -84,9 +99,19 @@ def detail_html(detail: Any) -> str:
              ("virtual cluster", s.virtual_cluster), ("retries", s.retries)]
     lines.append("<p>" + " · ".join(f"{esc(k)} {esc(v)}" for k, v in facts if v not in (None, "")) + "</p>")
     rows = [[t.role, t.task_index, t.task_state, t.container_ip, t.ports, t.container_exit_code,
-             (t.container_exit_diagnostics or "")[:200]] for t in detail.tasks]
+             task_diagnostics(detail, t)[:200]] for t in detail.tasks]
     lines.append(table_html(["role", "index", "state", "IP", "ports", "exit code", "diagnostics"], rows, 2))
     return "".join(lines)
+
+
+def config_html(job_id: str, text: str) -> str:
+    """A job's submitted config (secrets masked by the server), with a link that saves it (the seed's "JSON
+    file" view of a job)."""
+    json_like = text.lstrip().startswith("{")
+    name = job_id.partition("~")[2] or job_id
+    filename, mime = (f"{name}.json", "application/json") if json_like else (f"{name}.yaml", "text/yaml")
+    return (f"<div>submitted config of <code>{esc(job_id)}</code> · "
+            f"{download_html(filename, text, mime, f'download {filename}')}</div>{pre_html(text)}")
 
 
 def detail_text(detail: Any) -> str:
@@ -96,6 +121,7 @@ def detail_text(detail: Any) -> str:
         out.append(f"  {s.app_exit_diagnostics}")
     out += [f"  {t.role}[{t.task_index}] {t.task_state}" + (f" exit {t.container_exit_code}"
                                                           if t.container_exit_code is not None else "")
+            + (f" ({why})" if (why := task_diagnostics(detail, t)) else "")
             for t in detail.tasks]
     return "\n".join(out)
 

@@ -18,6 +18,21 @@ from .formdoc import DocumentFields, as_v1
 from .formfields import Field, RoleFields, area, locate, profile_names, text
 
 
+def auto() -> W.Layout:
+    """A button as wide as its label ("Confirm and submit" is not cut to "Confirm and sub...")."""
+    return W.Layout(width="auto", min_width="fit-content")
+
+
+def _json_error(exc: ValueError) -> Exception:
+    """A JSON syntax error as a problem (not a YAML one, which the text is not meant to be)."""
+    from ..protocol import JobValidationError
+    from ..protocol.errors import Problem
+
+    where = f" at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+    msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+    return JobValidationError([Problem("", f"not valid JSON: {msg}{where}")])
+
+
 class JobForm(DocumentFields, W.VBox):
     """Build, check and submit a job. ``client_factory(profile_name)`` makes the client (default: ``Client``)."""
 
@@ -34,6 +49,9 @@ class JobForm(DocumentFields, W.VBox):
         self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "where to submit")
         self.gpu_type = text("GPU type", placeholder="any", tooltip="v1 gpuType; empty = any")
         self.image = text("Image", "python:3.11", tooltip="the Docker image every task runs")
+        self.max_run = Field(W.BoundedFloatText(value=0, min=0, max=1e6, step=10, layout=W.Layout(width="300px")),
+                             "Max run time (min)", "work duration: the job is stopped once it has run this long; "
+                             "0 = no limit (extras.maxRunTimeMinutes)")
         self.vc = text("Virtual cluster", "default")
         self.retry = Field(W.IntText(value=0, layout=W.Layout(width="300px")), "Retry count")
         self.env = area("Environment", placeholder="KEY=value, one a line")
@@ -44,23 +62,26 @@ class JobForm(DocumentFields, W.VBox):
         self.jupyter = W.Checkbox(description="Jupyter", indent=False)
         self.plugins = Field(W.HBox([self.tensorboard, self.tb_logdir, self.ssh, self.jupyter]), "Runtime plugins")
         self.job_fields = {"name": self.name, "image": self.image, "gpu_type": self.gpu_type, "vc": self.vc,
-                           "retry": self.retry, "env": self.env, "storages": self.storages, "plugins": self.plugins}
+                           "retry": self.retry, "env": self.env, "storages": self.storages, "plugins": self.plugins,
+                           "max_run": self.max_run}
         self.roles: list[RoleFields] = []
         self.tabs = W.Tab()
-        self.add_role_button = W.Button(description="Add task role", icon="plus")
-        self.remove_role_button = W.Button(description="Remove task role", icon="minus")
-        self.pro = W.Checkbox(description="Pro mode", value=False, indent=False)
-        self.edit_json = W.ToggleButton(description="Edit JSON", icon="code")
+        self.add_role_button = W.Button(description="Add task role", icon="plus", layout=auto())
+        self.remove_role_button = W.Button(description="Remove task role", icon="minus", layout=auto())
+        self.pro = W.Checkbox(description="Pro mode", value=False, indent=False, layout=auto())
+        self.edit_json = W.ToggleButton(description="Edit JSON", icon="code", layout=auto())
         self.json = W.Textarea(rows=18, layout=W.Layout(width="100%", display="none"), continuous_update=False)
         self.json_error = W.HTML("")
-        self.upload = W.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Import")
-        self.export_button = W.Button(description="Export", icon="download")
+        self.upload = W.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Import",
+                                   layout=auto())
+        self.imported = W.HTML("")
+        self.export_button = W.Button(description="Export", icon="download", layout=auto())
         self.export_link = W.HTML("")
-        self.submit_button = W.Button(description="Submit", button_style="primary", icon="paper-plane")
+        self.submit_button = W.Button(description="Submit", button_style="primary", icon="paper-plane", layout=auto())
         self.general = W.HTML("")
         self.confirm_summary = W.HTML("")
-        self.confirm_button = W.Button(description="Confirm and submit", button_style="success")
-        self.cancel_button = W.Button(description="Cancel")
+        self.confirm_button = W.Button(description="Confirm and submit", button_style="success", layout=auto())
+        self.cancel_button = W.Button(description="Cancel", layout=auto())
         self.confirm_box = W.VBox([self.confirm_summary, W.HBox([self.confirm_button, self.cancel_button])],
                                   layout=W.Layout(display="none"))
         self.result = W.HTML("")
@@ -68,8 +89,10 @@ class JobForm(DocumentFields, W.VBox):
                                W.HBox([self.add_role_button, self.remove_role_button])])
         self.children = [
             W.HTML("<b>Basic settings</b>"), self.name.box, self.profile.box, self.gpu_type.box, self.image.box,
+            self.max_run.box,
             W.HTML("<b>Task roles</b>"), self.tabs, self.pro_box, self.general,
-            W.HBox([self.pro, self.edit_json, self.upload, self.export_button, self.submit_button]),
+            W.HBox([self.pro, self.edit_json, self.upload, self.export_button, self.submit_button, self.imported],
+                   layout=W.Layout(flex_flow="row wrap", align_items="center", grid_gap="4px")),
             self.json, self.json_error, self.export_link, self.confirm_box, self.result]
         for f in self.job_fields.values():
             if f is not self.plugins:
@@ -110,7 +133,9 @@ class JobForm(DocumentFields, W.VBox):
             self._changed()
 
     def _retab(self) -> None:
-        self.tabs.children = [r.box for r in self.roles]
+        boxes = [r.box for r in self.roles]
+        if list(self.tabs.children) != boxes:  # unchanged children keep their drawn views (see DocumentFields)
+            self.tabs.children = boxes
         for i, r in enumerate(self.roles):
             self.tabs.set_title(i, r.name.value or f"role {i}")
             r.set_pro(self.pro.value)
@@ -133,7 +158,9 @@ class JobForm(DocumentFields, W.VBox):
         else:
             try:
                 doc = json.loads(job)
-            except ValueError:
+            except ValueError as exc:
+                if str(job).lstrip().startswith("{"):  # meant as JSON (Edit JSON, a .json file): say what is wrong
+                    raise _json_error(exc) from None
                 doc = None
             if not isinstance(doc, dict) or "protocolVersion" in doc or "taskRoles" not in doc or isinstance(
                     doc.get("taskRoles"), dict):
@@ -225,9 +252,15 @@ class JobForm(DocumentFields, W.VBox):
         except UnicodeDecodeError:
             self.json_error.value = error_html("the imported file is not UTF-8 text")
             return
-        if self._load_reporting(source) and self.edit_json.value:
-            self._toggle_json(None)
-        self.upload.value = ()  # importing the same file again fires again
+        name = item["name"] if isinstance(item, dict) else item.name
+        if self._load_reporting(source):
+            self.imported.value = f"<small>imported <code>{esc(name)}</code></small>"
+            if self.edit_json.value:
+                self._toggle_json(None)
+        # forget the file here (importing the same file again fires again) but not in the browser, where the
+        # button goes on saying "Import (1)" rather than "(0)" after a good import
+        with self.upload._lock_property(value=[]):
+            self.upload.value = ()
 
     def export(self) -> str:
         """A download link for the job as v1 JSON (the browser saves it); returns the JSON too."""
@@ -268,5 +301,9 @@ class JobForm(DocumentFields, W.VBox):
                 self.show_problems(problems)
             self.result.value = error_html(f"not submitted: {exc}")
             return None
-        self.result.value = f"submitted <code>{esc(self.job_id)}</code>"
+        from ..seedpaths import submit_notes
+
+        notes = "".join(f"<div style='color:#8a6d00'>note: <code>{esc(p)}</code>: {esc(m)}</div>"
+                        for p, m in submit_notes(client, self.to_json()))
+        self.result.value = f"submitted <code>{esc(self.job_id)}</code>{notes}"
         return self.job_id

@@ -39,6 +39,7 @@ class DocumentFields:
     env: Any
     storages: Any
     tensorboard: Any
+    max_run: Any
     tb_logdir: Any
     ssh: Any
     jupyter: Any
@@ -60,7 +61,11 @@ class DocumentFields:
             doc["jobEnvs"] = dict(envs)
         mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
         bad += [("extras.storages", w) for w in wrong]
-        extras = {k: v for k, v in (self._base.get("extras") or {}).items() if k not in ("storages", PLUGIN_KEY)}
+        extras = {k: v for k, v in (self._base.get("extras") or {}).items()
+                  if k not in ("storages", PLUGIN_KEY, "maxRunTimeMinutes")}
+        if self.max_run.value:  # the seed's "work duration"
+            minutes = float(self.max_run.value)
+            extras["maxRunTimeMinutes"] = int(minutes) if minutes.is_integer() else minutes
         if mounts:
             extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
         plugins: list[dict[str, Any]] = []
@@ -96,18 +101,24 @@ class DocumentFields:
         mounts = extras.get("storages") or []
         self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
                                         if isinstance(m, dict)) if isinstance(mounts, list) else ""
+        minutes = extras.get("maxRunTimeMinutes")
+        self.max_run.value = minutes if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) else 0
         plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
         self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
                                                                                              "jupyter"))
         logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
         self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
         roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
-        for old in self.roles:
+        # the role widgets already shown are filled again, not replaced: a tab whose selected child is replaced
+        # stays blank in the browser until clicked (ipywidgets draws the new child after the selection)
+        for old in self.roles[len(roles):]:
             old.close()
-        self.roles = [RoleFields() for _ in roles]
+        added = [RoleFields() for _ in range(len(roles) - len(self.roles))]
+        for fields in added:
+            fields.observe(self._changed)
+        self.roles = self.roles[:len(roles)] + added
         for fields, role in zip(self.roles, roles, strict=True):
             fields.from_v1(role)
-            fields.observe(self._changed)
         self._retab()
         if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
                 r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):

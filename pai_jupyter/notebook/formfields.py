@@ -22,7 +22,8 @@ ALIASES = {"task_roles": "taskRoles", "name": "name", "instances": "taskNumber",
            "gpu_type": "gpuType", "parameters": "jobEnvs", "virtual_cluster": "virtualCluster",
            "prerequisites": "image", "docker_image": "image"}
 JOB_KEYS = {"jobName": "name", "name": "name", "image": "image", "gpuType": "gpu_type", "virtualCluster": "vc",
-            "retryCount": "retry", "jobEnvs": "env", "storages": "storages", PLUGIN_KEY: "plugins"}
+            "retryCount": "retry", "jobEnvs": "env", "storages": "storages", PLUGIN_KEY: "plugins",
+            "maxRunTimeMinutes": "max_run"}
 ROLE_KEYS = {"name": "name", "taskNumber": "instances", "command": "command", "shmMB": "shm", "cpuNumber": "cpu",
              "gpuNumber": "gpu", "memoryMB": "memory", "portList": "ports", "minFailedTaskCount": "min_failed",
              "minSucceededTaskCount": "min_succeeded"}

@@ -2,7 +2,8 @@
 
 Columns follow seed 001 (6.2): name, submission time, user, duration, virtual cluster, retries, tasks, GPUs,
 state. Each row has an action menu: detail, logs, stop, clone, and links to the task's TensorBoard / Jupyter /
-terminal routes of the server extension (the widget builds links; it never calls those routes).
+terminal routes of the server extension (the widget builds links; it never calls those routes); "config" shows
+the submitted config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_h
 from .display import service_url as route
 
 STATES = ("WAITING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
-ACTIONS = ("actions…", "detail", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
+ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
 SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "terminal": "terminal"}
 
@@ -149,6 +150,10 @@ class JobList(W.VBox):
         try:
             if action == "detail":
                 self.panel.children = [W.HTML(detail_html(self.client.detail(job_id)))]
+            elif action == "config":  # the submitted config, secrets masked
+                from .display import config_html
+
+                self.panel.children = [W.HTML(config_html(job_id, self.client.config(job_id)))]
             elif action == "logs":
                 from .logviewer import LogViewer
 
@@ -168,11 +173,14 @@ class JobList(W.VBox):
         """Links to the server extension's route for each task that runs the service (terminal: each running
         task). Uses the client's ``services`` where the server has them, else the job's tasks."""
         targets: list[tuple[str, int]] = []
+        logdirs: dict[tuple[str, int], str] = {}  # where each TensorBoard looks
         if service != "terminal" and hasattr(self.client, "services"):
             try:
-                targets = [(s["role"], int(s["index"])) for s in self.client.services(job_id) if s["name"] == service]
+                found = [s for s in self.client.services(job_id) if s["name"] == service]
             except Exception:
-                targets = []
+                found = []
+            targets = [(s["role"], int(s["index"])) for s in found]
+            logdirs = {(s["role"], int(s["index"])): s["logdir"] for s in found if s.get("logdir")}
             if not targets:
                 return f"<i>{esc(job_id)} runs no {esc(service)} (add the runtime plugin to the job)</i>"
         if not targets:
@@ -186,5 +194,6 @@ class JobList(W.VBox):
                     for role, idx in targets]
             return "terminal websocket, opened by the JupyterLab PAI panel: " + " · ".join(urls)
         items = [link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
+                 + (f" (watches <code>{esc(logdirs[role, idx])}</code>)" if (role, idx) in logdirs else "")
                  for role, idx in targets]
         return " · ".join(items)

@@ -118,6 +118,11 @@ class PaiMagics(Magics):
         with deferred_interrupt() as held:
             job_id = client.submit(text, name=args.name, params=params or None)
         self.last_job = job_id
+        from ..seedpaths import submit_notes
+
+        for path, message in submit_notes(client, text):
+            ui.show(f"note: {path}: {message}", f"<div style='color:#8a6d00'>note: <code>{ui.esc(path)}</code>: "
+                                                 f"{ui.esc(message)}</div>")
         if not (args.wait or args.follow or held["hit"]):
             ui.show(ui.submitted_text(job_id), ui.submitted_html(job_id, client))
             self._store(args.var, client.detail(job_id))
@@ -180,14 +185,19 @@ class PaiMagics(Magics):
 
     @magic_arguments()
     @argument("job", nargs="?", help="user~name or a name (default: the last job submitted here)")
+    @argument("--config", "-c", action="store_true", help="also show the submitted config (secrets masked)")
     @argument("--profile", "-p")
     @line_magic
     @_reported
     def pai_status(self, line: str) -> None:
-        """A job's state, why it waits or how it ended, and its tasks."""
+        """A job's state, why it waits or how it ended, and its tasks; ``--config`` adds its submitted config."""
         args = _args(self.pai_status, line)
-        d = self.client(args.profile).detail(self._job(args.job))
+        client = self.client(args.profile)
+        d = client.detail(self._job(args.job))
         ui.show(ui.detail_text(d), ui.detail_html(d))
+        if args.config:
+            text = client.config(d.id)
+            ui.show(text, ui.config_html(d.id, text))
 
     @magic_arguments()
     @argument("job", nargs="?")
@@ -247,7 +257,8 @@ class PaiMagics(Magics):
 
     @magic_arguments()
     @argument("job", nargs="?")
-    @argument("--logdir", help="a local log directory: start (or reuse) a TensorBoard for it")
+    @argument("--logdir", help="a local log directory: start (or reuse) a TensorBoard for it; one started here "
+                               "stops when this kernel shuts down")
     @argument("--role", "-r")
     @argument("--index", "-i", type=int)
     @argument("--height", type=int, default=600)
@@ -260,7 +271,7 @@ class PaiMagics(Magics):
 
         args = _args(self.pai_tensorboard, line)
         if args.logdir:
-            return tensorboard.local(args.logdir).embed(height=args.height)
+            return tensorboard.local(args.logdir, tied=True).embed(height=args.height)  # ends with the kernel
         return tensorboard.for_job(self.client(args.profile), self._job(args.job), role=args.role, index=args.index,
                                    height=args.height)
 

@@ -21,6 +21,8 @@ from .display import error_html, esc
 
 FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 MIB = 1024 * 1024
+HEADROOM = 1.15  # the y axis goes this far above the highest value
+TIME_TICKS = 4  # "%H:%M:%S" labels of a 460 px chart overlap beyond this
 
 
 class _Chart:
@@ -28,14 +30,16 @@ class _Chart:
 
     def __init__(self, title: str, unit: str, ymax: float | None = None):
         self.x = bq.DateScale()
-        self.y = bq.LinearScale(min=0.0, max=ymax) if ymax else bq.LinearScale(min=0.0)
+        self.title, self.ymax = title, ymax
+        # headroom above the highest value, so no line runs along the top border
+        self.y = bq.LinearScale(min=0.0, max=ymax * HEADROOM if ymax else 1.0, allow_padding=False)
         self.lines = bq.Lines(x=np.array([], dtype="datetime64[ms]"), y=np.array([]),
                               scales={"x": self.x, "y": self.y}, display_legend=True)
         self.figure = bq.Figure(marks=[self.lines], title=title, legend_location="top-left",
-                                axes=[bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S"),
-                                      bq.Axis(scale=self.y, side="left", label=unit)],
+                                axes=[bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S", num_ticks=TIME_TICKS),
+                                      bq.Axis(scale=self.y, side="left", label=unit, num_ticks=5)],
                                 layout=W.Layout(width="460px", height="280px"),
-                                fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 10})
+                                fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 30})  # the last time label
         self.series: dict[str, deque[float]] = {}
 
     def add(self, values: dict[str, float], window: int, length: int) -> None:
@@ -49,10 +53,34 @@ class _Chart:
         keys = sorted(self.series)
         if len(times) < 2 or not keys:  # a line needs two points (and bqplot squeezes a 1x1 array to a scalar)
             return
+        y = np.array([list(self.series[k]) for k in keys])
         with self.lines.hold_sync():
             self.lines.x = np.array(times, dtype="datetime64[ms]")
-            self.lines.y = np.array([list(self.series[k]) for k in keys])
+            self.lines.y = y
             self.lines.labels = keys
+            # one task: its name goes in the title, not in a legend box drawn over the line
+            self.lines.display_legend = len(keys) > 1
+        self.figure.title = self.title if len(keys) > 1 else f"{self.title} · {keys[0]}"
+        if not self.ymax:
+            top = float(np.nanmax(y)) if np.isfinite(y).any() else 0.0
+            self.y.max = nice_ceiling(top * HEADROOM)
+
+    def last_and_peak(self) -> dict[str, tuple[float, float]]:
+        """Per series: its last value and its peak (NaN-free series only)."""
+        out = {}
+        for key, q in self.series.items():
+            values = [v for v in q if not math.isnan(v)]
+            if values:
+                out[key] = (values[-1], max(values))
+        return out
+
+
+def nice_ceiling(value: float) -> float:
+    """The next round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at or above ``value``."""
+    if value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * power >= value)
 
 
 class ResourceMonitor(W.VBox):
@@ -73,9 +101,11 @@ class ResourceMonitor(W.VBox):
         self.pause = W.ToggleButton(description="Pause", icon="pause", value=False)
         self.note = W.HTML()
         self.status = W.HTML()
+        self.summary = W.HTML()  # filled when the job has ended
+        self.ended = False
         self.gpu_box = W.HBox([self.gpu.figure, self.gpu_memory.figure], layout=W.Layout(display="none"))
         self.children = [W.HBox([self.interval, self.pause, self.status]), self.note,
-                         W.HBox([self.cpu.figure, self.memory.figure]), self.gpu_box]
+                         W.HBox([self.cpu.figure, self.memory.figure]), self.gpu_box, self.summary]
         self.pause.observe(lambda ch: setattr(self.pause, "description", "Resume" if ch["new"] else "Pause"),
                            names="value")
         self._stop = threading.Event()
@@ -104,12 +134,35 @@ class ResourceMonitor(W.VBox):
                 return False
             self.status.value = error_html(f"sample failed: {exc}")
             return type(exc).__name__ not in ("JobNotFound",)
-        self.add(sample)
         tasks = sample.get("tasks") or []
         if tasks and all(t.get("state") in FINAL for t in tasks):
+            # the ended tasks have no values: keep the charts as the last samples left them, and say what they were
+            self.ended = True
+            self.pause.disabled = True
             self.status.value = "<small>the job has ended; sampling stopped</small>"
+            self.summary.value = self.summary_html()
             return False
+        self.add(sample)
         return True
+
+    def summary_html(self) -> str:
+        """Each task's last and peak CPU and memory while the job ran ("resource usage after the job ended")."""
+        cpu, mem = self.cpu.last_and_peak(), self.memory.last_and_peak()
+        if not cpu and not mem:
+            return ("<div style='color:#6e7781'>The job had ended before a sample was taken: the cluster measures "
+                    "running tasks only, so open the monitor while the job runs.</div>")
+        rows = []
+        for name in sorted(cpu.keys() | mem.keys()):
+            c, m = cpu.get(name), mem.get(name)
+            rows.append(f"<tr><td style='padding:2px 10px 2px 0'>{esc(name)}</td>"
+                        + "".join(f"<td style='text-align:right;padding:2px 10px'>{v}</td>" for v in (
+                            f"{c[0]:.0f} %" if c else "-", f"{c[1]:.0f} %" if c else "-",
+                            f"{m[0]:.1f} MiB" if m else "-", f"{m[1]:.1f} MiB" if m else "-")) + "</tr>")
+        head = "".join(f"<th style='text-align:{a};padding:2px 10px'>{h}</th>" for a, h in (
+            ("left", "task"), ("right", "last CPU"), ("right", "peak CPU"), ("right", "last memory"),
+            ("right", "peak memory")))
+        return (f"<div><b>Resource usage after the job ended</b> ({len(self.times)} samples; the charts keep "
+                f"them)</div><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
     def add(self, sample: dict[str, Any]) -> None:
         """Add one sample in the ``client.metrics`` shape and redraw."""

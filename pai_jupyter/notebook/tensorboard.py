@@ -3,7 +3,8 @@
 A job's TensorBoard runs inside its task (the ``tensorboard`` runtime plugin); the notebook embeds the server
 extension's route ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/tensorboard/``, never ``localhost:port``
 (which breaks on remote servers and hubs). A local logdir gets a TensorBoard subprocess, reused by logdir like
-``%tensorboard`` does (an info file per logdir under ``$PAI_JUPYTER_HOME/tensorboard``), reached through
+``%tensorboard`` does (an info file per logdir under ``$PAI_JUPYTER_HOME/tensorboard``; one that
+``%pai_tensorboard --logdir`` starts ends with its kernel), reached through
 jupyter-server-proxy's ``{base_url}proxy/{port}/`` or ``$TENSORBOARD_PROXY_URL`` (``%PORT%`` is replaced).
 """
 
@@ -27,11 +28,45 @@ from .display import base_url, esc, link_html, service_url
 FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def iframe(url: str, height: int = 600, title: str = "TensorBoard") -> Any:
+def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = "") -> Any:
+    """The page in an iframe, a link to open it in a tab, and ``note`` (HTML) between them."""
     from IPython.display import HTML
 
-    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>'
+    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>{note}'
                 f'<iframe src="{esc(url)}" width="100%" height="{int(height)}" frameborder="0"></iframe>')
+
+
+NO_EVENTS = ("No event file there yet, so TensorBoard shows \"No dashboards are active\" until the program writes "
+             "summaries into that directory (e.g. SummaryWriter(os.environ[\"PAI_OUTPUT_LOGS\"]) or "
+             "tf.summary.create_file_writer(...)); it looks again every 5 s.")
+
+
+def has_runs(url: str, timeout: float = 2.0) -> bool | None:
+    """Does the TensorBoard at ``url`` see any event file (``data/runs``)? None when it does not answer."""
+    import httpx
+
+    try:
+        r = httpx.get(url.rstrip("/") + "/data/runs", timeout=timeout)
+        r.raise_for_status()
+        return bool(r.json())
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def local_events(logdir: str | None) -> bool | None:
+    """Is there an event file under ``logdir`` on this machine? None when it is no directory here (a path
+    inside a container, a remote cluster)."""
+    if not logdir or not Path(logdir).is_dir():
+        return None
+    return next(Path(logdir).rglob("*tfevents*"), None) is not None
+
+
+def logdir_note(logdir: str | None, runs: bool | None) -> str:
+    """Where TensorBoard looks, and a hint while it has found no event file (HTML)."""
+    where = f"TensorBoard watches <code>{esc(logdir)}</code>. " if logdir else ""
+    if runs is False:
+        return f"<div style='color:#6e7781'>{where}{esc(NO_EVENTS)}</div>"
+    return f"<div style='color:#6e7781'>{where}</div>" if where else ""
 
 
 def _note(text: str) -> Any:
@@ -40,14 +75,13 @@ def _note(text: str) -> Any:
     return HTML(f"<i>{esc(text)}</i>")
 
 
-def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
-    """(role, index, service state) of each task that runs the job's TensorBoard: from ``client.services``
-    where the server has it, else from the job's own ``tensorboard`` plugin (its ``taskRole``, else the first
-    role; state unknown)."""
+def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
+    """The job's TensorBoard services (role, index, state, and host, port, logdir where the server says): from
+    ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (its
+    ``taskRole``, else the first role; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
     if hasattr(client, "services"):
         try:
-            return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in client.services(job)
-                    if s.get("name") == "tensorboard"]
+            return [s for s in client.services(job) if s.get("name") == "tensorboard"]
         except Exception as exc:
             if type(exc).__name__ != "NotSupported":
                 raise
@@ -57,7 +91,15 @@ def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
     plugin = next((p for p in spec.runtime_plugins if p.get("plugin") == "tensorboard"), None)
     if plugin is None:
         return []
-    return [((plugin.get("parameters") or {}).get("taskRole") or spec.task_roles[0].name, 0, "")]
+    params = plugin.get("parameters") or {}
+    logdir = params.get("logdir")
+    return [{"role": params.get("taskRole") or spec.task_roles[0].name, "index": 0, "state": "",
+             "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"}]
+
+
+def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
+    """(role, index, service state) of each task that runs the job's TensorBoard."""
+    return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in job_services(client, job)]
 
 
 def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None = None, height: int = 600,
@@ -68,12 +110,13 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     ended, nor when the service was stopped in a running task."""
     job_id = client.job_id(job)
     detail = client.detail(job_id)  # before the services: a service listed later never predates the task state
-    targets = [t for t in job_targets(client, job_id)
-               if (role is None or t[0] == role) and (index is None or t[1] == index)]
+    targets = [s for s in job_services(client, job_id)
+               if (role is None or s["role"] == role) and (index is None or int(s["index"]) == index)]
     if not targets:
         return _note(f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
                      "(extras: com.microsoft.pai.runtimeplugin)")
-    r, i, service = targets[0]
+    found = targets[0]
+    r, i, service = found["role"], int(found["index"]), str(found.get("state") or "")
     task = next((t.task_state for t in detail.tasks if t.role == r and t.task_index == i), detail.state)
     if task in FINAL or detail.state in FINAL:
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
@@ -81,7 +124,10 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     if task == "RUNNING" and service in ("stopped", "stopping"):
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
                      f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
-    return iframe(service_url(job_id, r, i, "tensorboard", base), height)
+    runs = has_runs(f"http://{found['host']}:{found['port']}/") if found.get("port") else None
+    if runs is None:  # not up yet: a process task's logdir is a directory on this machine
+        runs = local_events(found.get("logdir"))
+    return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))
 
 
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------
@@ -135,7 +181,7 @@ class LocalTensorBoard:
         return "tensorboard" in cmd and self.logdir in cmd and _answers(self.port)
 
     def embed(self, height: int = 600) -> Any:
-        return iframe(self.url, height)
+        return iframe(self.url, height, note=logdir_note(self.logdir, has_runs(f"http://127.0.0.1:{self.port}/")))
 
     def _repr_html_(self) -> str:
         return self.embed()._repr_html_()
@@ -151,8 +197,19 @@ def _info_file(logdir: str) -> Path:
     return info_dir() / f"{hashlib.sha1(logdir.encode()).hexdigest()[:16]}.json"
 
 
-def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0) -> LocalTensorBoard:
-    """Start a TensorBoard for ``logdir``, or reuse the one already serving it."""
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the process that started it ends, even by SIGKILL."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0,
+          tied: bool = False) -> LocalTensorBoard:
+    """Start a TensorBoard for ``logdir``, or reuse the one already serving it. ``tied``: the TensorBoard this
+    call starts ends with this process (``%pai_tensorboard --logdir``: with the kernel, whether it shuts down
+    or is killed), so none outlives the notebook that asked for it."""
     path = str(Path(logdir).expanduser().resolve())
     info = _info_file(path)
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -167,7 +224,8 @@ def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: f
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", path, "--port", str(port),
                                  "--host", "127.0.0.1", "--reload_interval", "5"], stdout=out, stderr=out,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None)
     deadline = time.monotonic() + timeout
     while not _answers(port):
         if proc.poll() is not None:
@@ -178,4 +236,9 @@ def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: f
             raise TimeoutError(f"TensorBoard did not answer on port {port} within {timeout:g} s (log: {log})")
         time.sleep(0.1)
     info.write_text(json.dumps({"logdir": path, "port": port, "pid": proc.pid}))
-    return LocalTensorBoard(path, port, proc.pid)
+    tb = LocalTensorBoard(path, port, proc.pid)
+    if tied:  # a clean shutdown also removes the info file
+        import atexit
+
+        atexit.register(tb.stop)
+    return tb

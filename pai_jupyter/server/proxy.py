@@ -14,6 +14,7 @@ Jupyter credentials (Authorization header, cookies, ``token`` query parameter) n
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -31,6 +32,11 @@ from .registry import TITLES, Key, Registry, Target
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
+<body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>
+<p>{message}.</p><p>A task's {title} lives only as long as its task: once the task has ended (or before it
+has started) there is nothing to open. Its logs and files stay: <code>pai logs</code>, <code>%pai_logs</code> or the
+job list's "logs" action show them.</p></body></html>"""
 TENSORBOARD_FONTS = ("url(/font-roboto/", "url(font-roboto/")  # relative: under .../tensorboard/ like the page
 
 
@@ -170,6 +176,21 @@ class ServiceProxyHandler(TaskProxyBase):
             raise PaiHTTPError(503, f"{TITLES[service]} of this task did not answer; it may be restarting, try "
                                     "again in a few seconds", retry_after=2, code="NotAnswering") from None
         self._record_activity()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """A browser opening the page of a task that is not running (409) gets a page that says so, not JSON."""
+        exc = (kwargs.get("exc_info") or (None, None, None))[1]
+        if (status_code == 409 and isinstance(exc, PaiHTTPError) and self.request.method == "GET"
+                and not _is_websocket(self) and "text/html" in self.request.headers.get("Accept", "")):
+            self.set_header("X-Content-Type-Options", "nosniff")
+            self.set_header("Cache-Control", "no-store")
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            kw = self.path_kwargs
+            task = f"{kw.get('user')}~{kw.get('name')} {kw.get('role')}[{kw.get('index')}]"
+            self.finish(NOT_RUNNING_PAGE.format(title=html.escape(TITLES.get(kw.get("service", ""), "Service")),
+                                                task=html.escape(task), message=html.escape(exc.message)))
+            return
+        super().write_error(status_code, **kwargs)
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:

@@ -88,11 +88,40 @@ def test_the_quickstart_notebook_is_kept_cleared() -> None:
     assert "widgets" not in nb.metadata
 
 
+AFTER_RUN_ALL = """
+import time
+from pai_jupyter.notebook.tensorboard import has_runs
+deadline = time.monotonic() + 240
+while monitor._thread.is_alive() and time.monotonic() < deadline:  # it stops on its own when the job ends
+    time.sleep(0.5)
+print("monitor", "sampling" if monitor._thread.is_alive() else "stopped", monitor.ended, len(monitor.times))
+print("busy", client.wait(busy.id, timeout=60).state)
+svc = [s for s in client.services(tb.id) if s["name"] == "tensorboard"][0]
+while not has_runs(f"http://{svc['host']}:{svc['port']}/") and time.monotonic() < deadline:
+    time.sleep(0.5)
+print("tensorboard runs", has_runs(f"http://{svc['host']}:{svc['port']}/"), svc["logdir"])
+"""
+
+
 def test_the_quickstart_runs_headless(daemon: Api) -> None:
-    """What a user runs in `make lab`, cell by cell, in a real kernel (run from notebooks/, as the lab is)."""
+    """What a user runs in `make lab` under Run All, in a real kernel (run from notebooks/, as the lab is): every
+    section shows its feature working; then, in the same kernel, the monitor stops on its own when its job ends
+    and the TensorBoard job's curve reaches its TensorBoard."""
     nb = nbformat.read(QUICKSTART, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(QUICKSTART.parent)}}).execute()
+    runner = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(QUICKSTART.parent)}})
+    with runner.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            runner.execute_cell(cell, index)
+        check = nbformat.v4.new_code_cell(AFTER_RUN_ALL)
+        nb.cells.append(check)
+        runner.timeout = 300
+        runner.execute_cell(check, len(nb.cells) - 1)
+        runner.set_widgets_metadata()
+    after = cell_text(nb.cells.pop())
+    assert "monitor stopped True" in after, after
+    assert int(after.split("monitor stopped True ")[1].split()[0]) >= 5  # it sampled the job while it ran
+    assert "busy SUCCEEDED" in after and "tensorboard runs True" in after, after
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = [cell_text(c) for c in code]
     everything = "\n".join(text)
@@ -103,9 +132,11 @@ def test_the_quickstart_runs_headless(daemon: Api) -> None:
     assert "I am worker 1 of 2" in logs
     curves_cell = next(c for c in code if "curves.plot" in c.source)
     assert curves_cell.outputs[-1]["data"]["application/vnd.jupyter.widget-view+json"]
-    assert any("stopping " in t for t in text)
+    assert any("stopping " in t and "sleeper" in t for t in text)  # the stop section stops its own job only
     states = {m["model_name"] for m in nb.metadata["widgets"][WIDGET_STATE]["state"].values()}
     assert {"FigureModel", "LinesModel", "GridBoxModel", "TabModel"} <= states
+    tensorboard = next(c for c in code if c.source.startswith("%pai_tensorboard")).outputs[-1]["data"]["text/html"]
+    assert "/tensorboard/" in tensorboard and "TensorBoard watches" in tensorboard
 
 
 def test_the_form_submits_to_the_real_daemon(daemon: Api) -> None:

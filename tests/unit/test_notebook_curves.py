@@ -129,3 +129,18 @@ def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monke
           " commands: [sleep 1]}\nextras:\n  com.microsoft.pai.runtimeplugin: [{plugin: tensorboard}]\n")
     html = tensorboard.for_job(JobClient(None, v2), "j").data  # a remote OpenPAI: the job's plugin says where
     assert 'src="/user/ann/pai/jobs/ann~j/ps/0/tensorboard/"' in html
+
+
+def test_the_embedded_view_says_where_tensorboard_looks_and_hints_while_it_is_empty(tmp_path: Path) -> None:
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    svc = {"role": "w", "index": 1, "name": "tensorboard", "host": "127.0.0.1", "port": 9, "state": "starting",
+           "logdir": str(logdir)}  # port 9: nothing answers yet, the directory is on this machine
+    html = tensorboard.for_job(JobClient([svc]), "j").data
+    assert f"TensorBoard watches <code>{logdir}</code>" in html and "No event file there yet" in html
+    write_scalars(logdir / "train", "loss", [1.0])
+    html = tensorboard.for_job(JobClient([svc]), "j").data
+    assert "TensorBoard watches" in html and "No event file there yet" not in html
+    inside = {**svc, "logdir": "/pai/output/logs/"}  # a container's path: not knowable here, no guess
+    html = tensorboard.for_job(JobClient([inside]), "j").data
+    assert "TensorBoard watches <code>/pai/output/logs/</code>" in html and "No event file" not in html

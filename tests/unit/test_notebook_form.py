@@ -205,3 +205,45 @@ def test_the_servers_problems_land_beside_the_fields_too() -> None:
     form.submit()
     assert form.confirm() is None
     assert "no GPU &lt;here&gt;" in form.roles[0].gpu.error.value and "not submitted" in form.result.value
+
+
+def test_import_redraws_the_role_tab_and_the_button_keeps_its_count(comm: list[dict[str, Any]]) -> None:
+    form = JobForm()
+    first = form.roles[0].box
+    v1 = (ROOT / "notebooks/jobs/tensorflow-cifar10.json").read_bytes()
+    comm.clear()
+    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
+                                      "content": memoryview(v1), "last_modified": 0}]})
+    # the role's tab keeps its child (filled again): the frontend has nothing to redraw, so nothing stays blank
+    assert form.tabs.children == (first,) and form.roles[0].box is first
+    assert not any("children" in (m or {}).get("state", {}) for m in comm)
+    # the frontend's upload value was never reset to [] (it would read "Import (0)" after a good import)
+    assert not any("value" in (m or {}).get("state", {}) and m["state"]["value"] == [] for m in comm)
+    assert form.upload.value == () and "imported <code>cifar.json</code>" in form.imported.value
+    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
+                                      "content": memoryview(v1), "last_modified": 0}]})
+    assert form.name.value == json.loads(v1)["jobName"]  # the same file again is imported again
+
+
+def test_bad_json_is_reported_as_a_json_error() -> None:
+    form = JobForm()
+    form.edit_json.value = True
+    form.json.value = '{"jobName": "x",\n  "image": }'
+    error = unescape(form.json_error.value)
+    assert "not valid JSON: Expecting value at line 2, column 12" in error and "YAML" not in error
+
+
+def test_work_duration_is_max_run_time_minutes() -> None:
+    form = JobForm()
+    assert form.max_run.value == 0 and "maxRunTimeMinutes" not in doc(form).get("extras", {})
+    form.max_run.value = 90
+    assert doc(form)["extras"]["maxRunTimeMinutes"] == 90
+    form.load(json.dumps({**doc(form), "extras": {"maxRunTimeMinutes": 2.5}}))
+    assert form.max_run.value == 2.5 and form.problems == []
+    assert locate("extras.maxRunTimeMinutes") == (None, "max_run")
+
+
+def test_buttons_are_as_wide_as_their_labels() -> None:
+    form = JobForm()
+    for button in (form.confirm_button, form.submit_button, form.upload, form.add_role_button):
+        assert button.layout.width == "auto"

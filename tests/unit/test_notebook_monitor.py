@@ -92,3 +92,26 @@ def test_pause_and_rate() -> None:
     calls = src.calls
     time.sleep(0.5)
     assert src.calls <= calls + 1
+
+
+def test_axes_have_headroom_and_few_time_ticks() -> None:
+    m = ResourceMonitor("j", source=Source([]), start=False)
+    for t, mem in ((1, 40), (2, 52), (3, 52)):
+        m.add(sample(t * 1000, [task(0, 99.0, mem * MIB)]))
+    assert m.memory.y.max >= 52 * 1.15 and m.memory.y.max == 60  # a round top above the line, not on it
+    assert m.cpu.y.max == 120 and m.gpu.y.max > 100
+    time_axis = m.cpu.figure.axes[0]
+    assert time_axis.tick_format == "%H:%M:%S" and time_axis.num_ticks == 4
+
+
+def test_after_the_job_ended_the_last_samples_stay_and_are_summed_up() -> None:
+    src = Source([sample(1000, [task(0, 80.0, 10 * MIB)]), sample(2000, [task(0, 95.0, 30 * MIB)]),
+                  sample(3000, [task(0, None, None, "SUCCEEDED")])])
+    m = ResourceMonitor("j", source=src, start=False)
+    assert m.poll() and m.poll() and not m.poll()
+    assert m.ended and len(m.cpu.lines.x) == 2 and list(np.asarray(m.cpu.lines.y)) == [80.0, 95.0]
+    assert "Resource usage after the job ended" in m.summary.value
+    assert ">w[0]</td>" in m.summary.value and "95 %" in m.summary.value and "30.0 MiB" in m.summary.value
+    assert m.pause.disabled
+    late = ResourceMonitor("j", source=Source([sample(1, [task(0, None, None, "FAILED")])]), start=False)
+    assert not late.poll() and "before a sample was taken" in late.summary.value

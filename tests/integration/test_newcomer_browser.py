@@ -1,0 +1,125 @@
+"""Issue 13 item 8 in a real browser (JupyterLab): the JobForm's labels are not cut, Import draws the role's tab
+at once and its button says a file was taken; the ResourceMonitor's lines stay under the top of their charts,
+its time labels do not overlap, and after the job ended it keeps the samples and sums them up. Screenshots go
+to $PAI_SCREENSHOTS when set (to look at the polish)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from pai_jupyter.cluster import control
+
+from .browser import launch, watched_page
+from .conftest import kill_leftovers
+from .jupyter_fixture import JupyterServer, start_jupyter
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+MONITOR = """
+from pai_jupyter.notebook.monitor import MIB, ResourceMonitor
+t0 = 1_700_000_000_000
+samples = [{"time": t0 + i * 2000, "gpu": {"available": False, "message": "no NVML here"},
+            "tasks": [{"role": "main", "index": 0, "state": "RUNNING", "cpuPercent": 95.0 + i % 5,
+                       "memoryBytes": min(52, 10 + 2 * i) * MIB, "gpus": []}]} for i in range(40)]
+samples.append({"time": t0 + 80_000, "gpu": {"available": False}, "tasks": [
+    {"role": "main", "index": 0, "state": "SUCCEEDED", "cpuPercent": None, "memoryBytes": None, "gpus": []}]})
+feed = iter(samples)
+monitor = ResourceMonitor("demo~job", source=lambda job: next(feed), interval=0.2)
+monitor
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    tmp = tmp_path_factory.mktemp("newcomer-browser")
+    home: Path = tmp / "home"
+    server = None
+    try:
+        server = start_jupyter(tmp / "jupyter", home, lab=True)
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"),
+                    nbformat.v4.new_code_cell(MONITOR)]
+        nbformat.write(nb, tmp / "jupyter" / "root" / "widgets.ipynb")
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+def _shot(page: Any, locator: Any, name: str) -> None:
+    folder = os.environ.get("PAI_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        locator.screenshot(path=str(Path(folder) / f"{name}.png"))
+
+
+def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(lab: JupyterServer, browser: Any,
+                                                                      tmp_path: Path) -> None:
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 2400})
+    try:
+        page.goto(f"{lab.url}lab/tree/widgets.ipynb?token={lab.token}")
+        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        form = page.locator(".jp-OutputArea-output").first
+        form.get_by_text("Max run time (min)").first.wait_for(timeout=90_000)
+
+        # Import: the role's tab shows the file's command at once, the button says a file was taken
+        job = tmp_path / "imported.json"
+        doc = json.loads((ROOT / "notebooks/jobs/hello-world.json").read_text())
+        job.write_text(json.dumps(doc))
+        with page.expect_file_chooser() as chooser:
+            form.locator(".widget-upload").click()
+        chooser.value.set_files(str(job))
+        form.get_by_text("imported").first.wait_for(timeout=30_000)
+        _shot(page, form, "after-import")
+        command = form.locator(".widget-tab .widget-textarea textarea").first
+        command.wait_for(state="visible", timeout=10_000)
+        assert command.input_value() == doc["taskRoles"][0]["command"]
+        assert form.locator(".widget-upload").inner_text().strip() == "Import (1)"
+
+        form.locator("button", has_text="Submit").first.click()
+        confirm = form.locator("button", has_text="Confirm and submit").first
+        confirm.wait_for(timeout=10_000)
+        for button in form.locator("button").all():
+            if button.is_visible():  # no label cut to "Confirm and sub…"
+                assert button.evaluate("b => b.scrollWidth <= b.clientWidth + 1"), button.inner_text()
+        _shot(page, form, "jobform")
+
+        monitor = page.locator(".jp-OutputArea-output").nth(1)
+        monitor.get_by_text("Resource usage after the job ended").first.wait_for(timeout=60_000)
+        _shot(page, monitor, "monitor")
+        memory = monitor.locator(".bqplot").nth(1)
+        lines = memory.locator("g.curve path.line").first
+        plot = memory.locator("rect.plotarea_background").first
+        line_top = lines.bounding_box()["y"]
+        plot_top = plot.bounding_box()["y"]
+        assert line_top - plot_top > 10, (line_top, plot_top)  # headroom: the line is not on the top border
+        ticks = memory.locator(".axis").first.locator(".tick text").all_inner_texts()
+        assert 2 <= len(ticks) <= 5, ticks
+        boxes = [t.bounding_box() for t in memory.locator(".axis").first.locator(".tick text").all()]
+        for a, b in itertools.pairwise(boxes):
+            assert a["x"] + a["width"] <= b["x"], ticks  # time labels do not overlap
+        assert "52.0 MiB" in monitor.inner_text()
+    finally:
+        page.close()
+    assert not w.dialogs, w.dialogs
