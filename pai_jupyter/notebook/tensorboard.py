@@ -41,12 +41,14 @@ NO_EVENTS = ("No event file there yet, so TensorBoard shows \"No dashboards are 
              "tf.summary.create_file_writer(...)); it looks again every 5 s.")
 
 
-def has_runs(url: str, timeout: float = 2.0) -> bool | None:
-    """Does the TensorBoard at ``url`` see any event file (``data/runs``)? None when it does not answer."""
+def has_runs(url: str, timeout: float = 2.0, token: str | None = None) -> bool | None:
+    """Does the TensorBoard at ``url`` see any event file (``data/runs``)? None when it does not answer. A task's
+    TensorBoard wants its service token (the services list gives it to the job's owner)."""
     import httpx
 
+    headers = {"Authorization": f"token {token}"} if token else None
     try:
-        r = httpx.get(url.rstrip("/") + "/data/runs", timeout=timeout)
+        r = httpx.get(url.rstrip("/") + "/data/runs", timeout=timeout, headers=headers)
         r.raise_for_status()
         return bool(r.json())
     except (httpx.HTTPError, ValueError):
@@ -124,7 +126,7 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     if task == "RUNNING" and service in ("stopped", "stopping"):
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
                      f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
-    runs = has_runs(f"http://{found['host']}:{found['port']}/") if found.get("port") else None
+    runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token")) if found.get("port") else None
     if runs is None:  # not up yet: a process task's logdir is a directory on this machine
         runs = local_events(found.get("logdir"))
     return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))

@@ -52,7 +52,9 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
         svc = pai.services(job)[0]
         host = daemon.home / "local" / "jobs" / job / "output" / "logs"
         assert svc["logdir"] == f"{host}/"
-        assert httpx.get(f"http://{svc['host']}:{svc['port']}/data/runs", timeout=10).json() == []
+        auth = {"Authorization": f"token {svc['token']}"}  # the task's TensorBoard wants the proxy's credential
+        runs_url = f"http://{svc['host']}:{svc['port']}/data/runs"
+        assert httpx.get(runs_url, timeout=10, headers=auth).json() == []
         shown = tensorboard.for_job(pai, job).data
         assert f"TensorBoard watches <code>{host}/</code>" in shown and "No event file there yet" in shown
         jl = JobList(client=pai, interval=0)
@@ -61,7 +63,7 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
         finally:
             jl.close()
         _write_scalar(host / "train")
-        _wait_for(lambda: httpx.get(f"http://{svc['host']}:{svc['port']}/data/runs", timeout=10).json(), 60,
+        _wait_for(lambda: httpx.get(runs_url, timeout=10, headers=auth).json(), 60,
                   "TensorBoard to find the event file")
         shown = tensorboard.for_job(pai, job).data
         assert "TensorBoard watches" in shown and "No event file there yet" not in shown

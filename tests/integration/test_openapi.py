@@ -475,9 +475,12 @@ def test_services_and_their_stop_and_start_answer_as_the_spec_says(seeded: Seede
     tb = _until_service(seeded, job, "running")  # TensorBoard takes a few seconds to answer
     ports = api.detail(job)["taskRoles"]["main"]["taskStatuses"][0]["containerPorts"]
     assert tb == {"role": "main", "index": 0, "name": "tensorboard", "host": tb["host"],
-                  "port": int(ports["tensorboard"]), "state": "running", "token": None, "basePath": "/",
+                  "port": int(ports["tensorboard"]), "state": "running", "token": tb["token"], "basePath": "/",
                   "logdir": f"{api.home}/local/jobs/{job}/output/logs/"}  # the job's $PAI_OUTPUT_LOGS
-    assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).status_code == 200
+    runs = f"http://{tb['host']}:{tb['port']}/data/runs"
+    assert isinstance(tb["token"], str) and len(tb["token"]) >= 32
+    assert httpx.get(runs, timeout=10).status_code == 403  # only the proxy's credential opens it (issue 12 item 3)
+    assert httpx.get(runs, headers={"Authorization": f"token {tb['token']}"}, timeout=10).status_code == 200
     assert _services(seeded, seeded.succeeded) == {} and _services(seeded, seeded.waiting) == {}
     assert _services(seeded, seeded.failed)["tensorboard"]["state"] == "stopped"  # its task is over
 
