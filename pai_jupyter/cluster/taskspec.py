@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import Job, render_commands
-from . import services
+from . import services, sshd
 from .env import Placement, task_env
 from .estimator import REQUIREMENTS, Layout
 from .runtime.base import Mount, TaskSpec
@@ -26,10 +26,12 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
     own = loads(t.get("services"), {}) or {}
+    own = sshd.enrich(own, td.parent, home, docker=docker, comment=f"pai-job {row['user']}~{row['name']}")
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
     image = job.image_for(role)
     mounts = [Mount(str(home), "/userhome")] if docker else []
+    mounts += sshd.mounts(own, td.parent) if docker else []
     if docker and host_paths:
         for kind in ("data", "output", "script"):
             p = job.prerequisite(kind, getattr(role, kind))
