@@ -9,6 +9,7 @@ from .. import __version__
 from .cluster import cluster
 from .jobs import COMMANDS as JOB_COMMANDS
 from .profile import profile
+from .ssh import COMMANDS as SSH_COMMANDS
 from .validate import validate
 
 
@@ -22,5 +23,7 @@ main.add_command(validate)
 main.add_command(cluster)
 main.add_command(profile)
 for _command in JOB_COMMANDS:
+    main.add_command(_command)
+for _command in SSH_COMMANDS:
     main.add_command(_command)
 
