@@ -110,6 +110,7 @@ def _targets(client: Any, job: Any, identity: str | None) -> Op:
             key = str(out)
         return [SshTarget(job_id, c["taskRole"], c["taskIndex"], c["taskState"], c["sshIp"], c["sshPort"],
                           info["user"], key, c.get("problem")) for c in info["containers"]]
+    detail = yield from client._detail(job)  # first: a missing job is JobNotFound here, a missing config below
     config = yield from client._config(job)
     doc = yaml.safe_load(config) or {}
     plugins = ((doc.get("extras") or {}).get("com.microsoft.pai.runtimeplugin") or []) if isinstance(doc, dict) \
@@ -117,7 +118,6 @@ def _targets(client: Any, job: Any, identity: str | None) -> Op:
     if not any(isinstance(p, dict) and p.get("plugin") == "ssh" for p in plugins):
         raise NotSupported(f"job {job_id} has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
                            "extras.com.microsoft.pai.runtimeplugin)")
-    detail = yield from client._detail(job)
     key = identity or default_identity()
     out = []
     for t in detail.tasks:
