@@ -83,7 +83,7 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
         if (t["role"], t["idx"]) not in planned or not info:
             continue
         td = Path(t["task_dir"]) if t["task_dir"] else None
-        missing = td / "ssh" / "missing" if td else None
+        missing = td / "service-ssh.missing" if td else None
         containers.append({
             "id": f"{t['role']}-{t['idx']}", "taskRole": t["role"], "taskIndex": t["idx"], "taskState": t["state"],
             "sshIp": t["host_ip"] or "127.0.0.1", "sshPort": info["port"],

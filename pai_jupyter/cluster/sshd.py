@@ -34,6 +34,7 @@ DOCKER_JOB_KEY_DIR = "/pai/jobssh"
 EXIT_SSH_BARRIER = 249  # OpenPAI's exit spec: SSH barrier timeout
 SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/sftp-server", "/usr/libexec/openssh/sftp-server")
 MAX_KEYS = 50
+NO_SSHD = "no sshd in this task: the ssh plugin needs openssh-server in the image"
 
 
 class KeyError_(ValueError):
@@ -176,6 +177,7 @@ def prelude(info: dict[str, Any]) -> str:
     sftp = " ".join(SFTP_SERVERS)
     lines = [
         'pai_ssh="$PAI_TASK_DIR/ssh"; (umask 077; mkdir -p "$pai_ssh/bin")',
+        f'command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || echo "[pai ssh plugin] {NO_SSHD}" >&2',
         _heredoc('"$pai_ssh/authorized_keys"', "\n".join(keys)),
         _heredoc('"$pai_ssh/login.sh"', _LOGIN % {"sftp": sftp, "sftp_cases": "|".join(SFTP_SERVERS)}),
         'chmod 700 "$pai_ssh/login.sh"',
@@ -218,9 +220,8 @@ def prelude(info: dict[str, Any]) -> str:
 def command(info: dict[str, Any]) -> str:
     """The service itself (run in the background by the task's supervisor): a host key, then sshd."""
     return ('pai_ssh="$PAI_TASK_DIR/ssh"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
-            'if [ ! -x "$pai_sshd" ]; then echo "pai ssh plugin: no sshd in this task (install openssh-server in the '
-            'image)" >&2; echo "no sshd in this task: install openssh-server in the image" >"$pai_ssh/missing"; '
-            'exit 127; fi; '
+            f'if [ ! -x "$pai_sshd" ]; then echo "{NO_SSHD}" >&2; '
+            f'echo "{NO_SSHD}" >"$PAI_TASK_DIR/service-ssh.missing"; exit 127; fi; '
             '[ -f "$pai_ssh/host_ed25519" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/host_ed25519" || exit 1; '
             '[ "$(id -u)" = 0 ] && mkdir -p /run/sshd; '
             'exec "$pai_sshd" -D -e -f "$pai_ssh/sshd_config"')
