@@ -228,7 +228,7 @@ class Cluster:
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
                         ports[name] = self.ports.allocate(1)
                         mine[name] = {"port": ports[name][0], "parameters": params,
-                                      "token": services.new_token() if name == "jupyter" else None,
+                                      "token": services.new_token() if name in ("jupyter", "desktop") else None,
                                       "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
                                                                      name)}
                     self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,

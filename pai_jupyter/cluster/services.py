@@ -14,9 +14,9 @@ import socket
 from typing import Any
 
 from ..protocol import Job
-from . import sshd
+from . import desktop, sshd
 
-SERVICES = ("tensorboard", "jupyter")
+SERVICES = ("tensorboard", "jupyter", "desktop")
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
@@ -50,6 +50,8 @@ def start_command(service: str, info: dict[str, Any]) -> str:
     port, params = info["port"], info.get("parameters") or {}
     if service == "ssh":
         cmd = sshd.command(info)
+    elif service == "desktop":
+        cmd = desktop.command(info)
     elif service == "tensorboard":
         logdir = params.get("logdir")
         if isinstance(logdir, dict):  # OpenPAI's {name: path}

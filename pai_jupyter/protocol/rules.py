@@ -27,7 +27,7 @@ ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
-RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage")
+RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage", "desktop")
 MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")

@@ -25,6 +25,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from jupyter_server.utils import url_path_join
 
     from .common import JOB_RE
+    from .desktop import DESKTOP_RE, DesktopProxyHandler
     from .jobs import JobsHandler
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
@@ -37,6 +38,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
+        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
     ]
