@@ -188,7 +188,9 @@ def prelude(info: dict[str, Any]) -> str:
         '  printf "AllowUsers %s\\nPidFile none\\n" "$(id -un 2>/dev/null || echo root)"',
         '  printf "%s\\n" "PasswordAuthentication no" "KbdInteractiveAuthentication no" "PubkeyAuthentication yes" '
         '"UsePAM no" "StrictModes no" "PermitRootLogin prohibit-password" "PrintMotd no" "PrintLastLog no" '
-        f'"X11Forwarding no" "AllowTcpForwarding yes" "Subsystem sftp {SFTP_SERVERS[0]}"',
+        f'"X11Forwarding no" "AllowTcpForwarding yes" "Subsystem sftp {SFTP_SERVERS[0]}" '
+        # bash run by sshd with SHLVL < 2 sources ~/.bashrc before our login script: the task's env comes first
+        '"SetEnv SHLVL=1"',
         '} >"$pai_ssh/sshd_config"',
     ]
     if job_key:

@@ -17,9 +17,9 @@ from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_h
 from .display import service_url as route
 
 STATES = ("WAITING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
-ACTIONS = ("actions…", "detail", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
+ACTIONS = ("actions…", "detail", "logs", "stop", "clone", "TensorBoard", "Jupyter", "Desktop", "terminal")
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
-SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "terminal": "terminal"}
+SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "Desktop": "desktop", "terminal": "terminal"}
 
 
 class _Row:

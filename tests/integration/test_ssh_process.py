@@ -75,3 +75,4 @@ def test_jobssh_tasks_reach_each_other_by_name_after_the_barrier(daemon: Api) ->
     assert "pai ssh barrier: every task answers" in out, out
     assert "from main: main-0" in out, out
     assert detail.state == "SUCCEEDED", out
+
