@@ -72,6 +72,25 @@ class SshTarget:
         return {**asdict(self), **(self.commands() if self.host and self.port else {})}
 
 
+def targets_html(targets: list[SshTarget]) -> str:
+    """SSH info as HTML (escaped): for notebooks and the job list widget."""
+    import html
+
+    rows = []
+    for t in targets:
+        head = f"<b>{html.escape(t.role)}[{t.index}]</b> ({html.escape(t.state)})"
+        if t.problem:
+            rows.append(f"<p>{head}: {html.escape(t.problem)}</p>")
+        elif not t.host or not t.port:
+            rows.append(f"<p>{head}: no ssh address yet</p>")
+        else:
+            c = t.commands()
+            rows.append(f"<p>{head} key <code>{html.escape(t.key or '(none: use your own)')}</code></p>"
+                        f"<pre>{html.escape(c['ssh'])}\n{html.escape(c['scp'])}\n\n# ~/.ssh/config\n"
+                        f"{html.escape(c['config'])}</pre>")
+    return "".join(rows) or "<i>no task with ssh</i>"
+
+
 def key_path(job_id: str, home: Path | None = None) -> Path:
     return (home or pai_home()) / "ssh" / f"{job_id}.key"
 

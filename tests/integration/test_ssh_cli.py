@@ -64,6 +64,17 @@ def test_stored_key_job_key_and_ssh_info(daemon: Api, tmp_path: Path) -> None:
     r = pai("ssh", job, "--", "echo", "via pai ssh", home=daemon.home)
     assert r.returncode == 0 and r.stdout.strip() == "via pai ssh", r.stderr
 
+    from pai_jupyter.client import Client
+    from pai_jupyter.notebook.joblist import JobList
+
+    key_file.unlink()
+    jl = JobList(Client(), interval=0)
+    jl.act("SSH", job)  # the widget's row action: the commands, and the key saved again (0600)
+    shown = jl.panel.children[0].value
+    assert f"-p {info['port']}" in shown and "~/.ssh/config" in shown and str(key_file) in shown
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    jl.close()
+
     r = pai("ssh-key", "remove", "laptop", home=daemon.home)
     assert r.returncode == 0 and json.loads(pai("ssh-key", "list", "-o", "json", home=daemon.home).stdout) == []
     assert pai("ssh-key", "remove", "laptop", home=daemon.home).returncode != 0
