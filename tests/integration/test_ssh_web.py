@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,3 +160,24 @@ def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], p
         r = httpx.get(js.url + task_url("root~web", "terminal/websocket"), headers=upgrade, timeout=30)
         assert r.status_code == 403
         assert json.dumps(sshds["key"].read_text()[:40]) not in js.log_text()  # the key is never logged
+
+
+def test_ssh_info_and_pai_ssh_on_a_remote_profile(openpai: str, sshds: dict[str, Any], pai_home: Path) -> None:
+    pai_home.mkdir(parents=True, exist_ok=True)
+    (pai_home / "clusters.yaml").write_text(yaml.safe_dump(
+        {"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]}))
+    env = {**os.environ, "PAI_JUPYTER_HOME": str(pai_home)}
+
+    def pai(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pai_jupyter.cli", args[0], "-p", "remote", *args[1:]]
+        return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    r = pai("ssh-info", "web", "-k", str(sshds["key"]), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    [info] = json.loads(r.stdout)
+    assert (info["host"], info["port"], info["user"], info["key"]) == ("127.0.0.1", sshds["good"], "root",
+                                                                       str(sshds["key"]))
+    r = pai("ssh", "web", "-k", str(sshds["key"]), "--", "echo", "$((6*7))")
+    assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
+    r = pai("ssh-info", "nossh")
+    assert r.returncode != 0 and "has no ssh plugin" in r.stderr
