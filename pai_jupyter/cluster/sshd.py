@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import Job
+from ..protocol.rules import SSH_PUBLIC_KEY
 
-KEY_RE = re.compile(r"^(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?$")
+KEY_RE = re.compile(SSH_PUBLIC_KEY)
 JOB_KEY = "id_ed25519"
 DOCKER_JOB_KEY_DIR = "/pai/jobssh"
 EXIT_SSH_BARRIER = 249  # OpenPAI's exit spec: SSH barrier timeout
@@ -55,7 +56,7 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     params = plugin(job)
     if params is None:
         return {}
-    params["jobssh"] = params.get("jobssh") is True and job.gang_allocation
+    params["jobssh"] = str(params.get("jobssh")).lower() == "true" and job.gang_allocation  # OpenPAI's reading
     return {(r.name, i): {"ssh": params} for r in job.task_roles for i in range(r.instances)}
 
 
@@ -232,7 +233,7 @@ def command(info: dict[str, Any]) -> str:
 def barrier(info: dict[str, Any]) -> str:
     """Shell that holds the command until every other task's sshd lets the job key in (jobssh + sshbarrier)."""
     params = info.get("parameters") or {}
-    if not (info.get("jobKey") and params.get("sshbarrier") is True):
+    if not (info.get("jobKey") and str(params.get("sshbarrier")).lower() == "true"):
         return ""
     timeout = params.get("sshbarrierTimeout", 30)
     minutes = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0 else 30

@@ -62,3 +62,17 @@ def test_the_barrier_waits_for_every_other_task_then_gives_up_with_249(tmp_path:
     assert "timed out after 0.05 min; no ssh to: main-0 worker-1" in r.stderr
     tried = (tmp_path / "tried").read_text()
     assert "main-0 true" in tried and "worker-1 true" in tried and "worker-0" not in tried
+
+
+def test_bad_ssh_parameters_are_refused_at_submission() -> None:
+    from pai_jupyter.protocol import JobValidationError
+
+    with pytest.raises(JobValidationError) as err:
+        _job([{"plugin": "ssh", "parameters": {"jobssh": "yes", "sshbarrierTimeout": -1,
+                                               "userssh": {"type": "custom", "value": "not a key"}}}])
+    paths = {p.path for p in err.value.problems}
+    assert {"extras.com.microsoft.pai.runtimeplugin[0].parameters.jobssh",
+            "extras.com.microsoft.pai.runtimeplugin[0].parameters.sshbarrierTimeout",
+            "extras.com.microsoft.pai.runtimeplugin[0].parameters.userssh.value"} <= paths, paths
+    ok = _job([{"plugin": "ssh", "parameters": {"jobssh": "true", "userssh": {"type": "custom", "value": KEY}}}])
+    assert all(p["ssh"]["jobssh"] is True for p in sshd.planned(ok).values())  # OpenPAI reads "true" too
