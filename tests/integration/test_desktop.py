@@ -3,16 +3,19 @@ browser; and who may not reach it."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
 
@@ -78,6 +81,22 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         assert http.get(task_url(job, "desktop/")).status_code in (302, 403)  # no login: no desktop, no password
         assert svc["token"][:8] not in http.get(task_url(job, "desktop/")).text
         assert js.http().get(task_url("mallory~desk", "desktop/")).status_code == 404
+
+        async def websocket(job_id: str, token: str | None) -> int:
+            try:
+                ws = await js.ws(task_url(job_id, "desktop/websockify"), token=token)
+            except HTTPClientError as exc:
+                return exc.code
+            ws.close()
+            return 101
+
+        def run(job_id: str, token: str | None) -> int:  # own thread: Playwright's loop runs in this one
+            with ThreadPoolExecutor(1) as pool:
+                return pool.submit(asyncio.run, websocket(job_id, token)).result()
+
+        assert run(job, None) == 403  # the VNC websocket: Jupyter's login first
+        assert run("mallory~desk", "own") == 404
+        assert run(job, "own") == 101
         assert svc["token"][:8] not in js.log_text()
     # stopping (what idle culling does) takes the display and everything on it down
     def on_display() -> bool:
