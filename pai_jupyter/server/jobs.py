@@ -83,7 +83,9 @@ class JobsHandler(SafeErrors, APIHandler):
                 "services": [{"name": s.get("name"), "state": s.get("state"),
                               "url": f"{prefix}{s.get('name')}/" if s.get("name") != "ssh" else None}  # no web page
                              for s in own],
-                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and not message else None,
+                # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
+                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and (
+                    not message or (t.container_ports or {}).get("ssh")) else None,
             })
         return {"tasks": tasks, "servicesMessage": message}
 

@@ -126,7 +126,8 @@ def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home:
         body = http.get("pai/api/jobs").json()
         assert body["profile"] == "remote" and [j["id"] for j in body["jobs"]] == ["root~remote"]
         row = body["jobs"][0]
-        assert "embedded cluster" in row["servicesMessage"] and row["tasks"][0]["terminalUrl"] is None
+        assert "embedded cluster" in row["servicesMessage"]
+        assert row["tasks"][0]["terminalUrl"] == "/" + task_url("root~remote", "terminal/websocket")  # web SSH
         r = http.get(task_url("root~remote", "tensorboard/"))
         assert r.status_code == 501 and "embedded cluster" in r.json()["message"]
 
