@@ -64,7 +64,11 @@ class TaskTerminalHandler(TerminalProxyHandler):
         await websocket.WebSocketHandler.get(self)
 
     async def _connect(self, job: str, role: str, index: int) -> Any:
-        import asyncssh
+        try:
+            import asyncssh
+        except ImportError:
+            raise PaiHTTPError(501, "web SSH needs the asyncssh package on the Jupyter server (pip install asyncssh)",
+                               code="NotSupported") from None
 
         from ..client.ssh import default_identity, ssh_info
 

@@ -113,6 +113,7 @@ def openpai(sshds: dict[str, Any]) -> Iterator[str]:
 
 def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], pai_home: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_bytes(sshds["key"].read_bytes())
