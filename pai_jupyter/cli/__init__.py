@@ -10,6 +10,7 @@ from .cluster import cluster
 from .jobs import COMMANDS as JOB_COMMANDS
 from .kernel import kernel
 from .profile import profile
+from .ssh import COMMANDS as SSH_COMMANDS
 from .validate import validate
 
 
@@ -24,5 +25,7 @@ main.add_command(cluster)
 main.add_command(profile)
 main.add_command(kernel)
 for _command in JOB_COMMANDS:
+    main.add_command(_command)
+for _command in SSH_COMMANDS:
     main.add_command(_command)
 

@@ -408,5 +408,8 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
     from .api_tasks import routes as task_routes
 
     routes += task_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
+    from .api_ssh import routes as ssh_routes
+
+    routes += ssh_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
     return tornado.web.Application(routes, default_handler_class=NotFound, default_handler_args=args,
                                    compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)

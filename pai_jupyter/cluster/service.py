@@ -256,7 +256,8 @@ class Cluster:
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
                         ports[name] = self.ports.allocate(1)
                         mine[name] = {"port": ports[name][0], "parameters": params,
-                                      "token": services.new_token(),  # only the proxy and the task hold it
+                                      # only the proxy and the task hold it; sshd takes keys, no token
+                                      "token": None if name == "ssh" else services.new_token(),
                                       "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
                                                                      name)}
                     self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,

@@ -18,8 +18,9 @@ import socket
 from typing import Any
 
 from ..protocol import Job
+from . import desktop, sshd
 
-SERVICES = ("tensorboard", "jupyter")
+SERVICES = ("tensorboard", "jupyter", "desktop")
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
@@ -35,6 +36,8 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
         role = job.role(params["taskRole"]) if params.get("taskRole") in names else job.task_roles[0]
         for idx in range(role.instances) if params.get("allTasks") is True else [0]:
             out.setdefault((role.name, idx), {})[name] = params
+    for task, more in sshd.planned(job).items():  # ssh: every task
+        out.setdefault(task, {}).update(more)
     return out
 
 
@@ -80,7 +83,11 @@ def token_env(own: dict[str, dict[str, Any]]) -> dict[str, str]:
 def start_command(service: str, info: dict[str, Any]) -> str:
     """The shell that starts a service in the background and records its pid in the task dir."""
     port, params = info["port"], info.get("parameters") or {}
-    if service == "tensorboard":
+    if service == "ssh":
+        cmd = sshd.command(info)
+    elif service == "desktop":
+        cmd = desktop.command(info)
+    elif service == "tensorboard":
         logdir = params.get("logdir")
         if isinstance(logdir, dict):  # OpenPAI's {name: path}
             target = "--logdir_spec " + shlex.quote(",".join(f"{k}:{v}" for k, v in logdir.items()))
@@ -129,7 +136,9 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
             '    [ -f "$f" ] || continue\n'
             '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
             '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &")
-    return "\n".join([*(start_command(n, info) for n, info in own.items()), loop])
+    ssh = own.get("ssh")
+    return "\n".join([*([sshd.prelude(ssh)] if ssh else []), *(start_command(n, info) for n, info in own.items()), loop,
+                      *([sshd.barrier(ssh)] if ssh else [])])
 
 
 def answers(host: str, port: int, timeout: float = 0.05) -> bool:

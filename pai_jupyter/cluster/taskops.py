@@ -107,8 +107,11 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
                 state = "stopped"
             else:
                 state = "running" if up else "starting"
+            missing = Path(t["task_dir"]) / f"service-{name}.missing" if t["task_dir"] else None  # e.g. no sshd
+            problem = missing.read_text().strip() if state == "starting" and missing and missing.exists() else None
             out.append({"role": t["role"], "index": t["idx"], "name": name, "host": host, "port": info["port"],
-                        "state": state, "token": info.get("token"), "basePath": info["basePath"]})
+                        "state": "unavailable" if problem else state, "token": info.get("token"),
+                        "basePath": info["basePath"], **({"message": problem} if problem else {})})
             if name == "tensorboard":  # where it looks, as the task sees it
                 out[-1]["logdir"] = services.tensorboard_logdir(info.get("parameters") or {},
                                                                 _spec(cluster, row, t).env)

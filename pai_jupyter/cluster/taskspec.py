@@ -8,7 +8,7 @@ from typing import Any
 from .. import seedpaths
 from ..protocol import Job, render_commands
 from ..protocol.render import MASK
-from . import services
+from . import services, sshd
 from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
 from .estimator import REQUIREMENTS, Layout
 from .runtime.base import Mount, TaskSpec
@@ -31,6 +31,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         script, changed = seedpaths.rewrite(script)
         script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
     own = loads(t.get("services"), {}) or {}
+    own = sshd.enrich(own, td.parent, home, docker=docker, comment=f"pai-job {row['user']}~{row['name']}")
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
         env.update(services.token_env(own))
@@ -38,6 +39,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
     mounts = [Mount(str(home), "/userhome")] if docker else []
     if docker:
         mounts.append(Mount(str(job_logs_dir(td)), JOB_LOGS_IN_CONTAINER))
+    mounts += sshd.mounts(own, td.parent) if docker else []
     if docker and host_paths:
         for kind in ("data", "output", "script"):
             p = job.prerequisite(kind, getattr(role, kind))

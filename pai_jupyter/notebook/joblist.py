@@ -18,9 +18,10 @@ from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_h
 from .display import service_url as route
 
 STATES = ("WAITING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
-ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "terminal")
+ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "Desktop", "terminal",
+           "SSH")
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
-SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "terminal": "terminal"}
+SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "Desktop": "desktop", "terminal": "terminal"}
 
 
 class _Row:
@@ -164,6 +165,10 @@ class JobList(W.VBox):
             elif action == "clone":
                 self.panel.children = [W.HTML(f"cloned as <code>{esc(self.client.clone(job_id))}</code>")]
                 self.refresh()
+            elif action == "SSH":  # saves the job's key (0600) where the client runs, shows the commands
+                from ..client.ssh import ssh_info, targets_html
+
+                self.panel.children = [W.HTML(targets_html(ssh_info(self.client, job_id)))]
             elif action in SERVICE:
                 self.panel.children = [W.HTML(self.links(job_id, SERVICE[action]))]
         except PaiError as exc:

@@ -27,7 +27,7 @@ ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
-RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage")
+RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage", "desktop")
 MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
@@ -69,6 +69,8 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
                     port = params["port"]
                     if not is_int(port) or not 1 <= port <= 65535:
                         out.append(Problem(f"{epath}.parameters.port", f"{port!r} is not a port number (1..65535)"))
+                elif name == "ssh" and isinstance(params, dict):
+                    out += check_ssh_plugin(params, f"{epath}.parameters")
                 policy = entry.get("failurePolicy")
                 if policy is not None and policy not in ("ignore", "fail"):
                     out.append(Problem(f"{epath}.failurePolicy", f"{policy!r} must be 'ignore' or 'fail'"))
@@ -87,6 +89,31 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
         out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", f"{limit!r} must be a number of minutes above 0"))
     out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
+    return out
+
+
+SSH_PUBLIC_KEY = r"^(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?$"
+
+
+def check_ssh_plugin(params: dict[str, Any], path: str) -> list[Problem]:
+    """The ssh plugin's parameters (OpenPAI's: jobssh, sshbarrier, sshbarrierTimeout, userssh {custom, keys})."""
+    out = [Problem(f"{path}.{k}", "must be true or false") for k in ("jobssh", "sshbarrier")
+           if k in params and params[k] not in (True, False, "true", "false")]
+    timeout = params.get("sshbarrierTimeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        out.append(Problem(f"{path}.sshbarrierTimeout", f"{timeout!r} must be a number of minutes above 0"))
+    userssh = params.get("userssh")
+    if userssh is not None:
+        if not isinstance(userssh, dict):
+            out.append(Problem(f"{path}.userssh", "must be a mapping {type: custom, value: <public keys>}"))
+        else:
+            if userssh.get("type", "custom") != "custom":
+                out.append(Problem(f"{path}.userssh.type", "must be 'custom' (the value holds the public keys)"))
+            value = userssh.get("value", "")
+            lines = [line.strip() for line in value.splitlines() if line.strip()] if isinstance(value, str) else None
+            if lines is None or not all(re.match(SSH_PUBLIC_KEY, line) for line in lines):
+                out.append(Problem(f"{path}.userssh.value", "must be OpenSSH public keys, one per line: "
+                                                             "<type> <base64> [comment]"))
     return out
 
 

@@ -25,20 +25,20 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from jupyter_server.utils import url_path_join
 
     from .common import JOB_RE
+    from .desktop import DESKTOP_RE, DesktopProxyHandler
     from .jobs import JobsHandler
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
-    from .terminal import (
-        TERMINAL_RE,
-        TerminalProxyHandler,
-    )
+    from .terminal import TERMINAL_RE
+    from .webssh import TaskTerminalHandler
 
     args = {"registry": registry}
     pai = url_path_join(base_url, "pai")
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
-        (pai + "/jobs/" + TERMINAL_RE, TerminalProxyHandler, args),
+        (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
+        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
     ]

@@ -18,7 +18,7 @@ from tornado import web
 
 JOB_RE = r"(?P<user>[^/~]+)~(?P<name>[^/]+)"
 TASK_RE = JOB_RE + r"/(?P<role>[^/]+)/(?P<index>\d{1,9})"
-SERVICES = ("jupyter", "tensorboard")
+SERVICES = ("jupyter", "tensorboard", "desktop")
 
 
 class PaiHTTPError(web.HTTPError):

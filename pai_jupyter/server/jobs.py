@@ -80,9 +80,12 @@ class JobsHandler(SafeErrors, APIHandler):
             own = [s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index]
             tasks.append({
                 "role": t.role, "index": t.task_index, "state": t.task_state,
-                "services": [{"name": s.get("name"), "state": s.get("state"), "url": f"{prefix}{s.get('name')}/"}
+                "services": [{"name": s.get("name"), "state": s.get("state"),
+                              "url": f"{prefix}{s.get('name')}/" if s.get("name") != "ssh" else None}  # no web page
                              for s in own],
-                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and not message else None,
+                # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
+                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and (
+                    not message or (t.container_ports or {}).get("ssh")) else None,
             })
         return {"tasks": tasks, "servicesMessage": message}
 

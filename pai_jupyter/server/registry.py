@@ -20,7 +20,7 @@ from .common import SERVICES, PaiHTTPError, not_found
 from .config import PaiJupyter
 
 Key = tuple[str, str, int, str]  # job id, role, task index, service
-TITLES = {"jupyter": "Jupyter", "tensorboard": "TensorBoard"}
+TITLES = {"jupyter": "Jupyter", "tensorboard": "TensorBoard", "desktop": "The desktop"}
 POLL = 0.2
 
 

@@ -126,7 +126,8 @@ def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home:
         body = http.get("pai/api/jobs").json()
         assert body["profile"] == "remote" and [j["id"] for j in body["jobs"]] == ["root~remote"]
         row = body["jobs"][0]
-        assert "embedded cluster" in row["servicesMessage"] and row["tasks"][0]["terminalUrl"] is None
+        assert "embedded cluster" in row["servicesMessage"]
+        assert row["tasks"][0]["terminalUrl"] == "/" + task_url("root~remote", "terminal/websocket")  # web SSH
         r = http.get(task_url("root~remote", "tensorboard/"))
         assert r.status_code == 501 and "embedded cluster" in r.json()["message"]
 
@@ -142,4 +143,5 @@ def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home:
             return code, message["error"]
 
         code, error = asyncio.run(sockets())
-        assert code == 501 and error["code"] == "NotSupported" and "embedded cluster" in error["message"]
+        assert code == 409  # web SSH: this stand-in serves no job config, so no ssh plugin (see test_ssh_web.py)
+        assert error["code"] == "NotSupported" and "embedded cluster" in error["message"]

@@ -43,7 +43,9 @@ def test_routes_have_no_place_for_a_host_or_port() -> None:
                  "/pai/jobs/127.0.0.1:22/x", "/pai/jobs/u~n/main/x/jupyter/", "/pai/proxy/6006/"):
         assert not proxy.match(path), path
         assert table["PaiNotFound"].match(path), path
-    assert table["TerminalProxyHandler"].match("/pai/jobs/u~n/main/0/terminal/websocket")
+    assert table["TaskTerminalHandler"].match("/pai/jobs/u~n/main/0/terminal/websocket")  # daemon's, or web SSH
+    assert table["DesktopProxyHandler"].match("/pai/jobs/u~n/main/0/desktop/vnc.html")
+    assert not table["DesktopProxyHandler"].match("/pai/jobs/u~n/main/0/desktop:5900/")
     assert table["MetricsSocket"].match("/pai/api/jobs/u~n/metrics")
     assert task_prefix("/user/x/", "a b", "c/d", "main", 2) == "/user/x/pai/jobs/a%20b~c%2Fd/main/2/"
 

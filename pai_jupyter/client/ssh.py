@@ -1,0 +1,207 @@
+"""SSH into a job's tasks, for either kind of profile: where each task's sshd is, which key, the commands.
+
+On the embedded cluster the daemon says where (``/api/v2/local/jobs/{job}/ssh``) and hands the job's private key
+to its owner, saved as ``$PAI_JUPYTER_HOME/ssh/<user>~<job>.key`` (mode 0600). On a remote OpenPAI the info
+is built as OpenPAI's portal does: the job config must have the ``ssh`` plugin, each task's ``containerIp``
+and ``containerPorts.ssh`` from the job detail, user ``root``, and the user's own private key (``identity``,
+else ``~/.ssh/id_ed25519`` or ``~/.ssh/id_rsa``) whose public half is in OpenPAI (profile ``sshKeys`` or
+``userssh``).
+
+Each function takes a Client or an AsyncClient and returns a value or an awaitable accordingly.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Generator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import yaml
+
+from ..cluster.paths import pai_home
+from .calls import Req
+from .errors import BadRequest, NotSupported
+
+Op = Generator[Any, Any, Any]
+NO_HOST_CHECK = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR")
+
+
+@dataclass
+class SshTarget:
+    """One task's sshd and how to log in."""
+
+    job: str
+    role: str
+    index: int
+    state: str
+    host: str | None
+    port: int | None
+    user: str
+    key: str | None
+    problem: str | None = None
+
+    @property
+    def alias(self) -> str:
+        return f"pai-{self.job.replace('~', '-')}-{self.role}-{self.index}"
+
+    def ssh_argv(self, command: str | None = None) -> list[str]:
+        if not self.host or not self.port:
+            raise BadRequest(f"{self.job} {self.role}[{self.index}] has no ssh address yet (it is {self.state})")
+        argv = ["ssh", "-p", str(self.port), *NO_HOST_CHECK]
+        if self.key:
+            argv += ["-i", self.key, "-o", "IdentitiesOnly=yes"]
+        return [*argv, f"{self.user}@{self.host}", *([command] if command else [])]
+
+    def commands(self) -> dict[str, str]:
+        key = f" -i {shlex.quote(self.key)}" if self.key else ""
+        opts = " ".join(NO_HOST_CHECK)
+        return {
+            "ssh": f"ssh{key} -p {self.port} {opts} {self.user}@{self.host}",
+            "scp": f"scp{key} -P {self.port} {opts} LOCAL_FILE {self.user}@{self.host}:",
+            "config": "\n".join([f"Host {self.alias}", f"  HostName {self.host}", f"  Port {self.port}",
+                                 f"  User {self.user}", *([f"  IdentityFile {self.key}", "  IdentitiesOnly yes"]
+                                                          if self.key else []),
+                                 "  StrictHostKeyChecking no", "  UserKnownHostsFile /dev/null"]),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), **(self.commands() if self.host and self.port else {})}
+
+
+def targets_html(targets: list[SshTarget]) -> str:
+    """SSH info as HTML (escaped): for notebooks and the job list widget."""
+    import html
+
+    rows = []
+    for t in targets:
+        head = f"<b>{html.escape(t.role)}[{t.index}]</b> ({html.escape(t.state)})"
+        if t.problem:
+            rows.append(f"<p>{head}: {html.escape(t.problem)}</p>")
+        elif not t.host or not t.port:
+            rows.append(f"<p>{head}: no ssh address yet</p>")
+        else:
+            c = t.commands()
+            rows.append(f"<p>{head} key <code>{html.escape(t.key or '(none: use your own)')}</code></p>"
+                        f"<pre>{html.escape(c['ssh'])}\n{html.escape(c['scp'])}\n\n# ~/.ssh/config\n"
+                        f"{html.escape(c['config'])}</pre>")
+    return "".join(rows) or "<i>no task with ssh</i>"
+
+
+def key_path(job_id: str, home: Path | None = None) -> Path:
+    return (home or pai_home()) / "ssh" / f"{job_id}.key"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def default_identity() -> str | None:
+    for name in ("id_ed25519", "id_ecdsa", "id_rsa"):
+        p = Path.home() / ".ssh" / name
+        if p.exists():
+            return str(p)
+    return None
+
+
+def _targets(client: Any, job: Any, identity: str | None) -> Op:
+    job_id = client.job_id(job)
+    user, _, name = job_id.partition("~")
+    local = yield from client._is_local_server()
+    if local:
+        path = f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh"
+        resp = yield Req("GET", path)
+        info = resp.json()
+        key = identity
+        if key is None and info["keyPair"].get("privateKeyDirectDownloadLink") and user == client.username:
+            data = yield Req("GET", info["keyPair"]["privateKeyDirectDownloadLink"])
+            out = key_path(job_id, getattr(client, "home", None))
+            _write_private(out, data.content)
+            key = str(out)
+        return [SshTarget(job_id, c["taskRole"], c["taskIndex"], c["taskState"], c["sshIp"], c["sshPort"],
+                          info["user"], key, c.get("problem")) for c in info["containers"]]
+    detail = yield from client._detail(job)  # first: a missing job is JobNotFound here, a missing config below
+    config = yield from client._config(job)
+    doc = yaml.safe_load(config) or {}
+    plugins = ((doc.get("extras") or {}).get("com.microsoft.pai.runtimeplugin") or []) if isinstance(doc, dict) \
+        else []
+    if not any(isinstance(p, dict) and p.get("plugin") == "ssh" for p in plugins):
+        raise NotSupported(f"job {job_id} has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
+                           "extras.com.microsoft.pai.runtimeplugin)")
+    key = identity or default_identity()
+    out = []
+    for t in detail.tasks:
+        port = str((t.container_ports or {}).get("ssh") or "").split(",")[0]
+        out.append(SshTarget(job_id, t.role, t.task_index, t.task_state, t.container_ip,
+                             int(port) if port.isdigit() else None, "root", key))
+    return out
+
+
+def _pick(targets: list[SshTarget], role: str | None, index: int | None) -> list[SshTarget]:
+    picked = [t for t in targets if (role is None or t.role == role) and (index is None or t.index == index)]
+    if not picked:
+        raise BadRequest(f"no task {role or '*'}[{'*' if index is None else index}] with ssh "
+                         f"(tasks: {', '.join(f'{t.role}[{t.index}]' for t in targets) or 'none'})")
+    return picked
+
+
+def ssh_info(client: Any, job: Any, *, role: str | None = None, index: int | None = None,
+             identity: str | None = None) -> Any:
+    """Every task's SshTarget (or those of ``role`` / ``index``); downloads the job key on the embedded cluster."""
+
+    def op() -> Op:
+        targets = yield from _targets(client, job, identity)
+        return _pick(targets, role, index)
+
+    return client._drive(op())
+
+
+def download_key(client: Any, job: Any) -> Any:
+    """Save the job's private key (owner only) as ``$PAI_JUPYTER_HOME/ssh/<job>.key``, mode 0600; its path."""
+
+    def op() -> Op:
+        job_id = client.job_id(job)
+        user, _, name = job_id.partition("~")
+        yield from client._local_path(job, "the job's ssh key")
+        resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
+        out = key_path(job_id, getattr(client, "home", None))
+        _write_private(out, resp.content)
+        return out
+
+    return client._drive(op())
+
+
+def list_keys(client: Any) -> Any:
+    def op() -> Op:
+        yield from client._local_path("x", "stored ssh keys")
+        resp = yield Req("GET", "/api/v2/local/ssh-keys")
+        return resp.json()
+
+    return client._drive(op())
+
+
+def add_key(client: Any, title: str, value: str) -> Any:
+    def op() -> Op:
+        yield from client._local_path("x", "stored ssh keys")
+        resp = yield Req("POST", "/api/v2/local/ssh-keys", json={"title": title, "value": value}, idempotent=False)
+        return resp.json()
+
+    return client._drive(op())
+
+
+def remove_key(client: Any, title: str) -> Any:
+    def op() -> Op:
+        yield from client._local_path("x", "stored ssh keys")
+        resp = yield Req("DELETE", f"/api/v2/local/ssh-keys/{quote(title, safe='')}")
+        return resp.json()
+
+    return client._drive(op())

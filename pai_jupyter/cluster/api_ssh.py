@@ -1,0 +1,134 @@
+"""SSH routes of the embedded cluster: the user's public keys, a job's SSH info, the job's private key.
+
+``/api/v2/local/ssh-keys`` GET (the caller's keys), POST ``{"title", "value"}`` (201), ``/api/v2/local/ssh-keys/
+{title}`` DELETE; ``/api/v2/local/jobs/{user}~{name}/ssh`` GET (where each task's sshd listens, who logs in, the
+job key's fingerprint; OpenPAI v1's ``{containers: [{id, sshIp, sshPort}], keyPair}`` with more); ``.../ssh/key``
+GET: the job's private key, to the job's owner only (not even an admin). Same bearer auth as every route.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import tornado.web
+
+from . import sshd
+from .api import Base
+from .errors import BadRequest, NotFoundError
+from .paths import os_user
+from .store import loads
+
+TITLE_MAX = 100
+
+
+def _fingerprint(pub: Path) -> str | None:
+    try:
+        out = subprocess.run(["ssh-keygen", "-l", "-f", str(pub)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.split()[1] if out.returncode == 0 and len(out.stdout.split()) > 1 else None
+
+
+class SshKeys(Base):
+    """The caller's stored public keys: every task with the ssh plugin lets them in."""
+
+    def get(self) -> None:
+        self.write_json(sshd.load_user_keys(self.cluster.user_home(self.user["name"])))
+
+    def post(self) -> None:
+        body = self.json_body()
+        title, value = body.get("title"), body.get("value")
+        if not isinstance(title, str) or not title.strip() or len(title) > TITLE_MAX or "/" in title:
+            raise BadRequest(f"title must be a non-empty string of at most {TITLE_MAX} characters, without '/'")
+        try:
+            key = sshd.check_public_key(value if isinstance(value, str) else "")
+        except sshd.KeyError_ as exc:
+            raise BadRequest(str(exc)) from None
+        home = self.cluster.user_home(self.user["name"])
+        keys = sshd.load_user_keys(home)
+        if any(k.get("title") == title.strip() for k in keys):
+            raise BadRequest(f"a key titled {title.strip()!r} exists; remove it first or choose another title")
+        if len(keys) >= sshd.MAX_KEYS:
+            raise BadRequest(f"at most {sshd.MAX_KEYS} keys per user")
+        entry = {"title": title.strip(), "value": key, "time": int(time.time() * 1000)}
+        sshd.save_user_keys(home, [*keys, entry])
+        self.write_json(entry, 201)
+
+
+class SshKey(Base):
+    def delete(self, title: str) -> None:
+        home = self.cluster.user_home(self.user["name"])
+        keys = sshd.load_user_keys(home)
+        left = [k for k in keys if k.get("title") != title]
+        if len(left) == len(keys):
+            raise NotFoundError(f"no ssh key titled {title!r}")
+        sshd.save_user_keys(home, left)
+        self.write_json({"message": f"ssh key {title!r} removed"})
+
+
+def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
+    job = cluster.job_model(row)
+    params = sshd.plugin(job)
+    if params is None:
+        raise NotFoundError(f"job {row['user']}~{row['name']} has no ssh plugin "
+                            "(add `- plugin: ssh` under extras.com.microsoft.pai.runtimeplugin)")
+    planned = sshd.planned(job)
+    containers = []
+    for t in cluster.store.tasks(row["id"], row["attempt"]):
+        info = (loads(t["services"], {}) or {}).get("ssh")
+        if (t["role"], t["idx"]) not in planned or not info:
+            continue
+        td = Path(t["task_dir"]) if t["task_dir"] else None
+        missing = td / "service-ssh.missing" if td else None
+        containers.append({
+            "id": f"{t['role']}-{t['idx']}", "taskRole": t["role"], "taskIndex": t["idx"], "taskState": t["state"],
+            "sshIp": t["host_ip"] or "127.0.0.1", "sshPort": info["port"],
+            "problem": missing.read_text().strip() if missing and missing.exists() else None,
+        })
+    job_dir = cluster.job_dir(row["user"], row["name"])
+    key = sshd.job_key_dir(job_dir) / sshd.JOB_KEY
+    base = f"/api/v2/local/jobs/{quote(row['user'], safe='')}~{quote(row['name'], safe='')}/ssh/key"
+    return {
+        "user": "root" if cluster.runtime.name == "docker" else os_user(),
+        "jobssh": bool(planned) and bool(next(iter(planned.values()))["ssh"]["jobssh"]),
+        "containers": containers,
+        "keyPair": {"publicKey": key.with_suffix(".pub").read_text().strip() if key.exists() else None,
+                    "fingerprint": _fingerprint(key.with_suffix(".pub")) if key.exists() else None,
+                    "privateKeyFileName": f"{row['user']}~{row['name']}.key",
+                    "privateKeyDirectDownloadLink": base if key.exists() else None},
+    }
+
+
+class JobSsh(Base):
+    def get(self, user: str, name: str) -> None:
+        self.write_json(ssh_info(self.cluster, self.own_job(user, name)))
+
+
+class JobSshKey(Base):
+    """The job's private key, to its owner only; made with the job's first task."""
+
+    def get(self, user: str, name: str) -> None:
+        if user != self.user["name"]:
+            raise NotFoundError(f"job {user}~{name} was not found")
+        row = self.own_job(user, name)
+        if sshd.plugin(self.cluster.job_model(row)) is None:
+            raise NotFoundError(f"job {user}~{name} has no ssh plugin, so no key")
+        key = sshd.job_key_dir(self.cluster.job_dir(user, name)) / sshd.JOB_KEY
+        if not key.exists():
+            raise NotFoundError(f"job {user}~{name} has no key yet: it is made when its first task starts")
+        self.set_header("Content-Type", "application/x-pem-file")
+        self.set_header("Content-Disposition", f'attachment; filename="{quote(user)}~{quote(name)}.key"')
+        self.finish(key.read_bytes())
+
+
+def routes(job: str, args: dict[str, Any]) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
+    return [
+        (r"/api/v2/local/ssh-keys", SshKeys, args),
+        (r"/api/v2/local/ssh-keys/([^/]+)", SshKey, args),
+        (job + r"/ssh", JobSsh, args),
+        (job + r"/ssh/key", JobSshKey, args),
+    ]

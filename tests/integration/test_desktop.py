@@ -1,0 +1,119 @@
+"""The desktop plugin: a VNC display in a process-runtime task, noVNC through the Jupyter server's proxy, in a real
+browser; and who may not reach it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from pai_jupyter.client import Client
+
+from .browser import launch
+from .conftest import Api
+from .jupyter_fixture import jupyter, task_url
+from .ssh_helpers import wait_for
+
+
+def need_desktop() -> None:
+    missing = [b for b in ("Xvnc", "vncpasswd", "websockify") if not shutil.which(b)]
+    if missing or not Path("/usr/share/novnc/core/rfb.js").exists():
+        pytest.skip(f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
+                    "websockify novnc xterm openbox; .ci/run does)")
+
+
+def _job(name: str) -> str:
+    return json.dumps({"jobName": name, "image": "pai-test/busybox:latest",
+                       "extras": {"com.microsoft.pai.runtimeplugin": [
+                           {"plugin": "desktop", "parameters": {"geometry": "800x600"}}]},
+                       "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512,
+                                      "gpuNumber": 0, "command": "sleep 600"}]})
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+def _colors(png: bytes) -> int:
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return len(img.resize((200, 150)).getcolors(maxcolors=200 * 150) or [])
+
+
+def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, tmp_path: Path, browser: Any) -> None:
+    need_desktop()
+    pai = Client()
+    job = pai.submit(_job("desk"))
+    pai.wait(job, until={"RUNNING"})
+    svc = wait_for(lambda: next((s for s in pai.services(job) if s["name"] == "desktop" and s["state"] == "running"),
+                                None), 60, "the desktop service")
+    assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 200
+    with jupyter(tmp_path / "jupyter", pai_home) as js:
+        page = browser.new_page()
+        try:
+            page.goto(f"{js.url}api/status?token={js.token}")  # signs the browser in (cookie)
+            page.goto(js.url + task_url(job, "desktop/"))
+            page.wait_for_selector("body[data-state=connected]", timeout=60_000)
+            canvas = page.locator("#screen canvas")
+
+            def drawn() -> bool:  # the window manager's background and the xterm: more than one colour
+                return _colors(canvas.screenshot()) > 2
+
+            wait_for(drawn, 60, "a desktop drawn on the noVNC canvas")
+            html = page.content()
+            assert svc["token"] not in page.url and svc["token"][:8] not in page.url
+        finally:
+            page.close()
+        assert "password" in html
+        http = js.http(token=None)
+        assert http.get(task_url(job, "desktop/")).status_code in (302, 403)  # no login: no desktop, no password
+        assert svc["token"][:8] not in http.get(task_url(job, "desktop/")).text
+        assert js.http().get(task_url("mallory~desk", "desktop/")).status_code == 404
+
+        async def websocket(job_id: str, token: str | None) -> int:
+            try:
+                ws = await js.ws(task_url(job_id, "desktop/websockify"), token=token)
+            except HTTPClientError as exc:
+                return exc.code
+            ws.close()
+            return 101
+
+        def run(job_id: str, token: str | None) -> int:  # own thread: Playwright's loop runs in this one
+            with ThreadPoolExecutor(1) as pool:
+                return pool.submit(asyncio.run, websocket(job_id, token)).result()
+
+        assert run(job, None) == 403  # the VNC websocket: Jupyter's login first
+        assert run("mallory~desk", "own") == 404
+        assert run(job, "own") == 101
+        assert svc["token"][:8] not in js.log_text()
+    # stopping (what idle culling does) takes the display and everything on it down
+    def on_display() -> bool:
+        return any("pai-desktop." in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+    assert on_display()
+    pai.service_action(job, "main", 0, "desktop", "stop")
+    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["desktop"] == "stopped", 30, "the stop")
+    wait_for(lambda: not on_display(), 30, "Xvnc and websockify to end")
+
+
+@pytest.mark.docker
+def test_an_image_without_the_desktop_programs_says_so(docker_daemon: Api) -> None:
+    pai = Client()
+    job = pai.submit(_job("nodesk"))  # pai-test/busybox has no Xvnc, websockify or noVNC
+    pai.wait(job, until={"RUNNING"}, timeout=60)
+    svc = wait_for(lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None), 60,
+                   "the desktop service to say why it cannot start")
+    assert svc["name"] == "desktop" and "needs Xvnc" in svc["message"] and "tigervnc" in svc["message"]
+    pai.stop(job)

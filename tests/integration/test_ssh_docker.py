@@ -1,0 +1,70 @@
+"""The ssh plugin on the Docker runtime: the image's sshd (an image built from the host's OpenSSH binaries by
+tests/make_sshd_image.sh), and a clear message when the image has none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pai_jupyter.client import Client
+
+from .conftest import Api
+from .ssh_helpers import need_sshd, ssh, wait_for
+
+IMAGE = "pai-test/sshd:latest"
+pytestmark = pytest.mark.docker
+
+
+def _image() -> None:
+    need_sshd()
+    script = Path(__file__).parents[1] / "make_sshd_image.sh"
+    r = subprocess.run(["bash", str(script), IMAGE], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def _job(name: str, image: str, main: str, worker: str | None = None) -> str:
+    roles = [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": main}]
+    if worker:
+        roles.append({"name": "worker", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0,
+                      "command": worker, "minSucceededTaskCount": 1})
+    return json.dumps({"jobName": name, "image": image, "taskRoles": roles, "extras": {
+        "com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True, "sshbarrier": True}}]}})
+
+
+def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
+    _image()
+    pai = Client()
+    job = pai.submit(_job("dssh", IMAGE, "echo main up; sleep 300", worker="ssh main-0 'echo in $PAI_TASK_ROLE_NAME'"))
+    pai.wait(job, until={"RUNNING"}, timeout=120)
+    [info] = _info(pai, job)
+    assert info.user == "root"
+    wait_for(lambda: ssh(Path(info.key), info.port, "true").returncode == 0, 60, "the container's sshd")
+    r = ssh(Path(info.key), info.port, 'echo "index=$PAI_TASK_INDEX dir=$PAI_TASK_DIR"; pwd')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "index=0 dir=/pai/task"
+    out = pai.wait(job, timeout=120)
+    worker_log = pai.logs(job, role="worker", stream="all")
+    assert "in main" in worker_log and out.state == "SUCCEEDED", worker_log
+
+
+def _info(pai: Client, job: str) -> list:
+    from pai_jupyter.client.ssh import ssh_info
+
+    return ssh_info(pai, job, role="main")
+
+
+def test_an_image_without_sshd_says_so(docker_daemon: Api) -> None:
+    pai = Client()
+    job = pai.submit(_job("nosshd", "pai-test/busybox:latest", "echo still runs; sleep 300"))
+    pai.wait(job, until={"RUNNING"}, timeout=120)
+    svc = wait_for(lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None), 60,
+                   "the ssh service to say it cannot start")
+    assert "openssh-server" in svc["message"]
+    wait_for(lambda: "still runs" in pai.logs(job, stream="all"), 30, "the command")
+    assert "[pai ssh plugin] no sshd in this task" in pai.logs(job, stream="all")
+    [info] = _info(pai, job)
+    assert "openssh-server" in info.problem
+    pai.stop(job)
