@@ -215,7 +215,9 @@ def prelude(info: dict[str, Any]) -> str:
         ]
     lines += [
         # the task's environment and working dir, for logins (sshd gives its sessions a clean environment)
-        '(umask 077; export -p >"$pai_ssh/env.sh"; pwd >"$pai_ssh/workdir")',
+        # bash's own `export -p` writes `declare -x`, which the login script's sh cannot read: POSIX form
+        '(umask 077; if [ -n "${BASH_VERSION:-}" ]; then (set -o posix; export -p); else export -p; fi '
+        '>"$pai_ssh/env.sh"; pwd >"$pai_ssh/workdir")',
     ]
     return "\n".join(lines)
 
