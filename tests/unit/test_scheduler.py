@@ -155,10 +155,13 @@ class Harness:
         await self.settle()
 
 
-def run(tmp_path: Path, body: Callable[[Harness], Awaitable[None]], total: Resources = Resources(8, 8192, 0)) -> None:
+MACHINE = Resources(8, 8192, 0)
+
+
+def run(tmp_path: Path, body: Callable[[Harness], Awaitable[None]]) -> None:
     async def main() -> None:
         runtime = MemoryRuntime()
-        cluster = Cluster(tmp_path / "local", runtime, Capacity(total), stop_grace=0.0)
+        cluster = Cluster(tmp_path / "local", runtime, Capacity(MACHINE), stop_grace=0.0)
         try:
             await body(Harness(cluster, runtime))
         finally:
