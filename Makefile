@@ -12,6 +12,7 @@ help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
 	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
 	@echo "make test   install and run the whole suite (ruff + pytest)"
+	@echo "make test-fast  ruff + the tests without the docker, browser or slow marks (the inner loop)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
 
 $(BIN)/python:
@@ -36,6 +37,10 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-fast
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not docker and not browser and not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run

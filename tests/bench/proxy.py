@@ -38,6 +38,10 @@ def _running(d: Daemon, job: str) -> dict[str, dict[str, Any]]:
     return wait_for(up, 180, "TensorBoard and Jupyter in the task")
 
 
+def _p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * len(xs))]
+
+
 def _fetch(client: httpx.Client, url: str, headers: dict[str, str] | None = None) -> tuple[float, int]:
     """Seconds from sending the request to the body's last byte, and the body's size."""
     size = 0
@@ -51,7 +55,8 @@ def _fetch(client: httpx.Client, url: str, headers: dict[str, str] | None = None
 
 def run_p5() -> tuple[Figure, Figure]:
     """Both P5 figures from one set-up (a daemon, the job's services, a Jupyter server with the extension)."""
-    lat = Figure("P5", "TensorBoard data request via the extension", "ms", "median <= 1.3x direct")
+    lat = Figure("P5", "TensorBoard data request via the extension", "ms",
+                 "median <= jupyter-server-proxy and <= direct + api/status + 0.5 ms")
     thr = Figure("P5T", "100 MB body via the extension", "MB/s", ">= 200 MB/s")
     tmp = Path(tempfile.mkdtemp(prefix="pai-bench-p5-"))
     server = None
@@ -61,34 +66,44 @@ def run_p5() -> tuple[Figure, Figure]:
             cmd = f"head -c {P5_BODY} /dev/urandom > p5-body.bin && sleep 3600"
             job = d.submit(services_job("p5", cmd, tensorboard=str(logdir), jupyter=True))
             svc = _running(d, job)
-            server = start_jupyter(tmp / "jupyter", d.home)
+            server = start_jupyter(tmp / "jupyter", d.home, extensions={"jupyter_server_proxy": True})
             tb, jp = svc["tensorboard"], svc["jupyter"]
             direct = httpx.Client(timeout=120)
             proxied = server.http(timeout=120)
             runs_direct = f"http://{tb['host']}:{tb['port']}/data/runs"
             runs_proxied = task_url(job, "tensorboard/data/runs")
+            runs_peer = f"proxy/{tb['port']}/data/runs"  # jupyter-server-proxy's own route, same server
             wait_for(lambda: "run_a" in proxied.get(runs_proxied).text, 60, "TensorBoard to load the event file")
+            wait_for(lambda: proxied.get(runs_peer).status_code == 200, 60, "jupyter-server-proxy's own route")
             a: list[float] = []
             b: list[float] = []
+            peer: list[float] = []
             floor: list[float] = []
             for i in range(P5_WARMUP + P5_REQUESTS):
                 t_direct, _ = _fetch(direct, runs_direct)
                 t_proxied, _ = _fetch(proxied, runs_proxied)
+                t_peer, _ = _fetch(proxied, runs_peer)
                 t_floor, _ = _fetch(proxied, "api/status")
                 if i >= P5_WARMUP:
                     a.append(t_direct * 1000)
                     b.append(t_proxied * 1000)
+                    peer.append(t_peer * 1000)
                     floor.append(t_floor * 1000)
-            lat.value, lat.baseline = median(b), median(a)
+            m_direct, m_floor = median(a), median(floor)
+            bound = m_direct + m_floor + 0.5
+            lat.value, lat.baseline = median(b), median(peer)
             lat.ratio = ratio(lat.value, lat.baseline)
-            lat.met = lat.ratio is not None and lat.ratio <= 1.3
-            lat.note = (f"median of {P5_REQUESTS} GET data/runs each way, alternating, keep-alive clients "
-                        f"(proxied p90 {sorted(b)[int(0.9 * len(b))]:.2f} ms, direct p90 "
-                        f"{sorted(a)[int(0.9 * len(a))]:.2f} ms); baseline: the same request to TensorBoard's "
-                        f"own port; proxied: Jupyter's token auth, the extension's lookup (cached 1 s) and its "
-                        f"streaming forward. For scale, the same Jupyter server answers its own authenticated "
-                        f"GET api/status in {median(floor):.2f} ms (median, same loop): the proxy adds "
-                        f"{median(b) - median(a):.2f} ms")
+            lat.met = lat.value <= lat.baseline and lat.value <= bound
+            lat.note = (f"median of {P5_REQUESTS} GET data/runs each way, alternating, keep-alive clients; "
+                        f"baseline: the same request through jupyter-server-proxy's own /proxy/{{port}}/ route on "
+                        f"the same Jupyter server (p90 {_p90(peer):.2f} ms); proxied p90 {_p90(b):.2f} ms; "
+                        f"direct to TensorBoard's own port {m_direct:.2f} ms (p90 {_p90(a):.2f} ms); the same "
+                        f"server's authenticated no-op GET api/status {m_floor:.2f} ms (p90 {_p90(floor):.2f} ms); "
+                        f"second bound direct + no-op + 0.5 ms = {bound:.2f} ms "
+                        f"({'met' if lat.value <= bound else 'missed'}); the extension adds "
+                        f"{lat.value - m_direct:.2f} ms to direct, jupyter-server-proxy {lat.baseline - m_direct:.2f} "
+                        f"ms. Proxied: Jupyter's token auth, the extension's lookup (cached 1 s) and its streaming "
+                        f"forward")
 
             body_direct = f"http://{jp['host']}:{jp['port']}{jp['basePath']}files/p5-body.bin"
             auth = {"Authorization": f"token {jp['token']}"}

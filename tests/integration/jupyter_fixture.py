@@ -93,16 +93,18 @@ class JupyterServer:
 
 
 def start_jupyter(workdir: Path, pai_home: Path, pai_config: dict[str, Any] | None = None,
-                  timeout: float = 60, base_url: str = "/", lab: bool = False) -> JupyterServer:
+                  timeout: float = 60, base_url: str = "/", lab: bool = False,
+                  extensions: dict[str, bool] | None = None) -> JupyterServer:
     """Start ``python -m jupyter_server`` with the extension enabled by its own config file (not the installed
     jupyter-config data file, so an editable install needs nothing else) and wait until it answers. Its url
     ends with ``base_url`` (JupyterHub serves each user's server under /user/NAME/). ``lab`` turns JupyterLab's
-    pages on."""
+    pages on. ``extensions`` turns other server extensions on or off (e.g. jupyter_server_proxy for a baseline)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_dir, root = workdir / "config", workdir / "root"
     config_dir.mkdir(exist_ok=True)
     root.mkdir(exist_ok=True)
-    config = {"ServerApp": {"jpserver_extensions": {**OTHERS_OFF, "jupyterlab": lab, "pai_jupyter.server": True}},
+    config = {"ServerApp": {"jpserver_extensions": {**OTHERS_OFF, "jupyterlab": lab, "pai_jupyter.server": True,
+                                                **(extensions or {})}},
               "PaiJupyter": pai_config or {}}
     (config_dir / "jupyter_server_config.json").write_text(json.dumps(config))
     port, token = free_port(), secrets.token_hex(16)

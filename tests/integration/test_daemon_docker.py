@@ -80,9 +80,15 @@ def test_stop_a_running_container(docker_daemon: Api) -> None:
         time.sleep(0.05)
     docker_daemon.stop(name)
     assert docker_daemon.wait(name, timeout=20)["jobStatus"]["state"] == "STOPPED"
-    time.sleep(0.5)
-    with pytest.raises(docker.errors.NotFound):
-        docker.from_env().containers.get(cid)
+    engine = docker.from_env()
+    deadline = time.monotonic() + 10  # the container is removed once its stop is seen: poll, no fixed wait
+    while True:
+        try:
+            engine.containers.get(cid)
+        except docker.errors.NotFound:
+            break
+        assert time.monotonic() < deadline, f"container {cid} still exists 10 s after the job STOPPED"
+        time.sleep(0.05)
 
 
 def test_is_debug_keeps_the_failed_container_until_delete(docker_daemon: Api) -> None:

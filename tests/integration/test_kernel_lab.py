@@ -18,6 +18,7 @@ from .jupyter_fixture import JupyterServer, start_jupyter, wait_for
 from .test_kernel import install_spec, job_processes, provisioner_installed
 
 pytestmark = pytest.mark.slow
+pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
 CULL = "c.MappingKernelManager.cull_idle_timeout = 4\nc.MappingKernelManager.cull_interval = 1\n"
 
 

@@ -19,6 +19,7 @@ from .conftest import kill_leftovers, start_daemon, v1
 from .jupyter_fixture import JupyterServer, start_jupyter
 
 pytestmark = pytest.mark.slow
+pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
 MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
 
 

@@ -30,6 +30,7 @@ from .jupyter_fixture import (
 )
 
 pytestmark = pytest.mark.slow
+pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
 PREFIX = "/user/tester/"
 
 

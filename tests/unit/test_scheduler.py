@@ -1,0 +1,298 @@
+"""The scheduler's bookkeeping in-process: resources, quotas, GPUs and ports (scheduler.py), and the cluster's
+queueing rules (FIFO per virtual cluster, no overtaking, gang or not, why a job waits, retries, stop) driven
+through ``Cluster`` with an in-memory runtime whose tasks end when the test says so: no daemon, no process,
+no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai_jupyter.cluster.errors import InsufficientResourceError
+from pai_jupyter.cluster.runtime.base import Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec
+from pai_jupyter.cluster.scheduler import Capacity, PortAllocator, Resources
+from pai_jupyter.cluster.service import Cluster
+
+
+# ---- resources, quotas, GPUs, ports ---------------------------------------------------------------------------
+def test_shortfall_names_the_first_resource_that_does_not_fit() -> None:
+    room = Resources(cpu=2, memory_mb=1024, gpu=0)
+    assert Resources(1, 512, 0).shortfall(room) is None
+    assert Resources(4, 512, 0).shortfall(room) == "needs 4 CPU, 2 free"
+    assert Resources(1, 512, 1).shortfall(room) == "needs 1 GPU, 0 free"
+    assert Resources(1, 4096, 0).shortfall(room) == "needs 4096 MB memory, 1024 free"
+    assert Resources(3, 0, 0).shortfall(Resources(-1, 0, 0)) == "needs 3 CPU, 0 free"  # never a negative count
+    assert Resources(1, 2, 3) + Resources(1, 1, 1) - Resources(2, 3, 4) == Resources()
+
+
+def test_room_is_the_smaller_of_the_quota_left_and_the_machine_left() -> None:
+    cap = Capacity(Resources(8, 8192, 2), quotas={"small": Resources(2, 1024, 1)})
+    assert cap.room("default") == Resources(8, 8192, 2)  # the default VC gets the whole machine
+    assert cap.room("small") == Resources(2, 1024, 1)
+    cap.take("default", Resources(7, 1000, 0))
+    assert cap.room("small") == Resources(1, 1024, 1)  # the machine has 1 CPU left
+    assert cap.room("default") == Resources(1, 7192, 2)
+
+
+def test_gpus_are_handed_out_by_index_and_come_back() -> None:
+    cap = Capacity(Resources(8, 8192, 3))
+    first = cap.take("default", Resources(1, 100, 2))
+    second = cap.take("default", Resources(1, 100, 1))
+    assert first == [0, 1] and second == [2]
+    assert cap.room("default").gpu == 0
+    cap.give_back("default", Resources(1, 100, 2), first)
+    assert cap.free_gpus == [0, 1] and cap.room("default") == Resources(7, 8092, 2)
+    again = cap.take("default", Resources(1, 100, 1), gpus=[1])  # a recovered task keeps the GPU it had
+    assert again == [1] and cap.free_gpus == [0]
+
+
+def test_never_fits_refuses_unknown_vcs_too_big_tasks_and_too_big_gangs() -> None:
+    cap = Capacity(Resources(4, 4096, 0), quotas={"small": Resources(2, 8192, 0)})
+    assert "does not exist (known: default, small)" in cap.never_fits("nope", [Resources(1, 1, 0)], True)
+    assert "a task needs 3 CPU" in cap.never_fits("small", [Resources(3, 1, 0)], True)
+    assert "4096 MB memory" in cap.never_fits("small", [Resources(1, 5000, 0)], True)  # the machine's limit
+    gang = [Resources(2, 100, 0)] * 3
+    assert "gang allocation" in cap.never_fits("default", gang, True)
+    assert cap.never_fits("default", gang, False) is None
+
+
+def test_ports_are_never_handed_out_twice_while_held() -> None:
+    ports = PortAllocator()
+    a = ports.allocate(3)
+    b = ports.allocate(3)
+    assert len(set(a + b)) == 6 and ports.held == set(a + b)
+    ports.release(a)
+    assert ports.held == set(b)
+    ports.claim([a[0]])
+    assert a[0] in ports.held
+
+
+# ---- the cluster's queue, driven in-process -------------------------------------------------------------------
+class MemoryRuntime(Runtime):
+    """Tasks that run until the test ends them: ``end(key, code)``; ``stop`` ends them with 143."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.exits: dict[str, asyncio.Future[TaskExit]] = {}
+        self.specs: dict[str, TaskSpec] = {}
+        self.stopped: list[str] = []
+        self.removed: list[str] = []
+
+    def start(self, spec: TaskSpec) -> TaskHandle:  # pragma: no cover - start_quick always answers
+        raise AssertionError("start_quick answers every start")
+
+    def start_quick(self, spec: TaskSpec) -> TaskHandle:
+        self.exits[spec.key] = asyncio.get_running_loop().create_future()
+        self.specs[spec.key] = spec
+        return TaskHandle(runtime=self.name, id=spec.key, info={})
+
+    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+        return await self.exits[handle.id]
+
+    def end(self, key: str, code: int = 0) -> None:
+        self.exits[key].set_result(TaskExit(exit_code=code))
+
+    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+        self.stopped.append(handle.id)
+        if not self.exits[handle.id].done():
+            self.exits[handle.id].set_result(TaskExit(exit_code=143, diagnostics="stopped"))
+
+    def is_alive(self, handle: TaskHandle) -> bool:
+        return not self.exits[handle.id].done()
+
+    def remove(self, handle: TaskHandle) -> None:
+        self.removed.append(handle.id)
+
+    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
+                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+        raise NotImplementedError
+
+    def sample(self, handle: TaskHandle) -> TaskSample | None:
+        return None
+
+
+def v1(name: str, *, tasks: int = 1, cpu: int = 1, **job: Any) -> bytes:
+    role = {"name": "main", "taskNumber": tasks, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0,
+            "command": "true"}
+    role.update(job.pop("role", {}))
+    return json.dumps({"jobName": name, "image": "img", "taskRoles": [role], **job}).encode()
+
+
+class Harness:
+    def __init__(self, cluster: Cluster, runtime: MemoryRuntime) -> None:
+        self.cluster, self.runtime = cluster, runtime
+
+    def submit(self, body: bytes) -> str:
+        return self.cluster.submit("alice", body)["name"]
+
+    def row(self, name: str) -> dict[str, Any]:
+        return self.cluster.get_job("alice", name)
+
+    def state(self, name: str) -> str:
+        return self.row(name)["state"]
+
+    def task_states(self, name: str) -> list[str]:
+        row = self.row(name)
+        return [t["state"] for t in self.cluster.store.tasks(row["id"], row["attempt"])]
+
+    def key(self, name: str, idx: int = 0, attempt: int = 0, task_attempt: int = 0) -> str:
+        return f"alice~{name}.a{attempt}.main.{idx}.t{task_attempt}"
+
+    async def settle(self) -> None:
+        """Let the loop run the callbacks and watchers queued so far (no wall-clock wait)."""
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    async def end(self, name: str, idx: int = 0, code: int = 0, **key: int) -> None:
+        await self.settle()
+        self.runtime.end(self.key(name, idx, **key), code)
+        await self.settle()
+
+
+MACHINE = Resources(8, 8192, 0)
+
+
+def run(tmp_path: Path, body: Callable[[Harness], Awaitable[None]]) -> None:
+    async def main() -> None:
+        runtime = MemoryRuntime()
+        cluster = Cluster(tmp_path / "local", runtime, Capacity(MACHINE), stop_grace=0.0)
+        try:
+            await body(Harness(cluster, runtime))
+        finally:
+            cluster.spawner.shutdown(wait=False)
+            cluster.store.close()
+
+    asyncio.run(main())
+
+
+def test_gang_jobs_that_each_need_all_cpus_run_one_after_the_other(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("gang1", tasks=2, cpu=4))
+        h.submit(v1("gang2", tasks=2, cpu=4))
+        await h.settle()
+        assert h.state("gang1") == "RUNNING" and h.task_states("gang1") == ["RUNNING", "RUNNING"]
+        assert h.state("gang2") == "WAITING" and h.task_states("gang2") == ["WAITING", "WAITING"]
+        assert h.cluster.waiting_reason(h.row("gang2")) == "needs 8 CPU, 0 free"
+        await h.end("gang1", 0)
+        assert h.state("gang1") == "RUNNING"  # one task of the gang still runs
+        await h.end("gang1", 1)
+        assert h.state("gang1") == "SUCCEEDED" and h.state("gang2") == "RUNNING"
+        assert h.row("gang2")["launched_time"] >= h.row("gang1")["completed_time"]
+        assert h.cluster.capacity.used == Resources(8, 512, 0)
+
+    run(tmp_path, body)
+
+
+def test_fifo_no_overtaking_and_the_reason_counts_the_jobs_ahead(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("big", cpu=8))
+        h.submit(v1("next", cpu=8))
+        h.submit(v1("small", cpu=1))
+        await h.settle()
+        assert [h.state(n) for n in ("big", "next", "small")] == ["RUNNING", "WAITING", "WAITING"]
+        assert h.cluster.waiting_reason(h.row("small")) == "1 job ahead in virtual cluster 'default'"
+        assert h.cluster.waiting_reason(h.row("next")) == "needs 8 CPU, 0 free"
+        assert h.cluster.waiting_reason(h.row("big")) is None
+        await h.end("big")
+        assert [h.state(n) for n in ("big", "next", "small")] == ["SUCCEEDED", "RUNNING", "WAITING"]
+        await h.end("next")
+        assert h.state("small") == "RUNNING" and len(h.cluster.queue) == 0
+
+    run(tmp_path, body)
+
+
+def test_non_gang_tasks_start_as_they_fit(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("nogang", tasks=3, cpu=4, extras={"gangAllocation": False}))
+        await h.settle()
+        assert h.task_states("nogang") == ["RUNNING", "RUNNING", "WAITING"]
+        await h.end("nogang", 0)
+        assert h.task_states("nogang") == ["SUCCEEDED", "RUNNING", "RUNNING"]
+        await h.end("nogang", 1)
+        await h.end("nogang", 2)
+        assert h.state("nogang") == "SUCCEEDED" and h.cluster.capacity.used == Resources()
+
+    run(tmp_path, body)
+
+
+def test_min_succeeded_ends_the_job_early_and_stops_the_rest(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("early", tasks=3, role={"minSucceededTaskCount": 1}))
+        await h.end("early", 0)
+        assert h.state("early") == "SUCCEEDED"
+        assert sorted(h.runtime.stopped) == [h.key("early", 1), h.key("early", 2)]
+        await h.settle()
+        assert h.task_states("early") == ["SUCCEEDED", "STOPPED", "STOPPED"]
+        assert h.cluster.capacity.used == Resources()
+
+    run(tmp_path, body)
+
+
+def test_a_failed_attempt_is_retried_as_a_new_attempt_at_its_place_in_the_queue(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("retry", cpu=8, retryCount=1))
+        h.submit(v1("after", cpu=8))
+        await h.end("retry", code=5)
+        row = h.row("retry")
+        assert (row["state"], row["attempt"], row["retries"]) == ("RUNNING", 1, 1)  # ahead of 'after' again
+        assert h.state("after") == "WAITING"
+        await h.end("retry", code=5, attempt=1)
+        row = h.row("retry")
+        assert (row["state"], row["exit_code"], row["trigger_role"]) == ("FAILED", 5, "main")
+        assert [a["state"] for a in h.cluster.store.attempts(row["id"])] == ["FAILED", "FAILED"]
+        assert h.state("after") == "RUNNING"
+
+    run(tmp_path, body)
+
+
+def test_a_failed_task_with_task_retries_starts_again_in_a_new_task_attempt(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(json.dumps({
+            "protocolVersion": 2, "name": "flaky", "type": "job",
+            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "img"}],
+            "taskRoles": {"main": {"instances": 1, "dockerImage": "img", "taskRetryCount": 1, "commands": ["true"],
+                                   "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}},
+            "extras": {"gangAllocation": False}}).encode())
+        await h.end("flaky", code=1)
+        assert h.state("flaky") == "RUNNING"
+        await h.settle()
+        task = h.cluster.store.tasks(h.row("flaky")["id"])[0]
+        assert (task["state"], task["task_attempt"]) == ("RUNNING", 1)
+        await h.end("flaky", task_attempt=1)
+        assert h.state("flaky") == "SUCCEEDED"
+
+    run(tmp_path, body)
+
+
+def test_stopping_a_waiting_job_frees_the_queue_and_a_running_one_stops_its_tasks(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("hog", cpu=8))
+        h.submit(v1("waits", cpu=8))
+        await h.settle()
+        h.cluster.stop(h.row("waits"), "stopped by alice")
+        assert h.state("waits") == "STOPPED" and h.task_states("waits") == ["STOPPED"]
+        assert h.cluster.waiting_reason(h.row("waits")) is None
+        h.cluster.stop(h.row("hog"), "stopped by alice")
+        assert h.state("hog") == "STOPPING" and h.runtime.stopped == [h.key("hog")]
+        await h.settle()
+        assert h.state("hog") == "STOPPED" and h.task_states("hog") == ["STOPPED"]
+        assert h.cluster.capacity.used == Resources() and len(h.cluster.queue) == 0
+
+    run(tmp_path, body)
+
+
+def test_a_job_that_can_never_fit_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        with pytest.raises(InsufficientResourceError, match="needs 64 CPU"):
+            h.submit(v1("toobig", cpu=64))
+        with pytest.raises(InsufficientResourceError, match="gang"):
+            h.submit(v1("toomany", tasks=3, cpu=4))
+        assert h.cluster.store.all("SELECT name FROM jobs") == [] and len(h.cluster.queue) == 0
+
+    run(tmp_path, body)

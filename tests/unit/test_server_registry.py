@@ -1,0 +1,228 @@
+"""The server extension's registry in-process: lookup and its cache, refusals mapped to HTTP statuses, start on
+demand, idle culling and terminals, against an in-memory client (the cluster's answers, no daemon, no Jupyter
+server, no sleeps: idleness is made by moving the recorded use times back)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pai_jupyter.client import JobNotFound, NotSupported, PaiError
+from pai_jupyter.server.common import PaiHTTPError
+from pai_jupyter.server.config import PaiJupyter
+from pai_jupyter.server.registry import Registry, Target
+
+JOB = "alice~train"
+KEY = (JOB, "main", 0, "tensorboard")
+
+
+class MemoryClient:
+    """The few AsyncClient calls the registry makes, answered from ``items``; every call is recorded."""
+
+    username = "alice"
+
+    def __init__(self, state: str = "running") -> None:
+        self.items: dict[str, list[dict[str, Any]]] = {JOB: [
+            {"role": "main", "index": 0, "name": "tensorboard", "host": "127.0.0.1", "port": 6006, "state": state,
+             "token": None, "basePath": "/tb/"},
+            {"role": "main", "index": 0, "name": "jupyter", "host": "127.0.0.1", "port": 8890, "state": state,
+             "token": "t0k", "basePath": "/jp/"}]}
+        self.calls: list[tuple[Any, ...]] = []
+        self.error: PaiError | None = None
+        self.action_error: PaiError | None = None
+        self.start_makes = "running"
+        self.task_state = "RUNNING"
+
+    async def services(self, job: str) -> list[dict[str, Any]]:
+        self.calls.append(("services", job))
+        if self.error is not None:
+            raise self.error
+        if job not in self.items:
+            raise JobNotFound(f"job {job} was not found", status=404)
+        return [dict(i) for i in self.items[job]]
+
+    async def service_action(self, job: str, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+        self.calls.append(("action", job, role, index, name, action))
+        if self.action_error is not None:
+            raise self.action_error
+        for item in self.items[job]:
+            if (item["role"], item["index"], item["name"]) == (role, index, name):
+                item["state"] = self.start_makes if action == "start" else "stopped"
+        return {"role": role, "index": index, "name": name, "action": action}
+
+    async def detail(self, job: str) -> Any:
+        self.calls.append(("detail", job))
+        if job not in self.items:
+            raise JobNotFound(f"job {job} was not found", status=404)
+        return SimpleNamespace(tasks=[SimpleNamespace(role="main", task_index=0, task_state=self.task_state)])
+
+    async def terminal_endpoint(self, job: str, role: str, index: int) -> tuple[str, dict[str, str]]:
+        return f"ws://127.0.0.1:1/api/v2/local/jobs/{job}/terminals/{role}/{index}", {"Authorization": "Bearer x"}
+
+    def services_calls(self) -> int:
+        return sum(1 for c in self.calls if c[0] == "services")
+
+
+class Socket:
+    def __init__(self) -> None:
+        self.closed: tuple[int | None, str | None] | None = None
+
+    def close(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closed = (code, reason)
+
+
+def run(body: Callable[[Registry, MemoryClient], Awaitable[None]], client: MemoryClient | None = None,
+        **config: Any) -> None:
+    client = client or MemoryClient()
+    settings = {"resolve_cache_seconds": 60.0, "service_start_timeout": 30.0, **config}
+    asyncio.run(body(Registry(client, PaiJupyter(**settings)), client))  # type: ignore[arg-type]
+
+
+async def refused(coro: Awaitable[Any]) -> PaiHTTPError:
+    with pytest.raises(PaiHTTPError) as info:
+        await coro
+    return info.value
+
+
+def test_resolve_finds_the_declared_service_and_caches_it() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        key, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert key == KEY and target == Target("127.0.0.1", 6006, "/tb/", None)
+        _, jp = await reg.resolve("alice", "train", "main", 0, "jupyter")
+        assert jp.token == "t0k" and jp.port == 8890
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert client.services_calls() == 2  # the second tensorboard lookup came from the cache
+        reg.forget(KEY)
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert client.services_calls() == 3
+
+    run(body)
+
+
+def test_a_zero_cache_asks_the_cluster_every_time_and_follows_a_moved_port() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        client.items[JOB][0]["port"] = 7007
+        _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert target.port == 7007 and client.services_calls() == 2
+
+    run(body, resolve_cache_seconds=0.0)
+
+
+def test_other_users_jobs_and_unknown_services_are_404_without_asking_the_cluster() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        assert (await refused(reg.resolve("bob", "train", "main", 0, "tensorboard"))).status_code == 404
+        assert (await refused(reg.resolve("alice", "train", "main", 0, "ssh"))).status_code == 404
+        assert client.calls == []
+        assert (await refused(reg.resolve("alice", "train", "main", 1, "tensorboard"))).status_code == 404
+        assert (await refused(reg.resolve("alice", "nope", "main", 0, "tensorboard"))).status_code == 404
+        assert reg.entries == {}  # nothing kept for what does not exist
+        with pytest.raises(PaiHTTPError):
+            reg.job_id("bob", "train")
+
+    run(body)
+
+
+@pytest.mark.parametrize(("error", "status", "code"), [
+    (JobNotFound("gone", status=404), 404, "NotFound"),
+    (NotSupported("no services on OpenPAI", status=404), 501, "NotSupported"),
+    (PaiError("boom", status=500), 502, "ClusterError"),
+])
+def test_the_clusters_refusals_become_statuses(error: PaiError, status: int, code: str) -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        client.error = error
+        exc = await refused(reg.resolve("alice", "train", "main", 0, "tensorboard"))
+        assert (exc.status_code, exc.code) == (status, code)
+        assert "boom" not in exc.message  # the cluster's own text stays in the server's log
+
+    run(body)
+
+
+def test_a_stopped_service_is_started_again_on_demand() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert target.port == 6006
+        assert ("action", JOB, "main", 0, "tensorboard", "start") in client.calls
+
+    run(body, MemoryClient(state="stopped"))
+
+
+def test_a_service_that_stays_stopped_or_cannot_start_is_409() -> None:
+    async def stays(reg: Registry, client: MemoryClient) -> None:
+        client.start_makes = "stopped"
+        exc = await refused(reg.resolve("alice", "train", "main", 0, "tensorboard"))
+        assert (exc.status_code, exc.code) == (409, "NotRunning")
+
+    async def refuses(reg: Registry, client: MemoryClient) -> None:
+        client.action_error = PaiError("task is SUCCEEDED, not running", status=400)
+        exc = await refused(reg.resolve("alice", "train", "main", 0, "jupyter"))
+        assert (exc.status_code, exc.code) == (409, "NotRunning")
+
+    run(stays, MemoryClient(state="stopped"))
+    run(refuses, MemoryClient(state="stopped"))
+
+
+def test_a_service_still_starting_past_the_timeout_is_503_with_retry_after() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        exc = await refused(reg.resolve("alice", "train", "main", 0, "tensorboard"))
+        assert (exc.status_code, exc.code, exc.retry_after) == (503, "Starting", 2)
+        assert client.services_calls() == 1
+
+    run(body, MemoryClient(state="starting"), service_start_timeout=0.0)
+
+
+def test_cull_once_stops_idle_services_closes_their_sockets_and_idle_terminals() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        busy_key, _ = await reg.resolve("alice", "train", "main", 0, "jupyter")
+        ws, term, fresh_term = Socket(), Socket(), Socket()
+        reg.socket_opened(KEY, ws)
+        reg.terminal_opened(term)
+        reg.terminal_opened(fresh_term)
+        reg.entries[KEY].last_used -= 120
+        reg.terminals[term] -= 120
+        assert await reg.cull_once() == [KEY]
+        assert ("action", JOB, "main", 0, "tensorboard", "stop") in client.calls
+        assert not any(c[0] == "action" and c[4] == "jupyter" for c in client.calls)
+        assert reg.entries[KEY].target is None and reg.entries[busy_key].target is not None
+        assert ws.closed is not None and ws.closed[0] == 1001
+        assert term.closed is not None and fresh_term.closed is None and list(reg.terminals) == [fresh_term]
+        # the next request starts it again
+        _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert target.port == 6006 and client.calls[-2][-1] == "start"
+
+    run(body, idle_timeout_minutes=1.0)
+
+
+def test_a_cull_the_cluster_refuses_forgets_the_entry_and_zero_turns_culling_off() -> None:
+    async def refused_cull(reg: Registry, client: MemoryClient) -> None:
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        reg.entries[KEY].last_used -= 120
+        client.action_error = JobNotFound("gone", status=404)
+        assert await reg.cull_once() == [] and KEY not in reg.entries
+
+    async def off(reg: Registry, client: MemoryClient) -> None:
+        await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        reg.entries[KEY].last_used -= 10**6
+        assert await reg.cull_once() == [] and reg.entries[KEY].target is not None
+        reg.start_culling()
+        assert asyncio.all_tasks() == {asyncio.current_task()}  # no culling task was started
+
+    run(refused_cull, idle_timeout_minutes=1.0)
+    run(off, idle_timeout_minutes=0.0)
+
+
+def test_terminal_is_given_for_a_running_task_only() -> None:
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        url, headers = await reg.terminal("alice", "train", "main", 0)
+        assert url.endswith("/terminals/main/0") and headers == {"Authorization": "Bearer x"}
+        assert (await refused(reg.terminal("alice", "train", "main", 3))).status_code == 404
+        assert (await refused(reg.terminal("bob", "train", "main", 0))).status_code == 404
+        client.task_state = "SUCCEEDED"
+        assert (await refused(reg.terminal("alice", "train", "main", 0))).status_code == 409
+
+    run(body)
