@@ -14,6 +14,7 @@ V2_JOB_NAME = r"^[a-zA-Z0-9_-]+$"
 V1_ROLE_NAME = r"^[A-Za-z0-9._~]+$"
 V2_ROLE_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 PORT_LABEL = r"^[A-Za-z0-9._~]+$"
+V2_PORT_LABEL = r"^[A-Za-z_][A-Za-z0-9_]*$"  # OpenPAI's server: a C identifier (v1 labels are looser)
 ENV_KEY = r"^\w+$"
 EXTRAS_KEY = r"^[A-Za-z0-9._]+$"
 
@@ -22,6 +23,7 @@ V2JobName = Annotated[str, StringConstraints(pattern=V2_JOB_NAME, max_length=255
 V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME)]
 V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME)]
 PortLabel = Annotated[str, StringConstraints(pattern=PORT_LABEL)]
+V2PortLabel = Annotated[str, StringConstraints(pattern=V2_PORT_LABEL)]
 EnvKey = Annotated[str, StringConstraints(pattern=ENV_KEY)]
 ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
