@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 import httpx
 
@@ -125,9 +125,15 @@ def tail_lines(text: str, final: bool) -> list[str]:
     return lines
 
 
-def request_url(base: str, path: str) -> str:
-    """A call's URL: its path under the cluster's base URL, or as it is when the call names a whole URL."""
+def request_url(base: str, path: str, location: bool = False) -> str:
+    """A call's URL: its path under the cluster's base URL, or as it is when the call names a whole URL.
+
+    A ``location`` (a log URI the server handed out) is resolved as a browser would: a host-relative one
+    (OpenPAI's ``/log-manager/...``) against the server's origin, not under a ``/rest-server`` base path."""
+    if location:
+        return urljoin(base.rstrip("/") + "/", path)
     return base + path if path.startswith("/") else path
+
 
 
 def terminal_url(base: str, path: str, role: str, index: int) -> str:

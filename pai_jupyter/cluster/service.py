@@ -107,9 +107,10 @@ class Cluster:
     def job_dir(self, user: str, name: str) -> Path:
         return self.dir / "jobs" / f"{user}~{name}"
 
-    def submit(self, user: str, body: bytes, *, admin: bool = False) -> dict[str, Any]:
+    def submit(self, user: str, body: bytes, *, admin: bool = False, job: Job | None = None) -> dict[str, Any]:
+        """``job``: ``body`` already parsed (the API parses off the event loop)."""
         try:
-            job = Job.from_text(body)
+            job = job if job is not None else Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
         too_big = [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"
