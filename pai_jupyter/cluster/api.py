@@ -32,7 +32,6 @@ from .errors import (
     NotFoundError,
     PayloadTooLargeError,
     RangeNotSatisfiable,
-    TooManyRequestsError,
     UnauthorizedUserError,
     UnsupportedMediaTypeError,
 )
@@ -92,8 +91,8 @@ class Base(tornado.web.RequestHandler):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, ApiError):
             body = exc.body()
-            if isinstance(exc, TooManyRequestsError):
-                self.set_header("Retry-After", str(exc.retry_after))
+            for name, value in exc.headers.items():  # (send_error cleared the headers set before)
+                self.set_header(name, value)
         elif isinstance(exc, tornado.web.HTTPError) and status_code == 405:
             body = {"code": "MethodNotAllowedError", "message": f"{self.request.method} is not allowed here"}
         else:
@@ -357,8 +356,9 @@ class LogFile(Base):
         try:
             wanted = byte_range(self.request.headers.get("Range"), size)
         except RangeError as exc:
-            self.set_header("Content-Range", f"bytes */{size}")
-            raise RangeNotSatisfiable(str(exc)) from None
+            error = RangeNotSatisfiable(str(exc))
+            error.headers["Content-Range"] = f"bytes */{size}"
+            raise error from None
         start, end = wanted if wanted else (0, size - 1)
         if wanted:
             self.set_status(206)

@@ -15,6 +15,7 @@ class ApiError(Exception):
         self.extra = extra or {}
         if status is not None:  # the same code under another status (OpenPAI: NoUserError is 400 at login)
             self.status = status
+        self.headers: dict[str, str] = {}  # sent with the error answer
 
     def body(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.extra}
@@ -62,6 +63,7 @@ class TooManyRequestsError(ApiError):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+        self.headers["Retry-After"] = str(retry_after)
 
 
 class ConflictJobError(ApiError):
