@@ -303,8 +303,8 @@ class LogLocations(Base):
         if int(task_attempt) > task["task_attempt"]:
             raise NoTaskLogError("Log of task is not found.")  # (also any overflowing number)
         query = {"token": self.signer.sign(_log_scope(user, name, attempt, role, idx, task_attempt))}
-        if self.get_argument("tail-mode", "false").lower() == "true":
-            query["tail-mode"] = "true"
+        if (self.get_argument("tail-mode", None) or self.get_argument("tailMode", "false")).lower() == "true":
+            query["tail-mode"] = "true"  # (OpenPAI's JS SDK sends tailMode)
         prefix = self.request.headers.get("X-Forwarded-Prefix", "").rstrip("/")  # behind a gateway's path
         prefix = prefix if PREFIX.match(prefix) else ""
         base = (f"{prefix}/api/v2/local/logs/{quote(user)}~{quote(name)}/{int(attempt)}/{quote(role, safe='')}/"
@@ -461,5 +461,15 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
 
     routes += openpai_routes(args)
     routes += task_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
-    return tornado.web.Application(routes, default_handler_class=NotFound, default_handler_args=args,
-                                   compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+    return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
+                          compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+
+
+class PaiApplication(tornado.web.Application):
+    """Routes match with or without a trailing slash, as OpenPAI's (Express) do: its JS SDK asks for
+    ``/api/v2/users/``."""
+
+    def find_handler(self, request: tornado.httputil.HTTPServerRequest, **kwargs: Any) -> Any:
+        if len(request.path) > 1 and request.path.endswith("/"):
+            request.path = request.path.rstrip("/") or "/"
+        return super().find_handler(request, **kwargs)

@@ -59,6 +59,15 @@ class Token(Base):
         self.write_json({"message": "revoke successfully"})
 
 
+class Logout(Base):
+    """``DELETE /api/v[12]/authn/basic/logout``: revoke the token this request carries."""
+
+    def delete(self) -> None:
+        _, _, token = self.request.headers.get("Authorization", "").partition(" ")
+        self.cluster.store.revoke_token(hash_token(token.strip()))
+        self.write_json({"message": "Logout successfully"})
+
+
 class Info(Base):
     """Public, as on OpenPAI; with a valid token the embedded cluster adds its capacity, runtime and user."""
 
@@ -225,6 +234,7 @@ def routes(args: dict[str, Any]) -> list[tuple[str, type[tornado.web.RequestHand
     return [
         (r"/api/v[12]", Index, args),
         (r"/api/v[12]/authn/basic/login", Login, login_args),
+        (r"/api/v[12]/authn/basic/logout", Logout, args),
         (r"/api/v1/token", V1Token, login_args),
         (r"/api/v1/token/([^/]+)", Token, args),
         (r"/api/v2/tokens", Tokens, args),
