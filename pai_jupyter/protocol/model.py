@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
 from .parse import MAX_DEPTH, MAX_DOCUMENT_BYTES, dump_yaml, nesting_depth
-from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
+from .rules import MAX_ROLE_NAME, MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
 
 DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
@@ -98,7 +98,7 @@ class Deployment(_Model):
 class TaskRole(_Model):
     """One task role: ``instances`` identical tasks, each with these resources and commands."""
 
-    name: str = Field(pattern=V1_ROLE_NAME)
+    name: str = Field(pattern=V1_ROLE_NAME, max_length=MAX_ROLE_NAME)
     instances: int = Field(1, ge=1)
     cpu: int = Field(1, ge=1)
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=100)

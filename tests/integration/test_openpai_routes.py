@@ -233,3 +233,27 @@ def test_client_request_url_resolves_locations_against_the_origin() -> None:
     assert carries_own_token(sas) and carries_own_token("/log-manager/x?token=t&tail-mode=true")
     assert not carries_own_token("/api/v2/local/logs/a~b/0/main/0/0/all")
     assert Path(__file__).exists()
+
+
+def test_v1_lengths_and_fixed_ports_are_checked_at_submit(daemon: Api) -> None:
+    doc = json.loads(v1("longrole", "true"))
+    doc["taskRoles"][0]["name"] = "r" * 300
+    r = daemon.submit(json.dumps(doc))
+    body = r.json()
+    assert r.status_code == 400 and any(p["path"] == "taskRoles[0].name" for p in body["problems"]), r.text
+    assert "/" not in body["message"]  # no host path in the answer
+    r = daemon.submit(v1("j" * 255, "true"))
+    assert r.status_code == 400 and "255" in r.json()["message"], r.text
+    # a privileged port: nobody; a fixed port: the admin only, from 1024 up
+    ports = [{"label": "ssh", "beginAt": 22, "portNumber": 1}]
+    r = daemon.submit(v1("port22", "true", portList=ports))
+    assert r.status_code == 400 and "privileged" in r.json()["message"], r.text
+    bob = _user(daemon, "bob")
+    fixed = [{"label": "web", "beginAt": 20000, "portNumber": 1}]
+    r = bob.submit(v1("fixed", "true", portList=fixed))
+    assert r.status_code == 400 and "only an admin" in r.json()["message"], r.text
+    assert bob.submit(v1("free", "true", portList=[{"label": "web", "beginAt": 0, "portNumber": 2}])
+                      ).status_code == 202
+    job = daemon.submit_ok(v1("fixed", "true", portList=fixed))
+    task = daemon.tasks(daemon.wait(job))[0]
+    assert int(task["containerPorts"]["web"]) >= 20000
