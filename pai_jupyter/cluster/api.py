@@ -243,8 +243,7 @@ class Config(Base):
         row = self.own_job(user, name)
         text = row["config_text"]
         masked = masked_text(text, load_document(text))
-        self.set_header("Content-Type", "application/json; charset=utf-8" if masked.lstrip().startswith("{")
-                        else "text/yaml; charset=utf-8")
+        self.set_header("Content-Type", "text/yaml; charset=utf-8")  # OpenPAI's type, for JSON (YAML too) as well
         self.finish(masked)
 
 

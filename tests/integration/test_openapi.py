@@ -359,7 +359,7 @@ def test_job_routes_answer_as_the_spec_says(seeded: Seeded, which: str) -> None:
     if which == "waiting":  # the v2 YAML one, with a secret
         assert config.headers["content-type"].startswith("text/yaml") and document["secrets"]["token"] == "******"
     else:
-        assert config.headers["content-type"].startswith("application/json") and "jobName" in document
+        assert config.headers["content-type"].startswith("text/yaml") and "jobName" in document
 
     for tail in (False, True):
         locations = conforms(http.get(task["containerLog"], params={"tail-mode": "true"} if tail else None), LOGS)
