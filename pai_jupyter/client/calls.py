@@ -67,6 +67,9 @@ def error_for(resp: httpx.Response, where: str) -> PaiError:
     status = resp.status_code
     if status in (401, 403):
         return Unauthorized(f"{message} ({where}); log in again with: pai profile login", **kw)
+    if status == 400 and (code in ("IncorrectPasswordError", "NoUserError") or
+                          "/authn/basic/login" in str(resp.request.url)):  # OpenPAI answers a failed login 400
+        return Unauthorized(f"login refused by {where}: {message}", **kw)
     if status == 404:
         return JobNotFound(message, **kw)
     if status == 409 and code == "ConflictJobError":

@@ -173,7 +173,6 @@ class JobAtAttempt(Base):
                             self.cluster.waiting_reason(row) if number == row["attempt"] else None)
         if number != row["attempt"]:
             body["jobStatus"].update(views.attempt_status(self.cluster.store.attempt(row["id"], number)))
-        body["tags"] = self.cluster.store.job_tags(row["id"])
         self.write_json(body)
 
 

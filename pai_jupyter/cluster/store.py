@@ -207,9 +207,6 @@ class Store:
     def list_item(self, job_id: int) -> dict[str, Any]:
         return json.loads(self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
 
-    def job_tags(self, job_id: int) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT tag FROM job_tags WHERE job_id = ? ORDER BY rowid", (job_id,))]
-
     def add_tag(self, job_id: int, tag: str) -> None:
         self.db.execute("INSERT OR IGNORE INTO job_tags (job_id, tag) VALUES (?, ?)", (job_id, tag))
 
@@ -232,7 +229,8 @@ class Store:
         field, _, direction = order.partition(",")
         col = LIST_ORDER_FIELDS.get(field, "submission_time")
         direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
-        rows = self.db.execute(f"SELECT {ITEM} FROM jobs{clause} ORDER BY {col} {direction}, "
+        tagged = self.db.execute("SELECT 1 FROM job_tags LIMIT 1").fetchone() is not None  # else: no tag to add
+        rows = self.db.execute(f"SELECT {ITEM if tagged else 'item'} FROM jobs{clause} ORDER BY {col} {direction}, "
                                f"id {direction} LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
         total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0] if with_total else None
         return "[" + ",".join(r[0] for r in rows) + "]", total

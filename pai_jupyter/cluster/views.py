@@ -90,7 +90,8 @@ def detail(row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]
     for t in tasks:
         task_roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
         task_roles[t["role"]]["taskStatuses"].append(task_status(row, t))
-    return {"debugId": status["debugId"], "name": row["name"], "tags": [], "jobPriority": "default",
+    return {"debugId": status["debugId"], "name": row["name"], "tags": list(status.get("tags") or []),
+            "jobPriority": "default",
             "jobStatus": status, "taskRoles": task_roles}
 
 

@@ -122,7 +122,7 @@ def test_routes_official_clients_call(daemon: Api) -> None:
     # tags show in the list item and the detail; deleting a missing one is NoTagError
     assert daemon.http.put(f"/api/v2/jobs/{job}/tag", json={"value": "best"}).status_code == 200
     assert [j["tags"] for j in daemon.http.get("/api/v2/jobs").json() if j["name"] == "routes"] == [["best"]]
-    assert daemon.detail(job)["jobStatus"]["tags"] == ["best"]
+    assert daemon.detail(job)["jobStatus"]["tags"] == ["best"] == daemon.detail(job)["tags"]
     assert daemon.http.request("DELETE", f"/api/v2/jobs/{job}/tag", json={"value": "best"}).status_code == 200
     r = daemon.http.request("DELETE", f"/api/v2/jobs/{job}/tag", json={"value": "best"})
     assert (r.status_code, r.json()["code"]) == (404, "NoTagError")
