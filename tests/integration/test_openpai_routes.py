@@ -257,3 +257,33 @@ def test_v1_lengths_and_fixed_ports_are_checked_at_submit(daemon: Api) -> None:
     job = daemon.submit_ok(v1("fixed", "true", portList=fixed))
     task = daemon.tasks(daemon.wait(job))[0]
     assert int(task["containerPorts"]["web"]) >= 20000
+
+
+def _peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM in /proc status")
+
+
+def test_a_whole_large_log_is_sent_without_loading_it(daemon: Api) -> None:
+    """A 190 MiB log once took the daemon from 47 to 422 MB: its peak memory now stays flat (chunks of 64 KiB)."""
+    from pai_jupyter.cluster import control
+
+    job = daemon.submit_ok(v1("hugelog", "true"))
+    daemon.wait(job)
+    log = daemon.home / "local" / "jobs" / job / "a0.main-0.t0" / "stdout"
+    size = 128 * 1024 * 1024
+    with log.open("wb") as f:
+        block = b"x" * 1023 + b"\n"
+        for _ in range(size // len(block)):
+            f.write(block)
+    pid = control.running(daemon.home)["pid"]
+    before = _peak_rss_kib(pid)
+    received = 0
+    with httpx.stream("GET", daemon.url + _locations(daemon, job)["stdout"], timeout=120) as r:
+        assert r.status_code == 200 and int(r.headers["Content-Length"]) == size
+        for chunk in r.iter_bytes():
+            received += len(chunk)
+    assert received == size
+    assert _peak_rss_kib(pid) - before < 32 * 1024  # KiB: far below the log's 128 MiB

@@ -226,3 +226,11 @@ def test_documents_openpai_accepts_that_we_used_to_refuse() -> None:
     job = job_from_document(doc)
     assert (job.task_roles[0].min_failed, job.task_roles[0].min_succeeded) == (None, None)
     assert job.to_v2()["taskRoles"]["w"]["completion"] == {"minFailedInstances": -1}
+
+
+def test_the_forms_export_is_a_valid_openpai_document_once_converted() -> None:
+    from pai_jupyter.notebook import JobForm
+
+    form = JobForm()
+    form.name.value = "exported"
+    _writes_valid(Job.from_text(form.export()))
