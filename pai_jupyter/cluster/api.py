@@ -226,7 +226,7 @@ class ExecutionType(Base):
 class Clone(Base):
     """Local extension: submit the stored original (secrets included) again under a new name."""
 
-    def post(self, user: str, name: str) -> None:
+    async def post(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
         new = self.json_body().get("name")
         if not isinstance(new, str) or not new:
@@ -235,7 +235,12 @@ class Clone(Base):
             text = rename_text(row["config_text"], new)
         except JobValidationError as exc:
             raise BadRequest(str(exc)) from None
-        self.write_json(self.cluster.submit(self.user["name"], text.encode("utf-8"), admin=self.is_admin), 202)
+        body = text.encode("utf-8")
+        try:  # parsed off the event loop, as a submission is
+            job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
+        except JobValidationError as exc:
+            raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        self.write_json(self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job), 202)
 
 
 class Config(Base):

@@ -73,7 +73,33 @@ def widest(value: Any) -> int:
     return most
 
 
+def _check_width(text: str) -> None:
+    """Refuse a mapping or list of more than MAX_ENTRIES entries while reading the event stream: a 100,000-key
+    document stops after 10,000 keys, before any node of it is built."""
+    if len(text) <= 2 * MAX_ENTRIES:  # each entry takes at least two characters: a short text cannot have that many
+        return
+    loader = _LOADER(text)
+    try:
+        open_counts: list[int] = []
+        while True:
+            event = loader.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                return
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                open_counts.pop()
+                continue
+            if open_counts:
+                open_counts[-1] += 1
+                if open_counts[-1] > 2 * MAX_ENTRIES:  # a mapping's entry is two events (key, value)
+                    raise JobValidationError([Problem("", TOO_MANY)])
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                open_counts.append(0)
+    finally:
+        loader.dispose()
+
+
 def _load_yaml(text: str) -> Any:
+    _check_width(text)
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()

@@ -234,3 +234,21 @@ def test_the_forms_export_is_a_valid_openpai_document_once_converted() -> None:
     form = JobForm()
     form.name.value = "exported"
     _writes_valid(Job.from_text(form.export()))
+
+
+def test_wide_documents_are_refused_by_entry_count_before_they_are_built() -> None:
+    """A 100,000-key YAML document once held the daemon 0.85 s before it was refused; it is refused by count."""
+    from pai_jupyter.protocol.parse import MAX_ENTRIES
+
+    role = {"name": "m", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": "x"}
+    head = f"jobName: wide\nimage: x\ntaskRoles: [{json.dumps(role)}]\nextras:\n"
+    wide_yaml = head + "".join(f"  k{i}: {i}\n" for i in range(100_000))
+    flow = head + "  list: [" + ",".join("1" for _ in range(MAX_ENTRIES + 1)) + "]\n"
+    wide_json = json.dumps({"jobName": "wide", "image": "x", "taskRoles": [role],
+                            "extras": {f"k{i}": i for i in range(MAX_ENTRIES + 1)}})
+    for text in (wide_yaml, flow, wide_json):
+        with pytest.raises(JobValidationError) as info:
+            Job.from_text(text)
+        assert f"more than {MAX_ENTRIES} entries" in str(info.value)
+    ok = head + "".join(f"  k{i}: {i}\n" for i in range(MAX_ENTRIES))  # at the limit: fine
+    assert len(Job.from_text(ok).extras) == MAX_ENTRIES
