@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 
@@ -63,6 +63,8 @@ class ClientBase:
         if self.profile.is_local and self._url is None:
             self._url, self._token = self._local()
         headers = dict(req.headers)
+        if req.location and _origin(request_url(self._url or "", req.path, True)) != _origin(self._url or ""):
+            req.auth = False  # a location on another host (a log manager, blob storage) never gets the REST token
         if req.auth:
             if not self._token:
                 raise Unauthorized(f"{self.where} has no token; log in with: pai profile login {self.profile.name}")
@@ -123,6 +125,11 @@ def tail_lines(text: str, final: bool) -> list[str]:
     if lines and (lines[-1] == "" or not final):
         lines.pop()
     return lines
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def request_url(base: str, path: str, location: bool = False) -> str:

@@ -232,6 +232,14 @@ def test_client_request_url_resolves_locations_against_the_origin() -> None:
     assert request_url(base, sas, location=True) == sas
     assert carries_own_token(sas) and carries_own_token("/log-manager/x?token=t&tail-mode=true")
     assert not carries_own_token("/api/v2/local/logs/a~b/0/main/0/0/all")
+    # a location on another host never gets the REST token, even without a token of its own
+    with Client(url=base, token="rest-secret") as pai:
+        from pai_jupyter.client.calls import Req
+
+        _, headers = pai._prepare(Req("GET", "https://logs.example.org/x", location=True))
+        assert "Authorization" not in headers
+        _, headers = pai._prepare(Req("GET", "/rest-server/api/v2/local/logs/x", location=True))
+        assert headers["Authorization"] == "Bearer rest-secret"
     assert Path(__file__).exists()
 
 
