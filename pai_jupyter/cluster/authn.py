@@ -69,8 +69,14 @@ class LoginLimiter:
         while len(self._failures) > self.max_keys:
             self._failures.popitem(last=False)
 
-    def succeeded(self, user_key: str) -> None:
-        self._failures.pop(user_key, None)
+    def succeeded(self, keys: list[str]) -> None:
+        """Undo the try counted for a login that succeeded (and forget the user's earlier failures)."""
+        for key in keys:
+            times = self._failures.get(key)
+            if times and key.startswith("user:"):
+                del self._failures[key]
+            elif times:
+                times.pop()
 
 
 def login_body(content_type: str, body: bytes) -> dict[str, Any]:
@@ -117,14 +123,13 @@ async def login(store: Store, limiter: LoginLimiter, data: dict[str, Any], clien
     wait = limiter.retry_after(keys)
     if wait:
         raise TooManyRequestsError(f"too many failed logins; try again in {wait} s", retry_after=wait)
+    limiter.failed(keys)  # counted before the check: tries made at once cannot all slip under the limit
     user = store.user(username)
     if user is None:
-        limiter.failed(keys)
         raise NoUserError(f"User {username} is not found.", status=400)
     ok = await tornado.ioloop.IOLoop.current().run_in_executor(None, check_password, password, user["password_hash"])
     if not ok:
-        limiter.failed(keys)
         raise IncorrectPasswordError("Password is incorrect.")
-    limiter.succeeded(keys[0])
+    limiter.succeeded(keys)
     token = store.new_token(user["name"], "login")
     return {"token": token, "user": user["name"], "admin": bool(user["admin"]), "hasGitHubPAT": False}

@@ -72,6 +72,19 @@ def test_failed_logins_are_limited_per_user_with_retry_after(daemon: Api) -> Non
     assert httpx.post(login, data={"username": "dave", "password": "hunter22"}).status_code == 200  # others can
 
 
+def test_failed_logins_made_at_once_cannot_slip_under_the_limit(daemon: Api) -> None:
+    """20 wrong passwords sent together: 10 are checked (in worker threads), the rest answered 429 at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _user(daemon, "erin")
+    login = daemon.url + "/api/v2/authn/basic/login"
+    with ThreadPoolExecutor(20) as pool:
+        codes = list(pool.map(lambda i: httpx.post(login, data={"username": "erin", "password": f"guess-{i}"},
+                                                   timeout=60).status_code, range(20)))
+    assert sorted(codes) == [400] * 10 + [429] * 10
+    assert daemon.http.get("/api/v2/jobs").status_code == 200
+
+
 def test_password_checks_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """PBKDF2 costs tens of milliseconds a try: it runs in a worker thread, never on the loop's."""
     import asyncio
