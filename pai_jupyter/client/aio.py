@@ -32,7 +32,7 @@ class AsyncClient(ClientBase, Calls):
         for attempt in range(self.retries + 1):
             base, headers = await asyncio.to_thread(self._prepare, req) if self._url is None else self._prepare(req)
             try:
-                resp = await self._http.request(req.method, request_url(base, req.path),
+                resp = await self._http.request(req.method, request_url(base, req.path, req.location),
                                                 params=req.params, json=req.json, content=req.content, headers=headers)
                 done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:

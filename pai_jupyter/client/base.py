@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 
@@ -63,6 +63,8 @@ class ClientBase:
         if self.profile.is_local and self._url is None:
             self._url, self._token = self._local()
         headers = dict(req.headers)
+        if req.location and _origin(request_url(self._url or "", req.path, True)) != _origin(self._url or ""):
+            req.auth = False  # a location on another host (a log manager, blob storage) never gets the REST token
         if req.auth:
             if not self._token:
                 raise Unauthorized(f"{self.where} has no token; log in with: pai profile login {self.profile.name}")
@@ -125,9 +127,20 @@ def tail_lines(text: str, final: bool) -> list[str]:
     return lines
 
 
-def request_url(base: str, path: str) -> str:
-    """A call's URL: its path under the cluster's base URL, or as it is when the call names a whole URL."""
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def request_url(base: str, path: str, location: bool = False) -> str:
+    """A call's URL: its path under the cluster's base URL, or as it is when the call names a whole URL.
+
+    A ``location`` (a log URI the server handed out) is resolved as a browser would: a host-relative one
+    (OpenPAI's ``/log-manager/...``) against the server's origin, not under a ``/rest-server`` base path."""
+    if location:
+        return urljoin(base.rstrip("/") + "/", path)
     return base + path if path.startswith("/") else path
+
 
 
 def terminal_url(base: str, path: str, role: str, index: int) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
 
@@ -43,6 +43,7 @@ class Req:
     headers: dict[str, str] = field(default_factory=dict)
     idempotent: bool = True
     auth: bool = True
+    location: bool = False  # a URI the server handed out: resolved against its origin (see base.request_url)
 
 
 @dataclass
@@ -66,11 +67,14 @@ def error_for(resp: httpx.Response, where: str) -> PaiError:
     status = resp.status_code
     if status in (401, 403):
         return Unauthorized(f"{message} ({where}); log in again with: pai profile login", **kw)
+    if status == 400 and (code in ("IncorrectPasswordError", "NoUserError") or
+                          "/authn/basic/login" in str(resp.request.url)):  # OpenPAI answers a failed login 400
+        return Unauthorized(f"login refused by {where}: {message}", **kw)
     if status == 404:
         return JobNotFound(message, **kw)
     if status == 409 and code == "ConflictJobError":
         return JobConflict(message, **kw)
-    if status == 400 and code in ("InvalidProtocolError", "InsufficientResourceError"):
+    if status == 400 and code in ("InvalidProtocolError", "NoEnoughQuotaError", "InsufficientResourceError"):
         return InvalidJob(message, **kw)
     if status == 429:
         after = resp.headers.get("Retry-After")
@@ -202,8 +206,10 @@ class Calls:
         return resp.json()
 
     def _events(self, job: str | JobSummary | JobDetail) -> Op:
+        """The job's events, oldest first (OpenPAI answers newest first; ISO timestamps sort as text)."""
         resp = yield Req("GET", self._path(job) + "/events")
-        return resp.json().get("data", [])
+        data = list(reversed(resp.json().get("data", [])))
+        return sorted(data, key=lambda e: str(e.get("lastTimestamp") or ""))
 
     def _clone(self, job: str | JobSummary | JobDetail, *, name: str | None = None) -> Op:
         """Submit the job's exact config again under a new name (default: ``<name>_<hex>``).
@@ -236,7 +242,8 @@ class Calls:
         uris = {loc["name"]: loc["uri"] for loc in resp.json().get("locations", [])}
         if stream not in uris:
             raise BadRequest(f"no {stream!r} log; the server offers {', '.join(uris) or 'none'}")
-        resp = yield Req("GET", uris[stream])
+        uri = uris[stream]
+        resp = yield Req("GET", uri, location=True, auth=not carries_own_token(uri))
         return resp.text
 
     def _wait(self, job: str | JobSummary | JobDetail, *, until: frozenset[str] | set[str] = FINAL_STATES,
@@ -287,6 +294,13 @@ class Calls:
         resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,
                                                                      "expiration": 7 * 24 * 3600}, auth=False)
         return resp.json()["token"]
+
+
+def carries_own_token(uri: str) -> bool:
+    """A location with its own credential in the query (OpenPAI's log-manager ``token``, a blob SAS ``sig``):
+    the REST token must not travel to it."""
+    query = parse_qs(urlsplit(uri).query)
+    return bool(query.get("token") or query.get("sig"))
 
 
 def _pick_task(detail: JobDetail, role: str | None, index: int) -> Any:

@@ -32,7 +32,7 @@ class Client(ClientBase, Calls):
         for attempt in range(self.retries + 1):
             base, headers = self._prepare(req)
             try:
-                resp = self._http.request(req.method, request_url(base, req.path),
+                resp = self._http.request(req.method, request_url(base, req.path, req.location),
                                           params=req.params, json=req.json, content=req.content, headers=headers)
                 done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:

@@ -10,14 +10,14 @@ import json
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import tornado.httputil
+import tornado.ioloop
 import tornado.web
 from tornado.iostream import StreamClosedError
 
-from .. import __version__
-from ..protocol import JobValidationError, load_document, masked_text
+from ..protocol import Job, JobValidationError, load_document, masked_text
 from ..protocol.edit import rename_text
 from ..protocol.parse import MAX_DOCUMENT_BYTES
 from . import views
@@ -25,17 +25,21 @@ from .errors import (
     ApiError,
     BadRequest,
     ForbiddenUserError,
+    InvalidProtocolError,
+    NoApiError,
     NoJobError,
+    NoTaskLogError,
     NotFoundError,
     PayloadTooLargeError,
+    RangeNotSatisfiable,
     UnauthorizedUserError,
     UnsupportedMediaTypeError,
 )
 from .estimator import OUTPUTS
-from .logs import LOG_NAMES, follow, read_log
+from .logs import LOG_NAMES, LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
 from .service import Cluster
 from .space import is_full
-from .store import FINAL_STATES, check_password
+from .store import FINAL_STATES
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
@@ -88,6 +92,8 @@ class Base(tornado.web.RequestHandler):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, ApiError):
             body = exc.body()
+            for name, value in exc.headers.items():  # (send_error cleared the headers set before)
+                self.set_header(name, value)
         elif isinstance(exc, tornado.web.HTTPError) and status_code == 405:
             body = {"code": "MethodNotAllowedError", "message": f"{self.request.method} is not allowed here"}
         else:
@@ -135,37 +141,6 @@ class Base(tornado.web.RequestHandler):
         return value
 
 
-class Login(Base):
-    public = True
-
-    def post(self) -> None:
-        body = self.json_body()
-        user = self.cluster.store.user(str(body.get("username", "")))
-        if user is None or not check_password(str(body.get("password", "")), user["password_hash"]):
-            raise UnauthorizedUserError("wrong username or password")
-        token = self.cluster.store.new_token(user["name"], "login")
-        self.write_json({"token": token, "user": user["name"], "admin": bool(user["admin"]), "hasGitHubPAT": False})
-
-
-class Tokens(Base):
-    def get(self) -> None:
-        self.write_json({"tokens": self.cluster.store.tokens(self.user["name"])})
-
-
-class Info(Base):
-    def get(self) -> None:
-        cap = self.cluster.capacity
-        self.write_json({
-            "name": "pai_jupyter local cluster", "version": __version__, "runtime": self.cluster.runtime_description,
-            "capacity": {"cpu": cap.total.cpu, "memoryMB": cap.total.memory_mb, "gpu": cap.total.gpu},
-            "used": {"cpu": cap.used.cpu, "memoryMB": cap.used.memory_mb, "gpu": cap.used.gpu},
-            "virtualClusters": {k: {"cpu": v.cpu, "memoryMB": v.memory_mb, "gpu": v.gpu}
-                                for k, v in cap.quotas.items()},
-            "user": self.user["name"], "admin": self.is_admin,
-            "local": {"logStream": "/api/v2/local/jobs/{user}~{name}/logs/stream", "delete": True},
-        })
-
-
 @tornado.web.stream_request_body
 class Jobs(Base):
     def prepare(self) -> None:
@@ -184,14 +159,19 @@ class Jobs(Base):
         elif not self._too_big:
             self._chunks.append(chunk)
 
-    def post(self) -> None:
+    async def post(self) -> None:
         if self._too_big:
             raise PayloadTooLargeError(f"the job document is over {MAX_DOCUMENT_BYTES} bytes")
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype not in SUBMIT_TYPES:
             raise UnsupportedMediaTypeError(f"send the job as text/yaml (v2) or application/json (v1), not "
                                             f"{ctype or 'no content type'}")
-        result = self.cluster.submit(self.user["name"], b"".join(self._chunks), admin=self.is_admin)
+        body = b"".join(self._chunks)
+        try:  # parsing and validating a large document takes a while: not on the event loop
+            job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
+        except JobValidationError as exc:
+            raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        result = self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job)
         self.write_json(result, 202)
 
     def get(self) -> None:
@@ -249,7 +229,7 @@ class ExecutionType(Base):
 class Clone(Base):
     """Local extension: submit the stored original (secrets included) again under a new name."""
 
-    def post(self, user: str, name: str) -> None:
+    async def post(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
         new = self.json_body().get("name")
         if not isinstance(new, str) or not new:
@@ -258,7 +238,12 @@ class Clone(Base):
             text = rename_text(row["config_text"], new)
         except JobValidationError as exc:
             raise BadRequest(str(exc)) from None
-        self.write_json(self.cluster.submit(self.user["name"], text.encode("utf-8"), admin=self.is_admin), 202)
+        body = text.encode("utf-8")
+        try:  # parsed off the event loop, as a submission is
+            job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
+        except JobValidationError as exc:
+            raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        self.write_json(self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job), 202)
 
 
 class Config(Base):
@@ -266,24 +251,26 @@ class Config(Base):
         row = self.own_job(user, name)
         text = row["config_text"]
         masked = masked_text(text, load_document(text))
-        self.set_header("Content-Type", "application/json; charset=utf-8" if masked.lstrip().startswith("{")
-                        else "text/yaml; charset=utf-8")
+        self.set_header("Content-Type", "text/yaml; charset=utf-8")  # OpenPAI's type, for JSON (YAML too) as well
         self.finish(masked)
 
 
 class Attempts(Base):
     def get(self, user: str, name: str) -> None:
+        """OpenPAI's order: the latest attempt, then the earlier ones from the first."""
         row = self.own_job(user, name)
         tasks = self.cluster.store.tasks(row["id"])
+        attempts = self.cluster.store.attempts(row["id"])
+        attempts = attempts[:1] + attempts[:0:-1]
         self.write_json([views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]])
-                         for a in self.cluster.store.attempts(row["id"])])
+                         for a in attempts])
 
 
 class Events(Base):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
         events = self.cluster.store.events(row["id"], self.get_argument("type", None))
-        self.write_json({"totalCount": len(events), "data": [views.event_item(row, e) for e in events]})
+        self.write_json({"totalCount": len(events), "data": [views.event_item(row, e) for e in reversed(events)]})
 
 
 def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:
@@ -300,26 +287,100 @@ def _log_path(cluster: Cluster, row: dict[str, Any], task: dict[str, Any], task_
     return cluster.task_dir(row, task["attempt"], task["role"], task["idx"], task_attempt)
 
 
+PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+
+
+def _log_scope(user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str) -> str:
+    if max(len(attempt), len(idx), len(task_attempt)) > 10:
+        raise NoTaskLogError("Log of task is not found.")
+    return f"{user}~{name}/{int(attempt)}/{role}/{int(idx)}/{int(task_attempt)}"
+
+
 class LogLocations(Base):
+    """OpenPAI's first log step: where each log is. Each location carries a token for that task's logs
+    (valid ``LogSigner.ttl`` seconds), so it is fetched with no header, as the portal fetches OpenPAI's."""
+
+    def initialize(self, cluster: Cluster, signer: LogSigner) -> None:  # type: ignore[override]
+        super().initialize(cluster)
+        self.signer = signer
+
     def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str) -> None:
         row = self.own_job(user, name)
         task = _task(self.cluster, row, attempt, role, idx)
         if int(task_attempt) > task["task_attempt"]:
-            raise NotFoundError(f"task attempt {task_attempt} does not exist")  # (also any overflowing number)
-        tail = "?tail-mode=true" if self.get_argument("tail-mode", "false").lower() == "true" else ""
-        base = f"/api/v2/local/logs/{quote(user)}~{quote(name)}/{attempt}/{quote(role, safe='')}/{idx}/{task_attempt}"
-        self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}{tail}"} for n in LOG_NAMES]})
+            raise NoTaskLogError("Log of task is not found.")  # (also any overflowing number)
+        query = {"token": self.signer.sign(_log_scope(user, name, attempt, role, idx, task_attempt))}
+        if (self.get_argument("tail-mode", None) or self.get_argument("tailMode", "false")).lower() == "true":
+            query["tail-mode"] = "true"  # (OpenPAI's JS SDK sends tailMode)
+        prefix = self.request.headers.get("X-Forwarded-Prefix", "").rstrip("/")  # behind a gateway's path
+        prefix = prefix if PREFIX.match(prefix) else ""
+        base = (f"{prefix}/api/v2/local/logs/{quote(user)}~{quote(name)}/{int(attempt)}/{quote(role, safe='')}/"
+                f"{int(idx)}/{int(task_attempt)}")
+        names = log_names(_log_path(self.cluster, row, task, int(task_attempt)))
+        self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}?{urlencode(query)}"} for n in names]})
 
 
 class LogFile(Base):
-    def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str, log: str) -> None:
-        row = self.own_job(user, name)
+    """A log's bytes: the 16 KiB tail, or the whole file (or a ``Range`` of it) sent in chunks. Takes the
+    location's own ``token`` (no header needed) or the usual bearer token."""
+
+    public = True
+
+    def initialize(self, cluster: Cluster, signer: LogSigner) -> None:  # type: ignore[override]
+        super().initialize(cluster)
+        self.signer = signer
+
+    async def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str,
+                  log: str) -> None:
+        token = self.get_argument("token", None)
+        if token is not None:
+            if not self.signer.check(_log_scope(user, name, attempt, role, idx, task_attempt), token):
+                raise UnauthorizedUserError("this log location's token is wrong or has expired; ask for the "
+                                            "locations again")
+            row = self.cluster.get_job(user, name)
+        else:
+            self.user = authenticate(self.request, self.cluster)
+            row = self.own_job(user, name)
         task = _task(self.cluster, row, attempt, role, idx)
-        if log not in LOG_NAMES or int(task_attempt) > task["task_attempt"]:
-            raise NotFoundError(f"no log {log!r} for this task")
-        path = _log_path(self.cluster, row, task, int(task_attempt)) / log
+        if int(task_attempt) > task["task_attempt"]:
+            raise NoTaskLogError("Log of task is not found.")
+        folder = _log_path(self.cluster, row, task, int(task_attempt))
+        if log not in log_names(folder):
+            raise NoTaskLogError(f"Log of task is not found: no {log!r} log.")
+        path = folder / log
         self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.finish(read_log(path, tail=self.get_argument("tail-mode", "false").lower() == "true"))
+        if self.get_argument("tail-mode", "false").lower() == "true":
+            self.finish(read_log(path, tail=True))
+            return
+        await self._send(path)
+
+    async def _send(self, path: Path) -> None:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        self.set_header("Accept-Ranges", "bytes")
+        try:
+            wanted = byte_range(self.request.headers.get("Range"), size)
+        except RangeError as exc:
+            error = RangeNotSatisfiable(str(exc))
+            error.headers["Content-Range"] = f"bytes */{size}"
+            raise error from None
+        start, end = wanted if wanted else (0, size - 1)
+        if wanted:
+            self.set_status(206)
+            self.set_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.set_header("Content-Length", str(max(end - start + 1, 0)))
+        if end < start:
+            self.finish()
+            return
+        try:
+            for chunk in read_chunks(path, start, end):
+                self.write(chunk)
+                await self.flush()
+        except StreamClosedError:
+            return
+        self.finish()
 
 
 class LogStream(Base):
@@ -383,16 +444,14 @@ class Users(Base):
 class NotFound(Base):
     def prepare(self) -> None:
         super().prepare()
-        raise NotFoundError(f"no such route: {self.request.method} {self.request.path}")
+        raise NoApiError(f"API {self.request.path} is not found.")
 
 
 def make_app(cluster: Cluster) -> tornado.web.Application:
     args = {"cluster": cluster}
+    log_args = {**args, "signer": LogSigner()}
     logs = JOB + r"/attempts/(\d+)/taskRoles/([^/]+)/taskIndex/(\d+)/attempts/(\d+)/logs"
     routes = [
-        (r"/api/v[12]/authn/basic/login", Login, args),
-        (r"/api/v2/tokens", Tokens, args),
-        (r"/api/v2/info", Info, args),
         (r"/api/v2/jobs", Jobs, args),
         (JOB, JobDetail, args),
         (JOB + r"/executionType", ExecutionType, args),
@@ -400,16 +459,28 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         (JOB + r"/clone", Clone, args),
         (JOB + r"/job-attempts", Attempts, args),
         (JOB + r"/events", Events, args),
-        (logs, LogLocations, args),
-        (r"/api/v2/local/logs/([^/~]+)~([^/]+)/(\d+)/([^/]+)/(\d+)/(\d+)/([a-z]+)", LogFile, args),
+        (logs, LogLocations, log_args),
+        (r"/api/v2/local/logs/([^/~]+)~([^/]+)/(\d+)/([^/]+)/(\d+)/(\d+)/([a-z]+)", LogFile, log_args),
         (r"/api/v2/local/jobs/([^/~]+)~([^/]+)/logs/stream", LogStream, args),
         (r"/api/v2/local/users", Users, args),
     ]
+    from .api_openpai import routes as openpai_routes
     from .api_tasks import routes as task_routes
 
+    routes += openpai_routes(args)
     routes += task_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
     from .api_ssh import routes as ssh_routes
 
     routes += ssh_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
-    return tornado.web.Application(routes, default_handler_class=NotFound, default_handler_args=args,
-                                   compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+    return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
+                          compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+
+
+class PaiApplication(tornado.web.Application):
+    """Routes match with or without a trailing slash, as OpenPAI's (Express) do: its JS SDK asks for
+    ``/api/v2/users/``."""
+
+    def find_handler(self, request: tornado.httputil.HTTPServerRequest, **kwargs: Any) -> Any:
+        if len(request.path) > 1 and request.path.endswith("/"):
+            request.path = request.path.rstrip("/") or "/"
+        return super().find_handler(request, **kwargs)

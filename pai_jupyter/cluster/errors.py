@@ -9,10 +9,13 @@ class ApiError(Exception):
     status = 400
     code = "BadRequestError"
 
-    def __init__(self, message: str, *, extra: dict[str, Any] | None = None):
+    def __init__(self, message: str, *, extra: dict[str, Any] | None = None, status: int | None = None):
         super().__init__(message)
         self.message = message
         self.extra = extra or {}
+        if status is not None:  # the same code under another status (OpenPAI: NoUserError is 400 at login)
+            self.status = status
+        self.headers: dict[str, str] = {}  # sent with the error answer
 
     def body(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.extra}
@@ -23,7 +26,44 @@ class NoJobError(ApiError):
 
 
 class NotFoundError(ApiError):
-    status, code = 404, "NotFoundError"
+    """Something under a job (an attempt, a task, a service) is missing: OpenPAI answers NoJobError for those."""
+
+    status, code = 404, "NoJobError"
+
+
+class NoApiError(ApiError):
+    status, code = 404, "NoApiError"
+
+
+class NoTaskLogError(ApiError):
+    status, code = 404, "NoTaskLogError"
+
+
+class NoTagError(ApiError):
+    status, code = 404, "NoTagError"
+
+
+class NoUserError(ApiError):
+    status, code = 404, "NoUserError"
+
+
+class NoVirtualClusterError(ApiError):
+    status, code = 404, "NoVirtualClusterError"
+
+
+class IncorrectPasswordError(ApiError):
+    status, code = 400, "IncorrectPasswordError"
+
+
+class TooManyRequestsError(ApiError):
+    """Local extension (OpenPAI's rate limiter answers 429 in plain text): JSON, with Retry-After."""
+
+    status, code = 429, "TooManyRequestsError"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.headers["Retry-After"] = str(retry_after)
 
 
 class ConflictJobError(ApiError):
@@ -35,7 +75,9 @@ class InvalidProtocolError(ApiError):
 
 
 class InsufficientResourceError(ApiError):
-    status, code = 400, "InsufficientResourceError"
+    """A job that can never fit its virtual cluster: OpenPAI's code for a quota that cannot hold it."""
+
+    status, code = 400, "NoEnoughQuotaError"
 
 
 class UnauthorizedUserError(ApiError):
@@ -52,6 +94,10 @@ class UnsupportedMediaTypeError(ApiError):
 
 class PayloadTooLargeError(ApiError):
     status, code = 413, "PayloadTooLargeError"
+
+
+class RangeNotSatisfiable(ApiError):
+    status, code = 416, "InvalidParametersError"
 
 
 class JobNotFinishedError(ApiError):

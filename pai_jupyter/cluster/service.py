@@ -46,6 +46,27 @@ MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a 
 MAX_PORTS_PER_TASK = 100
 
 
+def port_problems(job: Job, admin: bool) -> list[str]:
+    """Fixed host ports (v1 ``portList.beginAt``) are the cluster owner's to ask for, never below 1024; everyone
+    else's ports come from the free ones the system hands out."""
+    out = []
+    for r in job.task_roles:
+        for p in r.ports:
+            if p.begin_at and p.begin_at < 1024:
+                out.append(f"task role {r.name} port {p.label}: beginAt {p.begin_at} is a privileged port (below 1024)")
+            elif p.begin_at and not admin:
+                out.append(f"task role {r.name} port {p.label}: only an admin may ask for a fixed port (beginAt "
+                           f"{p.begin_at}); leave beginAt 0 to get free ones")
+    return out
+
+
+def name_problems(user: str, job: Job) -> list[str]:
+    """The job's directory ``<user>~<name>`` must fit a file name (255 bytes)."""
+    size = len(f"{user}~{job.name}".encode())
+    return [f"the job name is too long here: {user}~{job.name[:20]}... is {size} bytes, a file name takes 255"
+            ] if size > 255 else []
+
+
 def _demand(task: dict[str, Any]) -> Resources:
     return Resources(task["cpu"], task["memory_mb"], task["gpu"])
 
@@ -125,13 +146,15 @@ class Cluster:
     def job_dir(self, user: str, name: str) -> Path:
         return self.dir / "jobs" / f"{user}~{name}"
 
-    def submit(self, user: str, body: bytes, *, admin: bool = False) -> dict[str, Any]:
+    def submit(self, user: str, body: bytes, *, admin: bool = False, job: Job | None = None) -> dict[str, Any]:
+        """``job``: ``body`` already parsed (the API parses off the event loop)."""
         try:
-            job = Job.from_text(body)
+            job = job if job is not None else Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
         too_big = [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"
                    ] if job.total_tasks > MAX_TASKS else []
+        too_big += port_problems(job, admin) + name_problems(user, job)
         too_big += [f"task role {r.name} asks for {n} ports per task; at most {MAX_PORTS_PER_TASK}"
                     for r in job.task_roles if (n := sum(p.count for p in r.ports)) > MAX_PORTS_PER_TASK]
         if too_big:

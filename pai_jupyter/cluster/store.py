@@ -61,7 +61,12 @@ CREATE TABLE IF NOT EXISTS events (
   time INTEGER NOT NULL, type TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL,
   role TEXT, idx INTEGER);
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job_id, id);
+CREATE TABLE IF NOT EXISTS job_tags (
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, tag TEXT NOT NULL, PRIMARY KEY (job_id, tag));
 """
+# A job's list item with its tags (a tagged job is rare: the subquery runs only for those)
+ITEM = ("CASE WHEN EXISTS (SELECT 1 FROM job_tags g WHERE g.job_id = jobs.id) THEN json_set(item, '$.tags', "
+        "(SELECT json_group_array(tag) FROM job_tags g WHERE g.job_id = jobs.id)) ELSE item END")
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 LIST_ORDER_FIELDS = {
@@ -175,7 +180,17 @@ class Store:
         return self.one("SELECT * FROM users WHERE name = ?", (name,))
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
-        return self.all("SELECT label, created FROM tokens WHERE user = ? ORDER BY created", (user,))
+        """The user's tokens: label, created, the stored hash, and an id to name one by (not the token)."""
+        rows = self.all("SELECT hash, label, created FROM tokens WHERE user = ? ORDER BY created", (user,))
+        for r in rows:
+            r["id"] = f"sha256-{r['hash'][:16]}"
+        return rows
+
+    def revoke_token(self, digest: str) -> None:
+        self.db.execute("DELETE FROM tokens WHERE hash = ?", (digest,))
+
+    def users(self) -> list[dict[str, Any]]:
+        return self.all("SELECT name, admin, created FROM users ORDER BY name")
 
     # ---- jobs -------------------------------------------------------------------------------------------------
     def job(self, user: str, name: str) -> dict[str, Any] | None:
@@ -195,7 +210,13 @@ class Store:
         return self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
 
     def list_item(self, job_id: int) -> dict[str, Any]:
-        return json.loads(self.db.execute("SELECT item FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+        return json.loads(self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+
+    def add_tag(self, job_id: int, tag: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO job_tags (job_id, tag) VALUES (?, ?)", (job_id, tag))
+
+    def delete_tag(self, job_id: int, tag: str) -> bool:
+        return self.db.execute("DELETE FROM job_tags WHERE job_id = ? AND tag = ?", (job_id, tag)).rowcount > 0
 
     def list_json(self, *, users: list[str] | None = None, states: list[str] | None = None,
                   vcs: list[str] | None = None, keyword: str | None = None, order: str = "submissionTime,DESC",
@@ -213,7 +234,8 @@ class Store:
         field, _, direction = order.partition(",")
         col = LIST_ORDER_FIELDS.get(field, "submission_time")
         direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
-        rows = self.db.execute(f"SELECT item FROM jobs{clause} ORDER BY {col} {direction}, "
+        tagged = self.db.execute("SELECT 1 FROM job_tags LIMIT 1").fetchone() is not None  # else: no tag to add
+        rows = self.db.execute(f"SELECT {ITEM if tagged else 'item'} FROM jobs{clause} ORDER BY {col} {direction}, "
                                f"id {direction} LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
         total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0] if with_total else None
         return "[" + ",".join(r[0] for r in rows) + "]", total
@@ -250,6 +272,9 @@ class Store:
 
     def attempts(self, job_id: int) -> list[dict[str, Any]]:
         return self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))
+
+    def attempt(self, job_id: int, attempt: int) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
 
 
 def dumps(value: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -89,28 +90,93 @@ def detail(row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]
     for t in tasks:
         task_roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
         task_roles[t["role"]]["taskStatuses"].append(task_status(row, t))
-    return {"debugId": status["debugId"], "name": row["name"], "tags": [], "jobPriority": "default",
+    return {"debugId": status["debugId"], "name": row["name"], "tags": list(status.get("tags") or []),
+            "jobPriority": "default",
             "jobStatus": status, "taskRoles": task_roles}
 
 
+def exit_diagnostics(diagnostics: str | None) -> dict[str, Any] | None:
+    """OpenPAI's exitDiagnostics object (frameworkConverter.generateExitDiagnostics)."""
+    return {"diagnosticsSummary": diagnostics, "runtime": None, "launcher": diagnostics} if diagnostics else None
+
+
+def attempt_status(attempt: dict[str, Any] | None) -> dict[str, Any]:
+    """The jobStatus fields an earlier attempt answers with (state, times, exit) in a detail by attempt."""
+    if attempt is None:
+        return {}
+    spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if attempt["completed_time"] else None
+    return {"state": attempt["state"], "attemptId": attempt["attempt"], "attemptState": attempt["state"],
+            "appLaunchedTime": attempt["launched_time"], "appCompletedTime": attempt["completed_time"],
+            "appExitCode": attempt["exit_code"], "appExitSpec": spec, "appExitDiagnostics": attempt["exit_diagnostics"],
+            "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
+            "appExitType": (spec or {}).get("type")}
+
+
 def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) or {}
+    """One job attempt as OpenPAI's job-attempts routes give it (frameworkConverter.convertToJobAttempt)."""
+    ended = attempt["completed_time"] is not None
+    spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if ended else None
     roles: dict[str, Any] = {}
     for t in tasks:
         roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
         roles[t["role"]]["taskStatuses"].append(task_status(row, t))
+    diagnostics = exit_diagnostics(attempt["exit_diagnostics"])
     return {
-        "jobName": row["name"], "frameworkName": f"{row['user']}~{row['name']}", "userName": row["user"],
-        "state": attempt["state"], "originState": attempt["state"], "attemptIndex": attempt["attempt"],
+        "jobName": row["name"], "frameworkName": f"{row['user']}~{row['name']}", "uid": row["debug_id"],
+        "userName": row["user"], "state": attempt["state"], "originState": attempt["state"],
+        "attemptIndex": attempt["attempt"], "jobStartedTime": row["submission_time"],
         "attemptCreatedTime": attempt["created_time"], "attemptStartedTime": attempt["launched_time"],
         "attemptCompletedTime": attempt["completed_time"], "exitCode": attempt["exit_code"],
-        "exitPhrase": spec.get("phrase"), "exitType": spec.get("type"), "exitDiagnostics": attempt["exit_diagnostics"],
+        "exitPhrase": (spec or {}).get("phrase"), "exitType": (spec or {}).get("type"),
+        "exitDiagnostics": diagnostics, "appExitTriggerMessage": attempt["exit_diagnostics"],
         "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
+        "appExitSpec": spec, "appExitDiagnostics": attempt["exit_diagnostics"],
+        "appExitMessages": {"container": None, "runtime": None, "launcher": attempt["exit_diagnostics"]}
+        if diagnostics else None,
+        "totalGpuNumber": row["total_gpu"], "totalTaskNumber": row["total_tasks"],
+        "totalTaskRoleNumber": row["total_roles"], "jobPriority": "default",
         "taskRoles": roles, "isLatest": attempt["attempt"] == row["attempt"],
     }
 
 
+def task_detail(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    """A task and its attempts, newest first (frameworkConverter.convertToTaskDetail). Earlier task attempts
+    keep only their number and log location here: their exit is in the job's events."""
+    status = task_status(row, task)
+    state = status["taskState"]
+    attempts = [{
+        "attemptId": task["task_attempt"], "attemptState": state, "currentAttemptCreatedTime": task["created_time"],
+        "currentAttemptLaunchedTime": task["launched_time"], "currentAttemptCompletedTime": task["completed_time"],
+        "containerId": status["containerId"], "containerIp": status["containerIp"], "containerNodeName": "local",
+        "containerPorts": status["containerPorts"], "containerGpus": status["containerGpus"],
+        "containerLog": status["containerLog"], "containerExitCode": task["exit_code"],
+        "containerExitSpec": status["containerExitSpec"], "containerExitDiagnostics": task["exit_diagnostics"],
+    }]
+    for earlier in range(task["task_attempt"] - 1, -1, -1):
+        attempts.append({
+            "attemptId": earlier, "attemptState": "FAILED", "currentAttemptCreatedTime": None,
+            "currentAttemptLaunchedTime": None, "currentAttemptCompletedTime": None, "containerId": None,
+            "containerIp": status["containerIp"], "containerNodeName": "local", "containerPorts": {},
+            "containerGpus": None, "containerLog": log_url(row, {**task, "task_attempt": earlier}),
+            "containerExitCode": None, "containerExitSpec": None, "containerExitDiagnostics": None,
+        })
+    return {"username": row["user"], "jobName": row["name"], "jobAttemptId": task["attempt"],
+            "taskRoleName": task["role"], "taskIndex": task["idx"], "taskUid": status["taskUid"], "taskState": state,
+            "retries": task["task_attempt"], "accountableRetries": task["task_attempt"],
+            "createdTime": task["created_time"], "launchedTime": task["launched_time"],
+            "completedTime": task["completed_time"], "attempts": attempts}
+
+
+def iso_time(ms: int) -> str:
+    """OpenPAI's events carry database timestamps: ISO 8601 strings in UTC, milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
 def event_item(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    return {"podUid": None, "taskroleName": event["role"], "taskIndex": event["idx"], "type": event["type"],
-            "reason": event["reason"], "message": event["message"], "firstTimestamp": event["time"],
-            "lastTimestamp": event["time"], "count": 1}
+    """A job event in OpenPAI's FrameworkEvent shape (controllers/v2/job.js getEvents)."""
+    when = iso_time(event["time"])
+    task = f"{row['user']}~{row['name']}-{event['role']}-{event['idx']}" if event["role"] is not None else None
+    return {"uid": f"{row['debug_id']}.{event['id']}", "frameworkName": f"{row['user']}~{row['name']}",
+            "podUid": None, "taskroleName": event["role"], "taskName": task, "taskIndex": event["idx"],
+            "type": event["type"], "reason": event["reason"], "message": event["message"], "firstTimestamp": when,
+            "lastTimestamp": when, "count": 1, "sourceComponent": "pai_jupyter", "sourceHost": "local"}

@@ -54,6 +54,8 @@ PATTERN_RULES = {
     r"^[a-zA-Z_][a-zA-Z0-9_]*$": (
         "role names must match ^[a-zA-Z_][a-zA-Z0-9_]*$ (start with a letter or '_', then letters, digits, '_')"
     ),
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "port labels must match ^[A-Za-z_][A-Za-z0-9_]*$ (a letter or '_', then letters, "
+                                 "digits, '_')",
     r"^\w+$": "keys must match ^\\w+$ (letters, digits and '_')",
     r"^[A-Za-z0-9._]+$": "keys must match ^[A-Za-z0-9._]+$",
 }

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
 from .parse import MAX_DEPTH, MAX_DOCUMENT_BYTES, dump_yaml, nesting_depth
-from .rules import MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
+from .rules import MAX_ROLE_NAME, MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
 
 DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
@@ -22,6 +22,7 @@ DEFAULT_SHM_MB = 64
 V1_EXTRAS_KEY = "pai_jupyter.v1"
 CONTAINER_OPTIONS = ("infiniband",)
 IMAGE_AUTH_KEYS = ("username", "password", "registryuri")
+IMAGE_FIELDS = ("protocolVersion", "version", "contributor", "description")  # OpenPAI's base schema
 
 
 class _Model(BaseModel):
@@ -67,20 +68,20 @@ class Prerequisite(_Model):
         raise ValueError(f"must be a string or a list of strings, got {type_name(value)}")
 
     def problems(self) -> list[Problem]:
-        """What v2 requires of each type: an image uri, a list of data uris, a script / output uri."""
+        """What OpenPAI requires of each type: an image uri (and only OpenPAI's base fields beside it); data uris
+        are a list, a script's or output's uri one string (both optional: a plugin may supply them)."""
         out: list[Problem] = []
-        plugin = "plugin" in self.options
         if self.type == "dockerimage":
             if not isinstance(self.uri, str) or not self.uri.strip():
                 out.append(Problem("uri", "is required: the image to run, e.g. python:3.11"))
             out += [Problem(f"options.{k}", "is not a known field of a dockerimage prerequisite")
-                    for k in self.options if k not in ("contributor", "description")]
-            out += [Problem(f"auth.{k}", f"is not one of {', '.join(IMAGE_AUTH_KEYS)}")
-                    for k in self.auth or {} if k not in IMAGE_AUTH_KEYS]
-        elif self.type == "data" and not plugin and not (isinstance(self.uri, list) and self.uri):
-            out.append(Problem("uri", "must be a list of one or more uris"))
-        elif self.type in ("script", "output") and not plugin and not isinstance(self.uri, str):
-            out.append(Problem("uri", "is required and must be a string"))
+                    for k in self.options if k not in IMAGE_FIELDS]
+            out += [Problem(f"auth.{k}", "must be a string") for k in IMAGE_AUTH_KEYS
+                    if k in (self.auth or {}) and not isinstance(self.auth[k], str)]  # type: ignore[index]
+        elif self.type == "data" and self.uri is not None and not isinstance(self.uri, list):
+            out.append(Problem("uri", "must be a list of uris"))
+        elif self.type in ("script", "output") and self.uri is not None and not isinstance(self.uri, str):
+            out.append(Problem("uri", "must be a string"))
         return out
 
 
@@ -97,7 +98,7 @@ class Deployment(_Model):
 class TaskRole(_Model):
     """One task role: ``instances`` identical tasks, each with these resources and commands."""
 
-    name: str = Field(pattern=V1_ROLE_NAME)
+    name: str = Field(pattern=V1_ROLE_NAME, max_length=MAX_ROLE_NAME)
     instances: int = Field(1, ge=1)
     cpu: int = Field(1, ge=1)
     memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=100)
@@ -140,11 +141,10 @@ class TaskRole(_Model):
             value = getattr(self, key)
             if value is not None and value > self.instances:
                 out.append(Problem(key, f"{value} is more than the role's {self.instances} instances"))
-        for key, value in self.extra_container_options.items():
-            if key not in CONTAINER_OPTIONS:
-                out.append(Problem(f"extra_container_options.{key}",
-                                   "is not a known container option (infiniband; shared memory is shm_mb)"))
-            elif not isinstance(value, bool):
+        if "shmMB" in self.extra_container_options:
+            out.append(Problem("extra_container_options.shmMB", "shared memory is shm_mb"))
+        for key, value in self.extra_container_options.items():  # others pass through, as OpenPAI lets them
+            if key in CONTAINER_OPTIONS and not isinstance(value, bool):
                 out.append(Problem(f"extra_container_options.{key}", "must be true or false"))
         if out:
             raise JobValidationError(out)

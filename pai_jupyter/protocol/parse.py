@@ -11,6 +11,10 @@ from .errors import JobValidationError, Problem
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_NODES = 200_000  # after YAML aliases are expanded: stops "billion laughs" documents early
+# No mapping or list of a job needs more entries (a job has at most 1,000 tasks); a document with 100,000 keys
+# is refused while it is being counted, before it is built.
+MAX_ENTRIES = 10_000
+TOO_MANY = f"a mapping or list in the document has more than {MAX_ENTRIES} entries"
 # A job nests about 6 levels deep; far deeper values would overflow the stack of deepcopy / YAML dumping later.
 MAX_DEPTH = 100
 TOO_DEEP = f"the document is nested too deeply (more than {MAX_DEPTH} levels)"
@@ -36,6 +40,8 @@ def _count_nodes(node: yaml.Node) -> int:
         count += 1
         if count > MAX_NODES:
             break
+        if isinstance(current, (yaml.MappingNode, yaml.SequenceNode)) and len(current.value) > MAX_ENTRIES:
+            raise JobValidationError([Problem("", TOO_MANY)])
         if isinstance(current, yaml.MappingNode):
             for key, value in current.value:
                 stack.append(key)
@@ -56,7 +62,44 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def widest(value: Any) -> int:
+    """The most entries any one mapping or list holds (counting stops past MAX_ENTRIES)."""
+    most, stack = 0, [value]
+    while stack and most <= MAX_ENTRIES:
+        current = stack.pop()
+        if isinstance(current, (dict, list)):
+            most = max(most, len(current))
+            stack.extend(current.values() if isinstance(current, dict) else current)
+    return most
+
+
+def _check_width(text: str) -> None:
+    """Refuse a mapping or list of more than MAX_ENTRIES entries while reading the event stream: a 100,000-key
+    document stops after 10,000 keys, before any node of it is built."""
+    if len(text) <= 2 * MAX_ENTRIES:  # each entry takes at least two characters: a short text cannot have that many
+        return
+    loader = _LOADER(text)
+    try:
+        open_counts: list[int] = []
+        while True:
+            event = loader.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                return
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                open_counts.pop()
+                continue
+            if open_counts:
+                open_counts[-1] += 1
+                if open_counts[-1] > 2 * MAX_ENTRIES:  # a mapping's entry is two events (key, value)
+                    raise JobValidationError([Problem("", TOO_MANY)])
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                open_counts.append(0)
+    finally:
+        loader.dispose()
+
+
 def _load_yaml(text: str) -> Any:
+    _check_width(text)
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
@@ -128,6 +171,8 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
         raise JobValidationError([Problem("", f"the document cannot be read: {exc}")], source) from None
     if nesting_depth(doc) > MAX_DEPTH:
         raise JobValidationError([Problem("", TOO_DEEP)], source)
+    if widest(doc) > MAX_ENTRIES:
+        raise JobValidationError([Problem("", TOO_MANY)], source)
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a {type(doc).__name__}"
         raise JobValidationError([Problem("", f"a job must be a mapping of fields, but the document is {kind}")],

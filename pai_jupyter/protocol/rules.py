@@ -14,14 +14,19 @@ V2_JOB_NAME = r"^[a-zA-Z0-9_-]+$"
 V1_ROLE_NAME = r"^[A-Za-z0-9._~]+$"
 V2_ROLE_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 PORT_LABEL = r"^[A-Za-z0-9._~]+$"
+V2_PORT_LABEL = r"^[A-Za-z_][A-Za-z0-9_]*$"  # OpenPAI's server: a C identifier (v1 labels are looser)
 ENV_KEY = r"^\w+$"
 EXTRAS_KEY = r"^[A-Za-z0-9._]+$"
 
 V1JobName = Annotated[str, StringConstraints(pattern=V1_JOB_NAME)]
 V2JobName = Annotated[str, StringConstraints(pattern=V2_JOB_NAME, max_length=255)]
-V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME)]
-V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME)]
+# A role name is part of each task's directory name (a<attempt>.<role>-<index>.t<retry>), which the file system
+# limits to 255 bytes; OpenPAI sets no limit of its own. (v1 role names are ASCII.)
+MAX_ROLE_NAME = 200
+V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME, max_length=MAX_ROLE_NAME)]
+V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME, max_length=MAX_ROLE_NAME)]
 PortLabel = Annotated[str, StringConstraints(pattern=PORT_LABEL)]
+V2PortLabel = Annotated[str, StringConstraints(pattern=V2_PORT_LABEL)]
 EnvKey = Annotated[str, StringConstraints(pattern=ENV_KEY)]
 ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]

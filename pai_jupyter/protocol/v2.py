@@ -10,9 +10,10 @@ from .errors import ConversionError, JobValidationError, Problem, format_path, p
 from .model import V1_EXTRAS_KEY, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
 from .rules import (
     V2_JOB_NAME,
+    V2_PORT_LABEL,
     V2_ROLE_NAME,
-    PortLabel,
     V2JobName,
+    V2PortLabel,
     V2RoleName,
     check_extras,
     check_min_counts,
@@ -20,24 +21,35 @@ from .rules import (
 )
 
 PREREQ_TYPES = ("dockerimage", "data", "script", "output")
+PREREQ_BASE = ("protocolVersion", "version", "contributor", "description")
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# OpenPAI merges its base schema (protocolVersion, name, version, contributor, description) into every
+# prerequisite and deployment, and lets a task role say its protocolVersion (config/v2/protocol.js).
+ProtocolVersion = Literal[2, "2"]
+
+
 class V2Prerequisite(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
-    name: str = Field(min_length=1)
+    name: V2JobName
     type: Literal["dockerimage", "data", "script", "output"]
+    protocolVersion: ProtocolVersion | None = None
+    contributor: str | None = None
+    description: str | None = None
 
 
 class V2Completion(_Wire):
-    minFailedInstances: int | None = Field(1, ge=1)
-    minSucceededInstances: int | None = Field(None, ge=1)
+    # OpenPAI: -1 (never fail / no count: all tasks end), >= 1, or null / 0 (the default: 1 / every instance)
+    minFailedInstances: int | None = Field(1, ge=-1)
+    minSucceededInstances: int | None = Field(None, ge=-1)
 
 
-class V2ContainerOptions(_Wire):
+class V2ContainerOptions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI passes unknown options through
     shmMB: int = Field(64, ge=0)
     infiniband: bool = False
 
@@ -46,10 +58,11 @@ class V2Resources(_Wire):
     cpu: int = Field(ge=1)
     memoryMB: int = Field(ge=100)
     gpu: int = Field(ge=0)
-    ports: dict[PortLabel, int] = Field(default_factory=dict)
+    ports: dict[V2PortLabel, int] = Field(default_factory=dict)
 
 
 class V2TaskRole(_Wire):
+    protocolVersion: ProtocolVersion | None = None
     instances: int = Field(1, ge=1)
     completion: V2Completion = Field(default_factory=V2Completion)
     taskRetryCount: int = Field(0, ge=0)
@@ -64,17 +77,22 @@ class V2TaskRole(_Wire):
 
 
 class V2RoleCommands(_Wire):
-    preCommands: list[str] = Field(default_factory=list)
-    postCommands: list[str] = Field(default_factory=list)
+    preCommands: list[str] = Field(default_factory=list, min_length=1)
+    postCommands: list[str] = Field(default_factory=list, min_length=1)
 
 
-class V2Deployment(_Wire):
-    name: str = Field(min_length=1)
-    taskRoles: dict[str, V2RoleCommands] = Field(default_factory=dict)
+class V2Deployment(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI's deployment schema is open
+    name: V2JobName
+    taskRoles: dict[V2RoleName, V2RoleCommands] = Field(min_length=1)
+    protocolVersion: ProtocolVersion | None = None
+    contributor: str | None = None
+    description: str | None = None
 
 
-class V2Defaults(_Wire):
-    virtualCluster: str = "default"
+class V2Defaults(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI's defaults schema is open
+    virtualCluster: str | None = "default"  # (null: the default)
     deployment: str | None = None
 
 
@@ -90,16 +108,21 @@ class V2Job(_Wire):
     secrets: dict[str, Any] = Field(default_factory=dict)
     jobRetryCount: int = Field(0, ge=0)
     taskRoles: dict[V2RoleName, V2TaskRole] = Field(min_length=1)
-    deployments: list[V2Deployment] = Field(default_factory=list)
+    deployments: list[V2Deployment] = Field(default_factory=list, min_length=1)
     defaults: V2Defaults = Field(default_factory=V2Defaults)
     extras: dict[str, Any] = Field(default_factory=dict)
 
 
 def _check_prerequisite(p: dict[str, Any], path: str) -> list[Problem]:
+    """OpenPAI's per-type rules: an image needs a uri string and takes no other fields; data uris are a list of
+    strings, a script's or output's uri a string (each optional: a plugin may supply it)."""
     kind, out = p.get("type"), []
     uri = p.get("uri")
+    version = p.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, (str, int, float))):
+        out.append(Problem(f"{path}.version", "must be a string or a number"))
     if kind == "dockerimage":
-        allowed = {"name", "type", "uri", "auth", "contributor", "description"}
+        allowed = {"name", "type", "uri", "auth", *PREREQ_BASE}
         out += [Problem(f"{path}.{k}", "is not a known field of a dockerimage prerequisite")
                 for k in p if k not in allowed]
         if not isinstance(uri, str) or not uri.strip():
@@ -109,20 +132,43 @@ def _check_prerequisite(p: dict[str, Any], path: str) -> list[Problem]:
             if not isinstance(auth, dict):
                 out.append(Problem(f"{path}.auth", "must be a mapping of username, password, registryuri"))
             else:
-                out += [Problem(f"{path}.auth.{k}", "is not one of username, password, registryuri")
-                        for k in auth if k not in ("username", "password", "registryuri")]
-    elif kind == "data":
-        if "plugin" not in p and (not isinstance(uri, list) or not uri):
-            out.append(Problem(f"{path}.uri", "must be a list of one or more uris"))
-        elif isinstance(uri, list) and not all(isinstance(u, str) for u in uri):
-            out.append(Problem(f"{path}.uri", "must be a list of strings"))
-    elif kind in ("script", "output") and "plugin" not in p and not isinstance(uri, str):
-        out.append(Problem(f"{path}.uri", "is required and must be a string"))
+                out += [Problem(f"{path}.auth.{k}", "must be a string") for k in ("username", "password", "registryuri")
+                        if k in auth and not isinstance(auth[k], str)]
+        return out
+    if kind == "data" and "uri" in p and (not isinstance(uri, list) or not all(isinstance(u, str) for u in uri)):
+        out.append(Problem(f"{path}.uri", "must be a list of strings"))
+    elif kind in ("script", "output") and "uri" in p and not isinstance(uri, str):
+        out.append(Problem(f"{path}.uri", "must be a string"))
+    if "plugin" in p and not isinstance(p["plugin"], str):
+        out.append(Problem(f"{path}.plugin", "must be a string"))
+    require = p.get("require")
+    if "require" in p and (not isinstance(require, list) or not all(isinstance(r, str) for r in require)):
+        out.append(Problem(f"{path}.require", "must be a list of strings"))
+    return out
+
+
+def _null_problems(doc: dict[str, Any]) -> list[Problem]:
+    """OpenPAI types these fields without null; our wire models default them, so an explicit null is caught here."""
+    def check(item: Any, path: str, keys: tuple[str, ...]) -> list[Problem]:
+        if not isinstance(item, dict):
+            return []
+        return [Problem(f"{path}{'.' if path else ''}{k}", "must not be null") for k in keys
+                if k in item and item[k] is None]
+
+    out = check(doc, "", PREREQ_BASE)
+    for key in ("prerequisites", "deployments"):
+        if isinstance(doc.get(key), list):
+            for i, item in enumerate(doc[key]):
+                out += check(item, f"{key}[{i}]", PREREQ_BASE)
+    if isinstance(doc.get("taskRoles"), dict):
+        for name, role in doc["taskRoles"].items():
+            out += check(role, f"taskRoles.{name}", ("protocolVersion",))
+    out += check(doc.get("defaults"), "defaults", ("deployment",))
     return out
 
 
 def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
-    out: list[Problem] = []
+    out: list[Problem] = _null_problems(doc)
     version = doc.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, (str, int, float))):
         out.append(Problem("version", "must be a string or a number"))
@@ -164,6 +210,8 @@ def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
                 shm, mem = opts.get("shmMB"), res.get("memoryMB")
                 if is_int(shm) and is_int(mem) and shm > mem:
                     out.append(Problem(f"{path}.extraContainerOptions.shmMB", f"{shm} is more than memoryMB {mem}"))
+            if isinstance(res, dict) and res.get("ports") == {}:
+                out.append(Problem(f"{path}.resourcePerInstance.ports", "must name at least one port (or be left out)"))
             if isinstance(res, dict) and isinstance(res.get("ports"), dict):
                 out += [Problem(f"{path}.resourcePerInstance.ports.{k}", f"{v!r} must be a port count >= 1")
                         for k, v in res["ports"].items() if is_int(v) and v < 1]
@@ -215,6 +263,16 @@ def _check_v1_facts(facts: Any, path: str) -> list[Problem]:
     return out
 
 
+def _min_failed(value: int | None) -> int | None:
+    """OpenPAI (k8s.js): null or 0 is the default 1; -1 never fails the job (the model's None)."""
+    return None if value == -1 else (value or 1)
+
+
+def _min_succeeded(value: int | None) -> int | None:
+    """null, 0 and -1 all end the job when every task has ended (the model's None)."""
+    return value if value and value > 0 else None
+
+
 def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
     """Validate a v2 document (every problem reported at once) and build the model."""
     problems: list[Problem] = []
@@ -234,7 +292,7 @@ def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
     begin_at = v1_facts.get("portBeginAt") if isinstance(v1_facts.get("portBeginAt"), dict) else {}
     prereqs = []
     for p in wire.prerequisites:
-        rest = dict(p.model_extra or {})
+        rest = {k: v for k, v in p.model_dump(exclude_unset=True).items() if k not in ("name", "type")}
         uri = rest.pop("uri", None)
         auth = rest.pop("auth", None) if p.type == "dockerimage" else None
         prereqs.append(Prerequisite(name=p.name, type=p.type, uri=uri, auth=auth, options=rest))
@@ -247,8 +305,8 @@ def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
             memory_mb=r.resourcePerInstance.memoryMB, gpu=r.resourcePerInstance.gpu,
             shm_mb=r.extraContainerOptions.shmMB, extra_container_options=opts,
             ports=[Port(label=k, count=v, begin_at=starts.get(k, 0)) for k, v in r.resourcePerInstance.ports.items()],
-            commands=list(r.commands), min_failed=r.completion.minFailedInstances,
-            min_succeeded=r.completion.minSucceededInstances, task_retry_count=r.taskRetryCount,
+            commands=list(r.commands), min_failed=_min_failed(r.completion.minFailedInstances),
+            min_succeeded=_min_succeeded(r.completion.minSucceededInstances), task_retry_count=r.taskRetryCount,
             docker_image=r.dockerImage, data=r.data, output=r.output, script=r.script,
             prerequisites=list(r.prerequisites),
         ))
@@ -256,7 +314,8 @@ def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
         k: RoleCommands(pre_commands=v.preCommands, post_commands=v.postCommands) for k, v in d.taskRoles.items()})
         for d in wire.deployments]
     job = Job(
-        name=wire.name, task_roles=roles, prerequisites=prereqs, virtual_cluster=wire.defaults.virtualCluster,
+        name=wire.name, task_roles=roles, prerequisites=prereqs,
+        virtual_cluster="default" if wire.defaults.virtualCluster is None else wire.defaults.virtualCluster,
         retry_count=wire.jobRetryCount, parameters=dict(wire.parameters), secrets=dict(wire.secrets),
         extras=extras, deployments=deployments, default_deployment=wire.defaults.deployment,
         description=wire.description, version=wire.version, contributor=wire.contributor,
@@ -277,6 +336,17 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         if not re.match(V2_ROLE_NAME, r.name):
             out.append(Problem(format_path(["task_roles", i, "name"]),
                                f"{r.name!r} is valid in v1 but v2 role names must match {V2_ROLE_NAME}"))
+        out += [Problem(format_path(["task_roles", i, "ports", j, "label"]),
+                        f"{p.label!r} is valid in v1 but v2 port labels must match {V2_PORT_LABEL}")
+                for j, p in enumerate(r.ports) if not re.match(V2_PORT_LABEL, p.label)]
+    for i, d in enumerate(job.deployments):
+        if not re.match(V2_JOB_NAME, d.name):
+            out.append(Problem(format_path(["deployments", i, "name"]),
+                               f"{d.name!r}: v2 deployment names allow only letters, digits, '_' and '-'"))
+    for i, p in enumerate(job.prerequisites):
+        if not re.match(V2_JOB_NAME, p.name) or len(p.name) > 255:
+            out.append(Problem(format_path(["prerequisites", i, "name"]),
+                               f"{p.name!r}: v2 prerequisite names allow only letters, digits, '_' and '-'"))
     if out:
         raise ConversionError(out, f"{job.name} cannot be written as v2")
     first_image = next(p.name for p in job.prerequisites if p.type == "dockerimage")
@@ -285,7 +355,7 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         if getattr(job, field) is not None:
             doc[field] = getattr(job, field)
     doc["prerequisites"] = [
-        {"name": p.name, "type": p.type, **({"uri": p.uri} if p.uri is not None else {}),
+        {"name": p.name, "type": p.type, **({"uri": p.uri} if p.uri not in (None, []) else {}),
          **({"auth": p.auth} if p.auth is not None else {}), **p.options} for p in job.prerequisites]
     if job.parameters:
         doc["parameters"] = dict(job.parameters)
@@ -297,7 +367,9 @@ def job_to_v2(job: Job) -> dict[str, Any]:
     for r in job.task_roles:
         role: dict[str, Any] = {
             "instances": r.instances,
-            "completion": {"minFailedInstances": r.min_failed, "minSucceededInstances": r.min_succeeded},
+            # the schema types both as integers (no null); leaving minSucceededInstances out means every instance
+            "completion": {"minFailedInstances": -1 if r.min_failed is None else r.min_failed,
+                           **({"minSucceededInstances": r.min_succeeded} if r.min_succeeded is not None else {})},
             "taskRetryCount": r.task_retry_count,
         }
         if r.prerequisites:
@@ -317,14 +389,13 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         role["commands"] = list(r.commands)
         roles[r.name] = role
     doc["taskRoles"] = roles
-    if job.deployments:
-        doc["deployments"] = [{"name": d.name, "taskRoles": {
-            k: {"preCommands": v.pre_commands, "postCommands": v.post_commands} for k, v in d.task_roles.items()}}
-            for d in job.deployments]
+    deployments = _deployments_v2(job)
+    if deployments:
+        doc["deployments"] = deployments
     defaults: dict[str, Any] = {}
     if job.virtual_cluster != "default":
         defaults["virtualCluster"] = job.virtual_cluster
-    if job.default_deployment is not None:
+    if job.default_deployment is not None and any(d["name"] == job.default_deployment for d in deployments):
         defaults["deployment"] = job.default_deployment
     if defaults:
         doc["defaults"] = defaults
@@ -336,3 +407,16 @@ def job_to_v2(job: Job) -> dict[str, Any]:
     if extras:
         doc["extras"] = extras
     return doc
+
+
+def _deployments_v2(job: Job) -> list[dict[str, Any]]:
+    """OpenPAI refuses empty command lists and deployments without roles; both mean "nothing to add", so they are
+    left out (and so is a default deployment that adds nothing)."""
+    out = []
+    for d in job.deployments:
+        roles = {k: {**({"preCommands": list(v.pre_commands)} if v.pre_commands else {}),
+                     **({"postCommands": list(v.post_commands)} if v.post_commands else {})}
+                 for k, v in d.task_roles.items()}
+        if roles:
+            out.append({"name": d.name, "taskRoles": roles})
+    return out

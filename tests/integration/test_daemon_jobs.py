@@ -117,7 +117,7 @@ def test_fifo_waiting_reason_counts_jobs_ahead(daemon: Api) -> None:
 def test_a_job_that_can_never_fit_is_refused(daemon: Api) -> None:
     r = daemon.submit(v1("toobig", "true", cpuNumber=64))
     assert r.status_code == 400
-    assert r.json()["code"] == "InsufficientResourceError"
+    assert r.json()["code"] == "NoEnoughQuotaError"
     assert "needs 64 CPU" in r.json()["message"]
     r = daemon.submit(v1("toomany", "true", taskNumber=3, cpuNumber=4))
     assert r.status_code == 400 and "gang" in r.json()["message"]
@@ -167,7 +167,7 @@ def test_retry_count_makes_new_attempts_with_history(daemon: Api) -> None:
     d = daemon.wait(name)
     assert d["jobStatus"]["state"] == "FAILED" and d["jobStatus"]["retries"] == 2
     attempts = daemon.http.get(f"/api/v2/jobs/{name}/job-attempts").json()
-    assert [a["attemptIndex"] for a in attempts] == [2, 1, 0]
+    assert [a["attemptIndex"] for a in attempts] == [2, 0, 1]  # OpenPAI's order: the latest, then from the first
     assert [a["isLatest"] for a in attempts] == [True, False, False]
     assert all(a["state"] == "FAILED" and a["exitCode"] == 5 for a in attempts)
     assert "attempt" in daemon.log(name, attempt=0)

@@ -58,7 +58,7 @@ def test_v1_to_v2_follows_openpai_converter() -> None:
     assert v2["defaults"] == {"virtualCluster": "vc", "deployment": "default"}
     assert v2["taskRoles"] == {"worker": {
         "instances": 2,  # taskNumber
-        "completion": {"minFailedInstances": None, "minSucceededInstances": 2},  # min*TaskCount
+        "completion": {"minFailedInstances": -1, "minSucceededInstances": 2},  # min*TaskCount (null: never fail)
         "taskRetryCount": 0,
         "dockerImage": "default", "data": "data", "output": "output", "script": "code",
         "extraContainerOptions": {"shmMB": 128},  # shmMB
@@ -68,8 +68,7 @@ def test_v1_to_v2_follows_openpai_converter() -> None:
     # jobEnvs and the dirs become export pre-commands of the "default" deployment
     assert v2["deployments"] == [{"name": "default", "taskRoles": {"worker": {
         "preCommands": ["export PAI_DATA_DIR=hdfs://d", "export PAI_OUTPUT_DIR=hdfs://o",
-                        "export PAI_CODE_DIR=hdfs://c", "export LR=0.1", "export N=3"],
-        "postCommands": []}}}]
+                        "export PAI_CODE_DIR=hdfs://c", "export LR=0.1", "export N=3"]}}}]  # no empty postCommands
     assert "extras" not in v2
 
 
@@ -410,7 +409,7 @@ def test_builder_rejects_what_v2_would_reject() -> None:
         (dict(image="i", task_roles=[TaskRole(name="m", command="x", prerequisites=["nope"])]),
          "task_roles[0].prerequisites[0]", "'nope' is not a prerequisite"),
         (dict(image="i", task_roles=[{"name": "m", "command": "x", "extra_container_options": {"shmMB": 9}}]),
-         "task_roles[0].extra_container_options.shmMB", "is not a known container option"),
+         "task_roles[0].extra_container_options.shmMB", "shared memory is shm_mb"),
         (dict(image="i", extras={"pai_jupyter.v1": {}}), "extras.pai_jupyter.v1", "reserved"),
     ]
     for kwargs, path, message in cases:

@@ -28,7 +28,7 @@ ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # to generate than st.from_regex
 V2_ROLE_NAMES = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=12))
 V2_JOB_NAMES = st.text(ALNUM + "_-", min_size=1, max_size=40)
-LABELS = st.text(ALNUM + "._~", min_size=1, max_size=10)
+LABELS = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=9))  # v2's pattern
 ENV_KEYS = st.text(ALNUM + "_", min_size=1, max_size=12).filter(lambda k: k != "isDebug")
 EXTRAS_KEYS = st.text(ALNUM + "._", min_size=1, max_size=20).filter(lambda k: k != "pai_jupyter.v1")
 TEXT = st.text(max_size=40)
@@ -104,10 +104,11 @@ def v2_docs(draw: st.DrawFn) -> dict[str, Any]:
             "commands": draw(st.lists(COMMANDS, min_size=1, max_size=3)),
         }
         if draw(st.booleans()):
-            role["resourcePerInstance"]["ports"] = draw(st.dictionaries(LABELS, st.integers(1, 8), max_size=3))
+            role["resourcePerInstance"]["ports"] = draw(st.dictionaries(LABELS, st.integers(1, 8), min_size=1,
+                                                                        max_size=3))
         if draw(st.booleans()):
-            role["completion"] = {"minFailedInstances": draw(st.one_of(st.none(), st.integers(1, n))),
-                                  "minSucceededInstances": draw(st.one_of(st.none(), st.integers(1, n)))}
+            role["completion"] = {"minFailedInstances": draw(st.one_of(st.none(), st.integers(-1, n))),
+                                  "minSucceededInstances": draw(st.one_of(st.none(), st.integers(-1, n)))}
         if draw(st.booleans()):
             role["taskRetryCount"] = draw(st.integers(0, 3))
         if draw(st.booleans()):
@@ -128,9 +129,10 @@ def v2_docs(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         doc["version"] = draw(st.one_of(TEXT, st.integers(0, 10)))
     if draw(st.booleans()):
-        dep = {"name": "dep", "taskRoles": {n: {"preCommands": draw(st.lists(TEXT, max_size=2)),
-                                                "postCommands": draw(st.lists(TEXT, max_size=2))}
-                                            for n in names if draw(st.booleans())}}
+        commands = st.lists(TEXT, min_size=1, max_size=2)  # OpenPAI: each list, when given, holds a command
+        dep_roles = draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
+        dep = {"name": "dep", "taskRoles": {n: {k: draw(commands) for k in ("preCommands", "postCommands")
+                                                if draw(st.booleans())} for n in dep_roles}}
         doc["deployments"] = [dep]
         if draw(st.booleans()):
             doc["defaults"] = {"deployment": "dep"}

@@ -113,8 +113,10 @@ def test_dockerimage_needs_a_uri() -> None:
 def test_dockerimage_auth_and_no_other_keys() -> None:
     job = valid(v2_doc(prerequisites=[image(auth={"username": "u", "password": "p", "registryuri": "r.io"})]))
     assert job.prerequisites[0].auth == {"username": "u", "password": "p", "registryuri": "r.io"}
-    assert_problem(v2_doc(prerequisites=[image(auth={"user": "u"})]), "prerequisites[0].auth.user",
-                   "is not one of username, password, registryuri")
+    # OpenPAI's auth schema is open (other keys pass) but types its three fields; base fields are allowed
+    valid(v2_doc(prerequisites=[image(auth={"user": "u"}, protocolVersion=2, version="1", contributor="c")]))
+    assert_problem(v2_doc(prerequisites=[image(auth={"username": 1})]), "prerequisites[0].auth.username",
+                   "must be a string")
     assert_problem(v2_doc(prerequisites=[image(auth="u:p")]), "prerequisites[0].auth", "must be a mapping")
     assert_problem(v2_doc(prerequisites=[image(plugin="x")]), "prerequisites[0].plugin",
                    "is not a known field of a dockerimage prerequisite")
@@ -125,16 +127,18 @@ def test_data_uri_is_a_list() -> None:
     job = valid(v2_doc(prerequisites=[image(), data], taskRoles={"w": v2_role(data="d")}))
     assert job.prerequisite("data", "d").uri == ["hdfs://a", "hdfs://b"]
     assert_problem(v2_doc(prerequisites=[image(), {**data, "uri": "hdfs://a"}]), "prerequisites[1].uri",
-                   "must be a list of one or more uris")
-    assert_problem(v2_doc(prerequisites=[image(), {**data, "uri": []}]), "prerequisites[1].uri", "one or more")
+                   "must be a list of strings")
+    valid(v2_doc(prerequisites=[image(), {**data, "uri": []}]))  # OpenPAI's server takes both: a plugin may fill it
+    valid(v2_doc(prerequisites=[image(), {"name": "d", "type": "data"}]))
     assert_problem(v2_doc(prerequisites=[image(), {**data, "uri": [1]}]), "prerequisites[1].uri",
                    "must be a list of strings")
 
 
 @pytest.mark.parametrize("kind", ["script", "output"])
-def test_script_and_output_need_a_string_uri(kind: str) -> None:
-    assert_problem(v2_doc(prerequisites=[image(), {"name": "s", "type": kind}]), "prerequisites[1].uri",
-                   "is required and must be a string")
+def test_script_and_output_uri_is_a_string(kind: str) -> None:
+    assert_problem(v2_doc(prerequisites=[image(), {"name": "s", "type": kind, "uri": ["u"]}]), "prerequisites[1].uri",
+                   "must be a string")
+    valid(v2_doc(prerequisites=[image(), {"name": "s", "type": kind}]))  # optional, as on OpenPAI
     job = valid(v2_doc(prerequisites=[image(), {"name": "s", "type": kind, "plugin": "cmd", "callbacks": []}]))
     assert job.prerequisites[1].options == {"plugin": "cmd", "callbacks": []}
 
@@ -145,7 +149,9 @@ def test_prerequisite_type_and_name() -> None:
     assert_problem(v2_doc(prerequisites=[image(), {"type": "data", "uri": ["u"]}]), "prerequisites[1].name",
                    "is required")
     assert_problem(v2_doc(prerequisites=[image(), {"name": "", "type": "data", "uri": ["u"]}]),
-                   "prerequisites[1].name", "must not be empty")
+                   "prerequisites[1].name", "job names may use only")
+    assert_problem(v2_doc(prerequisites=[image(), {"name": "a.b", "type": "data", "uri": ["u"]}]),
+                   "prerequisites[1].name", "job names may use only")
 
 
 def test_no_duplicate_type_and_name() -> None:
@@ -190,16 +196,21 @@ def test_roles_keep_their_order() -> None:
 
 
 def test_instances_and_completion() -> None:
-    job = valid(v2_doc({"w": v2_role(instances=4, completion={"minFailedInstances": None,
+    job = valid(v2_doc({"w": v2_role(instances=4, completion={"minFailedInstances": -1,
                                                               "minSucceededInstances": 4})}))
     role = job.task_roles[0]
     assert (role.instances, role.min_failed, role.min_succeeded) == (4, None, 4)
+    # OpenPAI (k8s.js): null and 0 mean the defaults (1 failed task fails the job; every task ends it), -1 "never"
+    for failed, succeeded in ((None, None), (0, 0), (None, -1)):
+        role = valid(v2_doc({"w": v2_role(instances=4, completion={"minFailedInstances": failed,
+                                                                   "minSucceededInstances": succeeded})})).task_roles[0]
+        assert (role.min_failed, role.min_succeeded) == (1, None)
+    assert_problem(v2_doc({"w": v2_role(completion={"minSucceededInstances": -2})}),
+                   "taskRoles.w.completion.minSucceededInstances", "-2 is below the minimum -1")
     assert_problem(v2_doc({"w": v2_role(instances=0)}), "taskRoles.w.instances", "0 is below the minimum 1")
     assert_problem(v2_doc({"w": v2_role(instances="2")}), "taskRoles.w.instances", "must be an integer")
     assert_problem(v2_doc({"w": v2_role(instances=2, completion={"minSucceededInstances": 3})}),
                    "taskRoles.w.completion.minSucceededInstances", "3 is more than the role's 2 tasks")
-    assert_problem(v2_doc({"w": v2_role(completion={"minFailedInstances": 0})}),
-                   "taskRoles.w.completion.minFailedInstances", "0 is below the minimum 1")
     assert_problem(v2_doc({"w": v2_role(completion={"minFailedInstances": "1"})}),
                    "taskRoles.w.completion.minFailedInstances", "must be an integer, got a string")
     assert_problem(v2_doc({"w": v2_role(completion={"minFailed": 1})}), "taskRoles.w.completion.minFailed",
@@ -251,8 +262,11 @@ def test_extra_container_options() -> None:
     shm = "taskRoles.w.extraContainerOptions.shmMB"
     assert_problem(v2_doc({"w": v2_role(extraContainerOptions={"shmMB": 513})}), shm, "513 is more than memoryMB 512")
     assert_problem(v2_doc({"w": v2_role(extraContainerOptions={"shmMB": -1})}), shm, "below the minimum 0")
-    assert_problem(v2_doc({"w": v2_role(extraContainerOptions={"privileged": True})}),
-                   "taskRoles.w.extraContainerOptions.privileged", "is not a known field")
+    # OpenPAI passes other options through (its schema is open there)
+    job = valid(v2_doc({"w": v2_role(extraContainerOptions={"privileged": True})}))
+    assert job.task_roles[0].extra_container_options == {"privileged": True}
+    assert_problem(v2_doc({"w": v2_role(extraContainerOptions={"infiniband": 1})}),
+                   "taskRoles.w.extraContainerOptions.infiniband", "must be true or false")
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -283,11 +297,14 @@ def test_resource_per_instance_is_required() -> None:
 
 
 def test_ports_are_label_to_count() -> None:
-    res = {"cpu": 1, "memoryMB": 512, "gpu": 0, "ports": {"http": 1, "nccl.x": 4}}
+    res = {"cpu": 1, "memoryMB": 512, "gpu": 0, "ports": {"http": 1, "nccl_x": 4}}
     job = valid(v2_doc({"w": v2_role(resourcePerInstance=res)}))
-    assert [(p.label, p.count, p.begin_at) for p in job.task_roles[0].ports] == [("http", 1, 0), ("nccl.x", 4, 0)]
+    assert [(p.label, p.count, p.begin_at) for p in job.task_roles[0].ports] == [("http", 1, 0), ("nccl_x", 4, 0)]
+    assert_problem(v2_doc({"w": v2_role(resourcePerInstance={**res, "ports": {}})}),
+                   "taskRoles.w.resourcePerInstance.ports", "must name at least one port")
     for bad, path, message in [({"http": 0}, "http", "0 must be a port count >= 1"),
-                               ({"a b": 1}, "a b", "names must match ^[A-Za-z0-9._~]+$"),
+                               ({"a b": 1}, "a b", "port labels must match"),
+                               ({"nccl.x": 1}, "nccl.x", "port labels must match"),
                                ({"http": "1"}, "http", "must be an integer")]:
         doc = v2_doc({"w": v2_role(resourcePerInstance={**res, "ports": bad})})
         assert_problem(doc, f"taskRoles.w.resourcePerInstance.ports.{path}", message)
@@ -325,7 +342,7 @@ def test_default_deployment_must_exist() -> None:
                    "'prod' is not one of the job's deployments")
     assert_problem(v2_doc(deployments=[deployment("a")], defaults={"deployment": "b"}), "defaults.deployment",
                    "'b' is not one of the job's deployments")
-    assert_problem(v2_doc(defaults={"cluster": "x"}), "defaults.cluster", "is not a known field")
+    valid(v2_doc(defaults={"cluster": "x"}))  # OpenPAI's defaults schema is open
 
 
 def test_deployment_rules() -> None:
