@@ -18,12 +18,6 @@ from .conftest import Api, v1
 from .prefix_proxy import prefix_proxy
 
 
-def _own(text: str) -> str:
-    """The task's own output (the process runtime's notice about an unused image may come first until it moves
-    to the runtime log)."""
-    return "".join(line for line in text.splitlines(True) if not line.startswith("[pai_jupyter] "))
-
-
 def _user(daemon: Api, name: str, password: str = "hunter22", admin: bool = False) -> Api:
     r = daemon.http.post("/api/v2/local/users", json={"name": name, "password": password, "admin": admin})
     assert r.status_code == 201, r.text
@@ -183,8 +177,10 @@ def test_log_locations_work_with_no_header_for_that_task_only(daemon: Api) -> No
     daemon.wait(a)
     daemon.wait(b)
     locs = _locations(daemon, a)
-    assert set(locs) == {"stdout", "stderr", "all"} and all("token=" in u for u in locs.values())
-    assert _own(httpx.get(daemon.url + locs["stdout"]).text) == "from-a\n"  # no Authorization header
+    # the process runtime's notice (the image was not used) is in a runtime log of its own, not in stdout
+    assert set(locs) == {"stdout", "stderr", "all", "runtime"} and all("token=" in u for u in locs.values())
+    assert httpx.get(daemon.url + locs["stdout"]).text == "from-a\n"  # no Authorization header
+    assert "was not used" in httpx.get(daemon.url + locs["runtime"]).text
     token = locs["stdout"].split("token=")[1]
     other = _locations(daemon, b)["stdout"].split("?")[0]
     r = httpx.get(f"{daemon.url}{other}?token={token}")  # a's token does not open b's logs
@@ -192,11 +188,9 @@ def test_log_locations_work_with_no_header_for_that_task_only(daemon: Api) -> No
     assert httpx.get(daemon.url + locs["stdout"].replace("token=", "token=9")).status_code == 401
     assert httpx.get(daemon.url + locs["stdout"].split("?")[0]).status_code == 401  # no token at all
     tail = _locations(daemon, a, tail=True)["all"]
-    assert "tail-mode=true" in tail and _own(httpx.get(daemon.url + tail).text) == "from-a\n"
-    # the runtime's notices are a log of their own when the runtime wrote any
-    (daemon.home / "local" / "jobs" / a / "a0.main-0.t0" / "runtime").write_text("runtime notice\n")
-    locs = _locations(daemon, a)
-    assert httpx.get(daemon.url + locs["runtime"]).text.endswith("runtime notice\n")
+    assert "tail-mode=true" in tail and httpx.get(daemon.url + tail).text == "from-a\n"
+    (daemon.home / "local" / "jobs" / a / "a0.main-0.t0" / "runtime").unlink()
+    assert "runtime" not in _locations(daemon, a)  # a runtime log is listed only when the runtime wrote one
 
 
 def test_full_logs_are_sent_in_chunks_and_in_ranges(daemon: Api) -> None:
@@ -205,7 +199,7 @@ def test_full_logs_are_sent_in_chunks_and_in_ranges(daemon: Api) -> None:
     uri = daemon.url + _locations(daemon, job)["stdout"]
     whole = httpx.get(uri)
     expected = whole.text
-    assert _own(expected) == "".join(f"line {i}\n" for i in range(20000))
+    assert expected == "".join(f"line {i}\n" for i in range(20000))
     assert whole.headers["Accept-Ranges"] == "bytes" and int(whole.headers["Content-Length"]) == len(expected)
     part = httpx.get(uri, headers={"Range": "bytes=3-12"})
     assert (part.status_code, part.text, part.headers["Content-Range"]) == (206, expected[3:13],
@@ -220,8 +214,8 @@ def test_client_reads_logs_behind_a_gateway_path_prefix_without_sending_its_toke
     job = daemon.submit_ok(v1("gateway", "echo through-the-gateway"))
     daemon.wait(job)
     with prefix_proxy(daemon.url) as (base, seen), Client(url=base, token=daemon.token) as pai:
-        assert _own(pai.logs(job, stream="stdout")) == "through-the-gateway\n"
-        assert _own(pai.logs(job, stream="stdout", tail=True)) == "through-the-gateway\n"
+        assert pai.logs(job, stream="stdout") == "through-the-gateway\n"
+        assert pai.logs(job, stream="stdout", tail=True) == "through-the-gateway\n"
     fetched = [(path, auth) for _, path, auth in seen if path.startswith("/api/v2/local/logs/")]
     assert len(fetched) == 2 and not any(auth for _, auth in fetched), seen  # the location's own token only
 
