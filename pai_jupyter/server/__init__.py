@@ -32,6 +32,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         TERMINAL_RE,
         TerminalProxyHandler,
     )
+    from .terminal_page import route_specs as terminal_page_routes
 
     args = {"registry": registry}
     pai = url_path_join(base_url, "pai")
@@ -39,6 +40,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
         (pai + "/jobs/" + TERMINAL_RE, TerminalProxyHandler, args),
+        *terminal_page_routes(pai, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
     ]
