@@ -26,7 +26,9 @@ function main(): void {
     cursorBlink: true,
     screenReaderMode: false,
     fontFamily: 'Menlo, Consolas, "DejaVu Sans Mono", monospace',
-    theme: dark ? { background: '#111111' } : { background: '#ffffff', foreground: '#111111', cursor: '#111111' }
+    theme: dark
+      ? { background: '#111111' }
+      : { background: '#ffffff', foreground: '#111111', cursor: '#111111' }
   });
   const fit = new FitAddon();
   term.loadAddon(fit);

@@ -26,6 +26,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
 
     from .common import JOB_RE
     from .jobs import JobsHandler
+    from .lab_api import route_specs as lab_api_routes
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
     from .terminal import (
@@ -39,6 +40,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
+        *lab_api_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TerminalProxyHandler, args),
         *terminal_page_routes(pai, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),

@@ -20,7 +20,10 @@ from .registry import Registry
 def _summary(job: Any) -> dict[str, Any]:
     return {"id": job.id, "name": job.name, "username": job.username, "state": job.state,
             "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
-            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number}
+            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number,
+            "launchedTime": job.launched_time.isoformat() if job.launched_time else None,
+            "completedTime": job.completed_time.isoformat() if job.completed_time else None,
+            "retries": job.retries, "virtualCluster": job.virtual_cluster, "appExitCode": job.app_exit_code}
 
 
 class JobsHandler(SafeErrors, APIHandler):

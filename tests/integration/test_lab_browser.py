@@ -1,0 +1,149 @@
+"""The JupyterLab face in a real browser (issue 14): a real ``jupyter lab`` server with the prebuilt
+labextension (no ``jupyter lab build``) and the real daemon. The sidebar lists a submitted job and its state
+turns SUCCEEDED; its job page shows the task table, the config and the log (markup the task printed stays
+text); the terminal tab runs ``echo $((6*7))`` and shows 42; the TensorBoard tab shows the run's scalars; a job
+submitted from the Lab form appears in the sidebar, and a bad field's error shows beside that field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai_jupyter.cluster import control
+
+from .browser import launch, watched_page
+from .conftest import Api, kill_leftovers, start_daemon
+from .jupyter_fixture import JupyterServer, services_job, start_jupyter, write_events
+
+pytestmark = pytest.mark.slow
+MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
+SHOTS = Path(__file__).resolve().parents[2] / ".test-screenshots"
+
+
+@dataclass
+class Env:
+    api: Api
+    jupyter: JupyterServer
+    live: str  # a job that keeps running, with TensorBoard
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tmp = tmp_path_factory.mktemp("lab-browser")
+    home = tmp / "home"
+    api = start_daemon(home)
+    jupyter = None
+    try:
+        logdir = write_events(tmp / "tb")
+        live = api.submit_ok(services_job("lab-live", tensorboard=str(logdir)))
+        jupyter = start_jupyter(tmp / "jupyter", home, lab=True)
+        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        yield Env(api, jupyter, live)
+    finally:
+        if jupyter is not None:
+            jupyter.stop()
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+@pytest.fixture
+def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A Lab page with the PAI sidebar open; a screenshot on failure."""
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    workspace = request.node.name.replace("_", "-")  # a fresh layout per test: the sidebar starts closed
+    page.goto(f"{env.jupyter.url}lab/workspaces/{workspace}?reset&token={env.jupyter.token}")
+    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
+    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
+    page.locator("#pai-jobs-panel").wait_for(state="visible", timeout=30_000)
+    failed = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
+    page.close()
+    assert not w.dialogs, w.dialogs
+
+
+def row(page: Any, name: str) -> Any:
+    return page.locator("#pai-jobs-panel .pai-JobRow").filter(has=page.locator(".pai-JobRow-name", has_text=name))
+
+
+def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
+    job = env.api.submit_ok(services_job("lab-hello", command=f"echo '{MARKUP}'; sleep 2"))
+    r = row(lab, "lab-hello")
+    r.wait_for(timeout=60_000)
+    r.locator(".pai-Badge", has_text="SUCCEEDED").wait_for(timeout=90_000)
+    assert r.get_attribute("aria-label") == "lab-hello, SUCCEEDED"
+    assert "root" in r.locator(".pai-JobRow-user").inner_text()
+    lab.locator(".pai-StatusItem", has_text="running").wait_for(timeout=10_000)
+    lab.locator(".pai-StateFilter").select_option("RUNNING")  # the filter hides it...
+    r.wait_for(state="detached", timeout=10_000)
+    lab.locator(".pai-StateFilter").select_option("")
+    lab.locator(".pai-Search").fill("hello")  # ...the search keeps only it
+    r.wait_for(timeout=10_000)
+    assert row(lab, "lab-live").count() == 0
+    # its job page: the task table, the config as submitted, the log (markup as text)
+    r.click()
+    page = lab.locator(".pai-JobPage").filter(has_text=job)
+    page.locator(".pai-Tasks td", has_text="main").first.wait_for(timeout=30_000)
+    page.locator(".pai-Tasks td", has_text="SUCCEEDED").first.wait_for(timeout=30_000)
+    page.locator(".pai-ConfigText", has_text="sleep 2").wait_for(timeout=30_000)
+    page.locator(".pai-LogText", has_text="onerror=alert(1)").wait_for(timeout=30_000)
+    assert lab.locator("img[src='x']").count() == 0
+    page.get_by_label("Config format").select_option("json")
+    page.locator(".pai-ConfigText", has_text='"jobName"').wait_for(timeout=30_000)
+
+
+def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    row(lab, "lab-live").click()
+    page = lab.locator(".pai-JobPage").filter(has_text=env.live)
+    page.get_by_role("button", name="Terminal of main[0] of lab-live").click()
+    frame = lab.frame_locator(".pai-ServiceFrame iframe")
+    frame.get_by_role("status").filter(has_text="Connected").wait_for(timeout=60_000)
+    frame.locator(".xterm").click()
+    lab.keyboard.type("echo $((6*7))")
+    lab.keyboard.press("Enter")
+    frame.locator(".xterm-rows > div", has_text="42").filter(has_not_text="echo").first.wait_for(timeout=30_000)
+
+
+def test_the_tensorboard_tab_shows_the_runs_scalars(env: Env, lab: Any) -> None:
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    row(lab, "lab-live").click()
+    page = lab.locator(".pai-JobPage").filter(has_text=env.live)
+    page.get_by_role("button", name="TensorBoard of main[0] of lab-live").click()
+    frame = lab.frame_locator(".pai-ServiceFrame iframe").last
+    frame.get_by_text("loss").first.wait_for(timeout=120_000)
+    frame.locator("scalar-card line-chart").first.wait_for(timeout=60_000)  # the drawn chart of the loss tag
+
+
+def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> None:
+    lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
+    form = lab.locator(".pai-Form").last
+    form.get_by_label("Job name").fill("lab-form-job")
+    form.get_by_label("Image").fill("pai-test/busybox:latest")
+    form.get_by_label("Memory (MB)").fill("0")
+    form.get_by_label("Command").fill("echo from-the-form")
+    form.get_by_role("button", name="Submit").click()
+    memory_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Memory (MB)")).locator(".pai-Field-error")
+    memory_error.filter(has_text="minimum").wait_for(timeout=30_000)  # beside its field, from the server's rules
+    assert form.get_by_label("Memory (MB)").get_attribute("aria-invalid") == "true"
+    form.get_by_label("Memory (MB)").fill("256")
+    form.get_by_role("button", name="Submit").click()
+    form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
+    row(lab, "lab-form-job").wait_for(timeout=30_000)
+    assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
