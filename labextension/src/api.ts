@@ -119,7 +119,7 @@ async function answer(response: Response): Promise<unknown> {
 export async function listJobs(
   etag: string | null,
   limit?: number
-): Promise<{ list: JobList | null; etag: string | null; bytes: number }> {
+): Promise<{ list: JobList | null; etag: string | null; bytes: number; parseMs?: number }> {
   const settings = ServerConnection.makeSettings();
   const query = limit ? `?limit=${limit}` : '';
   const url = URLExt.join(settings.baseUrl, 'pai/api/jobs') + query;
@@ -145,10 +145,13 @@ export async function listJobs(
     }
     throw new PaiApiError(response.status, message);
   }
+  const t0 = performance.now();
+  const list = JSON.parse(text) as JobList;
   return {
-    list: JSON.parse(text) as JobList,
+    list,
     etag: response.headers.get('ETag'),
-    bytes: text.length
+    bytes: text.length,
+    parseMs: performance.now() - t0
   };
 }
 
