@@ -9,9 +9,11 @@ import {
   MainAreaWidget,
   Notification,
   showDialog,
+  ToolbarButton,
   WidgetTracker
 } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
+import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ServerConnection } from '@jupyterlab/services';
@@ -304,6 +306,31 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       }
     });
+    // a toolbar button on an open job file (saved first, then submitted as it is on disk)
+    const submitButton: DocumentRegistry.IWidgetExtension<
+      IDocumentWidget,
+      DocumentRegistry.IModel
+    > = {
+      createNew: (widget, context) => {
+        if (!isJobFile(context.path)) {
+          return;
+        }
+        const button = new ToolbarButton({
+          label: 'Submit as PAI job',
+          tooltip: 'Save this file and submit it as a PAI job',
+          onClick: async () => {
+            await context.save();
+            await commands.execute('pai:submit-file', { path: context.path });
+          }
+        });
+        button.addClass('pai-SubmitFileButton');
+        widget.toolbar.insertItem(10, 'paiSubmit', button);
+        return button;
+      }
+    };
+    for (const factory of ['Editor', 'JSON']) {
+      app.docRegistry.addWidgetExtension(factory, submitButton);
+    }
     app.contextMenu.addItem({
       command: 'pai:submit-file',
       selector: '.jp-DirListing-item[data-isdir="false"]',

@@ -30,6 +30,7 @@ class Env:
     api: Api
     jupyter: JupyterServer
     live: str  # a job that keeps running, with TensorBoard
+    root: Path  # the Lab's root directory
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
-        yield Env(api, jupyter, live)
+        yield Env(api, jupyter, live, tmp / "jupyter" / "root")
     finally:
         if jupyter is not None:
             jupyter.stop()
@@ -147,3 +148,24 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
     row(lab, "lab-form-job").wait_for(timeout=30_000)
     assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+
+
+def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: Any) -> None:
+    (env.root / "menu-job.yaml").write_text(
+        "protocolVersion: 2\nname: from-the-menu\ntype: job\nprerequisites:\n"
+        "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n    instances: 1\n"
+        "    dockerImage: image\n    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
+        "    commands: [echo from the menu]\n")
+    (env.root / "editor-job.json").write_text(json.dumps(json.loads(
+        '{"jobName": "from-the-editor", "image": "python:3.11", "taskRoles": [{"name": "main", "taskNumber": 1, '
+        '"cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": "echo from the editor"}]}'), indent=2))
+    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
+    item = lab.locator(".jp-DirListing-item", has_text="menu-job.yaml")
+    item.click(button="right")
+    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
+    row(lab, "from-the-menu").wait_for(state="attached", timeout=30_000)  # the sidebar behind the file browser
+    lab.locator(".jp-DirListing-item", has_text="editor-job.json").dblclick()
+    lab.locator(".pai-SubmitFileButton").first.click()
+    row(lab, "from-the-editor").wait_for(state="attached", timeout=30_000)
+    for job in ("root~from-the-menu", "root~from-the-editor"):
+        assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
