@@ -7,6 +7,7 @@ submitted from the Lab form appears in the sidebar, and a bad field's error show
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +170,37 @@ def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: A
     row(lab, "from-the-editor").wait_for(state="attached", timeout=30_000)
     for job in ("root~from-the-menu", "root~from-the-editor"):
         assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+
+
+LUMINANCE = """(sel) => {
+  const el = document.querySelector(sel);
+  const lum = (c) => {
+    const [r, g, b] = c.match(/[\\d.]+/g).map(Number);
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  let bg = el;  // the nearest ancestor with a painted background
+  while (bg && getComputedStyle(bg).backgroundColor.match(/rgba\\(.*, 0\\)|transparent/)) { bg = bg.parentElement; }
+  return [lum(getComputedStyle(el).color), lum(getComputedStyle(bg).backgroundColor)];
+}"""
+
+
+def test_the_dark_theme_applies_to_the_sidebar_and_the_job_page(env: Env, lab: Any) -> None:
+    row(lab, "lab-live").wait_for(timeout=60_000)
+    fg, bg = lab.evaluate(LUMINANCE, "#pai-jobs-panel .pai-JobRow-name")
+    assert fg < 0.3 < 0.7 < bg, (fg, bg)  # light theme: dark text on a light panel
+    lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+    try:
+        lab.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
+        row(lab, "lab-live").click()
+        lab.locator(".pai-JobPage .pai-Tasks td").first.wait_for(timeout=30_000)
+        for selector in ("#pai-jobs-panel .pai-JobRow-name", ".pai-JobPage .pai-Tasks td",
+                         ".pai-JobPage .pai-Section-title"):
+            fg, bg = lab.evaluate(LUMINANCE, selector)
+            assert bg < 0.3 < 0.6 < fg, (selector, fg, bg)  # light text on a dark background
+    finally:
+        lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
+        lab.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
