@@ -21,9 +21,10 @@ EXAMPLES = ("mnist", "distributed", "estimator", "form")
 
 
 def run(name: str, tmp_path: Path) -> list[str]:
-    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (its jobs/ beside it); every cell's text."""
+    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (jobs/ and scripts/ beside it); every cell's text."""
     work = tmp_path / "notebooks"
-    shutil.copytree(NOTEBOOKS / "jobs", work / "jobs")
+    for folder in ("jobs", "scripts"):
+        shutil.copytree(NOTEBOOKS / folder, work / folder)
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     out = [cell_text(c) for c in nb.cells if c.cell_type == "code"]
