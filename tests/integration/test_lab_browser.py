@@ -204,3 +204,21 @@ def test_the_dark_theme_applies_to_the_sidebar_and_the_job_page(env: Env, lab: A
         lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
         lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
         lab.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
+
+
+def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) -> None:
+    job = env.api.submit_ok(services_job("lab-notify", command="sleep 4"))
+    r = row(lab, "lab-notify")
+    r.locator(".pai-Badge", has_text="RUNNING").wait_for(timeout=60_000)  # seen live by this session
+    r.focus()
+    lab.keyboard.press("Shift+F10")  # the row's actions, from the keyboard
+    menu = lab.locator(".pai-RowMenu")
+    menu.wait_for(timeout=10_000)
+    assert menu.locator(".lm-Menu-itemLabel", has_text="Stop").count() == 1
+    lab.keyboard.press("Escape")
+    r.focus()
+    lab.keyboard.press("Enter")  # opens its job page
+    lab.locator(".pai-JobPage").filter(has_text=job).locator(".pai-Tasks td", has_text="main").first.wait_for(
+        timeout=30_000)
+    lab.get_by_text("PAI job lab-notify SUCCEEDED").first.wait_for(timeout=60_000)
+    assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
