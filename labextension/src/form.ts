@@ -33,6 +33,7 @@ export class SubmitForm extends Widget {
     this.values = initial
       ? fromV1(initial)
       : {
+          maxRunTimeMinutes: '',
           jobName: 'my-job',
           image: 'python:3.11',
           virtualCluster: 'default',
@@ -100,6 +101,13 @@ export class SubmitForm extends Widget {
         'Retry count',
         String(this.values.retryCount),
         v => (this.values.retryCount = Number(v)),
+        'number'
+      ),
+      this.input(
+        'maxRunTimeMinutes',
+        'Max run time (minutes, empty: none)',
+        this.values.maxRunTimeMinutes,
+        v => (this.values.maxRunTimeMinutes = v),
         'number'
       )
     );

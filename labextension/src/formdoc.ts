@@ -2,6 +2,7 @@
 // the fields, and each server problem's path (taskRoles[0].memoryMB) mapped back to the field it is about.
 
 export interface RoleValues {
+  base?: Record<string, unknown>; // keys of an imported role the form has no field for, kept as they are
   name: string;
   taskNumber: number;
   cpuNumber: number;
@@ -11,6 +12,8 @@ export interface RoleValues {
 }
 
 export interface FormValues {
+  base?: Record<string, unknown>; // keys of an imported document the form has no field for, kept as they are
+  maxRunTimeMinutes: string; // extras.maxRunTimeMinutes ("" = no limit)
   jobName: string;
   image: string;
   virtualCluster: string;
@@ -27,7 +30,14 @@ export const ROLE_FIELDS = [
   'gpuNumber',
   'command'
 ] as const;
-export const JOB_FIELDS = ['jobName', 'image', 'virtualCluster', 'retryCount', 'jobEnvs'] as const;
+export const JOB_FIELDS = [
+  'jobName',
+  'image',
+  'virtualCluster',
+  'retryCount',
+  'jobEnvs',
+  'maxRunTimeMinutes'
+] as const;
 
 export function defaultRole(name = 'main'): RoleValues {
   return { name, taskNumber: 1, cpuNumber: 1, memoryMB: 1024, gpuNumber: 0, command: '' };
@@ -48,24 +58,48 @@ export function envPairs(text: string): Record<string, string> {
 
 export function toV1(v: FormValues): Record<string, unknown> {
   const doc: Record<string, unknown> = {
+    ...(v.base || {}),
     jobName: v.jobName,
     image: v.image,
     virtualCluster: v.virtualCluster || 'default',
     retryCount: v.retryCount,
-    taskRoles: v.roles.map(r => ({ ...r }))
+    taskRoles: v.roles.map(({ base, ...r }) => ({ ...(base || {}), ...r }))
   };
+  delete doc.jobEnvs;
   const envs = envPairs(v.jobEnvs);
   if (Object.keys(envs).length) {
     doc.jobEnvs = envs;
   }
+  const extras = { ...((v.base?.extras as Record<string, unknown>) || {}) };
+  delete extras.maxRunTimeMinutes;
+  if (v.maxRunTimeMinutes.trim()) {
+    const n = Number(v.maxRunTimeMinutes);
+    extras.maxRunTimeMinutes = Number.isNaN(n) ? v.maxRunTimeMinutes : n; // the server says what is wrong
+  }
+  if (Object.keys(extras).length) {
+    doc.extras = extras;
+  } else {
+    delete doc.extras;
+  }
   return doc;
 }
 
-/** Form values from a v1 document (Import / Edit JSON / clone); unknown keys are ignored. */
+const MANAGED_JOB = ['jobName', 'image', 'virtualCluster', 'retryCount', 'jobEnvs', 'taskRoles'];
+const MANAGED_ROLE = ['name', 'taskNumber', 'cpuNumber', 'memoryMB', 'gpuNumber', 'command'];
+
+function without(obj: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(obj).filter(([k]) => !keys.includes(k)));
+}
+
+/** Form values from a v1 document (Import / Edit JSON / clone); keys without a field are kept in `base`. */
 export function fromV1(doc: Record<string, unknown>): FormValues {
   const roles = Array.isArray(doc.taskRoles) ? (doc.taskRoles as Record<string, unknown>[]) : [];
   const envs = (doc.jobEnvs || {}) as Record<string, unknown>;
+  const extras = (doc.extras || {}) as Record<string, unknown>;
   return {
+    base: without(doc, MANAGED_JOB),
+    maxRunTimeMinutes:
+      extras.maxRunTimeMinutes === undefined ? '' : String(extras.maxRunTimeMinutes),
     jobName: String(doc.jobName ?? ''),
     image: String(doc.image ?? ''),
     virtualCluster: String(doc.virtualCluster ?? 'default'),
@@ -75,6 +109,7 @@ export function fromV1(doc: Record<string, unknown>): FormValues {
       .join('\n'),
     roles: roles.length
       ? roles.map(r => ({
+          base: without(r, MANAGED_ROLE),
           name: String(r.name ?? ''),
           taskNumber: Number(r.taskNumber ?? 1),
           cpuNumber: Number(r.cpuNumber ?? 1),
@@ -92,6 +127,9 @@ export function fieldOf(path: string): string {
   if (role) {
     const key = role[2] || 'name';
     return (ROLE_FIELDS as readonly string[]).includes(key) ? `roles.${role[1]}.${key}` : '';
+  }
+  if (path.startsWith('extras.maxRunTimeMinutes')) {
+    return 'maxRunTimeMinutes';
   }
   const head = path.split(/[.[]/)[0];
   const alias: Record<string, string> = { name: 'jobName' };

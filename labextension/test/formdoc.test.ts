@@ -30,6 +30,38 @@ describe('the form document', () => {
     };
     expect(toV1(fromV1(doc))).toEqual(doc);
   });
+  it('keeps what it has no field for and maps the max run time to extras', () => {
+    const doc = {
+      jobName: 'j',
+      image: 'img',
+      virtualCluster: 'default',
+      retryCount: 0,
+      dataDir: '/data',
+      extras: {
+        'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }],
+        maxRunTimeMinutes: 30
+      },
+      taskRoles: [
+        {
+          name: 'main',
+          taskNumber: 1,
+          cpuNumber: 1,
+          memoryMB: 512,
+          gpuNumber: 0,
+          command: 'x',
+          shmMB: 128
+        }
+      ]
+    };
+    const values = fromV1(doc);
+    expect(values.maxRunTimeMinutes).toBe('30');
+    expect(toV1(values)).toEqual(doc);
+    values.maxRunTimeMinutes = '';
+    expect(toV1(values).extras).toEqual({
+      'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }]
+    });
+    expect(fieldOf('extras.maxRunTimeMinutes')).toBe('maxRunTimeMinutes');
+  });
   it('maps problem paths to the field they are about', () => {
     expect(fieldOf('taskRoles[0].memoryMB')).toBe('roles.0.memoryMB');
     expect(fieldOf('taskRoles[1]')).toBe('roles.1.name');

@@ -139,16 +139,21 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     form.get_by_label("Job name").fill("lab-form-job")
     form.get_by_label("Image").fill("pai-test/busybox:latest")
     form.get_by_label("Memory (MB)").fill("0")
+    form.get_by_label("Max run time (minutes, empty: none)").fill("0")
     form.get_by_label("Command").fill("echo from-the-form")
     form.get_by_role("button", name="Submit").click()
     memory_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Memory (MB)")).locator(".pai-Field-error")
     memory_error.filter(has_text="minimum").wait_for(timeout=30_000)  # beside its field, from the server's rules
     assert form.get_by_label("Memory (MB)").get_attribute("aria-invalid") == "true"
+    runtime_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Max run time")).locator(".pai-Field-error")
+    runtime_error.filter(has_text="above 0").wait_for(timeout=10_000)
     form.get_by_label("Memory (MB)").fill("256")
+    form.get_by_label("Max run time (minutes, empty: none)").fill("5")
     form.get_by_role("button", name="Submit").click()
     form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
     row(lab, "lab-form-job").wait_for(timeout=30_000)
     assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    assert "maxRunTimeMinutes" in env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text
 
 
 def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: Any) -> None:
