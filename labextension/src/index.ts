@@ -12,7 +12,7 @@ import {
   ToolbarButton,
   WidgetTracker
 } from '@jupyterlab/apputils';
-import { URLExt } from '@jupyterlab/coreutils';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
@@ -80,6 +80,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     statusBar: IStatusBar | null,
     browsers: IFileBrowserFactory | null
   ) => {
+    if (PageConfig.getOption('paiJupyterApi') !== '1') {
+      // no pai_jupyter server extension behind this Lab (e.g. the in-task Jupyter of a job): nothing to show
+      document.body.dataset.paiJupyter = 'no-server-extension';
+      return;
+    }
     const { commands, shell } = app;
     const panel = new JobsPanel(commands);
     panel.title.icon = paiIcon;

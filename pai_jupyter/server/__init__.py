@@ -68,6 +68,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         return
     registry = Registry(client, config, serverapp.log)
     serverapp.web_app.settings["pai_jupyter_registry"] = registry
+    # tells the JupyterLab extension that the routes are here (it stays idle where they are not, e.g. in tasks)
+    serverapp.web_app.settings.setdefault("page_config_data", {})["paiJupyterApi"] = "1"
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"], registry))
     IOLoop.current().add_callback(registry.start_culling)
     serverapp.log.info("pai_jupyter: jobs of profile %r (user %r) under %spai/ (idle culling: %s)",
