@@ -86,6 +86,7 @@ class JobsHandler(SafeErrors, APIHandler):
                 "services": [{"name": s.get("name"), "state": s.get("state"), "url": f"{prefix}{s.get('name')}/"}
                              for s in own],
                 "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and not message else None,
+                "terminalPage": f"{prefix}terminal/" if t.task_state == "RUNNING" and not message else None,
             })
         return {"tasks": tasks, "servicesMessage": message}
 

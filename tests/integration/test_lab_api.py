@@ -110,6 +110,9 @@ def test_stop_clone_delete(env: Env) -> None:
     http = env.jupyter.http()
     job = env.api.submit_ok(v1("to-stop", "sleep 600"))
     env.api.wait(job, ("RUNNING",), timeout=60)
+    listed = {j["id"]: j for j in http.get("pai/api/jobs").json()["jobs"]}[job]
+    assert listed["tasks"][0]["terminalPage"] == f"/pai/jobs/{job}/main/0/terminal/"  # the page every link opens
+    assert http.get(f"pai/api/jobs/{job}").json()["tasks"][0]["terminalPage"] == f"/pai/jobs/{job}/main/0/terminal/"
     assert http.post(f"pai/api/jobs/{job}/stop").status_code == 200
     assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "STOPPED"
     clone = http.post(f"pai/api/jobs/{job}/clone", json={"name": "cloned-one"})
