@@ -159,7 +159,7 @@ export function getJob(id: string, events = false): Promise<JobDetail> {
   return request<JobDetail>(`api/jobs/${jobPath(id)}${events ? '?events=1' : ''}`);
 }
 
-export function getConfig(id: string, format: 'yaml' | 'json'): Promise<{ text: string }> {
+export function getConfig(id: string, format: 'yaml' | 'json' | 'v1'): Promise<{ text: string }> {
   return request(`api/jobs/${jobPath(id)}/config?format=${format}`);
 }
 

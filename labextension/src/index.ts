@@ -252,15 +252,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         try {
-          const { text } = await getConfig(String(args.from), 'json');
+          const { text } = await getConfig(String(args.from), 'v1'); // v2 jobs converted by the server
           const doc = JSON.parse(text);
-          if (doc.protocolVersion) {
-            Notification.warning(
-              'This job is in protocol v2; the form edits v1 documents. Submit the file instead.',
-              { autoClose: 8000 }
-            );
-            return;
-          }
           doc.jobName = `${doc.jobName ?? 'job'}-copy`;
           openForm(doc);
         } catch (err) {

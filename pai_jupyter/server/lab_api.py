@@ -131,15 +131,25 @@ class JobActionHandler(_Base):
 
 
 class JobConfigHandler(_Base):
-    """The job's config as submitted (secrets masked by the cluster), ``?format=yaml`` (default) or ``json``."""
+    """The job's config as submitted (secrets masked by the cluster), ``?format=yaml`` (default) or ``json``;
+    ``v1`` converts it to the v1 JSON the Lab form edits (Clone to form), as the widget form does."""
 
     @web.authenticated
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
         text = await self.call(f"config of {job}", self.client.config(job))
         fmt = self.get_argument("format", "yaml")
-        if fmt not in ("yaml", "json"):
-            raise PaiHTTPError(400, "format must be yaml or json", code="BadRequest")
+        if fmt not in ("yaml", "json", "v1"):
+            raise PaiHTTPError(400, "format must be yaml, json or v1", code="BadRequest")
+        if fmt == "v1":
+            from ..notebook.formdoc import as_v1
+
+            try:
+                self.send({"format": fmt, "text": json.dumps(as_v1(protocol_load.job_from_text(text)), indent=2)})
+            except JobValidationError as exc:
+                raise PaiHTTPError(409, f"this job cannot be written as v1 JSON: {exc.problems[0]}",
+                                   code="NotConvertible") from None
+            return
         try:
             doc = load_document(text)
         except JobValidationError:

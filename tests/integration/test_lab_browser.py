@@ -108,6 +108,11 @@ def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
     assert lab.locator("img[src='x']").count() == 0
     page.get_by_label("Config format").select_option("json")
     page.locator(".pai-ConfigText", has_text='"jobName"').wait_for(timeout=30_000)
+    page.get_by_role("button", name="Open this job in the submit form").click()  # Clone to form
+    form = lab.locator(".pai-Form").last
+    form.wait_for(timeout=30_000)
+    assert form.get_by_label("Job name").input_value() == "lab-hello-copy"
+    assert "sleep 2" in form.get_by_label("Command").input_value()
 
 
 def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
