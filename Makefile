@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: help venv install lab demo test lint bench clean
+.PHONY: help venv install lab demo test lint lint-js test-js bench clean
 
 help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
@@ -27,15 +27,26 @@ venv install: $(STAMP)
 
 lab: $(STAMP)
 	$(BIN)/pai cluster start --quiet || true
-	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks
+	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
+		--ServerApp.default_url=/lab/tree/quickstart.ipynb
 
 demo: $(STAMP)
 	$(BIN)/python -m pai_jupyter.demo
 
-lint: $(STAMP)
+lint: $(STAMP) lint-js
 	$(BIN)/ruff check pai_jupyter tests
 
-test: $(STAMP) lint
+# the labextension's TypeScript: eslint + prettier, and its vitest unit tests (node_modules from the pip build)
+labextension/node_modules/.package-lock.json: labextension/package-lock.json
+	cd labextension && npm ci --no-audit --no-fund
+
+lint-js: labextension/node_modules/.package-lock.json
+	cd labextension && npm run --silent lint
+
+test-js: labextension/node_modules/.package-lock.json
+	cd labextension && npm test --silent
+
+test: $(STAMP) lint test-js
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-fast

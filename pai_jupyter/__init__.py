@@ -42,3 +42,8 @@ def unload_ipython_extension(ipython: Any) -> None:
     from .notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt JupyterLab extension lies (for ``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "pai-jupyter"}]

@@ -175,8 +175,9 @@ class JobList(W.VBox):
             self.panel.children = [W.HTML(error_html(f"{action} {job_id}: {exc}"))]
 
     def links(self, job_id: str, service: str) -> str:
-        """Links to the server extension's route for each task that runs the service (terminal: each running
-        task). Uses the client's ``services`` where the server has them, else the job's tasks."""
+        """Links to the server extension's page for each task that runs the service (terminal: each running
+        task, a browser terminal page). Uses the client's ``services`` where the server has them, else the job's
+        tasks."""
         targets: list[tuple[str, int]] = []
         logdirs: dict[tuple[str, int], str] = {}  # where each TensorBoard looks
         if service != "terminal" and hasattr(self.client, "services"):
@@ -194,10 +195,6 @@ class JobList(W.VBox):
             if not targets:
                 return f"<i>{esc(job_id)} has no running task ({esc(detail.state)})</i>"
         base = self.base or base_url()
-        if service == "terminal":  # a websocket (terminado's protocol) for the JupyterLab panel, not a page
-            urls = [f"<code>{esc(route(job_id, role, idx, service, base))}websocket</code> ({esc(role)}[{idx}])"
-                    for role, idx in targets]
-            return "terminal websocket, opened by the JupyterLab PAI panel: " + " · ".join(urls)
         items = [link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
                  + (f" (watches <code>{esc(logdirs[role, idx])}</code>)" if (role, idx) in logdirs else "")
                  for role, idx in targets]

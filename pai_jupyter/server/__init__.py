@@ -27,9 +27,11 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .common import JOB_RE
     from .desktop import DESKTOP_RE, DesktopProxyHandler
     from .jobs import JobsHandler
+    from .lab_api import route_specs as lab_api_routes
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
     from .terminal import TERMINAL_RE
+    from .terminal_page import route_specs as terminal_page_routes
     from .webssh import TaskTerminalHandler
 
     args = {"registry": registry}
@@ -37,7 +39,9 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
+        *lab_api_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
+        *terminal_page_routes(pai, args),
         (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
@@ -64,6 +68,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         return
     registry = Registry(client, config, serverapp.log)
     serverapp.web_app.settings["pai_jupyter_registry"] = registry
+    # tells the JupyterLab extension that the routes are here (it stays idle where they are not, e.g. in tasks)
+    serverapp.web_app.settings.setdefault("page_config_data", {})["paiJupyterApi"] = "1"
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"], registry))
     IOLoop.current().add_callback(registry.start_culling)
     serverapp.log.info("pai_jupyter: jobs of profile %r (user %r) under %spai/ (idle culling: %s)",

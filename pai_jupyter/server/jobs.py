@@ -20,7 +20,10 @@ from .registry import Registry
 def _summary(job: Any) -> dict[str, Any]:
     return {"id": job.id, "name": job.name, "username": job.username, "state": job.state,
             "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
-            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number}
+            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number,
+            "launchedTime": job.launched_time.isoformat() if job.launched_time else None,
+            "completedTime": job.completed_time.isoformat() if job.completed_time else None,
+            "retries": job.retries, "virtualCluster": job.virtual_cluster, "appExitCode": job.app_exit_code}
 
 
 class JobsHandler(SafeErrors, APIHandler):
@@ -85,6 +88,8 @@ class JobsHandler(SafeErrors, APIHandler):
                              for s in own],
                 # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
                 "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and (
+                    not message or (t.container_ports or {}).get("ssh")) else None,
+                "terminalPage": f"{prefix}terminal/" if t.task_state == "RUNNING" and (
                     not message or (t.container_ports or {}).get("ssh")) else None,
             })
         return {"tasks": tasks, "servicesMessage": message}

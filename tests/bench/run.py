@@ -23,6 +23,7 @@ from pathlib import Path
 from .common import Daemon, Figure, Table, median, ratio
 from .containers import p8_docker_submit_to_running
 from .kernel import p14_kernel_start, p14_round_trip
+from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_tail, p13_terminal_echo
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
@@ -39,6 +40,11 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P6", "idle daemon RSS", p6_idle_rss),
     ("P7", "%load_ext pai_jupyter in a fresh interpreter", p7_load_ext),
     ("P8", "Docker submit -> command in container ran", p8_docker_submit_to_running),
+    ("P11", "sidebar: first render of 10,000 jobs", p11_sidebar_render),
+    ("P11R", "sidebar: an unchanged auto-refresh", p11_sidebar_refresh),
+    ("P12", "job page: tail of a 100 MB log shown", p12_log_tail),
+    ("P12H", "job page: JS heap growth opening a 100 MB log", p12_log_heap),
+    ("P13", "terminal keystroke echo via the extension", p13_terminal_echo),
     ("P14", "PAI kernel start: submit -> first execute_reply", p14_kernel_start),
     ("P14R", "PAI kernel trivial cell round trip", p14_round_trip),
 ]

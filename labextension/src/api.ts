@@ -1,0 +1,214 @@
+// The server extension's routes (pai/api/...) and nothing else: the panel never talks to the daemon or to
+// OpenPAI. Requests go through Jupyter's ServerConnection, so base_url, token and _xsrf are handled by Lab.
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+export interface TaskRow {
+  role: string;
+  index: number;
+  state: string;
+  services: { name: string; state: string; url: string }[];
+  terminalUrl: string | null;
+}
+
+export interface JobRow {
+  id: string;
+  name: string;
+  username: string;
+  state: string;
+  submissionTime: string | null;
+  launchedTime?: string | null;
+  completedTime?: string | null;
+  retries?: number;
+  totalTaskNumber: number;
+  totalGpuNumber: number;
+  virtualCluster?: string | null;
+  metricsUrl: string;
+  tasks: TaskRow[];
+  servicesMessage: string | null;
+}
+
+export interface JobList {
+  profile: string;
+  user: string;
+  jobs: JobRow[];
+}
+
+export interface TaskDetail {
+  role: string;
+  index: number;
+  state: string;
+  ip: string | null;
+  ports: Record<string, unknown>;
+  exitCode: number | null;
+  diagnostics: string | null;
+  retries: number;
+  launchedTime: string | null;
+  completedTime: string | null;
+  terminalPage: string | null;
+  tensorboardPage: string | null;
+  jupyterPage: string | null;
+}
+
+export interface JobDetail {
+  id: string;
+  name: string;
+  username: string;
+  state: string;
+  final: boolean;
+  virtualCluster: string | null;
+  retries: number;
+  submissionTime: string | null;
+  launchedTime: string | null;
+  completedTime: string | null;
+  exitCode: number | null;
+  diagnostics: string | null;
+  waitingReason: string | null;
+  totalGpuNumber: number;
+  totalTaskNumber: number;
+  tasks: TaskDetail[];
+  metricsUrl: string;
+  events?: { time?: string; type?: string; reason?: string; message?: string }[];
+  eventsMessage?: string;
+}
+
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+/** An answer other than 2xx, with the server's own words. */
+export class PaiApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string = ''
+  ) {
+    super(message);
+  }
+}
+
+export function jobPath(id: string): string {
+  const [user, ...rest] = id.split('~');
+  return `${encodeURIComponent(user)}~${encodeURIComponent(rest.join('~'))}`;
+}
+
+async function request<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'pai', path);
+  const response = await ServerConnection.makeRequest(url, init, settings);
+  return (await answer(response)) as T;
+}
+
+async function answer(response: Response): Promise<unknown> {
+  const text = await response.text();
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!response.ok) {
+    const err = (body || {}) as { message?: string; code?: string };
+    throw new PaiApiError(response.status, err.message || response.statusText, err.code);
+  }
+  return body;
+}
+
+/** The job list with a conditional request: null when nothing changed since the ETag given. */
+export async function listJobs(
+  etag: string | null,
+  limit?: number
+): Promise<{ list: JobList | null; etag: string | null; bytes: number; parseMs?: number }> {
+  const settings = ServerConnection.makeSettings();
+  const query = limit ? `?limit=${limit}` : '';
+  const url = URLExt.join(settings.baseUrl, 'pai/api/jobs') + query;
+  const headers: Record<string, string> = {};
+  if (etag) {
+    headers['If-None-Match'] = etag;
+  }
+  const response = await ServerConnection.makeRequest(
+    url,
+    { headers, cache: 'no-store' },
+    settings
+  );
+  if (response.status === 304) {
+    return { list: null, etag, bytes: 0 };
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    let message = response.statusText;
+    try {
+      message = JSON.parse(text).message || message;
+    } catch {
+      /* not JSON */
+    }
+    throw new PaiApiError(response.status, message);
+  }
+  const t0 = performance.now();
+  const list = JSON.parse(text) as JobList;
+  return {
+    list,
+    etag: response.headers.get('ETag'),
+    bytes: text.length,
+    parseMs: performance.now() - t0
+  };
+}
+
+export function getJob(id: string, events = false): Promise<JobDetail> {
+  return request<JobDetail>(`api/jobs/${jobPath(id)}${events ? '?events=1' : ''}`);
+}
+
+export function getConfig(id: string, format: 'yaml' | 'json' | 'v1'): Promise<{ text: string }> {
+  return request(`api/jobs/${jobPath(id)}/config?format=${format}`);
+}
+
+export function logQuery(role: string, index: number, stream: string): string {
+  const q = new URLSearchParams({ role, index: String(index), stream });
+  return q.toString();
+}
+
+export function getLogTail(
+  id: string,
+  role: string,
+  index: number,
+  stream: string
+): Promise<{ text: string }> {
+  return request(`api/jobs/${jobPath(id)}/log?${logQuery(role, index, stream)}`);
+}
+
+/** The URL of the whole log as a download (the page never loads it). */
+export function fullLogUrl(id: string, role: string, index: number, stream: string): string {
+  const settings = ServerConnection.makeSettings();
+  return (
+    URLExt.join(settings.baseUrl, 'pai/api/jobs', jobPath(id), 'log') +
+    `?${logQuery(role, index, stream)}&full=1`
+  );
+}
+
+export function stopJob(id: string): Promise<unknown> {
+  return request(`api/jobs/${jobPath(id)}/stop`, { method: 'POST' });
+}
+
+export function cloneJob(id: string): Promise<{ id: string }> {
+  return request(`api/jobs/${jobPath(id)}/clone`, { method: 'POST', body: '{}' });
+}
+
+export function deleteJob(id: string): Promise<unknown> {
+  return request(`api/jobs/${jobPath(id)}`, { method: 'DELETE' });
+}
+
+export function validate(
+  text: string,
+  submit: boolean
+): Promise<{ valid: boolean; problems: Problem[]; id?: string; name?: string }> {
+  return request('api/validate', { method: 'POST', body: JSON.stringify({ text, submit }) });
+}
+
+/** ws(s):// URL of a path on this server (the metrics websocket). */
+export function socketUrl(path: string): string {
+  const settings = ServerConnection.makeSettings();
+  const base = new URL(settings.wsUrl);
+  const token = settings.token ? `?token=${encodeURIComponent(settings.token)}` : '';
+  return `${base.protocol}//${base.host}${path}${token}`;
+}

@@ -1,0 +1,97 @@
+// Pure helpers of the panel (unit-tested): times, durations, filters, badges.
+import type { JobRow } from './api';
+
+export const STATES = ['WAITING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED'] as const;
+export const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+
+/** "1h 02m", "3m 05s", "12s"; "" without a start. */
+export function duration(
+  start: string | null | undefined,
+  end: string | null | undefined,
+  now = Date.now()
+): string {
+  if (!start) {
+    return '';
+  }
+  const from = Date.parse(start);
+  const to = end ? Date.parse(end) : now;
+  if (Number.isNaN(from) || Number.isNaN(to)) {
+    return '';
+  }
+  let s = Math.max(0, Math.round((to - from) / 1000));
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  const two = (n: number): string => String(n).padStart(2, '0');
+  if (h > 0) {
+    return `${h}h ${two(m)}m`;
+  }
+  if (m > 0) {
+    return `${m}m ${two(s)}s`;
+  }
+  return `${s}s`;
+}
+
+/** Local "YYYY-MM-DD HH:MM" of an ISO time, "" without one. */
+export function when(iso: string | null | undefined): string {
+  if (!iso) {
+    return '';
+  }
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) {
+    return '';
+  }
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
+/** The jobs a state filter ('' = all) and a search text (name, id or user, any case) keep, order kept. */
+export function filterJobs(jobs: JobRow[], state: string, search: string): JobRow[] {
+  const needle = search.trim().toLowerCase();
+  return jobs.filter(
+    j =>
+      (!state || j.state === state) &&
+      (!needle ||
+        j.name.toLowerCase().includes(needle) ||
+        j.username.toLowerCase().includes(needle))
+  );
+}
+
+/** The CSS class of a state's badge. */
+export function badgeClass(state: string): string {
+  const known = (STATES as readonly string[]).includes(state) ? state.toLowerCase() : 'unknown';
+  return `pai-Badge pai-Badge-${known}`;
+}
+
+/** Running and waiting counts, for the status bar. */
+export function counts(jobs: JobRow[]): { running: number; waiting: number } {
+  let running = 0;
+  let waiting = 0;
+  for (const j of jobs) {
+    if (j.state === 'RUNNING') {
+      running++;
+    } else if (j.state === 'WAITING') {
+      waiting++;
+    }
+  }
+  return { running, waiting };
+}
+
+/** Jobs that were live in `before` and are final in `after`: the ones to notify about. */
+export function endedSince(before: Map<string, string>, after: JobRow[]): JobRow[] {
+  return after.filter(
+    j => FINAL.has(j.state) && before.has(j.id) && !FINAL.has(before.get(j.id) as string)
+  );
+}
+
+export function bytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}

@@ -1,0 +1,444 @@
+// One job's page in the main area: summary, task table, events, config (YAML/JSON, copy), the log's tail
+// (stdout/stderr/all, follow, full-log download: the page never holds a whole huge log) and live charts
+// from the metrics websocket. Service buttons open the task's TensorBoard, Jupyter and terminal as Lab tabs.
+import { Widget } from '@lumino/widgets';
+import { CommandRegistry } from '@lumino/commands';
+import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, socketUrl, TaskDetail } from './api';
+import { LineChart, Sample } from './chart';
+import { bytes, duration, when } from './format';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) {
+    node.className = cls;
+  }
+  if (text) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function button(text: string, label: string, onclick: () => void): HTMLButtonElement {
+  const b = el('button', 'jp-Button pai-Button', text);
+  b.setAttribute('aria-label', label);
+  b.onclick = onclick;
+  return b;
+}
+
+function section(title: string, cls: string): { node: HTMLElement; body: HTMLElement } {
+  const node = el('section', `pai-Section ${cls}`);
+  const h = el('h3', 'pai-Section-title', title);
+  const id = `pai-h-${Math.random().toString(36).slice(2)}`;
+  h.id = id;
+  node.setAttribute('aria-labelledby', id);
+  const body = el('div', 'pai-Section-body');
+  node.append(h, body);
+  return { node, body };
+}
+
+export class JobPage extends Widget {
+  constructor(
+    readonly jobId: string,
+    private readonly commands: CommandRegistry
+  ) {
+    super();
+    this.addClass('pai-JobPage');
+    this.id = `pai-job-${jobId.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+    this.title.label = jobId.split('~').slice(1).join('~');
+    this.title.caption = `PAI job ${jobId}`;
+    this.title.closable = true;
+    this.node.tabIndex = -1;
+
+    const bar = el('div', 'pai-JobPage-toolbar');
+    bar.append(
+      button('Refresh', 'Refresh this job', () => void this.load()),
+      button(
+        'Stop',
+        'Stop this job',
+        () => void this.commands.execute('pai:stop-job', { id: jobId })
+      ),
+      button(
+        'Clone',
+        'Clone this job',
+        () => void this.commands.execute('pai:clone-job', { id: jobId })
+      ),
+      button(
+        'Clone to form',
+        'Open this job in the submit form',
+        () => void this.commands.execute('pai:new-job', { from: jobId })
+      )
+    );
+    this.summary = section('Summary', 'pai-Summary');
+    this.tasks = section('Tasks', 'pai-Tasks');
+    this.events = section('Events', 'pai-Events');
+    this.config = section('Config', 'pai-Config');
+    this.logs = section('Log', 'pai-Logs');
+    this.metrics = section('Resources', 'pai-Metrics');
+    this.node.append(
+      bar,
+      this.summary.node,
+      this.tasks.node,
+      this.logs.node,
+      this.metrics.node,
+      this.config.node,
+      this.events.node
+    );
+    this.buildConfig();
+    this.buildLogs();
+    void this.load();
+  }
+
+  get detail(): JobDetail | null {
+    return this.current;
+  }
+
+  dispose(): void {
+    window.clearTimeout(this.timer);
+    window.clearTimeout(this.followTimer);
+    this.socket?.close();
+    super.dispose();
+  }
+
+  /** Show the log section and focus it (the "logs" row action). */
+  focusLogs(): void {
+    this.logs.node.scrollIntoView();
+    this.streamSelect.focus();
+  }
+
+  async load(): Promise<void> {
+    window.clearTimeout(this.timer);
+    try {
+      const detail = await getJob(this.jobId, true);
+      this.current = detail;
+      this.error.textContent = '';
+      this.drawSummary(detail);
+      this.drawTasks(detail);
+      this.drawEvents(detail);
+      this.fillTaskSelect(detail);
+      if (!this.configLoaded) {
+        void this.loadConfig();
+      }
+      if (!this.logLoaded) {
+        void this.loadLog();
+      }
+      if (!detail.final) {
+        this.connectMetrics(detail);
+        this.timer = window.setTimeout(() => void this.load(), 3000);
+      } else {
+        this.socket?.close();
+        if (this.lastState !== detail.state) {
+          void this.loadLog(); // the last lines once it ended
+        }
+      }
+      this.lastState = detail.state;
+    } catch (err) {
+      this.error.textContent = `Could not load ${this.jobId}: ${(err as Error).message}`;
+      this.summary.body.replaceChildren(this.error);
+    }
+  }
+
+  private drawSummary(d: JobDetail): void {
+    const dl = el('dl', 'pai-Summary-list');
+    const rows: [string, string][] = [
+      ['Job', d.id],
+      ['State', d.state],
+      ['User', d.username],
+      ['Virtual cluster', d.virtualCluster || ''],
+      ['Submitted', when(d.submissionTime)],
+      ['Started', when(d.launchedTime)],
+      ['Completed', when(d.completedTime)],
+      ['Duration', duration(d.launchedTime, d.completedTime)],
+      ['Tasks', String(d.totalTaskNumber)],
+      ['GPUs', String(d.totalGpuNumber)],
+      ['Retries', String(d.retries)],
+      ['Exit code', d.exitCode === null || d.exitCode === undefined ? '' : String(d.exitCode)],
+      ['Diagnostics', d.diagnostics || (d.state === 'WAITING' ? d.waitingReason || '' : '')]
+    ];
+    for (const [k, v] of rows) {
+      if (!v) {
+        continue;
+      }
+      const dt = el('dt', '', k);
+      const dd = el('dd', k === 'State' ? `pai-Badge pai-Badge-${v.toLowerCase()}` : '', v);
+      dl.append(dt, dd);
+    }
+    this.summary.body.replaceChildren(dl);
+  }
+
+  private drawTasks(d: JobDetail): void {
+    const table = el('table', 'pai-Table');
+    const head = el('tr');
+    for (const h of ['Role', 'Index', 'State', 'IP', 'Ports', 'Exit code', 'Diagnostics', 'Open']) {
+      const th = el('th', '', h);
+      th.scope = 'col';
+      head.append(th);
+    }
+    const thead = el('thead');
+    thead.append(head);
+    const tbody = el('tbody');
+    for (const t of d.tasks) {
+      const tr = el('tr');
+      const ports = Object.entries(t.ports || {})
+        .map(([k, v]) => `${k}:${v}`)
+        .join(' ');
+      for (const v of [
+        t.role,
+        String(t.index),
+        t.state,
+        t.ip || '',
+        ports,
+        t.exitCode === null ? '' : String(t.exitCode),
+        t.diagnostics || ''
+      ]) {
+        tr.append(el('td', '', v));
+      }
+      const open = el('td', 'pai-Task-open');
+      open.append(...this.serviceButtons(d, t));
+      tr.append(open);
+      tbody.append(tr);
+    }
+    table.append(thead, tbody);
+    this.tasks.body.replaceChildren(table);
+  }
+
+  private serviceButtons(d: JobDetail, t: TaskDetail): HTMLElement[] {
+    if (!t.terminalPage) {
+      return [];
+    }
+    const where = `${t.role}[${t.index}] of ${d.name}`;
+    const open = (service: string) => () =>
+      void this.commands.execute('pai:open-service', {
+        id: d.id,
+        role: t.role,
+        index: t.index,
+        service
+      });
+    return [
+      button('Terminal', `Terminal of ${where}`, open('terminal')),
+      button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard')),
+      button('Jupyter', `Jupyter of ${where}`, open('jupyter'))
+    ];
+  }
+
+  private drawEvents(d: JobDetail): void {
+    const list = el('ul', 'pai-Events-list');
+    for (const e of d.events || []) {
+      const text = [e.time ? when(e.time) : '', e.type || '', e.reason || '', e.message || '']
+        .filter(Boolean)
+        .join(' · ');
+      list.append(el('li', '', text));
+    }
+    if (!list.childElementCount) {
+      list.append(el('li', 'pai-Muted', d.eventsMessage || 'No events.'));
+    }
+    this.events.body.replaceChildren(list);
+  }
+
+  // ---- config ----------------------------------------------------------------------------------------------
+  private buildConfig(): void {
+    const bar = el('div', 'pai-Row');
+    this.formatSelect = el('select', 'jp-mod-styled');
+    this.formatSelect.setAttribute('aria-label', 'Config format');
+    for (const f of ['yaml', 'json']) {
+      const o = el('option', '', f.toUpperCase());
+      o.value = f;
+      this.formatSelect.append(o);
+    }
+    this.formatSelect.onchange = () => void this.loadConfig();
+    const copy = button(
+      'Copy',
+      'Copy the config',
+      () => void navigator.clipboard?.writeText(this.configPre.textContent || '')
+    );
+    bar.append(this.formatSelect, copy);
+    this.configPre = el('pre', 'pai-Pre pai-ConfigText');
+    this.configPre.tabIndex = 0;
+    this.configPre.setAttribute('aria-label', 'Job config as submitted');
+    this.config.body.append(bar, this.configPre);
+  }
+
+  private async loadConfig(): Promise<void> {
+    try {
+      const { text } = await getConfig(this.jobId, this.formatSelect.value as 'yaml' | 'json');
+      this.configPre.textContent = text;
+      this.configLoaded = true;
+    } catch (err) {
+      this.configPre.textContent = `Could not load the config: ${(err as Error).message}`;
+    }
+  }
+
+  // ---- logs ------------------------------------------------------------------------------------------------
+  private buildLogs(): void {
+    const bar = el('div', 'pai-Row');
+    this.taskSelect = el('select', 'jp-mod-styled');
+    this.taskSelect.setAttribute('aria-label', 'Task whose log to show');
+    this.taskSelect.onchange = () => void this.loadLog();
+    this.streamSelect = el('select', 'jp-mod-styled');
+    this.streamSelect.setAttribute('aria-label', 'Log stream');
+    for (const s of ['all', 'stdout', 'stderr']) {
+      const o = el('option', '', s);
+      o.value = s;
+      this.streamSelect.append(o);
+    }
+    this.streamSelect.onchange = () => void this.loadLog();
+    const followLabel = el('label', 'pai-Check');
+    this.follow = el('input');
+    this.follow.type = 'checkbox';
+    this.follow.checked = true;
+    this.follow.onchange = () => void this.loadLog();
+    followLabel.append(this.follow, document.createTextNode(' Follow'));
+    this.download = el('a', 'jp-Button pai-Button', 'Full log');
+    this.download.setAttribute('download', '');
+    this.download.setAttribute('aria-label', 'Download the full log');
+    bar.append(
+      this.taskSelect,
+      this.streamSelect,
+      followLabel,
+      button('Tail', 'Show the log tail', () => void this.loadLog()),
+      this.download
+    );
+    this.logPre = el('pre', 'pai-Pre pai-LogText');
+    this.logPre.tabIndex = 0;
+    this.logPre.setAttribute('aria-label', 'Log tail');
+    this.logPre.setAttribute('aria-live', 'off');
+    const note = el(
+      'div',
+      'pai-Muted',
+      'The last 16 KiB of the log; "Full log" downloads all of it.'
+    );
+    this.logs.body.append(bar, this.logPre, note);
+  }
+
+  private fillTaskSelect(d: JobDetail): void {
+    const keys = d.tasks.map(t => `${t.role}/${t.index}`);
+    const have = [...this.taskSelect.options].map(o => o.value);
+    if (keys.join() === have.join()) {
+      return;
+    }
+    const keep = this.taskSelect.value;
+    this.taskSelect.replaceChildren(
+      ...d.tasks.map(t => {
+        const o = el('option', '', `${t.role}[${t.index}]`);
+        o.value = `${t.role}/${t.index}`;
+        return o;
+      })
+    );
+    if (keys.includes(keep)) {
+      this.taskSelect.value = keep;
+    }
+  }
+
+  private async loadLog(): Promise<void> {
+    window.clearTimeout(this.followTimer);
+    const [role, index] = (this.taskSelect.value || '/0').split('/');
+    if (!role) {
+      return;
+    }
+    const stream = this.streamSelect.value;
+    this.download.href = fullLogUrl(this.jobId, role, Number(index), stream);
+    try {
+      const { text } = await getLogTail(this.jobId, role, Number(index), stream);
+      const atEnd =
+        this.logPre.scrollTop + this.logPre.clientHeight >= this.logPre.scrollHeight - 4;
+      this.logPre.textContent = text || '(empty)';
+      if (atEnd || !this.logLoaded) {
+        this.logPre.scrollTop = this.logPre.scrollHeight;
+      }
+      this.logLoaded = true;
+    } catch (err) {
+      this.logPre.textContent = `No log yet: ${(err as Error).message}`;
+    }
+    if (this.follow.checked && this.current && !this.current.final) {
+      this.followTimer = window.setTimeout(() => void this.loadLog(), 2000);
+    }
+  }
+
+  // ---- metrics ---------------------------------------------------------------------------------------------
+  private connectMetrics(d: JobDetail): void {
+    if (this.socket) {
+      return;
+    }
+    this.charts = [
+      new LineChart({ key: 'cpu', title: 'CPU %', unit: v => `${v.toFixed(0)} %` }, 10),
+      new LineChart({ key: 'mem', title: 'Memory', unit: v => bytes(v) }, 64 * 1024 * 1024),
+      new LineChart({ key: 'gpu', title: 'GPU %', unit: v => `${v.toFixed(0)} %` }, 10),
+      new LineChart({ key: 'gmem', title: 'GPU memory', unit: v => bytes(v) }, 64 * 1024 * 1024)
+    ];
+    const note = el('div', 'pai-Muted pai-Metrics-note');
+    const charts = el('div', 'pai-Charts');
+    charts.append(...this.charts.slice(0, 2).map(c => c.node));
+    this.metrics.body.replaceChildren(charts, note);
+    const ws = new WebSocket(socketUrl(d.metricsUrl));
+    this.socket = ws;
+    let gpuShown = false;
+    ws.onmessage = event => {
+      const msg = JSON.parse(String(event.data));
+      if (msg.error) {
+        note.textContent = `Metrics: ${msg.error.message}`;
+        return;
+      }
+      const t = Date.parse(msg.time) || Date.now();
+      const cpu: Sample = { time: t, values: {} };
+      const mem: Sample = { time: t, values: {} };
+      const gpu: Sample = { time: t, values: {} };
+      const gmem: Sample = { time: t, values: {} };
+      for (const task of msg.tasks || []) {
+        const name = `${task.role}[${task.index}]`;
+        if (typeof task.cpuPercent === 'number') {
+          cpu.values[name] = task.cpuPercent;
+        }
+        if (typeof task.memoryBytes === 'number') {
+          mem.values[name] = task.memoryBytes;
+        }
+        for (const g of task.gpus || []) {
+          gpu.values[`${name} gpu${g.index}`] = g.utilizationPercent;
+          gmem.values[`${name} gpu${g.index}`] = g.memoryUsedBytes;
+        }
+      }
+      this.charts[0].push(cpu);
+      this.charts[1].push(mem);
+      if (Object.keys(gpu.values).length) {
+        if (!gpuShown) {
+          charts.append(this.charts[2].node, this.charts[3].node);
+          gpuShown = true;
+        }
+        this.charts[2].push(gpu);
+        this.charts[3].push(gmem);
+      }
+      note.textContent = msg.gpu && !msg.gpu.available && msg.gpu.message ? msg.gpu.message : '';
+    };
+    ws.onclose = () => {
+      this.socket = null;
+      if (this.charts[0].samples.length) {
+        note.textContent = 'Resource use until the job ended (last samples kept).';
+      }
+    };
+  }
+
+  private current: JobDetail | null = null;
+  private lastState = '';
+  private timer = 0;
+  private followTimer = 0;
+  private configLoaded = false;
+  private logLoaded = false;
+  private socket: WebSocket | null = null;
+  private charts: LineChart[] = [];
+  private readonly error = el('p', 'pai-Error');
+  private readonly summary: { node: HTMLElement; body: HTMLElement };
+  private readonly tasks: { node: HTMLElement; body: HTMLElement };
+  private readonly events: { node: HTMLElement; body: HTMLElement };
+  private readonly config: { node: HTMLElement; body: HTMLElement };
+  private readonly logs: { node: HTMLElement; body: HTMLElement };
+  private readonly metrics: { node: HTMLElement; body: HTMLElement };
+  private formatSelect!: HTMLSelectElement;
+  private configPre!: HTMLPreElement;
+  private taskSelect!: HTMLSelectElement;
+  private streamSelect!: HTMLSelectElement;
+  private follow!: HTMLInputElement;
+  private download!: HTMLAnchorElement;
+  private logPre!: HTMLPreElement;
+}

@@ -1,0 +1,236 @@
+"""What the JupyterLab panel needs beyond the job list: one job's detail, config, events and logs, the row
+actions (stop, clone, delete), and server-side validation and submission of the Lab form.
+
+Everything goes through the profile's one client (``registry.client``); a job that is not the profile user's
+is a 404 like a missing one. Validation uses the protocol package (one source of rules, the same as the
+widget form, ``pai validate`` and the daemon), and answers each problem with its field path so the form can
+show it beside the field. Writes are Jupyter API calls: cookie-authenticated ones need ``_xsrf``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from ..client import FINAL_STATES, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from ..protocol import load as protocol_load
+from ..protocol.errors import JobValidationError
+from ..protocol.parse import dump_yaml, load_document
+from .common import JOB_RE, PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
+from .registry import Registry, unavailable
+
+STREAMS = ("all", "stdout", "stderr")
+MAX_FORM_BYTES = 1 << 20
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value else None
+
+
+class _Base(SafeErrors, APIHandler):
+    def initialize(self, registry: Registry) -> None:
+        self.registry = registry
+
+    @property
+    def client(self) -> Any:
+        return self.registry.client
+
+    def send(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(safe_json(data))
+
+    async def call(self, what: str, coro: Any) -> Any:
+        """Await a client call; cluster errors become the answers the browser can act on."""
+        try:
+            return await coro
+        except PaiError as exc:
+            raise self.failure(what, exc) from None
+
+    def failure(self, what: str, exc: PaiError) -> PaiHTTPError:
+        if isinstance(exc, (JobNotFound, NotSupported)):
+            return unavailable(exc)
+        if isinstance(exc, JobConflict):
+            return PaiHTTPError(409, exc.message, code="Conflict")
+        if isinstance(exc, InvalidJob):
+            return PaiHTTPError(400, exc.message, code="InvalidJob")
+        self.log.warning("pai: %s: %s", what, exc)
+        if exc.status is not None and 400 <= exc.status < 500:
+            return PaiHTTPError(exc.status, exc.message, code=exc.code or "BadRequest")
+        return PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError")
+
+
+def detail_json(base_url: str, detail: Any) -> dict[str, Any]:
+    """A job's status and tasks as the job page shows them, with each running task's service paths."""
+    s = detail.job_status
+    user, _, name = detail.id.partition("~")
+    tasks = []
+    for t in detail.tasks:
+        prefix = task_prefix(base_url, user, name, t.role, t.task_index)
+        running = t.task_state == "RUNNING"
+        tasks.append({
+            "role": t.role, "index": t.task_index, "state": t.task_state, "ip": t.container_ip,
+            "ports": t.container_ports or {}, "exitCode": t.container_exit_code,
+            "diagnostics": t.container_exit_diagnostics, "retries": t.retries,
+            "launchedTime": _iso(t.launched_time), "completedTime": _iso(t.completed_time),
+            "terminalPage": f"{prefix}terminal/" if running else None,
+            "tensorboardPage": f"{prefix}tensorboard/" if running else None,
+            "jupyterPage": f"{prefix}jupyter/lab" if running else None,
+        })
+    return {
+        "id": detail.id, "name": detail.name, "username": s.username, "state": s.state,
+        "final": s.state in FINAL_STATES, "virtualCluster": s.virtual_cluster, "retries": s.retries,
+        "submissionTime": _iso(s.submission_time), "launchedTime": _iso(s.launched_time),
+        "completedTime": _iso(s.completed_time), "exitCode": s.app_exit_code,
+        "diagnostics": s.app_exit_diagnostics, "waitingReason": s.waiting_reason,
+        "totalGpuNumber": s.total_gpu_number, "totalTaskNumber": s.total_task_number, "tasks": tasks,
+        "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
+    }
+
+
+class JobHandler(_Base):
+    """``GET`` a job's detail (with ``?events=1`` its events); ``DELETE`` removes an ended job."""
+
+    @web.authenticated
+    async def get(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        detail = await self.call(f"detail of {job}", self.client.detail(job))
+        out = detail_json(self.base_url, detail)
+        if self.get_argument("events", "") == "1":
+            try:
+                out["events"] = await self.client.events(job)
+            except PaiError as exc:
+                out["events"], out["eventsMessage"] = [], f"no events: {exc.message}"
+        self.send(out)
+
+    @web.authenticated
+    async def delete(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        await self.call(f"delete {job}", self.client.delete(job))
+        self.send({"id": job, "deleted": True})
+
+
+class JobActionHandler(_Base):
+    """``POST …/stop`` and ``POST …/clone`` (``{"name": optional}``)."""
+
+    @web.authenticated
+    async def post(self, user: str, name: str, action: str) -> None:
+        job = self.registry.job_id(user, name)
+        if action == "stop":
+            await self.call(f"stop {job}", self.client.stop(job))
+            self.send({"id": job, "stopping": True})
+            return
+        body = self.get_json_body() or {}
+        new = body.get("name") if isinstance(body, dict) else None
+        if new is not None and not isinstance(new, str):
+            raise PaiHTTPError(400, "name must be a string", code="BadRequest")
+        self.send({"id": await self.call(f"clone {job}", self.client.clone(job, name=new or None))}, 201)
+
+
+class JobConfigHandler(_Base):
+    """The job's config as submitted (secrets masked by the cluster), ``?format=yaml`` (default) or ``json``;
+    ``v1`` converts it to the v1 JSON the Lab form edits (Clone to form), as the widget form does."""
+
+    @web.authenticated
+    async def get(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        text = await self.call(f"config of {job}", self.client.config(job))
+        fmt = self.get_argument("format", "yaml")
+        if fmt not in ("yaml", "json", "v1"):
+            raise PaiHTTPError(400, "format must be yaml, json or v1", code="BadRequest")
+        if fmt == "v1":
+            from ..notebook.formdoc import as_v1
+
+            try:
+                self.send({"format": fmt, "text": json.dumps(as_v1(protocol_load.job_from_text(text)), indent=2)})
+            except JobValidationError as exc:
+                raise PaiHTTPError(409, f"this job cannot be written as v1 JSON: {exc.problems[0]}",
+                                   code="NotConvertible") from None
+            return
+        try:
+            doc = load_document(text)
+        except JobValidationError:
+            doc = None
+        if fmt == "json":
+            body = json.dumps(doc, indent=2) if doc is not None else text
+        else:
+            body = dump_yaml(doc) if doc is not None else text
+        self.send({"format": fmt, "text": body})
+
+
+class JobLogHandler(_Base):
+    """A task's log: ``?role=&index=&stream=all|stdout|stderr``; the tail (last 16 KiB, what the page shows)
+    unless ``?full=1``, which answers the whole log as a download."""
+
+    @web.authenticated
+    async def get(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        stream = self.get_argument("stream", "all")
+        if stream not in STREAMS:
+            raise PaiHTTPError(400, "stream must be all, stdout or stderr", code="BadRequest")
+        role = self.get_argument("role", None) or None
+        try:
+            index = int(self.get_argument("index", "0"))
+        except ValueError:
+            raise PaiHTTPError(400, "index must be a number", code="BadRequest") from None
+        full = self.get_argument("full", "") == "1"
+        text = await self.call(f"log of {job}", self.client.logs(job, role=role, index=index, stream=stream,
+                                                                 tail=not full))
+        if full:
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.set_header("X-Content-Type-Options", "nosniff")
+            filename = f"{name}-{role or 'task'}-{index}-{stream}.log".replace('"', "_")
+            self.set_header("Content-Disposition", f'attachment; filename="{filename}"')
+            self.finish(text)
+            return
+        self.send({"stream": stream, "role": role, "index": index, "tail": True, "text": text})
+
+
+def _problems(exc: JobValidationError) -> list[dict[str, str]]:
+    return [p.to_dict() for p in exc.problems]
+
+
+class ValidateHandler(_Base):
+    """``POST {"text": job YAML/JSON, "submit": bool}``: the problems, each ``{path, message}``; with
+    ``submit`` and no problem, the job is submitted and its id answered (201)."""
+
+    @web.authenticated
+    async def post(self) -> None:
+        if len(self.request.body) > MAX_FORM_BYTES:
+            raise PaiHTTPError(413, "a job document is at most 1 MiB", code="TooLarge")
+        body = self.get_json_body()
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
+        text = body["text"]
+        try:
+            job = protocol_load.job_from_text(text)
+        except JobValidationError as exc:
+            self.send({"valid": False, "problems": _problems(exc)})
+            return
+        if not body.get("submit"):
+            self.send({"valid": True, "problems": [], "name": job.name})
+            return
+        try:
+            job_id = await self.client.submit(text)
+        except InvalidJob as exc:
+            self.send({"valid": False, "problems": exc.problems or [{"path": "", "message": exc.message}]})
+            return
+        except JobConflict as exc:
+            self.send({"valid": False, "problems": [{"path": "name", "message": exc.message}]})
+            return
+        except PaiError as exc:
+            raise self.failure("submit", exc) from None
+        self.send({"valid": True, "problems": [], "id": job_id}, 201)
+
+
+def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+    """The panel's API routes, registered before the extension's catch-all."""
+    jobs = pai + "/api/jobs/" + JOB_RE
+    return [(jobs, JobHandler, args),
+            (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
+            (jobs + "/config", JobConfigHandler, args),
+            (jobs + "/log", JobLogHandler, args),
+            (pai + "/api/validate", ValidateHandler, args)]

@@ -1,0 +1,234 @@
+"""The JupyterLab face in a real browser (issue 14): a real ``jupyter lab`` server with the prebuilt
+labextension (no ``jupyter lab build``) and the real daemon. The sidebar lists a submitted job and its state
+turns SUCCEEDED; its job page shows the task table, the config and the log (markup the task printed stays
+text); the terminal tab runs ``echo $((6*7))`` and shows 42; the TensorBoard tab shows the run's scalars; a job
+submitted from the Lab form appears in the sidebar, and a bad field's error shows beside that field."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai_jupyter.cluster import control
+
+from .browser import launch, watched_page
+from .conftest import Api, kill_leftovers, start_daemon
+from .jupyter_fixture import JupyterServer, services_job, start_jupyter, write_events
+
+pytestmark = pytest.mark.slow
+MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
+SHOTS = Path(__file__).resolve().parents[2] / ".test-screenshots"
+
+
+@dataclass
+class Env:
+    api: Api
+    jupyter: JupyterServer
+    live: str  # a job that keeps running, with TensorBoard
+    root: Path  # the Lab's root directory
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tmp = tmp_path_factory.mktemp("lab-browser")
+    home = tmp / "home"
+    api = start_daemon(home)
+    jupyter = None
+    try:
+        logdir = write_events(tmp / "tb")
+        live = api.submit_ok(services_job("lab-live", tensorboard=str(logdir)))
+        jupyter = start_jupyter(tmp / "jupyter", home, lab=True)
+        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        yield Env(api, jupyter, live, tmp / "jupyter" / "root")
+    finally:
+        if jupyter is not None:
+            jupyter.stop()
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+@pytest.fixture
+def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A Lab page with the PAI sidebar open; a screenshot on failure."""
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    workspace = request.node.name.replace("_", "-")  # a fresh layout per test: the sidebar starts closed
+    page.goto(f"{env.jupyter.url}lab/workspaces/{workspace}?reset&token={env.jupyter.token}")
+    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
+    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
+    page.locator("#pai-jobs-panel").wait_for(state="visible", timeout=30_000)
+    failed = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
+    page.close()
+    assert not w.dialogs, w.dialogs
+
+
+def row(page: Any, name: str) -> Any:
+    return page.locator("#pai-jobs-panel .pai-JobRow").filter(has=page.locator(".pai-JobRow-name", has_text=name))
+
+
+def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
+    job = env.api.submit_ok(services_job("lab-hello", command=f"echo '{MARKUP}'; sleep 2"))
+    r = row(lab, "lab-hello")
+    r.wait_for(timeout=60_000)
+    r.locator(".pai-Badge", has_text="SUCCEEDED").wait_for(timeout=90_000)
+    assert r.get_attribute("aria-label") == "lab-hello, SUCCEEDED"
+    assert "root" in r.locator(".pai-JobRow-user").inner_text()
+    lab.locator(".pai-StatusItem", has_text="running").wait_for(timeout=10_000)
+    lab.locator(".pai-StateFilter").select_option("RUNNING")  # the filter hides it...
+    r.wait_for(state="detached", timeout=10_000)
+    lab.locator(".pai-StateFilter").select_option("")
+    lab.locator(".pai-Search").fill("hello")  # ...the search keeps only it
+    r.wait_for(timeout=10_000)
+    assert row(lab, "lab-live").count() == 0
+    # its job page: the task table, the config as submitted, the log (markup as text)
+    r.click()
+    page = lab.locator(".pai-JobPage").filter(has_text=job)
+    page.locator(".pai-Tasks td", has_text="main").first.wait_for(timeout=30_000)
+    page.locator(".pai-Tasks td", has_text="SUCCEEDED").first.wait_for(timeout=30_000)
+    page.locator(".pai-ConfigText", has_text="sleep 2").wait_for(timeout=30_000)
+    page.locator(".pai-LogText", has_text="onerror=alert(1)").wait_for(timeout=30_000)
+    assert lab.locator("img[src='x']").count() == 0
+    page.get_by_label("Config format").select_option("json")
+    page.locator(".pai-ConfigText", has_text='"jobName"').wait_for(timeout=30_000)
+    page.get_by_role("button", name="Open this job in the submit form").click()  # Clone to form
+    form = lab.locator(".pai-Form").last
+    form.wait_for(timeout=30_000)
+    assert form.get_by_label("Job name").input_value() == "lab-hello-copy"
+    assert "sleep 2" in form.get_by_label("Command").input_value()
+
+
+def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    row(lab, "lab-live").click()
+    page = lab.locator(".pai-JobPage").filter(has_text=env.live)
+    page.get_by_role("button", name="Terminal of main[0] of lab-live").click()
+    frame = lab.frame_locator(".pai-ServiceFrame iframe")
+    frame.get_by_role("status").filter(has_text="Connected").wait_for(timeout=60_000)
+    frame.locator(".xterm").click()
+    lab.keyboard.type("echo $((6*7))")
+    lab.keyboard.press("Enter")
+    frame.locator(".xterm-rows > div", has_text="42").filter(has_not_text="echo").first.wait_for(timeout=30_000)
+
+
+def test_the_tensorboard_tab_shows_the_runs_scalars(env: Env, lab: Any) -> None:
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    row(lab, "lab-live").click()
+    page = lab.locator(".pai-JobPage").filter(has_text=env.live)
+    page.get_by_role("button", name="TensorBoard of main[0] of lab-live").click()
+    frame = lab.frame_locator(".pai-ServiceFrame iframe").last
+    frame.get_by_text("loss").first.wait_for(timeout=120_000)
+    frame.locator("scalar-card line-chart").first.wait_for(timeout=60_000)  # the drawn chart of the loss tag
+
+
+def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> None:
+    lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
+    form = lab.locator(".pai-Form").last
+    form.get_by_label("Job name").fill("lab-form-job")
+    form.get_by_label("Image").fill("pai-test/busybox:latest")
+    form.get_by_label("Memory (MB)").fill("0")
+    form.get_by_label("Max run time (minutes, empty: none)").fill("0")
+    form.get_by_label("Command").fill("echo from-the-form")
+    form.get_by_role("button", name="Submit").click()
+    memory_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Memory (MB)")).locator(".pai-Field-error")
+    memory_error.filter(has_text="minimum").wait_for(timeout=30_000)  # beside its field, from the server's rules
+    assert form.get_by_label("Memory (MB)").get_attribute("aria-invalid") == "true"
+    runtime_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Max run time")).locator(".pai-Field-error")
+    runtime_error.filter(has_text="above 0").wait_for(timeout=10_000)
+    form.get_by_label("Memory (MB)").fill("256")
+    form.get_by_label("Max run time (minutes, empty: none)").fill("5")
+    form.get_by_role("button", name="Submit").click()
+    form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
+    row(lab, "lab-form-job").wait_for(timeout=30_000)
+    assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    assert "maxRunTimeMinutes" in env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text
+
+
+def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: Any) -> None:
+    (env.root / "menu-job.yaml").write_text(
+        "protocolVersion: 2\nname: from-the-menu\ntype: job\nprerequisites:\n"
+        "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n    instances: 1\n"
+        "    dockerImage: image\n    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
+        "    commands: [echo from the menu]\n")
+    (env.root / "editor-job.json").write_text(json.dumps(json.loads(
+        '{"jobName": "from-the-editor", "image": "python:3.11", "taskRoles": [{"name": "main", "taskNumber": 1, '
+        '"cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": "echo from the editor"}]}'), indent=2))
+    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
+    item = lab.locator(".jp-DirListing-item", has_text="menu-job.yaml")
+    item.click(button="right")
+    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
+    row(lab, "from-the-menu").wait_for(state="attached", timeout=30_000)  # the sidebar behind the file browser
+    lab.locator(".jp-DirListing-item", has_text="editor-job.json").dblclick()
+    lab.locator(".pai-SubmitFileButton").first.click()
+    row(lab, "from-the-editor").wait_for(state="attached", timeout=30_000)
+    for job in ("root~from-the-menu", "root~from-the-editor"):
+        assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+
+
+LUMINANCE = """(sel) => {
+  const el = document.querySelector(sel);
+  const lum = (c) => {
+    const [r, g, b] = c.match(/[\\d.]+/g).map(Number);
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  let bg = el;  // the nearest ancestor with a painted background
+  while (bg && getComputedStyle(bg).backgroundColor.match(/rgba\\(.*, 0\\)|transparent/)) { bg = bg.parentElement; }
+  return [lum(getComputedStyle(el).color), lum(getComputedStyle(bg).backgroundColor)];
+}"""
+
+
+def test_the_dark_theme_applies_to_the_sidebar_and_the_job_page(env: Env, lab: Any) -> None:
+    row(lab, "lab-live").wait_for(timeout=60_000)
+    fg, bg = lab.evaluate(LUMINANCE, "#pai-jobs-panel .pai-JobRow-name")
+    assert fg < 0.3 < 0.7 < bg, (fg, bg)  # light theme: dark text on a light panel
+    lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+    try:
+        lab.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
+        row(lab, "lab-live").click()
+        lab.locator(".pai-JobPage .pai-Tasks td").first.wait_for(timeout=30_000)
+        for selector in ("#pai-jobs-panel .pai-JobRow-name", ".pai-JobPage .pai-Tasks td",
+                         ".pai-JobPage .pai-Section-title"):
+            fg, bg = lab.evaluate(LUMINANCE, selector)
+            assert bg < 0.3 < 0.6 < fg, (selector, fg, bg)  # light text on a dark background
+    finally:
+        lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
+        lab.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
+
+
+def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) -> None:
+    job = env.api.submit_ok(services_job("lab-notify", command="sleep 4"))
+    r = row(lab, "lab-notify")
+    r.locator(".pai-Badge", has_text="RUNNING").wait_for(timeout=60_000)  # seen live by this session
+    r.focus()
+    lab.keyboard.press("Shift+F10")  # the row's actions, from the keyboard
+    menu = lab.locator(".pai-RowMenu")
+    menu.wait_for(timeout=10_000)
+    assert menu.locator(".lm-Menu-itemLabel", has_text="Stop").count() == 1
+    lab.keyboard.press("Escape")
+    r.focus()
+    lab.keyboard.press("Enter")  # opens its job page
+    lab.locator(".pai-JobPage").filter(has_text=job).locator(".pai-Tasks td", has_text="main").first.wait_for(
+        timeout=30_000)
+    lab.get_by_text("PAI job lab-notify SUCCEEDED").first.wait_for(timeout=60_000)
+    assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
