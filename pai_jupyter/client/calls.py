@@ -17,6 +17,7 @@ import httpx
 
 from ..protocol import Job, JobValidationError, load_document
 from ..protocol.edit import rename_text, with_parameters
+from ..protocol.load import withholds_secrets
 from .errors import (
     BadRequest,
     InvalidJob,
@@ -215,7 +216,8 @@ class Calls:
         """Submit the job's exact config again under a new name (default: ``<name>_<hex>``).
 
         On the embedded cluster the daemon clones from the stored original, so secrets are kept; a remote
-        OpenPAI only returns the config with secrets masked, so the clone then carries ``******``.
+        OpenPAI serves the config with its ``secrets`` block withheld (``******``), so a job with secrets cannot
+        be cloned there: InvalidJob says to submit the original document again.
         """
         source = self.job_id(job)
         new = name or f"{source.partition('~')[2][:240]}_{time.time_ns() % 16**6:06x}"
@@ -224,7 +226,11 @@ class Calls:
             resp = yield Req("POST", self._path(job) + "/clone", json={"name": new}, idempotent=False)
             return f"{resp.json()['username']}~{resp.json()['name']}"
         text = yield from self._config(job)
-        load_document(text)
+        if withholds_secrets(load_document(text)):
+            raise InvalidJob(f"{source} has secrets, which the cluster withholds from its config (secrets: ******): "
+                             "a clone cannot carry them; submit the original document with a new name instead",
+                             code="InvalidProtocolError",
+                             body={"problems": [{"path": "secrets", "message": "withheld by the cluster"}]})
         result = yield from self._submit(text, name=new)
         return result
 

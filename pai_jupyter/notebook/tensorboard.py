@@ -87,9 +87,9 @@ def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
         except Exception as exc:
             if type(exc).__name__ != "NotSupported":
                 raise
-    from ..protocol import Job
+    from ..protocol.load import job_from_served_config
 
-    spec = Job.from_text(client.config(job))
+    spec = job_from_served_config(client.config(job))
     plugin = next((p for p in spec.runtime_plugins if p.get("plugin") == "tensorboard"), None)
     if plugin is None:
         return []

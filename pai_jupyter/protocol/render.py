@@ -67,10 +67,11 @@ def render_commands(job: Job, role: TaskRole) -> str:
 
 
 def mask_document(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy with secret values and registry passwords replaced by ``******``."""
+    """A copy with the whole ``secrets`` block replaced by ``******``, as OpenPAI's config route answers (its
+    protocolSecret.mask), and registry passwords masked too (OpenPAI shows a literal one; we never do)."""
     out = copy.deepcopy(doc)
-    if isinstance(out.get("secrets"), dict):
-        out["secrets"] = {k: MASK for k in out["secrets"]}
+    if out.get("secrets") not in (None, {}, MASK):
+        out["secrets"] = MASK
     for p in out.get("prerequisites") or []:
         if isinstance(p, dict) and isinstance(p.get("auth"), dict) and "password" in p["auth"]:
             p["auth"]["password"] = MASK

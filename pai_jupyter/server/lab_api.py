@@ -145,7 +145,8 @@ class JobConfigHandler(_Base):
             from ..notebook.formdoc import as_v1
 
             try:
-                self.send({"format": fmt, "text": json.dumps(as_v1(protocol_load.job_from_text(text)), indent=2)})
+                v1 = as_v1(protocol_load.job_from_served_config(text))
+                self.send({"format": fmt, "text": json.dumps(v1, indent=2)})
             except JobValidationError as exc:
                 raise PaiHTTPError(409, f"this job cannot be written as v1 JSON: {exc.problems[0]}",
                                    code="NotConvertible") from None

@@ -170,3 +170,36 @@ def test_polled_tails_yield_each_line_once() -> None:
     assert new_lines(["a", "b"], ["a", "b", "c"]) == ["c"]
     assert new_lines(["a", "b", "c"], ["c", "d"]) == ["d"]  # the window slid
     assert new_lines(["x"], ["y", "z"]) == ["y", "z"]  # no overlap: all new
+
+
+MASKED_CONFIG = ("protocolVersion: 2\nname: tf_cifar10\ntype: job\nsecrets: '******'\n"
+                 "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+                 "taskRoles:\n  main:\n    dockerImage: i\n    resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}\n"
+                 "    commands: ['echo <% $secrets.token %>']\n")
+
+
+def test_a_remote_clone_of_a_job_with_withheld_secrets_says_what_to_do_and_submits_nothing() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(f"{request.method} {request.url.path}")
+        if request.url.path.endswith("/config"):
+            return httpx.Response(200, text=MASKED_CONFIG, headers={"content-type": "text/yaml"})
+        return httpx.Response(500)
+
+    with pytest.raises(InvalidJob) as info:
+        client_with(handler).clone("alice~tf_cifar10")
+    assert "withholds" in str(info.value) and info.value.problems == [
+        {"path": "secrets", "message": "withheld by the cluster"}]
+    assert calls == ["GET /rest-server/api/v2/jobs/alice~tf_cifar10/config"]  # no submit
+
+
+def test_a_served_config_with_withheld_secrets_still_reads_as_a_job() -> None:
+    from pai_jupyter.protocol import JobValidationError, mask_document
+    from pai_jupyter.protocol.load import job_from_served_config, job_from_text
+
+    job = job_from_served_config(MASKED_CONFIG)
+    assert job.task_roles[0].name == "main" and job.secrets == {}
+    with pytest.raises(JobValidationError):  # as a document to submit, OpenPAI refuses it and so do we
+        job_from_text(MASKED_CONFIG)
+    assert mask_document({"secrets": {}}) == {"secrets": {}}  # nothing to withhold
