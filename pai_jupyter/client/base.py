@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..cluster.paths import os_user
+from ..common.home import os_user
 from .calls import Req, error_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
 from .profiles import Profile, ProfileError, get_profile

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..common.states import ACTIVE_TASK, FINAL
 from .runtime.base import TaskHandle
 from .scheduler import Resources
-from .store import FINAL_STATES, dumps, loads
+from .store import dumps, loads
 
 if TYPE_CHECKING:
     from .service import Cluster
 
-ACTIVE = ("STARTING", "RUNNING")
 
 
 def recover(cluster: Cluster) -> None:
@@ -22,10 +22,10 @@ def recover(cluster: Cluster) -> None:
         row = cluster.store.job_by_id(t["job_id"])
         if row is None:
             continue
-        if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL_STATES:
+        if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL:
             for ports in loads(t["ports"]).values():
                 cluster.ports.claim(ports)
-        if t["state"] not in ACTIVE:
+        if t["state"] not in ACTIVE_TASK:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
         cluster.capacity.take(t["vc"], demand, gpus)

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..common.states import ACTIVE_TASK, FINAL
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
 from . import completion, recovery, services
@@ -36,11 +37,10 @@ from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
-from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
+from .store import Store, debug_id, dumps, loads, now_ms
 from .taskspec import prepare_task_dir, task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
-ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
 JOB_CACHE = 512
 MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
 MAX_PORTS_PER_TASK = 100
@@ -369,11 +369,11 @@ class Cluster:
                 self.runtime.remove(handle)
             return
         job = self.job_model(row)
-        was_active = current["state"] in ACTIVE_TASK_STATES
+        was_active = current["state"] in ACTIVE_TASK
         diag = result.diagnostics
         if result.oom and "memory" not in diag:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
-        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL_STATES
+        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL
         state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
         keep = state == "FAILED" and job.parameters.get("isDebug") is True
         if handle is not None and not keep:
@@ -444,7 +444,7 @@ class Cluster:
             if t["state"] == "WAITING":
                 self.store.update_task(t, state="STOPPED", completed_time=now_ms(),
                                        exit_diagnostics="not started: the job attempt ended")
-            elif t["state"] in ACTIVE_TASK_STATES and not t["stopping"]:
+            elif t["state"] in ACTIVE_TASK and not t["stopping"]:
                 self.store.update_task(t, stopping=1)
                 if t["handle"]:
                     self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
@@ -460,7 +460,7 @@ class Cluster:
         self.space.with_room(lambda: self._stop(row, reason))
 
     def _stop(self, row: dict[str, Any], reason: str) -> None:
-        if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
+        if row["state"] in FINAL or row["execution_type"] == "STOP":
             return
         with self.store.tx():
             self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
@@ -471,7 +471,7 @@ class Cluster:
         self.schedule()
 
     def _maybe_stopped(self, row: dict[str, Any]) -> None:
-        if any(t["state"] in ACTIVE_TASK_STATES for t in self.store.tasks(row["id"], row["attempt"])):
+        if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
             return
         now = now_ms()
         self._release_ports(row)
@@ -495,7 +495,7 @@ class Cluster:
         self.space.with_room(lambda: self._delete(row))
 
     def _delete(self, row: dict[str, Any]) -> None:
-        if row["state"] not in FINAL_STATES:
+        if row["state"] not in FINAL:
             raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
         for t in self.store.tasks(row["id"]):
             if t["handle"] and t["state"] == "FAILED":

@@ -17,6 +17,7 @@ import shlex
 import socket
 from typing import Any
 
+from ..common.routes import service_route, service_tasks
 from ..protocol import Job
 from . import desktop, sshd
 
@@ -27,22 +28,21 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     """Which tasks run which service, with the plugin's parameters: the first role's task 0 unless the plugin
     names ``taskRole`` and/or ``allTasks: true``."""
     out: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    names = [r.name for r in job.task_roles]
+    roles = [(r.name, r.instances) for r in job.task_roles]
     for plugin in job.runtime_plugins:
         name = plugin.get("plugin")
         if name not in SERVICES:
             continue
         params = plugin.get("parameters") or {}
-        role = job.role(params["taskRole"]) if params.get("taskRole") in names else job.task_roles[0]
-        for idx in range(role.instances) if params.get("allTasks") is True else [0]:
-            out.setdefault((role.name, idx), {})[name] = params
+        for task in service_tasks(params, roles):
+            out.setdefault(task, {})[name] = params
     for task, more in sshd.planned(job).items():  # ssh: every task
         out.setdefault(task, {}).update(more)
     return out
 
 
 def base_path(user: str, job_name: str, role: str, idx: int, service: str) -> str:
-    return f"/pai/jobs/{user}~{job_name}/{role}/{idx}/{service}/" if service == "jupyter" else "/"
+    return service_route("/", user, job_name, role, idx, service) if service == "jupyter" else "/"
 
 
 def new_token() -> str:
