@@ -292,7 +292,7 @@ class Cluster:
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
         try:
-            spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
+            spec = task_spec(row, job, t, placements, docker=self.runtime.in_container,
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
                              host_paths=self.owns_cluster(row["user"]))
             spec.run_as = self.accounts.run_as(row["user"])

@@ -20,6 +20,7 @@ from typing import Any
 from ..common.routes import service_route, service_tasks
 from ..protocol import Job
 from . import desktop, sshd
+from .runtime import taskdir
 
 SERVICES = ("tensorboard", "jupyter", "desktop")
 
@@ -106,9 +107,9 @@ def start_command(service: str, info: dict[str, Any]) -> str:
                f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
                f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
                "--ServerApp.root_dir=\"$PWD\" ${open:+--ServerApp.default_url=$open}")
-    log = f'"$PAI_TASK_DIR/service-{service}'
-    running = f'{{ [ -f {log}.pid" ] && kill -0 "$(cat {log}.pid")" 2>/dev/null; }}'  # already up: a no-op
-    return f"{running} || {{ ( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\"; }}"
+    log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
+    running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op
+    return f"{running} || {{ ( {cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
 
 
 def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
@@ -121,7 +122,7 @@ def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
 
 
 def stop_command(service: str) -> str:
-    pid = f'"$PAI_TASK_DIR/service-{service}.pid"'
+    pid = taskdir.in_shell(taskdir.service_file(service, "pid"))
     return f"kill $(cat {pid}) 2>/dev/null; rm -f {pid}"
 
 
@@ -132,7 +133,7 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
     cases = "".join(f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
                     for name, info in own.items())
     loop = ('( set +o errexit; while sleep 0.5; do\n'
-            '  for f in "$PAI_TASK_DIR"/service-*.request; do\n'
+            f'  for f in "$PAI_TASK_DIR"/{taskdir.service_request_glob()}; do\n'
             '    [ -f "$f" ] || continue\n'
             '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
             '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &")

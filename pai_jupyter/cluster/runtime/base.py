@@ -1,10 +1,11 @@
 """What the daemon asks of a runtime: start a task, wait for its end, stop it, re-attach after a restart.
 
-Both runtimes run a small shim inside the task (shim.c or shim.sh), which writes the task's logs (``stdout``,
-``stderr``, ``all``, and ``runtime`` for the runtime's own notices) and its exit status into the task
-directory as they happen. Nothing the
-runtime needs lives only in the daemon's memory: a daemon killed with -9 re-attaches from the persisted
-``TaskHandle`` and the files.
+Each task runs under a small shim that writes its logs (``stdout``, ``stderr``, ``all``, and ``runtime`` for the
+runtime's own notices) and its exit status into the task directory as they happen (``taskdir.py`` names every
+file). The process runtime runs the C shim (``shim.c``, compiled once per machine, started ahead of its task by
+the warm pool) and falls back to ``shim.sh`` without a C compiler; the Docker runtime runs ``shim.sh`` in each
+container (the image's bash, else its sh). Nothing the runtime needs lives only in the daemon's memory: a daemon
+killed with -9 re-attaches from the persisted ``TaskHandle`` and the files.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ class TaskStartError(RuntimeError):
 
 class Runtime(abc.ABC):
     name: str
+    in_container: bool = False
+    """Tasks run in containers: they see the task dir at ``taskdir.IN_CONTAINER``, ``/userhome`` and the job's
+    directories through mounts, and run as root there; else they run on this host, at host paths."""
 
     @abc.abstractmethod
     def start(self, spec: TaskSpec) -> TaskHandle:
