@@ -31,9 +31,10 @@ def runtime_file(home: Path | None = None) -> Path:
 
 def read_runtime(home: Path | None = None) -> dict[str, Any] | None:
     try:
-        return json.loads(runtime_file(home).read_text())
+        data = json.loads(runtime_file(home).read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def os_user() -> str:

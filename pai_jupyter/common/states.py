@@ -9,8 +9,11 @@ from enum import Enum
 class _State(str, Enum):
     """``enum.StrEnum`` for Python 3.10: ``str(state)`` and f-strings give the bare name, as on the wire."""
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 class JobState(_State):
