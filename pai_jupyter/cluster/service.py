@@ -94,7 +94,7 @@ class Cluster:
         # one level per task attempt (a0.main-0.t0): every directory made costs up to a millisecond on some disks
         return self.job_dir(row["user"], row["name"]) / f"a{attempt}.{role}-{idx}.t{task_attempt}"
 
-    def owns_cluster(self, user: str) -> bool:
+    def is_admin(self, user: str) -> bool:
         """Admins (the OS user who runs the daemon) may hand host paths to their tasks; others may not."""
         found = self.store.user(user)
         return bool(found and found["admin"])
@@ -294,7 +294,7 @@ class Cluster:
         try:
             spec = task_spec(row, job, t, placements, docker=self.runtime.in_container,
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
-                             host_paths=self.owns_cluster(row["user"]))
+                             host_paths=self.is_admin(row["user"]))
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))

@@ -85,7 +85,7 @@ def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
                   for x in cluster.store.tasks(row["id"], row["attempt"])}
     return task_spec(row, job, t, placements, docker=cluster.runtime.in_container,
                      home=cluster.user_home(row["user"]), layout=cluster.layout(row, job),
-                     host_paths=cluster.owns_cluster(row["user"]))
+                     host_paths=cluster.is_admin(row["user"]))
 
 
 def _running_handle(t: dict[str, Any]) -> TaskHandle:

@@ -19,7 +19,7 @@ from .store import loads
 def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
               docker: bool, home: Path, layout: Layout | None, host_paths: bool = False) -> TaskSpec:
     """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
-    (the job's owner owns the cluster), a Docker task also sees its data / output / code dirs when they are
+    (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
     existing host directories, at the same paths (data and code read-only)."""
     role = job.role(t["role"])
     td = Path(t["task_dir"])
@@ -59,7 +59,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         key=key, user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"], job_attempt=t["attempt"],
         task_attempt=t["task_attempt"], script=script, env=env, image=image, cpu=role.cpu, memory_mb=role.memory_mb,
         shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
-        keep_on_failure=job.parameters.get("isDebug") is True, shown_script=masked_script(script, job.secrets),
+        shown_script=masked_script(script, job.secrets),
     )
 
 

@@ -50,7 +50,6 @@ class TaskSpec:
     task_dir: Path                # host directory: shim files and the logs
     work_dir: str | None = None   # working directory inside the task (process runtime: a host path)
     mounts: list[Mount] = field(default_factory=list)
-    keep_on_failure: bool = False  # jobEnvs.isDebug: keep the failed container for inspection
     shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
     run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
 
@@ -111,8 +110,9 @@ class Runtime(abc.ABC):
         return None
 
     @abc.abstractmethod
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        """Resolve when the task has ended; works for a handle from before a daemon restart."""
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        """Resolve when the task has ended (its exit status read from ``task_dir``); works for a handle from before
+        a daemon restart."""
 
     @abc.abstractmethod
     def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:

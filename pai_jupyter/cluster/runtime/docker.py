@@ -216,8 +216,8 @@ class DockerRuntime(Runtime):
                              f"image not found: {image} is not present locally and could not be pulled ({reason})")
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        code = taskdir.exit_code(spec_dir)
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        code = taskdir.exit_code(task_dir)
         try:
             container = await _in_thread(lambda: self._wait_blocking(handle.id))
         except NotFound:
@@ -226,7 +226,7 @@ class DockerRuntime(Runtime):
             return TaskExit(EXIT_LOST, "the task's container is gone (removed while the daemon was not watching) "
                                        "and left no exit status")
         state = container.attrs.get("State") or {}
-        code = taskdir.exit_code(spec_dir)
+        code = taskdir.exit_code(task_dir)
         diag = ""
         if code is None:  # the shim did not finish: killed with the container
             code = int(state.get("ExitCode") or 0)

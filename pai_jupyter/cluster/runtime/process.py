@@ -348,8 +348,8 @@ class ProcessRuntime(Runtime):
         self._stopped.discard(handle.id)
 
     # ---- wait --------------------------------------------------------------------------------------------------
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        td = Path(spec_dir)
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        td = Path(task_dir)
         pid = int(handle.id)
         popen = self._children.get(pid)
         limit = int(handle.info.get("memory_mb") or 0)
