@@ -342,11 +342,12 @@ class Cluster:
                 self.store.add_event(job_id, "Normal", "TaskStarted",
                                      f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
                                      t["role"], t["idx"])
-        self._watch(job_id, t, handle)
+        self.watch(job_id, t, handle)
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.stop_grace)
 
-    def _watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+    def watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
         key = (job_id, t["attempt"], t["role"], t["idx"])
 
         async def watch() -> None:
@@ -469,6 +470,13 @@ class Cluster:
             self._stop_remaining(row)
             self._maybe_stopped(row)
         self.schedule()
+
+    def resume_stop(self, row: dict[str, Any]) -> None:
+        """Carry on the stop of a STOPPING job (one in flight when the daemon went down): stop what still runs,
+        and end the job once nothing does."""
+        with self.store.tx():
+            self._stop_remaining(row)
+            self._maybe_stopped(row)
 
     def _maybe_stopped(self, row: dict[str, Any]) -> None:
         if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
