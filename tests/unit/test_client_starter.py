@@ -102,3 +102,25 @@ def test_the_cluster_package_registers_the_local_starter() -> None:
     assert starter.starter_for(starter.LOCAL) is control.local_starter
     assert issubclass(control.DaemonError, starter.StartError)
     assert starter.starter_for("no-such-profile") is None
+
+
+def test_the_async_client_takes_the_transport_too() -> None:
+    import asyncio
+
+    from pai_jupyter.client import AsyncClient
+
+    seen: list[str] = []
+
+    def openpai(req: httpx.Request) -> httpx.Response:
+        seen.append(str(req.url))
+        return httpx.Response(200, json={"launcherType": "k8s"})
+
+    async def main() -> dict[str, Any]:
+        c = AsyncClient(url="http://openpai.test", token="t", transport=httpx.MockTransport(openpai))
+        try:
+            return await c.info()
+        finally:
+            await c.aclose()
+
+    assert asyncio.run(main()) == {"launcherType": "k8s"}
+    assert seen == ["http://openpai.test/api/v2/info"]
