@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from .cluster import control
+from .common.states import FINAL
 from .notebook.display import stopped_note
 from .protocol import Job, JobValidationError
 
@@ -80,7 +81,7 @@ def _run_jobs(info: dict[str, Any]) -> bool:
                 reason = d["jobStatus"].get("waitingReason")
                 print(f"  state {state}" + (f" ({reason})" if reason else ""))
                 last = state
-            if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if state in FINAL:
                 break
             time.sleep(0.2)
         status = d["jobStatus"]

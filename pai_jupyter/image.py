@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from .cluster.paths import pai_home
+from .common.home import pai_home
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ class AsyncClient(ClientBase, Calls):
 
     def __init__(self, profile: str | None = None, **kw: Any):
         super().__init__(profile, **kw)
-        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True)
+        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=self.transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()

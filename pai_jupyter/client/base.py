@@ -1,4 +1,8 @@
-"""What the sync and async clients share: the profile, the base url and token, retries and backoff."""
+"""What the sync and async clients share: the profile, the base url and token, retries and backoff.
+
+The client never imports the embedded daemon: the ``local`` profile's daemon is reached (and started on first use)
+through a starter (``common.starter``), given as ``starter=`` or registered by the cluster package. ``transport=``
+is the httpx transport every request goes through (e.g. ``httpx.MockTransport`` in tests)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 
-from ..cluster.paths import os_user
+from ..common.home import os_user
+from ..common.starter import Starter, StartError, starter_for
 from .calls import Req, error_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
 from .profiles import Profile, ProfileError, get_profile
@@ -22,8 +27,11 @@ class ClientBase:
 
     def __init__(self, profile: str | Profile | None = None, *, url: str | None = None, token: str | None = None,
                  username: str | None = None, home: Path | None = None, timeout: float = 30.0, retries: int = 3,
-                 auto_start: bool = True):
+                 auto_start: bool = True, starter: Starter | None = None,
+                 transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None):
         self.home = home
+        self.starter = starter
+        self.transport: Any = transport  # the sync client takes a BaseTransport, the async one an AsyncBaseTransport
         if url:
             self.profile = Profile(name="(url)", url=url, username=username or "", token=token)
         elif isinstance(profile, Profile):
@@ -47,16 +55,16 @@ class ClientBase:
 
     def _local(self) -> tuple[str, str]:
         """The embedded daemon's url and token, starting it when nothing answers (first use)."""
-        from ..cluster import control
-
-        info = control.running(self.home)
+        starter = self.starter or starter_for(self.profile.name)
+        if starter is None:
+            raise ServerUnavailable("this installation has no embedded cluster; pick a profile with a url "
+                                    "(pai profile add NAME URL)")
+        try:
+            info = starter(self.home, start=self.auto_start)
+        except StartError as exc:
+            raise ServerUnavailable(f"the local cluster could not be started: {exc}") from None
         if info is None:
-            if not self.auto_start:
-                raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}")
-            try:
-                info = control.start(self.home)
-            except control.DaemonError as exc:
-                raise ServerUnavailable(f"the local cluster could not be started: {exc}") from None
+            raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}")
         return info["url"], info["token"]
 
     def _prepare(self, req: Req) -> tuple[str, dict[str, str]]:

@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from ..common.states import FINAL
 from ..format import fmt
 
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+FINAL_STATES = FINAL  # kept under its public name (pai_jupyter.client.FINAL_STATES)
 
 
 def _time(value: Any) -> datetime | None:

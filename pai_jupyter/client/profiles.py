@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..cluster.paths import os_user, pai_home
+from ..common.home import os_user, profiles_file
 
 LOCAL = "local"
 
@@ -54,10 +54,6 @@ class Profile:
 
     def __repr__(self) -> str:  # never show the token
         return f"Profile(name={self.name!r}, url={self.url!r}, username={self.username!r}, default={self.default})"
-
-
-def profiles_file(home: Path | None = None) -> Path:
-    return (home or pai_home()) / "clusters.yaml"
 
 
 def load_profiles(home: Path | None = None) -> list[Profile]:

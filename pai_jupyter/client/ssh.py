@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import yaml
 
-from ..cluster.paths import pai_home
+from ..common.home import pai_home
 from .calls import Req
 from .errors import BadRequest, NotSupported
 

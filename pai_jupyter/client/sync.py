@@ -17,7 +17,7 @@ class Client(ClientBase, Calls):
 
     def __init__(self, profile: str | None = None, **kw: Any):
         super().__init__(profile, **kw)
-        self._http = httpx.Client(timeout=self.timeout, follow_redirects=True)
+        self._http = httpx.Client(timeout=self.timeout, follow_redirects=True, transport=self.transport)
 
     def close(self) -> None:
         self._http.close()

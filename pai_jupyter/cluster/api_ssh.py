@@ -93,7 +93,7 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
     key = sshd.job_key_dir(job_dir) / sshd.JOB_KEY
     base = f"/api/v2/local/jobs/{quote(row['user'], safe='')}~{quote(row['name'], safe='')}/ssh/key"
     return {
-        "user": "root" if cluster.runtime.name == "docker" else os_user(),
+        "user": "root" if cluster.runtime.in_container else os_user(),
         "jobssh": bool(planned) and bool(next(iter(planned.values()))["ssh"]["jobssh"]),
         "containers": containers,
         "keyPair": {"publicKey": key.with_suffix(".pub").read_text().strip() if key.exists() else None,

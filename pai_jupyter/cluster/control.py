@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..common import starter
 from .paths import local_dir, make_private_dir, pai_home, read_runtime, runtime_file
 
 EXIT_ANOTHER_DAEMON = 75  # the daemon's exit status when another one holds the home's lock (daemon.py)
 
 
-class DaemonError(RuntimeError):
+class DaemonError(starter.StartError):
     pass
 
 
@@ -111,3 +112,16 @@ def stop(home: Path | None = None, *, timeout: float = 10.0) -> bool:
         os.kill(pid, signal.SIGKILL)
     runtime_file(home).unlink(missing_ok=True)
     return True
+
+
+_start_daemon = start  # local_starter's keyword argument is named start, as the Starter protocol says
+
+
+def local_starter(home: Path | None, *, start: bool) -> dict[str, Any] | None:
+    """The ``local`` profile's starter (``common.starter``): the running daemon's runtime.json, else one started
+    now when ``start`` (``start()`` keeps to one daemon per home: the daemon takes the home's lock)."""
+    info = running(home)
+    return _start_daemon(home) if info is None and start else info
+
+
+starter.register(starter.LOCAL, local_starter)

@@ -17,6 +17,8 @@ import re
 import shlex
 from typing import Any
 
+from .runtime import taskdir
+
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
 NEEDED = ("Xvnc", "vncpasswd", "websockify")
 GEOMETRY_RE = re.compile(r"^[1-9][0-9]{2,3}x[1-9][0-9]{2,3}$")
@@ -35,7 +37,7 @@ def command(info: dict[str, Any]) -> str:
     if not GEOMETRY_RE.match(geometry):
         geometry = "1280x800"
     web = " ".join(NOVNC_DIRS)
-    missing = '"$PAI_TASK_DIR/service-desktop.missing"'
+    missing = taskdir.in_shell(taskdir.service_file("desktop", "missing"))
     checks = "".join(
         f'command -v {b} >/dev/null || {{ pai_m=$(printf "{NO_DESKTOP}" "{b}"); echo "$pai_m" >&2; '
         f'echo "$pai_m" >{missing}; exit 127; }}; ' for b in NEEDED)

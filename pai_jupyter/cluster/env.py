@@ -86,9 +86,10 @@ def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
         "PAI_TASK_CPU_NUM": str(role.cpu), "PAI_TASK_MEM_MB": str(role.memory_mb), "PAI_TASK_GPU_NUM": str(role.gpu),
         "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
         "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
-        "NVIDIA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)) if me.gpus else "none",
         "PYTHONUNBUFFERED": "1",
     })
+    if me.gpus:  # host ids, for the NVIDIA container runtime; without GPUs the runtime's default applies (docker: void)
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
     if "ssh" in me.ports:
         env["PAI_CONTAINER_SSH_PORT"] = str(me.ports["ssh"][0])
     for label, ports in me.ports.items():

@@ -1,34 +1,18 @@
-"""Where the embedded cluster keeps its files: everything under ``$PAI_JUPYTER_HOME/local/``."""
+"""Where the embedded cluster keeps its files: everything under ``$PAI_JUPYTER_HOME/local/`` (the home and
+``runtime.json``, which the client reads too, are resolved in ``pai_jupyter.common.home``)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import getpass
 import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
-
-def pai_home() -> Path:
-    return Path(os.environ.get("PAI_JUPYTER_HOME") or "~/.pai-jupyter").expanduser()
-
-
-def local_dir(home: Path | None = None) -> Path:
-    return (home or pai_home()) / "local"
-
-
-def runtime_file(home: Path | None = None) -> Path:
-    return local_dir(home) / "runtime.json"
-
-
-def os_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry (containers)
-        return "user"
+# the home and runtime.json live in common (the client reads them); the daemon's modules import them from here
+from ..common.home import local_dir, os_user, pai_home, read_runtime, runtime_file  # noqa: F401
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
@@ -40,13 +24,6 @@ def write_private_json(path: Path, data: dict[str, Any]) -> None:
         json.dump(data, f)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
-
-
-def read_runtime(home: Path | None = None) -> dict[str, Any] | None:
-    try:
-        return json.loads(runtime_file(home).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 LOCK_NAME = "daemon.lock"

@@ -1,19 +1,19 @@
 """Start-up after a stop or a crash (kill -9 included): re-attach to the tasks that were running, collect the
 exit status of those that ended meanwhile (their shim wrote it to disk), rebuild the queue and the resource
-accounting from the database, and finish stops that were in flight. A friend of Cluster: it uses its internals."""
+accounting from the database, and finish stops that were in flight, through Cluster's public methods."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..common.states import ACTIVE_TASK, FINAL
 from .runtime.base import TaskHandle
 from .scheduler import Resources
-from .store import FINAL_STATES, dumps, loads
+from .store import dumps, loads
 
 if TYPE_CHECKING:
     from .service import Cluster
 
-ACTIVE = ("STARTING", "RUNNING")
 
 
 def recover(cluster: Cluster) -> None:
@@ -22,10 +22,10 @@ def recover(cluster: Cluster) -> None:
         row = cluster.store.job_by_id(t["job_id"])
         if row is None:
             continue
-        if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL_STATES:
+        if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL:
             for ports in loads(t["ports"]).values():
                 cluster.ports.claim(ports)
-        if t["state"] not in ACTIVE:
+        if t["state"] not in ACTIVE_TASK:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
         cluster.capacity.take(t["vc"], demand, gpus)
@@ -37,7 +37,7 @@ def recover(cluster: Cluster) -> None:
             continue
         if t["state"] == "STARTING":
             cluster.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
-        cluster._watch(t["job_id"], t, handle)
+        cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:
             cluster.runtime.stop(handle, cluster.stop_grace)
     for row in cluster.store.all(
@@ -46,7 +46,5 @@ def recover(cluster: Cluster) -> None:
             "j.state IN ('WAITING', 'RUNNING')"):
         cluster.queue.add(row["vc"], row["submission_time"], row["id"])
     for row in cluster.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
-        with cluster.store.tx():
-            cluster._stop_remaining(row)
-            cluster._maybe_stopped(row)
+        cluster.resume_stop(row)
     cluster.schedule()

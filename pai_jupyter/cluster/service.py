@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..common.states import ACTIVE_TASK, FINAL
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
 from . import completion, recovery, services
@@ -36,11 +37,10 @@ from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
-from .store import FINAL_STATES, Store, debug_id, dumps, loads, now_ms
+from .store import Store, debug_id, dumps, loads, now_ms
 from .taskspec import prepare_task_dir, task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
-ACTIVE_TASK_STATES = ("STARTING", "RUNNING")
 JOB_CACHE = 512
 MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
 MAX_PORTS_PER_TASK = 100
@@ -115,7 +115,7 @@ class Cluster:
         # one level per task attempt (a0.main-0.t0): every directory made costs up to a millisecond on some disks
         return self.job_dir(row["user"], row["name"]) / f"a{attempt}.{role}-{idx}.t{task_attempt}"
 
-    def owns_cluster(self, user: str) -> bool:
+    def is_admin(self, user: str) -> bool:
         """Admins (the OS user who runs the daemon) may hand host paths to their tasks; others may not."""
         found = self.store.user(user)
         return bool(found and found["admin"])
@@ -315,9 +315,9 @@ class Cluster:
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
         try:
-            spec = task_spec(row, job, t, placements, docker=self.runtime.name == "docker",
+            spec = task_spec(row, job, t, placements, docker=self.runtime.in_container,
                              home=self.user_home(row["user"]), layout=self.layout(row, job),
-                             host_paths=self.owns_cluster(row["user"]))
+                             host_paths=self.is_admin(row["user"]))
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
@@ -365,11 +365,12 @@ class Cluster:
                 self.store.add_event(job_id, "Normal", "TaskStarted",
                                      f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
                                      t["role"], t["idx"])
-        self._watch(job_id, t, handle)
+        self.watch(job_id, t, handle)
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.stop_grace)
 
-    def _watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+    def watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
         key = (job_id, t["attempt"], t["role"], t["idx"])
 
         async def watch() -> None:
@@ -392,11 +393,11 @@ class Cluster:
                 self.runtime.remove(handle)
             return
         job = self.job_model(row)
-        was_active = current["state"] in ACTIVE_TASK_STATES
+        was_active = current["state"] in ACTIVE_TASK
         diag = result.diagnostics
         if result.oom and "memory" not in diag:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
-        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL_STATES
+        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL
         state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
         keep = state == "FAILED" and job.parameters.get("isDebug") is True
         if handle is not None and not keep:
@@ -467,7 +468,7 @@ class Cluster:
             if t["state"] == "WAITING":
                 self.store.update_task(t, state="STOPPED", completed_time=now_ms(),
                                        exit_diagnostics="not started: the job attempt ended")
-            elif t["state"] in ACTIVE_TASK_STATES and not t["stopping"]:
+            elif t["state"] in ACTIVE_TASK and not t["stopping"]:
                 self.store.update_task(t, stopping=1)
                 if t["handle"]:
                     self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
@@ -483,7 +484,7 @@ class Cluster:
         self.space.with_room(lambda: self._stop(row, reason))
 
     def _stop(self, row: dict[str, Any], reason: str) -> None:
-        if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
+        if row["state"] in FINAL or row["execution_type"] == "STOP":
             return
         with self.store.tx():
             self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
@@ -493,8 +494,15 @@ class Cluster:
             self._maybe_stopped(row)
         self.schedule()
 
+    def resume_stop(self, row: dict[str, Any]) -> None:
+        """Carry on the stop of a STOPPING job (one in flight when the daemon went down): stop what still runs,
+        and end the job once nothing does."""
+        with self.store.tx():
+            self._stop_remaining(row)
+            self._maybe_stopped(row)
+
     def _maybe_stopped(self, row: dict[str, Any]) -> None:
-        if any(t["state"] in ACTIVE_TASK_STATES for t in self.store.tasks(row["id"], row["attempt"])):
+        if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
             return
         now = now_ms()
         self._release_ports(row)
@@ -518,7 +526,7 @@ class Cluster:
         self.space.with_room(lambda: self._delete(row))
 
     def _delete(self, row: dict[str, Any]) -> None:
-        if row["state"] not in FINAL_STATES:
+        if row["state"] not in FINAL:
             raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
         for t in self.store.tasks(row["id"]):
             if t["handle"] and t["state"] == "FAILED":

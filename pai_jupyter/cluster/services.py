@@ -17,8 +17,10 @@ import shlex
 import socket
 from typing import Any
 
+from ..common.routes import service_route, service_tasks
 from ..protocol import Job
 from . import desktop, sshd
+from .runtime import taskdir
 
 SERVICES = ("tensorboard", "jupyter", "desktop")
 
@@ -27,22 +29,21 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     """Which tasks run which service, with the plugin's parameters: the first role's task 0 unless the plugin
     names ``taskRole`` and/or ``allTasks: true``."""
     out: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    names = [r.name for r in job.task_roles]
+    roles = [(r.name, r.instances) for r in job.task_roles]
     for plugin in job.runtime_plugins:
         name = plugin.get("plugin")
         if name not in SERVICES:
             continue
         params = plugin.get("parameters") or {}
-        role = job.role(params["taskRole"]) if params.get("taskRole") in names else job.task_roles[0]
-        for idx in range(role.instances) if params.get("allTasks") is True else [0]:
-            out.setdefault((role.name, idx), {})[name] = params
+        for task in service_tasks(params, roles):
+            out.setdefault(task, {})[name] = params
     for task, more in sshd.planned(job).items():  # ssh: every task
         out.setdefault(task, {}).update(more)
     return out
 
 
 def base_path(user: str, job_name: str, role: str, idx: int, service: str) -> str:
-    return f"/pai/jobs/{user}~{job_name}/{role}/{idx}/{service}/" if service == "jupyter" else "/"
+    return service_route("/", user, job_name, role, idx, service) if service == "jupyter" else "/"
 
 
 def new_token() -> str:
@@ -106,9 +107,9 @@ def start_command(service: str, info: dict[str, Any]) -> str:
                f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
                f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
                "--ServerApp.root_dir=\"$PWD\" ${open:+--ServerApp.default_url=$open}")
-    log = f'"$PAI_TASK_DIR/service-{service}'
-    running = f'{{ [ -f {log}.pid" ] && kill -0 "$(cat {log}.pid")" 2>/dev/null; }}'  # already up: a no-op
-    return f"{running} || {{ ( {cmd} ) >>{log}.log\" 2>&1 & echo $! >{log}.pid\"; }}"
+    log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
+    running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op
+    return f"{running} || {{ ( {cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
 
 
 def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
@@ -121,7 +122,7 @@ def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
 
 
 def stop_command(service: str) -> str:
-    pid = f'"$PAI_TASK_DIR/service-{service}.pid"'
+    pid = taskdir.in_shell(taskdir.service_file(service, "pid"))
     return f"kill $(cat {pid}) 2>/dev/null; rm -f {pid}"
 
 
@@ -132,7 +133,7 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
     cases = "".join(f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
                     for name, info in own.items())
     loop = ('( set +o errexit; while sleep 0.5; do\n'
-            '  for f in "$PAI_TASK_DIR"/service-*.request; do\n'
+            f'  for f in "$PAI_TASK_DIR"/{taskdir.service_request_glob()}; do\n'
             '    [ -f "$f" ] || continue\n'
             '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
             '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &")

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..protocol import Job
 from ..protocol.rules import SSH_PUBLIC_KEY
+from .runtime import taskdir
 
 KEY_RE = re.compile(SSH_PUBLIC_KEY)
 JOB_KEY = "id_ed25519"
@@ -226,7 +227,7 @@ def command(info: dict[str, Any]) -> str:
     """The service itself (run in the background by the task's supervisor): a host key, then sshd."""
     return ('pai_ssh="$PAI_TASK_DIR/ssh"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
             f'if [ ! -x "$pai_sshd" ]; then echo "{NO_SSHD}" >&2; '
-            f'echo "{NO_SSHD}" >"$PAI_TASK_DIR/service-ssh.missing"; exit 127; fi; '
+            f'echo "{NO_SSHD}" >{taskdir.in_shell(taskdir.service_file("ssh", "missing"))}; exit 127; fi; '
             '[ -f "$pai_ssh/host_ed25519" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/host_ed25519" || exit 1; '
             '[ "$(id -u)" = 0 ] && mkdir -p /run/sshd; '
             'exec "$pai_sshd" -D -e -f "$pai_ssh/sshd_config"')

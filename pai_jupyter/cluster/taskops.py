@@ -12,6 +12,7 @@ from ..metrics.nvml import Nvml
 from . import services
 from .env import Placement
 from .errors import BadRequest, NotFoundError
+from .runtime import taskdir
 from .runtime.base import TaskHandle, TaskSpec
 from .store import loads
 from .taskspec import task_spec
@@ -82,9 +83,9 @@ def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
     placements = {(x["role"], x["idx"]): Placement(x["host_ip"] or "127.0.0.1", loads(x["ports"], {}) or {},
                                                    loads(x["gpus"], []) or [])
                   for x in cluster.store.tasks(row["id"], row["attempt"])}
-    return task_spec(row, job, t, placements, docker=cluster.runtime.name == "docker",
+    return task_spec(row, job, t, placements, docker=cluster.runtime.in_container,
                      home=cluster.user_home(row["user"]), layout=cluster.layout(row, job),
-                     host_paths=cluster.owns_cluster(row["user"]))
+                     host_paths=cluster.is_admin(row["user"]))
 
 
 def _running_handle(t: dict[str, Any]) -> TaskHandle:
@@ -99,7 +100,7 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
         for name, info in (loads(t["services"], {}) or {}).items():
             host = t["host_ip"] or "127.0.0.1"
             up = t["state"] == "RUNNING" and services.answers(host, info["port"])
-            if t["task_dir"] and (Path(t["task_dir"]) / f"service-{name}.stopped").exists():
+            if t["task_dir"] and (Path(t["task_dir"]) / taskdir.service_file(name, "stopped")).exists():
                 state = "stopping" if up else "stopped"
             elif t["state"] in ("WAITING", "STARTING"):
                 state = "waiting"  # for its task to start
@@ -107,7 +108,7 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
                 state = "stopped"
             else:
                 state = "running" if up else "starting"
-            missing = Path(t["task_dir"]) / f"service-{name}.missing" if t["task_dir"] else None  # e.g. no sshd
+            missing = Path(t["task_dir"]) / taskdir.service_file(name, "missing") if t["task_dir"] else None
             problem = missing.read_text().strip() if state == "starting" and missing and missing.exists() else None
             out.append({"role": t["role"], "index": t["idx"], "name": name, "host": host, "port": info["port"],
                         "state": "unavailable" if problem else state, "token": info.get("token"),
@@ -123,16 +124,16 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
     own = loads(t["services"], {}) or {}
     if name not in own:
         raise NotFoundError(f"task {role}[{idx}] has no {name} service")
-    if action not in ("start", "stop"):
+    if action not in taskdir.SERVICE_ACTIONS:
         raise BadRequest('action must be "start" or "stop"')
     handle = _running_handle(t)
     task_dir = Path(t["task_dir"])
-    request = task_dir / f"service-{name}.request"
+    request = task_dir / taskdir.service_file(name, "request")
     request.write_text(action)  # the task's supervisor acts on it
     run_as = handle.info.get("run_as")
     if run_as:  # the supervisor runs as the task's own account (cluster/accounts.py)
         os.chown(request, int(run_as[0]), int(run_as[1]))
-    marker = task_dir / f"service-{name}.stopped"  # on disk, so a restarted daemon still knows
+    marker = task_dir / taskdir.service_file(name, "stopped")  # on disk, so a restarted daemon still knows
     if action == "stop":
         marker.touch()
     else:

@@ -11,6 +11,7 @@ from ..protocol.render import MASK
 from . import services, sshd
 from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
 from .estimator import REQUIREMENTS, Layout
+from .runtime import taskdir
 from .runtime.base import Mount, TaskSpec
 from .store import loads
 
@@ -18,12 +19,13 @@ from .store import loads
 def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
               docker: bool, home: Path, layout: Layout | None, host_paths: bool = False) -> TaskSpec:
     """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
-    (the job's owner owns the cluster), a Docker task also sees its data / output / code dirs when they are
+    (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
     existing host directories, at the same paths (data and code read-only)."""
     role = job.role(t["role"])
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
-    extra = {"PAI_USER_HOME": "/userhome" if docker else str(home), "PAI_TASK_DIR": "/pai/task" if docker else str(td),
+    extra = {"PAI_USER_HOME": "/userhome" if docker else str(home),
+             "PAI_TASK_DIR": taskdir.IN_CONTAINER if docker else str(td),
              "PAI_CONTAINER_ID": key, **job_logs_env(td, docker)}
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
@@ -46,7 +48,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
             uri = (p.uri[0] if isinstance(p.uri, list) and p.uri else p.uri) if p is not None else None
             if isinstance(uri, str) and uri.startswith("/") and Path(uri).is_dir():
                 mounts.append(Mount(uri, uri, read_only=kind != "output"))
-    work_dir = None if docker else str(td / "work")
+    work_dir = None if docker else str(td / taskdir.WORK)
     if layout is not None:
         env.update(layout.env(docker))
         mounts += layout.mounts() if docker else []
@@ -57,7 +59,7 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         key=key, user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"], job_attempt=t["attempt"],
         task_attempt=t["task_attempt"], script=script, env=env, image=image, cpu=role.cpu, memory_mb=role.memory_mb,
         shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
-        keep_on_failure=job.parameters.get("isDebug") is True, shown_script=masked_script(script, job.secrets),
+        shown_script=masked_script(script, job.secrets),
     )
 
 

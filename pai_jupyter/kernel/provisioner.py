@@ -22,10 +22,10 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Int, Unicode
 
 from ..client.errors import PaiError
+from ..common.states import FINAL
 from . import jobspec
 from .jobspec import KernelJobOptions
 
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 TAG = "[pai_jupyter kernel]"
 SSH_NOTE = ("tunnelling through the task's SSH (OpenPAI's ssh runtime plugin) is not implemented in pai_jupyter yet, "
             "so the Jupyter server must reach the task's host and ports directly")

@@ -11,8 +11,9 @@ import html
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
+from ..common.routes import service_route
 from ..format import duration, fmt
 
 STATE_COLOURS = {"WAITING": "#8a6d00", "RUNNING": "#0b62a4", "STOPPING": "#8a6d00", "SUCCEEDED": "#1a7f37",
@@ -33,8 +34,7 @@ def base_url() -> str:
 def service_url(job_id: str, role: str, index: int, service: str, base: str | None = None) -> str:
     """The server extension's route to a task's service: ``{base}pai/jobs/{user}~{name}/{role}/{index}/{service}/``."""
     user, _, name = job_id.partition("~")
-    path = f"pai/jobs/{quote(user, safe='')}~{quote(name, safe='')}/{quote(role, safe='')}/{int(index)}/{service}/"
-    return (base or base_url()) + path
+    return service_route(base or base_url(), user, name, role, index, service)
 
 
 def state_html(state: str | None) -> str:

@@ -14,10 +14,11 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..common.states import JOB_STATES
 from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_html, esc, fmt, job_row, link_html
 from .display import service_url as route
 
-STATES = ("WAITING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
+STATES = JOB_STATES
 ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "Desktop", "terminal",
            "SSH")
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))

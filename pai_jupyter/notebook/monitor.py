@@ -17,9 +17,9 @@ import bqplot as bq
 import ipywidgets as W
 import numpy as np
 
+from ..common.states import FINAL
 from .display import error_html, esc
 
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 MIB = 1024 * 1024
 HEADROOM = 1.15  # the y axis goes this far above the highest value
 TIME_TICKS = 4  # "%H:%M:%S" labels of a 460 px chart overlap beyond this

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..common.home import pai_home
+from ..common.routes import service_tasks
+from ..common.states import FINAL
 from .display import base_url, esc, link_html, service_url
-
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = "") -> Any:
@@ -79,8 +80,8 @@ def _note(text: str) -> Any:
 
 def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
     """The job's TensorBoard services (role, index, state, and host, port, logdir where the server says): from
-    ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (its
-    ``taskRole``, else the first role; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
+    ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (the tasks the
+    daemon would run it in: ``service_tasks``; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
     if hasattr(client, "services"):
         try:
             return [s for s in client.services(job) if s.get("name") == "tensorboard"]
@@ -95,8 +96,9 @@ def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
         return []
     params = plugin.get("parameters") or {}
     logdir = params.get("logdir")
-    return [{"role": params.get("taskRole") or spec.task_roles[0].name, "index": 0, "state": "",
-             "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"}]
+    return [{"role": role, "index": index, "state": "",
+             "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"}
+            for role, index in service_tasks(params, [(r.name, r.instances) for r in spec.task_roles])]
 
 
 def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
@@ -135,9 +137,7 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------
 def info_dir() -> Path:
     """``$PAI_JUPYTER_HOME/tensorboard`` (the home the client's profiles live in)."""
-    from ..client.profiles import profiles_file
-
-    return profiles_file().parent / "tensorboard"
+    return pai_home() / "tensorboard"
 
 
 def proxy_url(port: int, base: str | None = None) -> str:

@@ -12,9 +12,10 @@ import json
 from collections.abc import Callable
 from http.client import responses
 from typing import Any
-from urllib.parse import quote
 
 from tornado import web
+
+from ..common.routes import job_segment, task_route
 
 JOB_RE = r"(?P<user>[^/~]+)~(?P<name>[^/]+)"
 TASK_RE = JOB_RE + r"/(?P<role>[^/]+)/(?P<index>\d{1,9})"
@@ -108,9 +109,9 @@ class SafeErrors:
 
 def job_path(user: str, name: str) -> str:
     """``user~name`` quoted for a URL path segment."""
-    return f"{quote(user, safe='')}~{quote(name, safe='')}"
+    return job_segment(user, name)
 
 
 def task_prefix(base_url: str, user: str, name: str, role: str, index: int) -> str:
     """The public path of a task under this server: ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/``."""
-    return f"{base_url.rstrip('/')}/pai/jobs/{job_path(user, name)}/{quote(role, safe='')}/{index}/"
+    return task_route(base_url, user, name, role, index)

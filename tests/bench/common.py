@@ -15,6 +15,7 @@ import signal
 import statistics
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,8 @@ from typing import Any
 import httpx
 
 from pai_jupyter.cluster import control
+from pai_jupyter.common.states import FINAL
 
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 IMAGE = "pai-test/busybox:latest"
 BENCH_LABEL = "pai-bench=1"  # on the containers the docker baseline makes
 
@@ -127,7 +128,7 @@ class Daemon:
         r.raise_for_status()
         return r.json()["jobStatus"]["state"]
 
-    def wait(self, job: str, states: tuple[str, ...] = FINAL, timeout: float = 30.0, poll: float = 0.005) -> str:
+    def wait(self, job: str, states: Collection[str] = FINAL, timeout: float = 30.0, poll: float = 0.005) -> str:
         deadline = time.monotonic() + timeout
         while True:
             state = self.state(job)

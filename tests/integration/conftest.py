@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,8 @@ import httpx
 import pytest
 
 from pai_jupyter.cluster import control
+from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
-
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 class Api:
@@ -42,7 +41,7 @@ class Api:
         assert r.status_code == 200, r.text
         return r.json()
 
-    def wait(self, job: str, states: tuple[str, ...] = FINAL, timeout: float = 30) -> dict[str, Any]:
+    def wait(self, job: str, states: Collection[str] = FINAL, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             d = self.detail(job)

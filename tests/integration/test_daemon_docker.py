@@ -26,6 +26,17 @@ def test_hello_world_in_a_container(docker_daemon: Api) -> None:
     assert docker_daemon.log(name, index=1, name="stderr").strip() == "err"
 
 
+def test_a_container_sees_its_task_dir_and_no_gpu(docker_daemon: Api) -> None:
+    """PAI_TASK_DIR is the mount; without GPUs the Docker runtime's NVIDIA_VISIBLE_DEVICES=void applies (a CUDA
+    image's own =all must not expose the host's GPUs), not a value the daemon's task environment forced."""
+    name = docker_daemon.submit_ok(v1("dvis", 'echo "nvidia=${NVIDIA_VISIBLE_DEVICES-unset} '
+                                              'cuda=[${CUDA_VISIBLE_DEVICES-unset}] dir=$PAI_TASK_DIR"; '
+                                              'test -f "$PAI_TASK_DIR/command.sh"'))
+    d = docker_daemon.wait(name, timeout=60)
+    assert d["jobStatus"]["state"] == "SUCCEEDED", d
+    assert docker_daemon.log(name, name="stdout").strip() == "nvidia=void cuda=[] dir=/pai/task"
+
+
 def test_two_roles_talk_over_host_network_ports(docker_daemon: Api) -> None:
     job = {
         "jobName": "dnet", "image": "pai-test/busybox:latest",

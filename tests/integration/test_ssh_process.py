@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from pai_jupyter.client import Client
+from pai_jupyter.common.states import FINAL
 
 from .conftest import Api
 from .ssh_helpers import keypair, need_sshd, scp, ssh, wait_for
@@ -70,7 +71,7 @@ def test_jobssh_tasks_reach_each_other_by_name_after_the_barrier(daemon: Api) ->
     pai = Client()
     job = pai.submit(_job("mpi", "sleep 300", {"jobssh": True, "sshbarrier": True, "sshbarrierTimeout": 2},
                           worker="ssh main-0 'echo from main: $PAI_CURRENT_TASK_ROLE_NAME-$PAI_TASK_INDEX'"))
-    detail = pai.wait(job, until={"SUCCEEDED", "FAILED", "STOPPED"}, timeout=150)
+    detail = pai.wait(job, until=FINAL, timeout=150)
     out = pai.logs(job, role="worker", stream="all")
     assert "pai ssh barrier: every task answers" in out, out
     assert "from main: main-0" in out, out

@@ -54,10 +54,14 @@ OPENPAI_DETAIL: dict[str, Any] = {
 
 
 def client_with(handler: Any, **kw: Any) -> Client:
-    c = Client(url="http://openpai.test/rest-server", token="t0k", username="alice", retries=kw.pop("retries", 2))
-    c._http = httpx.Client(transport=httpx.MockTransport(handler))
-    c._local_server = False
-    return c
+    """A client whose requests go to ``handler`` (an OpenPAI: its info has no "local")."""
+    def openpai(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/api/v2/info"):
+            return httpx.Response(200, json={"launcherType": "k8s"})
+        return handler(req)
+
+    return Client(url="http://openpai.test/rest-server", token="t0k", username="alice", retries=kw.pop("retries", 2),
+                  transport=httpx.MockTransport(openpai))
 
 
 def test_a_recorded_openpai_detail_parses_into_typed_results() -> None:
@@ -138,7 +142,6 @@ def test_429_on_submit_is_not_retried_and_says_when_to_retry() -> None:
 
 def test_connection_refused_names_the_profile_and_url() -> None:
     c = Client(url="http://127.0.0.1:9", token="t", username="u", retries=1)
-    c._local_server = False
     with pytest.raises(ServerUnavailable) as info:
         c.detail("x")
     assert "http://127.0.0.1:9" in str(info.value)

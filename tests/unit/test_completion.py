@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pai_jupyter.cluster.completion import decide
+from pai_jupyter.common.states import FINAL
 from pai_jupyter.protocol import Job, TaskRole
 
 
@@ -14,7 +15,7 @@ def job(**role: Any) -> Job:
 
 def tasks(*states: str) -> list[dict[str, Any]]:
     return [{"role": "w", "idx": i, "state": s, "exit_code": 0 if s == "SUCCEEDED" else 3,
-             "exit_diagnostics": None, "completed_time": i if s in ("SUCCEEDED", "FAILED", "STOPPED") else None}
+             "exit_diagnostics": None, "completed_time": i if s in FINAL else None}
             for i, s in enumerate(states)]
 
 

@@ -92,7 +92,7 @@ class MemoryRuntime(Runtime):
         self.specs[spec.key] = spec
         return TaskHandle(runtime=self.name, id=spec.key, info={})
 
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         return await self.exits[handle.id]
 
     def end(self, key: str, code: int = 0) -> None:

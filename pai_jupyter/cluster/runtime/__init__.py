@@ -1,4 +1,4 @@
-"""Task runtimes of the embedded cluster: ``process`` (process groups under a sh shim) and ``docker``.
+"""Task runtimes of the embedded cluster: ``process`` (process groups under the C shim, or shim.sh) and ``docker``.
 
 Import ``.process`` / ``.docker`` where needed: the Docker SDK is imported only by the docker runtime.
 """

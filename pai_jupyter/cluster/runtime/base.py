@@ -1,10 +1,11 @@
 """What the daemon asks of a runtime: start a task, wait for its end, stop it, re-attach after a restart.
 
-Both runtimes run a small shim inside the task (shim.c or shim.sh), which writes the task's logs (``stdout``,
-``stderr``, ``all``, and ``runtime`` for the runtime's own notices) and its exit status into the task
-directory as they happen. Nothing the
-runtime needs lives only in the daemon's memory: a daemon killed with -9 re-attaches from the persisted
-``TaskHandle`` and the files.
+Each task runs under a small shim that writes its logs (``stdout``, ``stderr``, ``all``, and ``runtime`` for the
+runtime's own notices) and its exit status into the task directory as they happen (``taskdir.py`` names every
+file). The process runtime runs the C shim (``shim.c``, compiled once per machine, started ahead of its task by
+the warm pool) and falls back to ``shim.sh`` without a C compiler; the Docker runtime runs ``shim.sh`` in each
+container (the image's bash, else its sh). Nothing the runtime needs lives only in the daemon's memory: a daemon
+killed with -9 re-attaches from the persisted ``TaskHandle`` and the files.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class TaskSpec:
     task_dir: Path                # host directory: shim files and the logs
     work_dir: str | None = None   # working directory inside the task (process runtime: a host path)
     mounts: list[Mount] = field(default_factory=list)
-    keep_on_failure: bool = False  # jobEnvs.isDebug: keep the failed container for inspection
     shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
     run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
 
@@ -96,6 +96,9 @@ class TaskStartError(RuntimeError):
 
 class Runtime(abc.ABC):
     name: str
+    in_container: bool = False
+    """Tasks run in containers: they see the task dir at ``taskdir.IN_CONTAINER``, ``/userhome`` and the job's
+    directories through mounts, and run as root there; else they run on this host, at host paths."""
 
     @abc.abstractmethod
     def start(self, spec: TaskSpec) -> TaskHandle:
@@ -107,8 +110,9 @@ class Runtime(abc.ABC):
         return None
 
     @abc.abstractmethod
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        """Resolve when the task has ended; works for a handle from before a daemon restart."""
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        """Resolve when the task has ended (its exit status read from ``task_dir``); works for a handle from before
+        a daemon restart."""
 
     @abc.abstractmethod
     def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:

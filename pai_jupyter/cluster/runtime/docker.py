@@ -1,15 +1,14 @@
 """The Docker runtime: one container per task, running shim.sh (bash semantics; sh where the image has no bash).
 
-The task directory is bind-mounted at /pai/task, so the logs and the exit status appear on the host as they
-are written, and stay there when the container is gone. Containers carry ``pai.*`` labels, which is how a
-restarted daemon finds them again (``recover``/``find``).
+The task directory is bind-mounted at ``TASK_MOUNT`` (``taskdir.IN_CONTAINER``), so the logs and the exit
+status appear on the host as they are written, and stay there when the container is gone. Containers carry
+``pai.*`` labels, which is how a restarted daemon finds them again (``recover``/``find``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -26,6 +25,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 from docker.utils import parse_repository_tag
 
+from . import taskdir
 from .base import (
     EXIT_IMAGE_NOT_FOUND,
     EXIT_LOST,
@@ -37,11 +37,12 @@ from .base import (
     TaskSpec,
     TaskStartError,
 )
-from .process import SCRIPT_ENV, SHIM, read_int
+from .shim import SHIM_SH
+from .taskdir import SCRIPT_ENV
 
 T = TypeVar("T")
-TASK_MOUNT = "/pai/task"
-COMMAND = ["/bin/sh", f"{TASK_MOUNT}/shim.sh", TASK_MOUNT]
+TASK_MOUNT = taskdir.IN_CONTAINER
+COMMAND = ["/bin/sh", f"{TASK_MOUNT}/{taskdir.SHIM_COPY}", TASK_MOUNT]
 ALIVE_STATES = ("running", "paused", "restarting")
 
 
@@ -91,6 +92,7 @@ class DockerRuntime(Runtime):
     """Runs tasks as containers. ``pull_timeout``: seconds one pull of a missing image may take."""
 
     name = "docker"
+    in_container = True
 
     def __init__(self, client: docker.DockerClient | None = None, pull_timeout: float = 60.0) -> None:
         self.client = client or docker.from_env(max_pool_size=256)
@@ -110,11 +112,9 @@ class DockerRuntime(Runtime):
         self._ensure_image(image)
         td = Path(spec.task_dir).resolve()
         td.mkdir(parents=True, exist_ok=True)
-        for name in ("pid", "exit_code", "exit_code.tmp"):
-            with contextlib.suppress(FileNotFoundError):
-                (td / name).unlink()
-        (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")  # the real one: in the environment
-        shutil.copyfile(SHIM, td / "shim.sh")
+        taskdir.clear_stale(td)
+        taskdir.write_command(td, spec.disk_script())  # the real one: in the environment
+        shutil.copyfile(SHIM_SH, td / taskdir.SHIM_COPY)
         # Readable and unique: two daemons on one engine (tests, two homes) may run the same key at once.
         name = f"pai-{re.sub(r'[^a-zA-Z0-9_.-]', '-', spec.key)[:180]}-{secrets.token_hex(3)}"
         kwargs = self._create_args(spec, td, name)
@@ -134,7 +134,7 @@ class DockerRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, f"the container could not start: {reason}") from exc
         handle = TaskHandle(runtime=self.name, id=container.id, info={"image": image, "name": name,
                                                                      "memory_mb": spec.memory_mb})
-        (td / "handle.json").write_text(json.dumps(handle.to_dict()))
+        taskdir.write_handle(td, handle.to_dict())
         return handle
 
     def _create_args(self, spec: TaskSpec, td: Path, name: str) -> dict[str, Any]:
@@ -216,8 +216,8 @@ class DockerRuntime(Runtime):
                              f"image not found: {image} is not present locally and could not be pulled ({reason})")
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        code = read_int(Path(spec_dir) / "exit_code")
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        code = taskdir.exit_code(task_dir)
         try:
             container = await _in_thread(lambda: self._wait_blocking(handle.id))
         except NotFound:
@@ -226,7 +226,7 @@ class DockerRuntime(Runtime):
             return TaskExit(EXIT_LOST, "the task's container is gone (removed while the daemon was not watching) "
                                        "and left no exit status")
         state = container.attrs.get("State") or {}
-        code = read_int(Path(spec_dir) / "exit_code")
+        code = taskdir.exit_code(task_dir)
         diag = ""
         if code is None:  # the shim did not finish: killed with the container
             code = int(state.get("ExitCode") or 0)
@@ -337,7 +337,9 @@ class DockerRuntime(Runtime):
 
     def find(self, task_dir: str | Path) -> TaskHandle | None:
         td = Path(task_dir).resolve()
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            return TaskHandle.from_dict(json.loads((td / "handle.json").read_text()))
+        written = taskdir.read_handle(td)
+        if written is not None:
+            with contextlib.suppress(ValueError, KeyError):
+                return TaskHandle.from_dict(written)
         found = self.client.containers.list(all=True, filters={"label": f"pai.task_dir={td}"})
         return self._handle(found[0]) if found else None

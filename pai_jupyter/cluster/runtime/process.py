@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from . import taskdir
 from .base import (
     EXIT_LOST,
     EXIT_START_FAILED,
@@ -34,13 +34,11 @@ from .base import (
     TaskStartError,
 )
 from .cgroups import CgroupManager, TaskCgroup
-from .shim import SHIM_SH, Shim, choose_shim
+from .shim import Shim, choose_shim
+from .taskdir import SCRIPT_ENV, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
-SHIM = SHIM_SH  # the Docker runtime copies it into each container's task dir
-SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
-_STALE = frozenset(("pid", "exit_code", "exit_code.tmp", "oom", "cgroup", "handle.json"))
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -56,14 +54,6 @@ def _stat(pid: int) -> tuple[str, int] | None:
         return None
     fields = data[data.rfind(b")") + 2:].split()
     return fields[0].decode(), int(fields[19])
-
-
-def read_int(path: Path) -> int | None:
-    """An integer file written by the shim; missing or empty (killed mid-write) reads as None."""
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 class ProcessRuntime(Runtime):
@@ -142,13 +132,12 @@ class ProcessRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, "the task could not start: running a task as its user's own "
                                  "account needs the C shim, and this host has no C compiler to build it")
         self._fresh_dir(spec, td)
-        (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
+        taskdir.write_command(td, spec.disk_script())
         if notice:
-            with open(td / "runtime", "a", encoding="utf-8") as f:
-                f.write(notice)
+            taskdir.add_notice(td, notice)
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
-            (td / "cgroup").write_text("".join(p + "\n" for p in cgroup.procs_paths()))
+            (td / taskdir.CGROUP).write_text("".join(p + "\n" for p in cgroup.procs_paths()))
         try:  # the script reaches shim.sh in its environment (private to the task's account), not on disk
             popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env={**env, SCRIPT_ENV: spec.script},
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -164,14 +153,12 @@ class ProcessRuntime(Runtime):
     def _fresh_dir(spec: TaskSpec, td: Path) -> None:
         """The task directory without what an earlier start left in it, and its work dir when that is inside."""
         td.mkdir(parents=True, exist_ok=True)
-        for entry in os.scandir(td):  # one directory read instead of an unlink per possible leftover
-            if entry.name in _STALE:
-                os.unlink(entry.path)
+        taskdir.clear_stale(td)
         ProcessRuntime._inner_work_dir(spec, td)
 
     @staticmethod
     def _inner_work_dir(spec: TaskSpec, td: Path) -> None:
-        """A work dir inside the task directory is the runtime's to make (td/work is the default)."""
+        """A work dir inside the task directory is the runtime's to make (``taskdir.WORK`` is the default)."""
         if spec.work_dir and Path(spec.work_dir).parent == td:
             Path(spec.work_dir).mkdir(exist_ok=True)
 
@@ -200,7 +187,7 @@ class ProcessRuntime(Runtime):
                     _give(Path(spec.work_dir), spec.run_as)
             if not os.path.isdir(cwd):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
-            (td / "command.sh").write_text(spec.disk_script(), encoding="utf-8")
+            taskdir.write_command(td, spec.disk_script())
             self._children[shim.pid] = shim.popen
             handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
             shim.hand(str(td), cwd, notice, spec.script, spec.run_as, env)
@@ -243,7 +230,7 @@ class ProcessRuntime(Runtime):
 
     @staticmethod
     def _write_handle(td: Path, handle: TaskHandle) -> TaskHandle:
-        (td / "handle.json").write_text(json.dumps(handle.to_dict()))  # for find() if the daemon dies right now
+        taskdir.write_handle(td, handle.to_dict())  # for find() if the daemon dies right now
         return handle
 
     def _make_cgroup(self, spec: TaskSpec) -> TaskCgroup | None:
@@ -284,9 +271,11 @@ class ProcessRuntime(Runtime):
     def find(self, task_dir: str | Path) -> TaskHandle | None:
         """The handle of a task started from ``task_dir`` whose handle never reached the database."""
         td = Path(task_dir)
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            return TaskHandle.from_dict(json.loads((td / "handle.json").read_text()))
-        pid = read_int(td / "pid")
+        written = taskdir.read_handle(td)
+        if written is not None:
+            with contextlib.suppress(ValueError, KeyError):
+                return TaskHandle.from_dict(written)
+        pid = read_int(td / taskdir.PID)
         if pid is None:
             return None
         # start_ticks -1 matches no process: unless the pid is still this task's shim, the task is over.
@@ -297,7 +286,7 @@ class ProcessRuntime(Runtime):
                 info["start_ticks"] = st[1] if st else -1
                 info["create_time"] = (info["start_ticks"] / _CLK_TCK) + self._boot_time
         with contextlib.suppress(OSError):
-            procs = (td / "cgroup").read_text().split()
+            procs = (td / taskdir.CGROUP).read_text().split()
             if procs:
                 info.update(TaskCgroup.from_procs(procs).to_info(), memory="cgroup")
         return TaskHandle(runtime=self.name, id=str(pid), info=info)
@@ -359,8 +348,8 @@ class ProcessRuntime(Runtime):
         self._stopped.discard(handle.id)
 
     # ---- wait --------------------------------------------------------------------------------------------------
-    async def wait(self, handle: TaskHandle, spec_dir: Path) -> TaskExit:
-        td = Path(spec_dir)
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        td = Path(task_dir)
         pid = int(handle.id)
         popen = self._children.get(pid)
         limit = int(handle.info.get("memory_mb") or 0)
@@ -411,12 +400,12 @@ class ProcessRuntime(Runtime):
             os.close(fd)
 
     def _result(self, handle: TaskHandle, td: Path, status: int | None) -> TaskExit:
-        code = read_int(td / "exit_code")
+        code = taskdir.exit_code(td)
         diag = ""
         if code is None:
             if status is not None:
                 code = 128 - status if status < 0 else status
-            elif (td / "oom").exists() or handle.id in self._stopped:
+            elif (td / taskdir.OOM).exists() or handle.id in self._stopped:
                 code = 128 + signal.SIGKILL
             else:
                 return TaskExit(EXIT_LOST, "the task ended while the daemon was down and left no exit status")
@@ -433,7 +422,7 @@ class ProcessRuntime(Runtime):
         """An OOM kill that made the task fail (a task that survived one of its processes being killed did not)."""
         if code == 0:
             return False, ""
-        if (td / "oom").exists():
+        if (td / taskdir.OOM).exists():
             return True, "the process runtime's memory watchdog"
         cgroup = TaskCgroup.from_info(handle.info)
         if cgroup is None:
@@ -464,7 +453,7 @@ class ProcessRuntime(Runtime):
                     rss += p.memory_info().rss
             if rss > limit:
                 break
-        (td / "oom").write_text(f"rss {rss} bytes > limit {limit} bytes\n")
+        (td / taskdir.OOM).write_text(f"rss {rss} bytes > limit {limit} bytes\n")
         for p in self._command_processes(shim, procs):
             with contextlib.suppress(psutil.Error):
                 p.kill()

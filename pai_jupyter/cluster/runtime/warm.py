@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from . import taskdir
 from .cgroups import CgroupManager, TaskCgroup
 
 log = logging.getLogger(__name__)
@@ -184,8 +185,8 @@ class WarmPool:
 
     def _start(self, key: str) -> WaitingShim:
         directory = self.warm_dir / key
-        (directory / "work").mkdir(parents=True)
-        (directory / "command.sh").touch()
+        (directory / taskdir.WORK).mkdir(parents=True)
+        (directory / taskdir.COMMAND).touch()
         cgroup = self.cgroups.make(key) if self.cgroups is not None else None
         try:
             shim = spawn_shim(self.shim_path, directory, cgroup, ready=True)

@@ -1,0 +1,126 @@
+"""A client without the daemon: nothing outside pai_jupyter/cluster imports it; the local profile reaches the
+embedded daemon through a starter (given, or registered by the cluster package); requests go through an
+injectable httpx transport."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pai_jupyter.client import Client, ServerUnavailable
+from pai_jupyter.common import starter
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pai_jupyter"
+# the cluster's own command line (pai cluster ...) and `make demo`, which starts and stops an embedded cluster
+CLUSTER_DRIVERS = {"cli/cluster.py", "demo.py"}
+
+
+def _imports_cluster(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    depth = len(path.relative_to(PACKAGE).parts) - 1  # how many dots reach pai_jupyter/
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against pai_jupyter/
+                if node.level - 1 != depth:
+                    continue
+                base = f"pai_jupyter.{base}" if base else "pai_jupyter"
+            names = [base] + ([f"{base}.{a.name}" for a in node.names] if base == "pai_jupyter" else [])
+        found += [n for n in names if n == "pai_jupyter.cluster" or n.startswith("pai_jupyter.cluster.")]
+    return found
+
+
+def test_nothing_outside_the_cluster_package_imports_it() -> None:
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("cluster/") or rel in CLUSTER_DRIVERS:
+            continue
+        if found := _imports_cluster(path):
+            offenders[rel] = found
+    assert offenders == {}
+
+
+def test_a_client_loads_no_daemon_code() -> None:
+    code = ("import sys, httpx; from pai_jupyter.client import Client; import pai_jupyter.server.common; "
+            "c = Client(url='http://x.test', token='t', transport=httpx.MockTransport("
+            "lambda r: httpx.Response(200, json={'launcherType': 'k8s'}))); c.info(); "
+            "print(sorted(m for m in sys.modules if m.startswith('pai_jupyter.cluster')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+class FakeStarter:
+    def __init__(self, info: dict[str, Any] | None = None, error: str | None = None):
+        self.info, self.error, self.calls = info, error, []  # type: ignore[var-annotated]
+
+    def __call__(self, home: Path | None, *, start: bool) -> dict[str, Any] | None:
+        self.calls.append((home, start))
+        if self.error:
+            raise starter.StartError(self.error)
+        return self.info
+
+
+def test_the_local_profile_uses_the_starter_it_is_given(tmp_path: Path) -> None:
+    seen: list[httpx.Request] = []
+
+    def daemon(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return httpx.Response(200, json={"launcherType": "local"})
+
+    given = FakeStarter({"url": "http://127.0.0.1:1234", "token": "tok"})
+    c = Client("local", home=tmp_path, starter=given, transport=httpx.MockTransport(daemon))
+    assert c.info() == {"launcherType": "local"}
+    assert given.calls == [(tmp_path, True)]
+    assert str(seen[0].url) == "http://127.0.0.1:1234/api/v2/info"
+    assert seen[0].headers["Authorization"] == "Bearer tok"
+
+
+def test_a_starter_that_finds_nothing_or_fails_says_so(tmp_path: Path) -> None:
+    idle = FakeStarter(None)
+    with pytest.raises(ServerUnavailable, match="not running; start the local cluster"):
+        Client("local", home=tmp_path, starter=idle, auto_start=False, retries=0).info()
+    assert idle.calls == [(tmp_path, False)]  # auto_start=False: look, never start
+    broken = FakeStarter(error="the daemon exited with code 1")
+    with pytest.raises(ServerUnavailable, match="could not be started: the daemon exited with code 1"):
+        Client("local", home=tmp_path, starter=broken, retries=0).info()
+
+
+def test_the_cluster_package_registers_the_local_starter() -> None:
+    from pai_jupyter.cluster import control
+
+    assert starter.starter_for(starter.LOCAL) is control.local_starter
+    assert issubclass(control.DaemonError, starter.StartError)
+    assert starter.starter_for("no-such-profile") is None
+
+
+def test_the_async_client_takes_the_transport_too() -> None:
+    import asyncio
+
+    from pai_jupyter.client import AsyncClient
+
+    seen: list[str] = []
+
+    def openpai(req: httpx.Request) -> httpx.Response:
+        seen.append(str(req.url))
+        return httpx.Response(200, json={"launcherType": "k8s"})
+
+    async def main() -> dict[str, Any]:
+        c = AsyncClient(url="http://openpai.test", token="t", transport=httpx.MockTransport(openpai))
+        try:
+            return await c.info()
+        finally:
+            await c.aclose()
+
+    assert asyncio.run(main()) == {"launcherType": "k8s"}
+    assert seen == ["http://openpai.test/api/v2/info"]
