@@ -97,9 +97,10 @@ while monitor._thread.is_alive() and time.monotonic() < deadline:  # it stops on
 print("monitor", "sampling" if monitor._thread.is_alive() else "stopped", monitor.ended, len(monitor.times))
 print("busy", client.wait(busy.id, timeout=60).state)
 svc = [s for s in client.services(tb.id) if s["name"] == "tensorboard"][0]
-while not has_runs(f"http://{svc['host']}:{svc['port']}/") and time.monotonic() < deadline:
+url = f"http://{svc['host']}:{svc['port']}/"  # the task's TensorBoard wants its service token
+while not has_runs(url, token=svc["token"]) and time.monotonic() < deadline:
     time.sleep(0.5)
-print("tensorboard runs", has_runs(f"http://{svc['host']}:{svc['port']}/"), svc["logdir"])
+print("tensorboard runs", has_runs(url, token=svc["token"]), svc["logdir"])
 """
 
 
