@@ -197,7 +197,8 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         if self.tunnel == "never" or (self.tunnel == "auto" and (self._is_local or not self._uses_ssh())):
             await self._until_answering(task_info, deadline)
             return self._use(task_info, "direct")
-        if self.tunnel == "auto":  # a remote task: try its ports first
+        kept = self._tunnel is not None and self._tunnel.matches(task_ports(task_info))
+        if self.tunnel == "auto" and not kept:  # a remote task: try its ports first (a restart keeps its tunnel)
             try:
                 await self._until_answering(task_info, min(deadline, time.monotonic() + self.direct_timeout))
                 await self._close_tunnel()
@@ -208,7 +209,10 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         try:
             info = await self._open_tunnel(task_info, deadline)
         except TunnelError as exc:
-            raise KernelStartError(f"the PAI kernel's job {self.job_id} runs, but {exc}; it was stopped") from None
+            hint = " (the kernelspec turned it off: reinstall it with --ssh-plugin)" \
+                if self.ssh_plugin is False and "no ssh plugin" in str(exc) else ""
+            raise KernelStartError(f"the PAI kernel's job {self.job_id} runs, but {exc}{hint}; it was stopped") \
+                from None
         await self._until_answering(info, deadline)
         if self.tunnel == "auto" and await self._answers(task_info, 1000):  # the kernel was only slow to start
             await self._close_tunnel()

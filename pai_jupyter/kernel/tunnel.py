@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..client.errors import JobNotFound, NotSupported, PaiError
+from ..client.errors import BadRequest, JobNotFound, NotSupported, PaiError
 from .jobspec import LABELS, ROLE
 
 MODES = ("auto", "always", "never")
@@ -98,9 +98,9 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
                                               keepalive_interval=30, keepalive_count_max=4)
             except asyncssh.PermissionDenied:
                 raise TunnelError(f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
-                                  "its public key must be in your OpenPAI SSH keys or the job's userssh (kernelspec "
-                                  "`identity`), or leave `identity` unset to use the job's key on the embedded "
-                                  "cluster") from None
+                                  "its public key must be in your OpenPAI SSH keys, or beside it as KEY.pub (the "
+                                  "kernel's job then lists it in userssh); on the embedded cluster, leave the "
+                                  "kernelspec's `identity` unset to use the job's own key") from None
             except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
                 last = f"the kernel task's sshd at {where} does not answer ({exc or type(exc).__name__})"
             else:
@@ -125,6 +125,10 @@ async def _target(client: Any, job_id: str, identity: str | None, ssh_info: Any)
     try:
         [target] = await ssh_info(client, job_id, role=ROLE, index=0, identity=identity or None)
     except (NotSupported, JobNotFound) as exc:
+        raise TunnelError(f"no SSH tunnel to the kernel: {exc}") from None
+    except BadRequest as exc:
+        if "with ssh" in str(exc):  # the task's sshd is not listed yet
+            return None
         raise TunnelError(f"no SSH tunnel to the kernel: {exc}") from None
     except PaiError as exc:
         if "ssh plugin" in str(exc):

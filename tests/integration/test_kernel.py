@@ -273,13 +273,13 @@ def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(daemon: Api,
     silent = tmp_path / "silent-python"
     silent.write_text("#!/bin/sh\necho a python that never starts a kernel\nexec sleep 600\n")
     silent.chmod(0o755)
-    install_spec(profile=remote_profile(daemon), python=str(silent), start_timeout=3)
+    install_spec(profile=remote_profile(daemon), python=str(silent), start_timeout=3, tunnel="never")
     km = AsyncKernelManager(kernel_name="pai-test")
     with pytest.raises(KernelStartError) as err:
         asyncio.run(km.start_kernel())
     message = str(err.value)
     assert "did not answer at 127.0.0.1:" in message and "within 3 s" in message, message
-    assert "SSH" in message and "not implemented" in message  # the path used is said plainly
+    assert "tunnel: never" in message and "directly" in message  # the path used is said plainly
     assert "a python that never starts a kernel" in message
     body = daemon.http.get("/api/v2/jobs").json()
     job = (body["data"] if isinstance(body, dict) else body)[0]
