@@ -249,15 +249,17 @@ def remote_profile(api: Api) -> str:
     return "faraway"
 
 
-def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path
-                                                               ) -> None:
+def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
     from nbclient import NotebookClient
 
     install_spec(profile=remote_profile(daemon))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')")]
-    NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    with caplog.at_level(logging.INFO):
+        NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert "kernel reached directly (127.0.0.1:" in caplog.text  # tunnel: auto, and the ports answer
     cwd, task_dir = nb.cells[0].outputs[0]["text"].strip().split("|")
     assert cwd != str(tmp_path) and cwd.startswith(task_dir)  # not the notebook's folder: the job's own dir
     body = daemon.http.get("/api/v2/jobs").json()

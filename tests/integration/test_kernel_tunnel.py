@@ -8,14 +8,20 @@ import asyncio
 import json
 import logging
 import socket
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nbformat
 import pytest
+import tornado.web
+from tornado.httpserver import HTTPServer
 
 from .conftest import Api
+from .jupyter_fixture import free_port
 from .ssh_helpers import keypair, need_sshd
 from .test_kernel import install_spec, job_processes, kernelspecs, remote_profile, run_cell  # noqa: F401
 
@@ -186,3 +192,94 @@ def test_a_refused_key_is_a_clear_start_error(daemon: Api, kernelspecs: Path, tm
     message = start_error()
     assert "refused the key" in message and str(key) in message, message
     assert "it was stopped" in message and all_stopped(daemon)
+
+
+class Rewriting(tornado.web.RequestHandler):
+    """A stand-in for a cluster whose task addresses the Jupyter server cannot reach: relays every call to the
+    daemon, but job details say each task is at 127.0.0.2 (the kernel binds 127.0.0.1 only, so its ports refuse
+    there, while the task's sshd, which the daemon's ssh route names at 127.0.0.1, answers)."""
+
+    SUPPORTED_METHODS = ("GET", "POST", "PUT", "DELETE")
+
+    def initialize(self, upstream: str) -> None:
+        self.upstream = upstream
+
+    async def _relay(self) -> None:
+        headers = {k: v for k, v in self.request.headers.items() if k.lower() in ("authorization", "content-type")}
+        async with httpx.AsyncClient(timeout=60) as http:
+            r = await http.request(self.request.method, self.upstream + self.request.uri, headers=headers,
+                                   content=self.request.body or None)
+        body = r.content
+        if self.request.path.startswith("/api/v2/jobs/") and r.headers.get("content-type", "").startswith(
+                "application/json"):
+            body = body.replace(b'"containerIp": "127.0.0.1"', b'"containerIp": "127.0.0.2"').replace(
+                b'"containerIp":"127.0.0.1"', b'"containerIp":"127.0.0.2"')
+        self.set_status(r.status_code)
+        if "content-type" in r.headers:
+            self.set_header("Content-Type", r.headers["content-type"])
+        self.finish(body)
+
+    get = post = put = delete = _relay
+
+
+@pytest.fixture
+def unreachable_profile(daemon: Api) -> Iterator[str]:
+    """A remote profile through the rewriting stand-in."""
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        server = HTTPServer(tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/")})]))
+        server.listen(port, "127.0.0.1")
+        started.set()
+        loop.run_forever()
+        server.stop()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    started.wait(10)
+    user = daemon.http.get("/api/v2/info").json()["user"]
+    upsert_profile(Profile(name="walled", url=f"http://127.0.0.1:{port}", username=user, token=daemon.token))
+    yield "walled"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,  # noqa: F811
+                                                                   unreachable_profile: str, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    need_sshd()
+    loopback_only = tmp_path / "python-on-loopback"  # the kernel binds its task's loopback only
+    loopback_only.write_text(f"#!/bin/sh\nPAI_KERNEL_IP=127.0.0.1 exec {sys.executable} \"$@\"\n")
+    loopback_only.chmod(0o755)
+    install_spec(profile=unreachable_profile, python=str(loopback_only))  # tunnel: auto, the default
+    spec = kernelspecs / "kernels" / "pai-test" / "kernel.json"
+    doc = json.loads(spec.read_text())
+    doc["metadata"]["kernel_provisioner"]["config"]["direct_timeout"] = 3
+    spec.write_text(json.dumps(doc))
+
+    async def scenario() -> tuple[str, str, str]:
+        km = AsyncKernelManager(kernel_name="pai-test")
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            _, text = await run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])")
+            return km.provisioner.path, km.provisioner.job_id, text.strip()
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel()
+
+    with caplog.at_level(logging.INFO):
+        path, job, name = asyncio.run(scenario())
+    assert path.startswith("SSH tunnel via 127.0.0.1:"), path
+    assert name == job.split("~")[1]
+    assert "kernel reached through an SSH tunnel via 127.0.0.1:" in caplog.text
+    assert daemon.detail(job)["jobStatus"]["state"] == "STOPPED"
