@@ -113,6 +113,12 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
                 return KernelTunnel(conn, listeners, where, dict(ports))
         else:
             last = "the kernel task's sshd has no address yet"
+        try:
+            state = (await client.detail(job_id)).state
+        except PaiError:
+            state = ""  # the cluster may answer again before the deadline
+        if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+            raise TunnelError(f"the job ended ({state}) before its sshd let the tunnel in: {last}")
         if time.monotonic() > deadline:
             raise TunnelError(f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
                               "reachable from the Jupyter server?")

@@ -201,8 +201,8 @@ class Rewriting(tornado.web.RequestHandler):
 
     SUPPORTED_METHODS = ("GET", "POST", "PUT", "DELETE")
 
-    def initialize(self, upstream: str) -> None:
-        self.upstream = upstream
+    def initialize(self, upstream: str, ssh_port: list[int]) -> None:
+        self.upstream, self.ssh_port = upstream, ssh_port
 
     async def _relay(self) -> None:
         headers = {k: v for k, v in self.request.headers.items() if k.lower() in ("authorization", "content-type")}
@@ -214,6 +214,11 @@ class Rewriting(tornado.web.RequestHandler):
                 "application/json"):
             body = body.replace(b'"containerIp": "127.0.0.1"', b'"containerIp": "127.0.0.2"').replace(
                 b'"containerIp":"127.0.0.1"', b'"containerIp":"127.0.0.2"')
+        if self.ssh_port and self.request.path.endswith("/ssh") and r.status_code == 200:
+            doc = json.loads(body)  # the task's sshd said to be on a port where nothing answers
+            for c in doc["containers"]:
+                c["sshPort"] = self.ssh_port[0]
+            body = json.dumps(doc).encode()
         self.set_status(r.status_code)
         if "content-type" in r.headers:
             self.set_header("Content-Type", r.headers["content-type"])
@@ -223,7 +228,13 @@ class Rewriting(tornado.web.RequestHandler):
 
 
 @pytest.fixture
-def unreachable_profile(daemon: Api) -> Iterator[str]:
+def ssh_port() -> list[int]:
+    """Set to a port to make the stand-in say the task's sshd is there."""
+    return []
+
+
+@pytest.fixture
+def unreachable_profile(daemon: Api, ssh_port: list[int]) -> Iterator[str]:
     """A remote profile through the rewriting stand-in."""
     from pai_jupyter.client.profiles import Profile, upsert_profile
 
@@ -233,7 +244,8 @@ def unreachable_profile(daemon: Api) -> Iterator[str]:
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
-        server = HTTPServer(tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/")})]))
+        server = HTTPServer(tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/"),
+                                                                          "ssh_port": ssh_port})]))
         server.listen(port, "127.0.0.1")
         started.set()
         loop.run_forever()
@@ -283,3 +295,13 @@ def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, k
     assert name == job.split("~")[1]
     assert "kernel reached through an SSH tunnel via 127.0.0.1:" in caplog.text
     assert daemon.detail(job)["jobStatus"]["state"] == "STOPPED"
+
+
+def test_an_sshd_that_does_not_answer_is_a_clear_start_error(daemon: Api, kernelspecs: Path,  # noqa: F811
+                                                             unreachable_profile: str, ssh_port: list[int]) -> None:
+    need_sshd()
+    ssh_port.append(free_port())  # nothing listens there
+    install_spec(profile=unreachable_profile, tunnel="always", start_timeout=5)
+    message = start_error()
+    assert f"the kernel task's sshd at 127.0.0.1:{ssh_port[0]} does not answer" in message, message
+    assert "it was stopped" in message and all_stopped(daemon)
