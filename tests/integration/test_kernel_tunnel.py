@@ -10,6 +10,7 @@ import logging
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,22 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     loop.run_until_complete(kc.wait_for_ready(timeout=120))
     _, text = loop.run_until_complete(run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])"))
     assert text.strip() == new_job.split("~")[1]
+
+    # the SSH connection drops while the job runs: the next poll re-opens it on the same local ports
+    dropped = prov._tunnel
+    dropped.conn.close()
+
+    async def reopened() -> None:
+        deadline = time.monotonic() + 60
+        while prov._tunnel is None or prov._tunnel is dropped or not prov._tunnel.alive:
+            assert time.monotonic() < deadline, "the tunnel was not re-opened"
+            assert await prov.poll() is None  # the kernel is not dead
+            await asyncio.sleep(0.2)
+
+    loop.run_until_complete(reopened())
+    assert prov._tunnel.local_ports == dropped.local_ports and ports(km) == local
+    _, text = loop.run_until_complete(run_cell(kc, "print(6 * 7)"))
+    assert text.strip() == "42"
 
     # shutdown: the job is stopped, nothing is left, and the tunnel's local ports stop answering
     assert all(answers(p) for p in local)
