@@ -105,6 +105,7 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
                 last = f"the kernel task's sshd at {where} does not answer ({exc or type(exc).__name__})"
             else:
                 try:
+                    await _interactive(conn)
                     listeners = await _forward(conn, ports, local_ports or {})
                 except BaseException:
                     conn.close()
@@ -151,6 +152,16 @@ async def _target(client: Any, job_id: str, identity: str | None, ssh_info: Any)
     if not Path(target.key).expanduser().exists():
         raise TunnelError(f"no SSH tunnel to the kernel: the private key {target.key} does not exist")
     return target
+
+
+async def _interactive(conn: Any) -> None:
+    """Open a session with a pty that waits for the tunnel's end: OpenSSH's sshd turns Nagle's algorithm off on a
+    connection only once it has a pty session; without one every small kernel message back waits for a delayed
+    ACK (~40 ms a cell). Best effort: a sshd that refuses it still forwards."""
+    try:
+        await conn.create_process("cat", term_type="dumb", encoding=None)
+    except Exception:
+        pass
 
 
 async def _forward(conn: Any, ports: dict[str, int], wanted: dict[str, int]) -> dict[str, Any]:
