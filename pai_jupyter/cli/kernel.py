@@ -35,9 +35,17 @@ def kernel() -> None:
 @click.option("--start-timeout", type=float, help="Seconds to wait for the job to run and its kernel to answer "
                                                  "(default: 300).")
 @click.option("--sys-prefix", is_flag=True, help="Install into this Python environment instead of the user's dir.")
+@click.option("--tunnel", type=click.Choice(["auto", "always", "never"]),
+              help="How Jupyter reaches the kernel: auto (directly; through an SSH tunnel to the task where a remote "
+                   "task's ports do not answer), always (the SSH tunnel), never (directly). Default: auto.")
+@click.option("--ssh-plugin/--no-ssh-plugin", default=None,
+              help="Give the kernel's job the ssh plugin that the tunnel logs into (default: with --tunnel always, "
+                   "and with auto on a remote OpenPAI).")
+@click.option("--identity", "-i", help="Private key the tunnel logs in with (default: the job's key on the "
+                                       "embedded cluster, ~/.ssh/id_ed25519 on OpenPAI).")
 def install(name: str | None, profile: str | None, gpu: int, cpu: int, memory_mb: int, image: str | None,
             python: str | None, virtual_cluster: str | None, display_name: str | None, start_timeout: float | None,
-            sys_prefix: bool) -> None:
+            sys_prefix: bool, tunnel: str | None, ssh_plugin: bool | None, identity: str | None) -> None:
     """Install a kernelspec whose kernel runs as a one-task PAI job with these resources."""
     from ..kernel.kernelspec import KernelSpecError
     from ..kernel.kernelspec import install as do_install
@@ -45,7 +53,8 @@ def install(name: str | None, profile: str | None, gpu: int, cpu: int, memory_mb
     try:
         spec = do_install(name, profile=profile, gpu=gpu, cpu=cpu, memory_mb=memory_mb, image=image, python=python,
                           virtual_cluster=virtual_cluster, display=display_name, start_timeout=start_timeout,
-                          prefix=sys.prefix if sys_prefix else None)
+                          prefix=sys.prefix if sys_prefix else None, tunnel=tunnel, ssh_plugin=ssh_plugin,
+                          identity=identity)
     except (KernelSpecError, OSError) as exc:
         _fail(exc)
     click.echo(f"installed kernelspec {spec.name} ({spec.display_name}) in {spec.resource_dir}")

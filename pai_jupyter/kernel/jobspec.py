@@ -54,11 +54,12 @@ def launcher_command(python: str) -> str:
 
 
 def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str, workdir: str | None,
-               bind_ip: str, ports: dict[str, int] | None = None) -> Job:
+               bind_ip: str, ports: dict[str, int] | None = None, ssh: dict[str, Any] | None = None) -> Job:
     """The kernel's job. ``workdir``: a host directory the task starts in (the embedded cluster's owner only:
     it is given as the role's output so a Docker task gets it mounted at the same path). ``ports``: the ports
     wanted (a new job after a restart asks for the old job's, so connected clients find the new kernel; the
-    embedded cluster gives the next free one where a port is taken)."""
+    embedded cluster gives the next free one where a port is taken). ``ssh``: the ssh runtime plugin's parameters
+    (the SSH tunnel logs into the task's sshd); None: no plugin."""
     commands = [
         "umask 077",
         f"export PAI_KERNEL_KEY={shlex.quote('<% $secrets.kernelKey %>')}",
@@ -74,10 +75,21 @@ def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str,
     role = TaskRole(name=ROLE, instances=1, cpu=opts.cpu, memory_mb=opts.memory_mb, gpu=opts.gpu, ports=wanted,
                     commands=commands,
                     output=WORKDIR_PREREQ if workdir else None, min_failed=1, min_succeeded=1)
+    extras: dict[str, Any] = {EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}}
+    if ssh is not None:
+        extras["com.microsoft.pai.runtimeplugin"] = [{"plugin": "ssh", "parameters": ssh}]
     return Job(name=name, image=opts.image, task_roles=[role], prerequisites=prereqs,
-               virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key},
-               extras={EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}},
+               virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key}, extras=extras,
                description=f"Jupyter kernel {kernel_name}")
+
+
+def ssh_parameters(public_key: str | None) -> dict[str, Any]:
+    """The ssh plugin's parameters for a kernel's job: no jobssh (one task); ``userssh`` lets in the key the
+    tunnel logs in with, as OpenPAI's portal does with a user's key."""
+    params: dict[str, Any] = {"jobssh": False}
+    if public_key:
+        params["userssh"] = {"type": "custom", "value": public_key}
+    return params
 
 
 def connection_info(detail: JobDetail, key: bytes, *, host: str | None = None) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 PROVISIONER = "pai-provisioner"
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
+TUNNEL_MODES = ("auto", "always", "never")  # the provisioner's ``tunnel`` (kernel/tunnel.py)
 
 
 class KernelSpecError(ValueError):
@@ -43,15 +44,23 @@ def display_name(profile: str | None, gpu: int, cpu: int, memory_mb: int) -> str
 
 
 def spec_json(*, profile: str | None, gpu: int, cpu: int, memory_mb: int, image: str | None, python: str | None,
-              virtual_cluster: str | None, display: str | None, start_timeout: float | None = None) -> dict[str, Any]:
+              virtual_cluster: str | None, display: str | None, start_timeout: float | None = None,
+              tunnel: str | None = None, ssh_plugin: bool | None = None, identity: str | None = None) -> dict[str, Any]:
     """The kernel.json of a PAI kernel (argv names what runs inside the task; the provisioner starts it)."""
     if gpu < 0 or cpu < 1 or memory_mb < 100:
         raise KernelSpecError("resources must be --gpu >= 0, --cpu >= 1 and --memory-mb >= 100")
+    if tunnel and tunnel not in TUNNEL_MODES:
+        raise KernelSpecError(f"tunnel must be one of {', '.join(TUNNEL_MODES)}, not {tunnel!r}")
+    if tunnel == "always" and ssh_plugin is False:
+        raise KernelSpecError("tunnel: always needs the job's ssh plugin (drop --no-ssh-plugin)")
     config: dict[str, Any] = {"gpu": gpu, "cpu": cpu, "memory_mb": memory_mb}
     for key, value in (("profile", profile), ("image", image), ("python", python),
-                       ("virtual_cluster", virtual_cluster), ("start_timeout", start_timeout)):
+                       ("virtual_cluster", virtual_cluster), ("start_timeout", start_timeout), ("tunnel", tunnel),
+                       ("identity", str(Path(identity).expanduser().absolute()) if identity else None)):
         if value:
             config[key] = value
+    if ssh_plugin is not None:
+        config["ssh_plugin"] = ssh_plugin
     return {
         "argv": [python or "python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": display or display_name(profile, gpu, cpu, memory_mb),
@@ -64,7 +73,8 @@ def spec_json(*, profile: str | None, gpu: int, cpu: int, memory_mb: int, image:
 def install(name: str | None = None, *, profile: str | None = None, gpu: int = 0, cpu: int = 1,
             memory_mb: int = 4096, image: str | None = None, python: str | None = None,
             virtual_cluster: str | None = None, display: str | None = None, start_timeout: float | None = None,
-            user: bool = True, prefix: str | None = None) -> PaiKernelSpec:
+            user: bool = True, prefix: str | None = None, tunnel: str | None = None, ssh_plugin: bool | None = None,
+            identity: str | None = None) -> PaiKernelSpec:
     """Write a PAI kernelspec (user data dir by default, or under ``prefix``) and return it."""
     from jupyter_client.kernelspec import KernelSpecManager
 
@@ -79,7 +89,8 @@ def install(name: str | None = None, *, profile: str | None = None, gpu: int = 0
     if not NAME_RE.match(name):
         raise KernelSpecError(f"kernel name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
     spec = spec_json(profile=profile, gpu=gpu, cpu=cpu, memory_mb=memory_mb, image=image, python=python,
-                     virtual_cluster=virtual_cluster, display=display, start_timeout=start_timeout)
+                     virtual_cluster=virtual_cluster, display=display, start_timeout=start_timeout,
+                     tunnel=tunnel, ssh_plugin=ssh_plugin, identity=identity)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
         dest = KernelSpecManager().install_kernel_spec(tmp, kernel_name=name, user=user and not prefix,

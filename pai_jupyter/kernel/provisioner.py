@@ -15,25 +15,32 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
-from traitlets import Float, Int, Unicode
+from traitlets import Bool, Enum, Float, Int, Unicode
 
 from ..client.errors import PaiError
 from ..common.states import FINAL
 from . import jobspec
 from .jobspec import KernelJobOptions
+from .tunnel import MODES, KernelTunnel, TunnelError, open_tunnel, task_ports
 
 TAG = "[pai_jupyter kernel]"
-SSH_NOTE = ("tunnelling through the task's SSH (OpenPAI's ssh runtime plugin) is not implemented in pai_jupyter yet, "
-            "so the Jupyter server must reach the task's host and ports directly")
+SSH_NOTE = {"never": "the kernelspec says `tunnel: never`, so the Jupyter server must reach the task's host and ports "
+                      "directly (or reinstall it with `--tunnel auto`)",
+            "no-plugin": "no SSH tunnel was tried: the kernelspec turned the job's ssh plugin off (`--no-ssh-plugin`)"}
 
 
 class KernelStartError(RuntimeError):
     """The kernel's job could not start, or its kernel never answered: the message says why, with the job's
     state, exit code, diagnostics and the last lines of its log."""
+
+
+class _NoAnswer(KernelStartError):
+    """The kernel's heartbeat did not answer on this path before the deadline."""
 
 
 class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
@@ -50,6 +57,18 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     virtual_cluster = Unicode("default", config=True)
     start_timeout = Float(300.0, config=True, help="Seconds to wait for the job to run and its kernel to answer.")
     poll_interval = Float(1.0, config=True, help="How long a job state read by poll() is reused, in seconds.")
+    tunnel = Enum(MODES, default_value="auto", config=True,
+                  help="How the Jupyter server reaches the kernel's ports: `auto` (directly; through an SSH tunnel to "
+                       "the task's sshd where a remote task's ports do not answer), `always` (the tunnel; the kernel "
+                       "binds its task's loopback only), `never` (directly).")
+    ssh_plugin = Bool(None, allow_none=True, config=True,
+                      help="Give the job the ssh runtime plugin (the tunnel needs it). Unset: with `tunnel: always`, "
+                           "and with `auto` on a remote OpenPAI.")
+    identity = Unicode("", config=True, help="Private key the tunnel logs in with. Empty: the job's key on the "
+                       "embedded cluster; ~/.ssh/id_ed25519 (id_ecdsa, id_rsa) on OpenPAI, whose public half is put "
+                       "in the job's userssh.")
+    direct_timeout = Float(15.0, config=True, help="With `tunnel: auto`: seconds the direct path is tried, once the "
+                           "job runs, before the SSH tunnel is.")
 
     job_id: str | None = None
     incarnation = 0
@@ -59,6 +78,9 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     _checked: tuple[float, int | None] = (0.0, None)
     _reported = False
     _is_local: bool | None = None
+    _tunnel: KernelTunnel | None = None
+    _task_info: dict[str, Any] | None = None  # the kernel's ports in its task (connection_info has the local ones)
+    path = ""                                 # "direct" or "SSH tunnel via HOST:PORT"
 
     # ---- state ----------------------------------------------------------------------------------------------
     @property
@@ -101,12 +123,9 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
             self._reuse = False
             self.incarnation += 1
             detail = await self._detail()
-            info = jobspec.connection_info(detail, key)
-            if detail.state == "RUNNING" and info is not None:
-                await self._until_answering(info, time.monotonic() + self.start_timeout)
-                self.connection_info = info
-                return info
-        old = self.connection_info if self.job_id else {}
+            if detail.state == "RUNNING" and jobspec.connection_info(detail, key) is not None:
+                return await self._connect(detail, key, time.monotonic() + self.start_timeout)
+        old = (self._task_info or self.connection_info) if self.job_id else {}
         wanted = {label: int(old[f"{label}_port"]) for label in jobspec.LABELS if old.get(f"{label}_port")}
         self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
         return await self._submit_and_connect(cmd, key, kwargs, wanted)
@@ -126,8 +145,9 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         name = jobspec.job_name(env.get("JPY_SESSION_NAME"), cwd)
         job = jobspec.kernel_job(name, key.decode("ascii"), self._options(cmd, info), kernel_name=self._kernel_name(),
                                  workdir=os.path.abspath(cwd) if (cwd and owner) else None,
-                                 bind_ip="127.0.0.1" if self._is_local else "0.0.0.0",
-                                 ports=wanted if self._is_local else None)
+                                 bind_ip="127.0.0.1" if (self._is_local or self.tunnel == "always") else "0.0.0.0",
+                                 ports=wanted if self._is_local else None,
+                                 ssh=jobspec.ssh_parameters(self._public_key()) if self._uses_ssh() else None)
         try:
             self.job_id = await self.client.submit(job)
         except InvalidJob as exc:
@@ -138,14 +158,92 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         deadline = time.monotonic() + self.start_timeout
         try:
             detail = await self._until_running(deadline)
-            info_ = jobspec.connection_info(detail, key)
-            assert info_ is not None
-            await self._until_answering(info_, deadline)
+            return await self._connect(detail, key, deadline)
         except BaseException:
+            await self._close_tunnel()
             await self._stop_job()
             raise
-        self.connection_info = info_
-        return info_
+
+    def _uses_ssh(self) -> bool:
+        """Whether the job gets the ssh plugin (what the tunnel logs into)."""
+        if self.ssh_plugin is not None:
+            return bool(self.ssh_plugin)
+        return self.tunnel == "always" or (self.tunnel == "auto" and not self._is_local)
+
+    def _ssh_identity(self) -> str | None:
+        if self.identity:
+            return os.path.expanduser(self.identity)
+        if self._is_local:
+            return None  # the job's own key, which the embedded cluster hands its owner
+        from ..client.ssh import default_identity
+
+        return default_identity()
+
+    def _public_key(self) -> str | None:
+        """The public half of the tunnel's key (``<key>.pub``), for the job's userssh; None when unknown."""
+        key = self._ssh_identity()
+        if not key:
+            return None
+        try:
+            return Path(f"{key}.pub").read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+
+    async def _connect(self, detail: Any, key: bytes, deadline: float) -> KernelConnectionInfo:
+        """Reach the running kernel directly or through the tunnel (kernelspec ``tunnel``); say which in the log."""
+        task_info = jobspec.connection_info(detail, key)
+        assert task_info is not None
+        self._task_info = task_info
+        if self.tunnel == "never" or (self.tunnel == "auto" and (self._is_local or not self._uses_ssh())):
+            await self._until_answering(task_info, deadline)
+            return self._use(task_info, "direct")
+        kept = self._tunnel is not None and self._tunnel.matches(task_ports(task_info))
+        if self.tunnel == "auto" and not kept:  # a remote task: try its ports first (a restart keeps its tunnel)
+            try:
+                await self._until_answering(task_info, min(deadline, time.monotonic() + self.direct_timeout))
+                await self._close_tunnel()
+                return self._use(task_info, "direct")
+            except _NoAnswer:
+                if time.monotonic() > deadline:
+                    raise
+        try:
+            info = await self._open_tunnel(task_info, deadline)
+        except TunnelError as exc:
+            hint = " (the kernelspec turned it off: reinstall it with --ssh-plugin)" \
+                if self.ssh_plugin is False and "no ssh plugin" in str(exc) else ""
+            raise KernelStartError(f"the PAI kernel's job {self.job_id} runs, but {exc}{hint}; it was stopped") \
+                from None
+        await self._until_answering(info, deadline)
+        if self.tunnel == "auto" and await self._answers(task_info, 1000):  # the kernel was only slow to start
+            await self._close_tunnel()
+            return self._use(task_info, "direct")
+        assert self._tunnel is not None
+        return self._use(info, f"SSH tunnel via {self._tunnel.via}")
+
+    def _use(self, info: dict[str, Any], path: str) -> KernelConnectionInfo:
+        self.connection_info, self.path = info, path
+        ports = ", ".join(f"{label} {info[f'{label}_port']}" for label in jobspec.LABELS)
+        self._log().info("PAI kernel %s: job %s, kernel reached %s (%s:%s)", self.kernel_id, self.job_id,
+                         "directly" if path == "direct" else f"through an {path}", info["ip"], ports)
+        return info
+
+    async def _open_tunnel(self, task_info: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """The tunnel's connection info: the live tunnel when it still leads to these ports, else a new one that
+        asks for the old local ports (connected clients find the restarted kernel)."""
+        ports = task_ports(task_info)
+        if self._tunnel is not None and self._tunnel.matches(ports):
+            return self._tunnel.connection_info(task_info)
+        wanted = self._tunnel.local_ports if self._tunnel is not None else {}
+        await self._close_tunnel()
+        self._tunnel = await open_tunnel(self.client, str(self.job_id), ports, identity=self._ssh_identity(),
+                                         deadline=deadline, local_ports=wanted, log=self._log())
+        return self._tunnel.connection_info(task_info)
+
+    async def _close_tunnel(self) -> None:
+        if self._tunnel is not None:
+            tunnel, self._tunnel = self._tunnel, None
+            await tunnel.close()
+            self._log().info("PAI kernel %s: SSH tunnel via %s closed", self.kernel_id, tunnel.via)
 
     def _kernel_name(self) -> str:
         return str(getattr(self.parent, "kernel_name", "") or "")
@@ -178,34 +276,43 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 
-    async def _until_answering(self, info: dict[str, Any], deadline: float) -> None:
-        """Ping the kernel's heartbeat until it echoes; the job ending meanwhile is a start error."""
+    @staticmethod
+    async def _answers(info: dict[str, Any], wait_ms: int) -> bool:
+        """Whether the kernel's heartbeat at ``info`` echoes a ping within ``wait_ms``."""
         import zmq
         import zmq.asyncio
 
-        ctx = zmq.asyncio.Context.instance()
-        url = f"tcp://{info['ip']}:{info['hb_port']}"
+        sock = zmq.asyncio.Context.instance().socket(zmq.REQ)
+        sock.linger = 0
+        try:
+            sock.connect(f"tcp://{info['ip']}:{info['hb_port']}")
+            await sock.send(b"ping")
+            if await sock.poll(wait_ms):
+                await sock.recv()
+                return True
+            return False
+        finally:
+            sock.close()
+
+    async def _until_answering(self, info: dict[str, Any], deadline: float) -> None:
+        """Ping the kernel's heartbeat until it echoes; the job ending meanwhile is a start error."""
         wait_ms = 200
         while True:
-            sock = ctx.socket(zmq.REQ)
-            sock.linger = 0
-            try:
-                sock.connect(url)
-                await sock.send(b"ping")
-                if await sock.poll(wait_ms):
-                    await sock.recv()
-                    return
-            finally:
-                sock.close()
+            if await self._answers(info, wait_ms):
+                return
             wait_ms = min(wait_ms * 2, 1000)
             detail = await self._detail()
             if detail.state in FINAL:
                 raise KernelStartError(await self._why_ended(detail, "ended before its kernel answered"))
             if time.monotonic() > deadline:
-                where = "" if self._is_local else f"; {SSH_NOTE}"
-                raise KernelStartError(
+                note = None if self._is_local or self._tunnel is not None else (
+                    SSH_NOTE["never"] if self.tunnel == "never" else SSH_NOTE["no-plugin"]
+                    if not self._uses_ssh() else None)
+                where = f"; {note}" if note else ""
+                via = f" (through the SSH tunnel via {self._tunnel.via})" if self._tunnel is not None else ""
+                raise _NoAnswer(
                     f"the PAI kernel's job {self.job_id} runs but its kernel did not answer at {info['ip']}:"
-                    f"{info['hb_port']} within {self.start_timeout:g} s{where}; it was stopped. "
+                    f"{info['hb_port']}{via} within {self.start_timeout:g} s{where}; it was stopped. "
                     f"Last lines of its log:\n{_last_lines(await self._log_tail())}")
 
     async def _why_ended(self, detail: Any, what: str) -> str:
@@ -244,8 +351,20 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
                 self._reported = True
                 self._log().error("PAI kernel %s died: %s", self.kernel_id,
                                   await self._why_ended(detail, "ended"))
+        elif self._tunnel is not None and not self._tunnel.alive and self._task_info is not None:
+            await self._reopen_tunnel()
         self._checked = (time.monotonic(), code)
         return code
+
+    async def _reopen_tunnel(self) -> None:
+        """The SSH connection dropped while the job runs: open it again on the same local ports."""
+        assert self._tunnel is not None and self._task_info is not None
+        self._log().warning("PAI kernel %s: SSH tunnel via %s dropped; re-opening it", self.kernel_id,
+                            self._tunnel.via)
+        try:
+            await self._open_tunnel(self._task_info, time.monotonic() + 30)
+        except TunnelError as exc:
+            self._log().warning("PAI kernel %s: the SSH tunnel could not be re-opened: %s", self.kernel_id, exc)
 
     async def _poll_shutdown(self) -> int | None:
         """During a requested shutdown: 0 once the launcher says this kernel ended (or the job did)."""
@@ -304,6 +423,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
         if restart:
             return
         await self._stop_job()
+        await self._close_tunnel()
         self.job_id = None  # has_process is False from now on; a start again submits a new job
         if self._client is not None:
             await self._client.aclose()
@@ -329,7 +449,7 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     # ---- persistence ----------------------------------------------------------------------------------------
     async def get_provisioner_info(self) -> dict[str, Any]:
         info = await super().get_provisioner_info()
-        info.update(job_id=self.job_id, incarnation=self.incarnation, profile=self.profile)
+        info.update(job_id=self.job_id, incarnation=self.incarnation, profile=self.profile, path=self.path)
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:

@@ -105,3 +105,60 @@ def p14_round_trip() -> Figure:
     fig.note = (f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` (execute_request -> execute_reply with its iopub "
                 f"messages) on the same two kernels as P14; both are ipykernel over ZMQ on loopback")
     return fig
+
+
+_tunnel_cache: dict[str, Any] = {}
+
+
+def _measure_tunnel() -> dict[str, Any]:
+    """The PAI kernel through its SSH tunnel (a profile that is remote for the provisioner, `tunnel: always`, the
+    job's ssh plugin's sshd) beside the same kernel reached directly, RUNS times each, alternating."""
+    if _tunnel_cache:
+        return _tunnel_cache
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+    from pai_jupyter.kernel.kernelspec import install
+
+    saved = {k: os.environ.get(k) for k in ("PAI_JUPYTER_HOME", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
+    with Daemon("p14t", cpus=2) as d, tempfile.TemporaryDirectory(prefix="pai-bench-p14t-") as tmp:
+        os.environ.update(PAI_JUPYTER_HOME=str(d.home), JUPYTER_DATA_DIR=tmp, JUPYTER_PATH=tmp)
+        try:
+            user = d.http.get("/api/v2/info").json()["user"]
+            upsert_profile(Profile(name="tunnelled", url=d.url, username=user, token=d.token))
+            install("pai-bench", memory_mb=1024)
+            install("pai-bench-tunnel", memory_mb=1024, profile="tunnelled", tunnel="always")
+            tunnel, direct = [], []
+            for _ in range(RUNS):
+                tunnel.append(asyncio.run(_sample("pai-bench-tunnel", tmp))[:2])
+                direct.append(asyncio.run(_sample("pai-bench", tmp))[:2])
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    _tunnel_cache.update(tunnel=tunnel, direct=direct)
+    return _tunnel_cache
+
+
+def p14_tunnel_start() -> Figure:
+    fig = Figure("P14T", "PAI kernel start through its SSH tunnel", "s", "<= direct + 1 s")
+    m = _measure_tunnel()
+    fig.value = median([s for s, _ in m["tunnel"]])
+    fig.baseline = median([s for s, _ in m["direct"]])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= fig.baseline + 1.0
+    fig.note = (f"median of {RUNS} starts each, alternating; tunnel: a profile remote for the provisioner with "
+                "`tunnel: always` (the job's ssh plugin, its sshd, asyncssh local forwards); baseline: the same "
+                "kernel reached directly on the embedded profile; both on the process runtime")
+    return fig
+
+
+def p14_tunnel_round_trip() -> Figure:
+    fig = Figure("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", "ms", "<= 2x direct")
+    m = _measure_tunnel()
+    fig.value = 1000 * median([t for _, trips in m["tunnel"] for t in trips])
+    fig.baseline = 1000 * median([t for _, trips in m["direct"] for t in trips])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= 2 * fig.baseline
+    fig.note = f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` on the kernels of P14T"
+    return fig

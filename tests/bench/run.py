@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .common import Daemon, Figure, Table, median, ratio
 from .containers import p8_docker_submit_to_running
-from .kernel import p14_kernel_start, p14_round_trip
+from .kernel import p14_kernel_start, p14_round_trip, p14_tunnel_round_trip, p14_tunnel_start
 from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_tail, p13_terminal_echo
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
@@ -47,6 +47,8 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P13", "terminal keystroke echo via the extension", p13_terminal_echo),
     ("P14", "PAI kernel start: submit -> first execute_reply", p14_kernel_start),
     ("P14R", "PAI kernel trivial cell round trip", p14_round_trip),
+    ("P14T", "PAI kernel start through its SSH tunnel", p14_tunnel_start),
+    ("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", p14_tunnel_round_trip),
 ]
 
 

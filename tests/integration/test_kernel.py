@@ -249,15 +249,17 @@ def remote_profile(api: Api) -> str:
     return "faraway"
 
 
-def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path
-                                                               ) -> None:
+def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
     from nbclient import NotebookClient
 
     install_spec(profile=remote_profile(daemon))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')")]
-    NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    with caplog.at_level(logging.INFO):
+        NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert "kernel reached directly (127.0.0.1:" in caplog.text  # tunnel: auto, and the ports answer
     cwd, task_dir = nb.cells[0].outputs[0]["text"].strip().split("|")
     assert cwd != str(tmp_path) and cwd.startswith(task_dir)  # not the notebook's folder: the job's own dir
     body = daemon.http.get("/api/v2/jobs").json()
@@ -273,13 +275,13 @@ def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(daemon: Api,
     silent = tmp_path / "silent-python"
     silent.write_text("#!/bin/sh\necho a python that never starts a kernel\nexec sleep 600\n")
     silent.chmod(0o755)
-    install_spec(profile=remote_profile(daemon), python=str(silent), start_timeout=3)
+    install_spec(profile=remote_profile(daemon), python=str(silent), start_timeout=3, tunnel="never")
     km = AsyncKernelManager(kernel_name="pai-test")
     with pytest.raises(KernelStartError) as err:
         asyncio.run(km.start_kernel())
     message = str(err.value)
     assert "did not answer at 127.0.0.1:" in message and "within 3 s" in message, message
-    assert "SSH" in message and "not implemented" in message  # the path used is said plainly
+    assert "tunnel: never" in message and "directly" in message  # the path used is said plainly
     assert "a python that never starts a kernel" in message
     body = daemon.http.get("/api/v2/jobs").json()
     job = (body["data"] if isinstance(body, dict) else body)[0]

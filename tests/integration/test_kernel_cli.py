@@ -40,6 +40,10 @@ def test_install_list_and_remove(tmp_path: Path) -> None:
     r = pai("remove", "pai-1gpu")
     assert r.returncode == 0 and "removed kernelspec pai-1gpu" in r.stdout
     assert [k["name"] for k in json.loads(pai("list", "-o", "json").stdout)] == ["small"]
+    r = pai("install", "--name", "tunnelled", "--tunnel", "always", "--identity", str(tmp_path / "id_ed25519"))
+    assert r.returncode == 0, r.stderr
+    config = KernelSpecManager().get_kernel_spec("tunnelled").metadata["kernel_provisioner"]["config"]
+    assert config["tunnel"] == "always" and config["identity"] == str(tmp_path / "id_ed25519")
 
 
 def test_bad_input_is_refused_with_exit_2() -> None:
@@ -49,5 +53,7 @@ def test_bad_input_is_refused_with_exit_2() -> None:
     assert r.returncode == 2 and "kernel name" in r.stderr
     r = pai("install", "--profile", "nowhere")
     assert r.returncode == 2 and "nowhere" in r.stderr
+    r = pai("install", "--tunnel", "always", "--no-ssh-plugin")
+    assert r.returncode == 2 and "needs the job's ssh plugin" in r.stderr
     r = pai("remove", "python3")  # not a PAI kernelspec: left alone
     assert r.returncode == 2 and "no PAI kernelspec named 'python3'" in r.stderr

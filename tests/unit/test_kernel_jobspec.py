@@ -75,3 +75,29 @@ def test_kernelspec_resources_are_checked() -> None:
         kw = {"gpu": 0, "cpu": 1, "memory_mb": 1024, **bad}
         with pytest.raises(KernelSpecError):
             spec_json(profile=None, image=None, python=None, virtual_cluster=None, display=None, **kw)
+
+
+def test_a_tunnelled_kernels_job_has_the_ssh_plugin_with_the_tunnel_key() -> None:
+    opts = jobspec.KernelJobOptions()
+    job = jobspec.kernel_job("n", KEY, opts, kernel_name="k", workdir=None, bind_ip="127.0.0.1",
+                             ssh=jobspec.ssh_parameters("ssh-ed25519 AAAAC3Nz me@laptop"))
+    parsed = Job.from_text(job.to_yaml())
+    assert parsed.runtime_plugins == [{"plugin": "ssh", "parameters": {
+        "jobssh": False, "userssh": {"type": "custom", "value": "ssh-ed25519 AAAAC3Nz me@laptop"}}}]
+    assert "PAI_KERNEL_IP=127.0.0.1" in "\n".join(parsed.role("kernel").commands)
+    plain = jobspec.kernel_job("n", KEY, opts, kernel_name="k", workdir=None, bind_ip="0.0.0.0")
+    assert Job.from_text(plain.to_yaml()).runtime_plugins == []
+    assert jobspec.ssh_parameters(None) == {"jobssh": False}
+
+
+def test_kernelspec_tunnel_options() -> None:
+    base = {"profile": None, "gpu": 0, "cpu": 1, "memory_mb": 1024, "image": None, "python": None,
+            "virtual_cluster": None, "display": None}
+    config = spec_json(**base, tunnel="always", identity="/keys/id")["metadata"]["kernel_provisioner"]["config"]
+    assert config["tunnel"] == "always" and config["identity"] == "/keys/id" and "ssh_plugin" not in config
+    config = spec_json(**base, ssh_plugin=False)["metadata"]["kernel_provisioner"]["config"]
+    assert config["ssh_plugin"] is False and "tunnel" not in config
+    with pytest.raises(KernelSpecError, match="tunnel must be one of"):
+        spec_json(**base, tunnel="sometimes")
+    with pytest.raises(KernelSpecError, match="needs the job's ssh plugin"):
+        spec_json(**base, tunnel="always", ssh_plugin=False)

@@ -1,0 +1,324 @@
+"""The PAI kernel through an SSH tunnel: a profile that is remote for the provisioner (as a real OpenPAI would
+be) but is the real embedded daemon; the kernelspec says `tunnel: always`, so the kernel binds its task's
+loopback and the Jupyter side reaches it only through the real sshd of the job's ssh plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+import pytest
+import tornado.web
+from tornado.httpserver import HTTPServer
+
+from .conftest import Api
+from .jupyter_fixture import free_port
+from .ssh_helpers import keypair, need_sshd
+from .test_kernel import install_spec, job_processes, kernelspecs, remote_profile, run_cell  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+def answers(port: int) -> bool:
+    """Whether something accepts a TCP connection on 127.0.0.1:port."""
+    with socket.socket() as s:
+        s.settimeout(5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def ports(km: Any) -> list[int]:
+    return [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port]
+
+
+@pytest.fixture
+def tunnelled(daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture  # noqa: F811
+              ) -> Iterator[tuple[asyncio.AbstractEventLoop, Any, Any, str]]:
+    """A started PAI kernel on a remote profile with `tunnel: always` (and its start's log); shut down at the end."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    need_sshd()
+    pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
+    install_spec(profile=remote_profile(daemon), tunnel="always")
+    loop = asyncio.new_event_loop()
+    km = AsyncKernelManager(kernel_name="pai-test")
+    with caplog.at_level(logging.INFO):
+        loop.run_until_complete(km.start_kernel())
+    kc = km.client()
+    kc.start_channels()
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    try:
+        yield loop, km, kc, caplog.text
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:
+            loop.run_until_complete(km.shutdown_kernel(now=True))
+        loop.close()
+
+
+def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, daemon: Api,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    loop, km, kc, started = tunnelled
+    prov = km.provisioner
+    job = prov.job_id
+    detail = daemon.detail(job)
+    task = detail["taskRoles"]["kernel"]["taskStatuses"][0]
+    ssh_port = int(str(task["containerPorts"]["ssh"]).split(",")[0])
+    task_ports = [int(str(task["containerPorts"][label]).split(",")[0])
+                  for label in ("shell", "iopub", "stdin", "control", "hb")]
+    # the path is said: in the provisioner's info and the server's log
+    assert prov.path == f"SSH tunnel via 127.0.0.1:{ssh_port}"
+    assert f"kernel reached through an SSH tunnel via 127.0.0.1:{ssh_port}" in started, started
+    local = ports(km)
+    assert km.ip == "127.0.0.1" and not set(local) & set(task_ports)  # Jupyter holds the tunnel's local ports
+    config = daemon.http.get(f"/api/v2/jobs/{job}/config").text
+    assert "plugin: ssh" in config  # the job got the ssh plugin the tunnel logs into
+
+    _, text = loop.run_until_complete(run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])"))
+    assert text.strip() == job.split("~")[1]
+
+    async def interrupt() -> tuple[dict[str, Any], str]:  # a control-channel message, through the tunnel
+        msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
+                            "    time.sleep(0.001)")
+        while True:
+            msg = await kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
+                break
+        await km.interrupt_kernel()
+        reply = await kc._async_get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = await kc._async_get_shell_msg(timeout=60)
+        _, text = await run_cell(kc, "print(n >= 0, 6 * 7)")
+        return reply["content"], text
+
+    reply, text = loop.run_until_complete(interrupt())
+    assert reply["ename"] == "KeyboardInterrupt" and text.strip() == "True 42", (reply, text)
+
+    # restart with the job alive: same job, same tunnel, a fresh kernel
+    tunnel = prov._tunnel
+    loop.run_until_complete(km.restart_kernel())
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    assert prov.job_id == job and prov.incarnation == 1 and prov._tunnel is tunnel and ports(km) == local
+    _, text = loop.run_until_complete(run_cell(kc, "print('n' in globals())"))
+    assert text.strip() == "False"
+
+    # the kernel dies: its job ends, the sshd with it; a restart submits a new job and re-opens the tunnel,
+    # on the same local ports, so the connected client carries on
+    kc.execute("import os; os._exit(3)")
+    assert loop.run_until_complete(asyncio.wait_for(prov.wait(), 60)) == 3
+    loop.run_until_complete(km.restart_kernel(now=True))
+    new_job = prov.job_id
+    assert new_job != job and prov._tunnel is not tunnel and prov.path.startswith("SSH tunnel via 127.0.0.1:")
+    assert ports(km) == local
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    _, text = loop.run_until_complete(run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])"))
+    assert text.strip() == new_job.split("~")[1]
+
+    # the SSH connection drops while the job runs: the next poll re-opens it on the same local ports
+    dropped = prov._tunnel
+    dropped.conn.close()
+
+    async def reopened() -> None:
+        deadline = time.monotonic() + 60
+        while prov._tunnel is None or prov._tunnel is dropped or not prov._tunnel.alive:
+            assert time.monotonic() < deadline, "the tunnel was not re-opened"
+            assert await prov.poll() is None  # the kernel is not dead
+            await asyncio.sleep(0.2)
+
+    loop.run_until_complete(reopened())
+    assert prov._tunnel.local_ports == dropped.local_ports and ports(km) == local
+    _, text = loop.run_until_complete(run_cell(kc, "print(6 * 7)"))
+    assert text.strip() == "42"
+
+    # shutdown: the job is stopped, nothing is left, and the tunnel's local ports stop answering
+    assert all(answers(p) for p in local)
+    with caplog.at_level(logging.INFO):
+        loop.run_until_complete(km.shutdown_kernel())
+    assert daemon.detail(new_job)["jobStatus"]["state"] == "STOPPED"
+    assert not job_processes(new_job.split("~")[1])
+    assert not any(answers(p) for p in local)
+    assert "SSH tunnel via" in caplog.text and "closed" in caplog.text
+
+
+def test_nbclient_runs_a_notebook_through_the_tunnel(daemon: Api, kernelspecs: Path, tmp_path: Path,  # noqa: F811
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from nbclient import NotebookClient
+
+    need_sshd()
+    install_spec(profile=remote_profile(daemon), tunnel="always")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'])")]
+    with caplog.at_level(logging.INFO):
+        NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    name = nb.cells[0].outputs[0]["text"].strip()
+    assert name.startswith(f"{tmp_path.name}-kernel-") or "-kernel-" in name
+    assert "through an SSH tunnel via 127.0.0.1:" in caplog.text
+    body = daemon.http.get("/api/v2/jobs").json()
+    assert [j["state"] for j in (body["data"] if isinstance(body, dict) else body)] == ["STOPPED"]
+
+
+def start_error(kernel_name: str = "pai-test") -> str:
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(AsyncKernelManager(kernel_name=kernel_name).start_kernel())
+    return str(err.value)
+
+
+def all_stopped(daemon: Api) -> bool:
+    body = daemon.http.get("/api/v2/jobs").json()
+    jobs = body["data"] if isinstance(body, dict) else body
+    return bool(jobs) and all(j["state"] == "STOPPED" for j in jobs) and \
+        not any(job_processes(j["name"]) for j in jobs)
+
+
+def test_a_job_without_the_ssh_plugin_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:  # noqa: F811
+    from pai_jupyter.kernel.kernelspec import KernelSpecError
+
+    need_sshd()
+    with pytest.raises(KernelSpecError, match="needs the job's ssh plugin"):  # refused when installed
+        install_spec(profile=remote_profile(daemon), tunnel="always", ssh_plugin=False)
+    install_spec(profile=remote_profile(daemon), tunnel="always")  # then edited by hand
+    spec = kernelspecs / "kernels" / "pai-test" / "kernel.json"
+    doc = json.loads(spec.read_text())
+    doc["metadata"]["kernel_provisioner"]["config"]["ssh_plugin"] = False
+    spec.write_text(json.dumps(doc))
+    message = start_error()
+    assert "no SSH tunnel to the kernel" in message and "has no ssh plugin" in message, message
+    assert "reinstall it with --ssh-plugin" in message
+    assert "it was stopped" in message and all_stopped(daemon)
+
+
+def test_a_refused_key_is_a_clear_start_error(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:  # noqa: F811
+    need_sshd()
+    key, _ = keypair(tmp_path, "id_stranger")
+    key.with_suffix(".pub").unlink()  # so the job's userssh does not let it in
+    install_spec(profile=remote_profile(daemon), tunnel="always", identity=str(key))
+    message = start_error()
+    assert "refused the key" in message and str(key) in message, message
+    assert "it was stopped" in message and all_stopped(daemon)
+
+
+class Rewriting(tornado.web.RequestHandler):
+    """A stand-in for a cluster whose task addresses the Jupyter server cannot reach: relays every call to the
+    daemon, but job details say each task is at 127.0.0.2 (the kernel binds 127.0.0.1 only, so its ports refuse
+    there, while the task's sshd, which the daemon's ssh route names at 127.0.0.1, answers)."""
+
+    SUPPORTED_METHODS = ("GET", "POST", "PUT", "DELETE")
+
+    def initialize(self, upstream: str, ssh_port: list[int]) -> None:
+        self.upstream, self.ssh_port = upstream, ssh_port
+
+    async def _relay(self) -> None:
+        headers = {k: v for k, v in self.request.headers.items() if k.lower() in ("authorization", "content-type")}
+        async with httpx.AsyncClient(timeout=60) as http:
+            r = await http.request(self.request.method, self.upstream + self.request.uri, headers=headers,
+                                   content=self.request.body or None)
+        body = r.content
+        if self.request.path.startswith("/api/v2/jobs/") and r.headers.get("content-type", "").startswith(
+                "application/json"):
+            body = body.replace(b'"containerIp": "127.0.0.1"', b'"containerIp": "127.0.0.2"').replace(
+                b'"containerIp":"127.0.0.1"', b'"containerIp":"127.0.0.2"')
+        if self.ssh_port and self.request.path.endswith("/ssh") and r.status_code == 200:
+            doc = json.loads(body)  # the task's sshd said to be on a port where nothing answers
+            for c in doc["containers"]:
+                c["sshPort"] = self.ssh_port[0]
+            body = json.dumps(doc).encode()
+        self.set_status(r.status_code)
+        if "content-type" in r.headers:
+            self.set_header("Content-Type", r.headers["content-type"])
+        self.finish(body)
+
+    get = post = put = delete = _relay
+
+
+@pytest.fixture
+def ssh_port() -> list[int]:
+    """Set to a port to make the stand-in say the task's sshd is there."""
+    return []
+
+
+@pytest.fixture
+def unreachable_profile(daemon: Api, ssh_port: list[int]) -> Iterator[str]:
+    """A remote profile through the rewriting stand-in."""
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        server = HTTPServer(tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/"),
+                                                                          "ssh_port": ssh_port})]))
+        server.listen(port, "127.0.0.1")
+        started.set()
+        loop.run_forever()
+        server.stop()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    started.wait(10)
+    user = daemon.http.get("/api/v2/info").json()["user"]
+    upsert_profile(Profile(name="walled", url=f"http://127.0.0.1:{port}", username=user, token=daemon.token))
+    yield "walled"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,  # noqa: F811
+                                                                   unreachable_profile: str, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from jupyter_client.manager import AsyncKernelManager
+
+    need_sshd()
+    loopback_only = tmp_path / "python-on-loopback"  # the kernel binds its task's loopback only
+    loopback_only.write_text(f"#!/bin/sh\nPAI_KERNEL_IP=127.0.0.1 exec {sys.executable} \"$@\"\n")
+    loopback_only.chmod(0o755)
+    install_spec(profile=unreachable_profile, python=str(loopback_only))  # tunnel: auto, the default
+    spec = kernelspecs / "kernels" / "pai-test" / "kernel.json"
+    doc = json.loads(spec.read_text())
+    doc["metadata"]["kernel_provisioner"]["config"]["direct_timeout"] = 3
+    spec.write_text(json.dumps(doc))
+
+    async def scenario() -> tuple[str, str, str]:
+        km = AsyncKernelManager(kernel_name="pai-test")
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            _, text = await run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])")
+            return km.provisioner.path, km.provisioner.job_id, text.strip()
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel()
+
+    with caplog.at_level(logging.INFO):
+        path, job, name = asyncio.run(scenario())
+    assert path.startswith("SSH tunnel via 127.0.0.1:"), path
+    assert name == job.split("~")[1]
+    assert "kernel reached through an SSH tunnel via 127.0.0.1:" in caplog.text
+    assert daemon.detail(job)["jobStatus"]["state"] == "STOPPED"
+
+
+def test_an_sshd_that_does_not_answer_is_a_clear_start_error(daemon: Api, kernelspecs: Path,  # noqa: F811
+                                                             unreachable_profile: str, ssh_port: list[int]) -> None:
+    need_sshd()
+    ssh_port.append(free_port())  # nothing listens there
+    install_spec(profile=unreachable_profile, tunnel="always", start_timeout=5)
+    message = start_error()
+    assert f"the kernel task's sshd at 127.0.0.1:{ssh_port[0]} does not answer" in message, message
+    assert "it was stopped" in message and all_stopped(daemon)
