@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client.errors import BadRequest, JobNotFound, NotSupported, PaiError
+from ..common.states import FINAL
 from .jobspec import LABELS, ROLE
 
 MODES = ("auto", "always", "never")
@@ -118,7 +119,7 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
             state = (await client.detail(job_id)).state
         except PaiError:
             state = ""  # the cluster may answer again before the deadline
-        if state in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if state in FINAL:
             raise TunnelError(f"the job ended ({state}) before its sshd let the tunnel in: {last}")
         if time.monotonic() > deadline:
             raise TunnelError(f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
