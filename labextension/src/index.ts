@@ -31,12 +31,14 @@ const PLUGIN_ID = 'pai-jupyter:plugin';
 const SERVICE_PATHS: Record<string, string> = {
   terminal: 'terminal/',
   tensorboard: 'tensorboard/',
-  jupyter: 'jupyter/lab'
+  jupyter: 'jupyter/lab',
+  desktop: 'desktop/'
 };
 const TITLES: Record<string, string> = {
   terminal: 'Terminal',
   tensorboard: 'TensorBoard',
-  jupyter: 'Jupyter'
+  jupyter: 'Jupyter',
+  desktop: 'Desktop'
 };
 
 export const paiIcon = new LabIcon({
