@@ -240,3 +240,21 @@ export function setMaxRunTime(
     body: JSON.stringify({ minutes })
   });
 }
+
+export interface ProfileInfo {
+  name: string;
+  url: string;
+  username: string;
+  default: boolean;
+  current: boolean;
+}
+
+/** The Jupyter user's cluster profiles (names and URLs; the server never sends tokens). */
+export function listProfiles(): Promise<{ current: string; profiles: ProfileInfo[] }> {
+  return request('api/profiles');
+}
+
+/** Make the server show (and proxy) this profile's jobs from now on. */
+export function selectProfile(name: string): Promise<{ current: string; user: string }> {
+  return request('api/profiles/current', { method: 'PUT', body: JSON.stringify({ name }) });
+}

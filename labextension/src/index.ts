@@ -377,6 +377,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const apply = (s: ISettingRegistry.ISettings | null): void => {
       const seconds = s ? Number(s.get('refreshSeconds').composite) : 5;
       panel.setInterval(seconds || 5);
+      const profile = s ? String(s.get('defaultProfile').composite || '') : '';
+      if (profile) {
+        void panel.profiles.useDefault(profile);
+      }
     };
     if (settings) {
       void settings

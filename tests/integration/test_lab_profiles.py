@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.cluster import control
 
+from .browser import launch, watched_page
 from .conftest import Api, kill_leftovers, start_daemon, v1
 from .jupyter_fixture import JupyterServer, start_jupyter
 
@@ -24,6 +26,7 @@ class Env:
     a: Api
     b: Api
     jupyter: JupyterServer
+    settings: Path  # Lab's user settings of the extension
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         upsert_profile(Profile(name="other", url=b.url, username=user, token=b.token), home_a)
         a.submit_ok(v1("only-on-a", "true"))
         b.submit_ok(v1("only-on-b", "true"))
-        jupyter = start_jupyter(tmp / "jupyter", home_a)
-        yield Env(a, b, jupyter)
+        jupyter = start_jupyter(tmp / "jupyter", home_a, lab=True)
+        yield Env(a, b, jupyter, tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter")
     finally:
         if jupyter is not None:
             jupyter.stop()
@@ -86,3 +89,52 @@ def test_anonymous_and_forged_switches_are_refused(env: Env) -> None:
     assert cookie.get("api/status", params={"token": env.jupyter.token}).status_code == 200
     assert cookie.put("pai/api/profiles/current", json={"name": "other"}).status_code == 403  # no _xsrf
     assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "local"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+def test_the_sidebar_switches_profile_and_shows_the_other_daemons_job(env: Env, browser: Any) -> None:
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{env.jupyter.url}lab/workspaces/profiles?reset&token={env.jupyter.token}")
+    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
+    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
+    panel = page.locator("#pai-jobs-panel")
+    panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
+    select = panel.get_by_label("Cluster profile to show")
+    select.wait_for(timeout=30_000)
+    options = select.locator("option").all_inner_texts()
+    assert "local" in " ".join(options) and f"other ({env.b.url})" in options
+    assert env.b.token not in page.content()
+    select.select_option("other")
+    panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
+    assert panel.locator(".pai-JobRow-name", has_text="only-on-a").count() == 0
+    assert panel.locator(".pai-JobsPanel-profile").inner_text().startswith("other")
+    select.select_option("local")  # leave the server as the other tests expect it
+    panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
+    page.close()
+    assert not w.dialogs, w.dialogs
+
+
+def test_the_settings_default_profile_is_honoured_when_lab_opens(env: Env, browser: Any) -> None:
+    import json
+
+    env.settings.mkdir(parents=True, exist_ok=True)
+    (env.settings / "plugin.jupyterlab-settings").write_text(json.dumps({"defaultProfile": "other"}))
+    try:
+        w = watched_page(browser)
+        page = w.page
+        page.goto(f"{env.jupyter.url}lab/workspaces/default-profile?reset&token={env.jupyter.token}")
+        page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
+        page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
+        panel = page.locator("#pai-jobs-panel")
+        panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
+        assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "other"
+        page.close()
+    finally:
+        (env.settings / "plugin.jupyterlab-settings").unlink()
+        env.jupyter.http().put("pai/api/profiles/current", json={"name": "local"})
