@@ -212,3 +212,49 @@ export function socketUrl(path: string): string {
   const token = settings.token ? `?token=${encodeURIComponent(settings.token)}` : '';
   return `${base.protocol}//${base.host}${path}${token}`;
 }
+
+export interface JobAccess {
+  sshKey: string | null;
+  desktops: { role: string; index: number; state: string; url: string }[];
+  message: string | null;
+}
+
+/** Whether the job has an SSH key to download and which tasks have a remote desktop. */
+export function getAccess(id: string): Promise<JobAccess> {
+  return request(`api/jobs/${jobPath(id)}/access`);
+}
+
+/** The download URL of the job's SSH private key (owner only). */
+export function sshKeyUrl(id: string): string {
+  const settings = ServerConnection.makeSettings();
+  return URLExt.join(settings.baseUrl, 'pai/api/jobs', jobPath(id), 'ssh-key');
+}
+
+/** Set the job's max run time ("work duration", minutes from its launch); 501 on a remote OpenPAI. */
+export function setMaxRunTime(
+  id: string,
+  minutes: number
+): Promise<{ minutes: number; deadline: number | null }> {
+  return request(`api/jobs/${jobPath(id)}/maxRunTime`, {
+    method: 'PUT',
+    body: JSON.stringify({ minutes })
+  });
+}
+
+export interface ProfileInfo {
+  name: string;
+  url: string;
+  username: string;
+  default: boolean;
+  current: boolean;
+}
+
+/** The Jupyter user's cluster profiles (names and URLs; the server never sends tokens). */
+export function listProfiles(): Promise<{ current: string; profiles: ProfileInfo[] }> {
+  return request('api/profiles');
+}
+
+/** Make the server show (and proxy) this profile's jobs from now on. */
+export function selectProfile(name: string): Promise<{ current: string; user: string }> {
+  return request('api/profiles/current', { method: 'PUT', body: JSON.stringify({ name }) });
+}

@@ -31,12 +31,14 @@ const PLUGIN_ID = 'pai-jupyter:plugin';
 const SERVICE_PATHS: Record<string, string> = {
   terminal: 'terminal/',
   tensorboard: 'tensorboard/',
-  jupyter: 'jupyter/lab'
+  jupyter: 'jupyter/lab',
+  desktop: 'desktop/'
 };
 const TITLES: Record<string, string> = {
   terminal: 'Terminal',
   tensorboard: 'TensorBoard',
-  jupyter: 'Jupyter'
+  jupyter: 'Jupyter',
+  desktop: 'Desktop'
 };
 
 export const paiIcon = new LabIcon({
@@ -375,6 +377,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const apply = (s: ISettingRegistry.ISettings | null): void => {
       const seconds = s ? Number(s.get('refreshSeconds').composite) : 5;
       panel.setInterval(seconds || 5);
+      const profile = s ? String(s.get('defaultProfile').composite || '') : '';
+      if (profile) {
+        void panel.profiles.useDefault(profile);
+      }
     };
     if (settings) {
       void settings

@@ -1,44 +1,14 @@
 // One job's page in the main area: summary, task table, events, config (YAML/JSON, copy), the log's tail
 // (stdout/stderr/all, follow, full-log download: the page never holds a whole huge log) and live charts
-// from the metrics websocket. Service buttons open the task's TensorBoard, Jupyter and terminal as Lab tabs.
+// from the metrics websocket (jobmetrics.ts); a tools row (jobtools.ts: work duration, SSH key, desktop).
+// Service buttons open the task's TensorBoard, Jupyter and terminal as Lab tabs.
 import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
-import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, socketUrl, TaskDetail } from './api';
-import { LineChart, Sample } from './chart';
-import { bytes, duration, when } from './format';
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-function button(text: string, label: string, onclick: () => void): HTMLButtonElement {
-  const b = el('button', 'jp-Button pai-Button', text);
-  b.setAttribute('aria-label', label);
-  b.onclick = onclick;
-  return b;
-}
-
-function section(title: string, cls: string): { node: HTMLElement; body: HTMLElement } {
-  const node = el('section', `pai-Section ${cls}`);
-  const h = el('h3', 'pai-Section-title', title);
-  const id = `pai-h-${Math.random().toString(36).slice(2)}`;
-  h.id = id;
-  node.setAttribute('aria-labelledby', id);
-  const body = el('div', 'pai-Section-body');
-  node.append(h, body);
-  return { node, body };
-}
+import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
+import { button, el, section } from './dom';
+import { duration, when } from './format';
+import { JobMetrics } from './jobmetrics';
+import { JobTools } from './jobtools';
 
 export class JobPage extends Widget {
   constructor(
@@ -78,8 +48,11 @@ export class JobPage extends Widget {
     this.config = section('Config', 'pai-Config');
     this.logs = section('Log', 'pai-Logs');
     this.metrics = section('Resources', 'pai-Metrics');
+    this.charts = new JobMetrics(this.metrics.body);
+    this.tools = new JobTools(jobId, commands);
     this.node.append(
       bar,
+      this.tools.node,
       this.summary.node,
       this.tasks.node,
       this.logs.node,
@@ -99,7 +72,7 @@ export class JobPage extends Widget {
   dispose(): void {
     window.clearTimeout(this.timer);
     window.clearTimeout(this.followTimer);
-    this.socket?.close();
+    this.charts.close();
     super.dispose();
   }
 
@@ -119,6 +92,7 @@ export class JobPage extends Widget {
       this.drawTasks(detail);
       this.drawEvents(detail);
       this.fillTaskSelect(detail);
+      void this.tools.update(detail);
       if (!this.configLoaded) {
         void this.loadConfig();
       }
@@ -126,10 +100,10 @@ export class JobPage extends Widget {
         void this.loadLog();
       }
       if (!detail.final) {
-        this.connectMetrics(detail);
+        this.charts.connect(detail.metricsUrl);
         this.timer = window.setTimeout(() => void this.load(), 3000);
       } else {
-        this.socket?.close();
+        this.charts.close();
         if (this.lastState !== detail.state) {
           void this.loadLog(); // the last lines once it ended
         }
@@ -357,76 +331,14 @@ export class JobPage extends Widget {
     }
   }
 
-  // ---- metrics ---------------------------------------------------------------------------------------------
-  private connectMetrics(d: JobDetail): void {
-    if (this.socket) {
-      return;
-    }
-    this.charts = [
-      new LineChart({ key: 'cpu', title: 'CPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'mem', title: 'Memory', unit: v => bytes(v) }, 64 * 1024 * 1024),
-      new LineChart({ key: 'gpu', title: 'GPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'gmem', title: 'GPU memory', unit: v => bytes(v) }, 64 * 1024 * 1024)
-    ];
-    const note = el('div', 'pai-Muted pai-Metrics-note');
-    const charts = el('div', 'pai-Charts');
-    charts.append(...this.charts.slice(0, 2).map(c => c.node));
-    this.metrics.body.replaceChildren(charts, note);
-    const ws = new WebSocket(socketUrl(d.metricsUrl));
-    this.socket = ws;
-    let gpuShown = false;
-    ws.onmessage = event => {
-      const msg = JSON.parse(String(event.data));
-      if (msg.error) {
-        note.textContent = `Metrics: ${msg.error.message}`;
-        return;
-      }
-      const t = Date.parse(msg.time) || Date.now();
-      const cpu: Sample = { time: t, values: {} };
-      const mem: Sample = { time: t, values: {} };
-      const gpu: Sample = { time: t, values: {} };
-      const gmem: Sample = { time: t, values: {} };
-      for (const task of msg.tasks || []) {
-        const name = `${task.role}[${task.index}]`;
-        if (typeof task.cpuPercent === 'number') {
-          cpu.values[name] = task.cpuPercent;
-        }
-        if (typeof task.memoryBytes === 'number') {
-          mem.values[name] = task.memoryBytes;
-        }
-        for (const g of task.gpus || []) {
-          gpu.values[`${name} gpu${g.index}`] = g.utilizationPercent;
-          gmem.values[`${name} gpu${g.index}`] = g.memoryUsedBytes;
-        }
-      }
-      this.charts[0].push(cpu);
-      this.charts[1].push(mem);
-      if (Object.keys(gpu.values).length) {
-        if (!gpuShown) {
-          charts.append(this.charts[2].node, this.charts[3].node);
-          gpuShown = true;
-        }
-        this.charts[2].push(gpu);
-        this.charts[3].push(gmem);
-      }
-      note.textContent = msg.gpu && !msg.gpu.available && msg.gpu.message ? msg.gpu.message : '';
-    };
-    ws.onclose = () => {
-      this.socket = null;
-      if (this.charts[0].samples.length) {
-        note.textContent = 'Resource use until the job ended (last samples kept).';
-      }
-    };
-  }
-
   private current: JobDetail | null = null;
   private lastState = '';
   private timer = 0;
   private followTimer = 0;
   private configLoaded = false;
   private logLoaded = false;
-  private socket: WebSocket | null = null;
-  private charts: LineChart[] = [];
+  private readonly charts: JobMetrics;
+  private readonly tools: JobTools;
   private readonly error = el('p', 'pai-Error');
   private readonly summary: { node: HTMLElement; body: HTMLElement };
   private readonly tasks: { node: HTMLElement; body: HTMLElement };

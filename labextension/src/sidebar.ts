@@ -5,6 +5,7 @@ import { Menu, Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { ISignal, Signal } from '@lumino/signaling';
 import { JobList, JobRow, listJobs } from './api';
+import { ProfileSwitch } from './profiles';
 import { badgeClass, duration, filterJobs, STATES, when } from './format';
 import { visibleRange } from './virtual';
 
@@ -50,7 +51,9 @@ export class JobsPanel extends Widget {
     const submit = el('button', 'jp-Button pai-Button', 'New job');
     submit.setAttribute('aria-label', 'New PAI job');
     submit.onclick = () => void this.commands.execute('pai:new-job');
-    header.append(heading, this.profileNode, submit, refresh);
+    this.profiles = new ProfileSwitch(() => void this.refresh(true));
+    header.append(heading, this.profileNode, submit, refresh, this.profiles.node);
+    void this.profiles.load();
 
     const tools = el('div', 'pai-JobsPanel-tools');
     this.stateSelect = el('select', 'jp-mod-styled pai-StateFilter');
@@ -312,6 +315,7 @@ export class JobsPanel extends Widget {
   }
 
   private readonly profileNode: HTMLElement;
+  readonly profiles: ProfileSwitch;
   private readonly stateSelect: HTMLSelectElement;
   private readonly searchInput: HTMLInputElement;
   private readonly scroller: HTMLElement;

@@ -104,6 +104,10 @@ class AsyncClient(ClientBase, Calls):
     async def metrics(self, job: Any) -> dict[str, Any]:
         return await self._drive(self._metrics(job))
 
+    async def set_max_run_time(self, job: Any, minutes: float) -> dict[str, Any]:
+        """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
+        return await self._drive(self._set_max_run_time(job, minutes))
+
     async def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
         path = await self._drive(self._local_path(job, "terminals"))
         base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))

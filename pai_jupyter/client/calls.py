@@ -296,6 +296,12 @@ class Calls:
         resp = yield Req("GET", path + "/metrics")
         return resp.json()
 
+    def _set_max_run_time(self, job: str | JobSummary | JobDetail, minutes: float) -> Op:
+        """Set a waiting or running job's max run time ("work duration", minutes from its launch)."""
+        path = yield from self._local_path(job, "setting the max run time of a running job")
+        resp = yield Req("PUT", path + "/maxRunTime", json={"minutes": minutes})
+        return resp.json()
+
     def _login(self, username: str, password: str) -> Op:
         resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,
                                                                      "expiration": 7 * 24 * 3600}, auth=False)

@@ -107,6 +107,10 @@ class Client(ClientBase, Calls):
     def metrics(self, job: Any) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
+    def set_max_run_time(self, job: Any, minutes: float) -> dict[str, Any]:
+        """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
+        return self._drive(self._set_max_run_time(job, minutes))
+
     def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
         """(websocket url, headers) of a terminal inside a running task (terminado's protocol)."""
         path = self._drive(self._local_path(job, "terminals"))

@@ -472,6 +472,9 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
     from .api_ssh import routes as ssh_routes
 
     routes += ssh_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
+    from .api_maxruntime import routes as max_run_time_routes
+
+    routes += max_run_time_routes(JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/"), args)
     return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
                           compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
 

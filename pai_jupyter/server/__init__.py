@@ -28,6 +28,8 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .desktop import DESKTOP_RE, DesktopProxyHandler
     from .jobs import JobsHandler
     from .lab_api import route_specs as lab_api_routes
+    from .lab_profiles import route_specs as lab_profiles_routes
+    from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
     from .terminal import TERMINAL_RE
@@ -40,6 +42,8 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
         *lab_api_routes(pai, args),
+        *lab_tools_routes(pai, args),
+        *lab_profiles_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
         (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),

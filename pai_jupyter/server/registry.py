@@ -61,11 +61,32 @@ class Registry:
     """Resolves ``(user, job, role, index, service)`` to a Target and culls services idle too long."""
 
     def __init__(self, client: AsyncClient, config: PaiJupyter, log: logging.Logger | None = None):
-        self.client, self.config = client, config
+        self.config = config
+        self.clients: dict[str, AsyncClient] = {client.profile.name: client}
+        self.current = client.profile.name
         self.log = log or logging.getLogger("pai_jupyter.server")
         self.entries: dict[Key, Entry] = {}
         self.terminals: dict[Closable, float] = {}
         self._culler: asyncio.Task[None] | None = None
+
+    @property
+    def client(self) -> AsyncClient:
+        """The client of the profile this server shows now (see ``select``)."""
+        return self.clients[self.current]
+
+    def select(self, name: str) -> AsyncClient:
+        """Show the Jupyter user's profile ``name`` from now on (their own clusters.yaml); 404 for an unknown one.
+
+        Clients are kept per profile; the service targets resolved for the previous profile are dropped."""
+        if name not in self.clients:
+            try:
+                self.clients[name] = AsyncClient(name)
+            except PaiError:
+                raise not_found() from None
+        if name != self.current:
+            self.entries.clear()
+            self.current = name
+        return self.clients[name]
 
     @property
     def user(self) -> str:

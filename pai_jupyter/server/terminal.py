@@ -9,6 +9,7 @@ websocket to the daemon with the profile's token, which the browser never sees. 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,12 +20,14 @@ from .common import TASK_RE, PaiHTTPError
 from .proxy import TaskProxyBase, _is_websocket
 
 TERMINAL_RE = TASK_RE + r"/terminal/websocket"
+ACTIVITY_EVERY = 1.0  # seconds: idle culling counts minutes, so a keystroke need not stamp the clocks each time
 
 
 class TerminalProxyHandler(TaskProxyBase):
     """Websocket only; relays terminado messages both ways and counts them as terminal activity."""
 
     endpoint_headers: dict[str, str]
+    _activity_at = 0.0
 
     @ws_authenticated
     async def get(self, user: str, name: str, role: str, index: str) -> None:
@@ -59,9 +62,20 @@ class TerminalProxyHandler(TaskProxyBase):
             self.log.info("pai: terminal websocket to the cluster failed: %s", exc)
             self.close(1011, "the cluster did not open a terminal for this task")
             return
+        # keystrokes are tiny frames: without TCP_NODELAY, Nagle holds each behind the previous one's ACK on
+        # both legs of the relay (browser -> here, here -> daemon)
+        self.set_nodelay(True)
+        protocol = getattr(getattr(self, "ws", None), "protocol", None)
+        if protocol is not None:
+            protocol.set_nodelay(True)
         self.registry.terminal_opened(self)
 
     def _record_activity(self) -> None:
+        """Jupyter's and the registry's activity clocks, at most once a second (not on every keystroke)."""
+        now = time.monotonic()
+        if now - self._activity_at < ACTIVITY_EVERY:
+            return
+        self._activity_at = now
         super()._record_activity()
         self.registry.terminal_used(self)
 

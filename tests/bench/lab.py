@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
+from tornado.websocket import WebSocketHandler, websocket_connect
 
 from pai_jupyter.client import Client
 from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS
@@ -239,6 +239,43 @@ async def _echo_times(ws: Any, n: int) -> list[float]:
     return times
 
 
+class _BareRelay(WebSocketHandler):
+    """The least a Python relay can do: a tornado websocket handler that forwards frames both ways to the URL in
+    its X-Target header, nothing else (no auth, no proxy library). P13's floor."""
+
+    url = ""
+    server: Any = None
+
+    @classmethod
+    def serve(cls) -> type[_BareRelay]:
+        from tornado.httpserver import HTTPServer
+        from tornado.web import Application
+
+        from tests.integration.jupyter_fixture import free_port
+
+        port = free_port()
+        cls.server = HTTPServer(Application([(r"/relay", cls)]))
+        cls.server.listen(port, "127.0.0.1")
+        cls.url = f"ws://127.0.0.1:{port}/relay"
+        return cls
+
+    async def open(self) -> None:
+        self.set_nodelay(True)
+        headers = {k: v for k, v in self.request.headers.items() if k == "Authorization"}
+        self.up = await websocket_connect(HTTPRequest(self.request.headers["X-Target"], headers=headers),
+                                          on_message_callback=self._down)
+        self.up.protocol.set_nodelay(True)
+
+    def _down(self, message: Any) -> None:
+        if message is None:
+            self.close()
+        else:
+            self.write_message(message)
+
+    def on_message(self, message: Any) -> None:
+        self.up.write_message(message)
+
+
 def run_p13() -> Figure:
     fig = Figure("P13", "terminal keystroke echo via the extension", "ms", "median <= 1.5x direct")
     tmp = Path(tempfile.mkdtemp(prefix="pai-bench-p13-"))
@@ -250,28 +287,35 @@ def run_p13() -> Figure:
             server = start_jupyter(tmp / "jupyter", d.home)
             client = Client(home=d.home)
 
-            async def measure() -> tuple[list[float], list[float]]:
+            async def measure() -> tuple[list[float], list[float], list[float]]:
                 via_all: list[float] = []
                 direct_all: list[float] = []
+                floor_all: list[float] = []
+                relay = _BareRelay.serve()
                 for _ in range(3):
                     url, headers = client.terminal_endpoint(job, "main", 0)
                     direct = await websocket_connect(HTTPRequest(url, headers=headers))
                     via = await server.ws(f"pai/jobs/{job}/main/0/terminal/websocket")
+                    bare = await websocket_connect(HTTPRequest(relay.url, headers={"X-Target": url, **headers}))
                     await asyncio.sleep(0.5)  # the shells print their prompts
                     direct_all += (await _echo_times(direct, P13_KEYS // 3 + 10))[10:]
                     via_all += (await _echo_times(via, P13_KEYS // 3 + 10))[10:]
-                    direct.close()
-                    via.close()
-                return via_all, direct_all
+                    floor_all += (await _echo_times(bare, P13_KEYS // 3 + 10))[10:]
+                    for ws in (direct, via, bare):
+                        ws.close()
+                relay.server.stop()
+                return via_all, direct_all, floor_all
 
-            via, direct = asyncio.run(measure())
+            via, direct, floor = asyncio.run(measure())
         fig.value, fig.baseline = median(via) * 1000, median(direct) * 1000
         fig.ratio = ratio(fig.value, fig.baseline)
         fig.met = fig.ratio is not None and fig.ratio <= 1.5
         p90 = statistics.quantiles(via, n=10)[-1] * 1000
         fig.note = (f"one character sent -> echoed by the task's shell, {len(via)} keystrokes each way in 3 "
                     f"alternating rounds (first 10 of each round dropped); p90 via {p90:.2f} ms; "
-                    f"baseline: the daemon's terminado websocket directly (with the profile's token)")
+                    f"baseline: the daemon's terminado websocket directly (with the profile's token); the floor "
+                    f"of any Python relay, a bare tornado websocket relay (no auth, TCP_NODELAY) in the same "
+                    f"rounds: {median(floor) * 1000:.2f} ms ({median(floor) / median(direct):.2f}x)")
     finally:
         if server is not None:
             server.stop()

@@ -232,3 +232,32 @@ def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) ->
         timeout=30_000)
     lab.get_by_text("PAI job lab-notify SUCCEEDED").first.wait_for(timeout=60_000)
     assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
+
+
+def test_the_job_page_sets_the_work_duration_and_offers_the_ssh_key(env: Env, lab: Any) -> None:
+    from .ssh_helpers import need_sshd
+
+    need_sshd()
+    doc = json.loads(services_job("lab-tools"))
+    doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]}
+    job = env.api.submit_ok(json.dumps(doc))
+    r = row(lab, "lab-tools")
+    r.locator(".pai-Badge", has_text="RUNNING").wait_for(timeout=60_000)
+    r.click()
+    page = lab.locator(".pai-JobPage").filter(has_text=job)
+    key = page.locator("a.pai-SshKey")
+    key.wait_for(timeout=30_000)
+    href = key.get_attribute("href")
+    assert href and href.endswith(f"/pai/api/jobs/{job}/ssh-key") and key.get_attribute("download") is not None
+    got = lab.request.get(href)  # the signed-in page's cookie
+    assert got.status == 200 and got.text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    page.get_by_label("Work duration in minutes (max run time)").fill("-1")
+    page.get_by_role("button", name="Set the max run time of this job").click()
+    page.locator(".pai-JobTools-status", has_text="above 0").wait_for(timeout=10_000)
+    assert env.api.detail(job)["jobStatus"]["state"] == "RUNNING"  # nothing sent
+    page.get_by_label("Work duration in minutes (max run time)").fill("0.02")
+    page.get_by_role("button", name="Set the max run time of this job").click()
+    page.locator(".pai-JobTools-status", has_text="Work duration set to 0.02 minutes").wait_for(timeout=10_000)
+    page.locator(".pai-Summary dd", has_text="max run time of 0.02 minutes").wait_for(timeout=60_000)
+    page.locator(".pai-Summary .pai-Badge", has_text="STOPPED").wait_for(timeout=30_000)
+    assert page.get_by_role("button", name="Set the max run time of this job").is_disabled()

@@ -130,6 +130,10 @@ def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home:
         assert row["tasks"][0]["terminalUrl"] == "/" + task_url("root~remote", "terminal/websocket")  # web SSH
         r = http.get(task_url("root~remote", "tensorboard/"))
         assert r.status_code == 501 and "embedded cluster" in r.json()["message"]
+        r = http.put("pai/api/jobs/root~remote/maxRunTime", json={"minutes": 5})  # the job page's work duration
+        assert r.status_code == 501 and r.json()["code"] == "NotSupported"
+        access = http.get("pai/api/jobs/root~remote/access").json()
+        assert access["sshKey"] is None and access["desktops"] == [] and "embedded cluster" in access["message"]
 
         async def sockets() -> tuple[int, dict[str, str]]:
             try:

@@ -24,6 +24,7 @@ class MemoryClient:
     """The few AsyncClient calls the registry makes, answered from ``items``; every call is recorded."""
 
     username = "alice"
+    profile = SimpleNamespace(name="memory")
 
     def __init__(self, state: str = "running") -> None:
         self.items: dict[str, list[dict[str, Any]]] = {JOB: [
@@ -224,5 +225,24 @@ def test_terminal_is_given_for_a_running_task_only() -> None:
         assert (await refused(reg.terminal("bob", "train", "main", 0))).status_code == 404
         client.task_state = "SUCCEEDED"
         assert (await refused(reg.terminal("alice", "train", "main", 0))).status_code == 409
+
+    run(body)
+
+
+def test_select_keeps_a_client_per_profile_and_refuses_unknown_names(tmp_path: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+
+    monkeypatch.setenv("PAI_JUPYTER_HOME", str(tmp_path))
+    upsert_profile(Profile(name="other", url="http://127.0.0.1:9", username="bob", token="t0ken"), tmp_path)
+
+    async def body(registry: Registry, client: MemoryClient) -> None:
+        registry.entries[(JOB, "main", 0, "tensorboard")] = object()  # type: ignore[assignment]
+        with pytest.raises(PaiHTTPError) as err:
+            registry.select("nope")
+        assert err.value.status_code == 404 and registry.current == "memory" and registry.entries
+        other = registry.select("other")
+        assert registry.client is other and other.username == "bob" and not registry.entries
+        assert registry.select("memory") is client and registry.select("other") is other  # kept, not rebuilt
 
     run(body)

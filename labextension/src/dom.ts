@@ -1,0 +1,33 @@
+// Small DOM helpers shared by the job page and its parts (no framework: the page is plain DOM).
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) {
+    node.className = cls;
+  }
+  if (text) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+export function button(text: string, label: string, onclick: () => void): HTMLButtonElement {
+  const b = el('button', 'jp-Button pai-Button', text);
+  b.setAttribute('aria-label', label);
+  b.onclick = onclick;
+  return b;
+}
+
+export function section(title: string, cls: string): { node: HTMLElement; body: HTMLElement } {
+  const node = el('section', `pai-Section ${cls}`);
+  const h = el('h3', 'pai-Section-title', title);
+  const id = `pai-h-${Math.random().toString(36).slice(2)}`;
+  h.id = id;
+  node.setAttribute('aria-labelledby', id);
+  const body = el('div', 'pai-Section-body');
+  node.append(h, body);
+  return { node, body };
+}

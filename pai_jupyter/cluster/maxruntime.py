@@ -1,0 +1,52 @@
+"""Set a job's max run time ("work duration") while it waits or runs.
+
+The new limit is written into the stored job model (``extras.maxRunTimeMinutes``), so the watchdog
+(``Cluster.check_deadlines``), a retry's next attempt and a daemon restart all see it; a running attempt's
+deadline is moved to its launch time plus the new limit (a limit already passed stops it at the next check).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..protocol.rules import MAX_RUN_TIME_KEY
+from .errors import ApiError, BadRequest
+from .service import Cluster
+from .store import FINAL_STATES
+
+MAX_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave the key out for no limit)
+
+
+class JobNotRunningError(ApiError):
+    status, code = 409, "JobNotRunningError"
+
+
+def check_minutes(value: Any) -> float:
+    """The minutes of a request body, or a 400 that says what is wanted."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= MAX_MINUTES:
+        raise BadRequest(f'the body must be {{"minutes": N}} with 0 < N <= {MAX_MINUTES}; got {value!r}')
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: str) -> dict[str, Any]:
+    """Record the new limit durably and move the running attempt's deadline; returns the new deadline."""
+    if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
+        raise JobNotRunningError(f"job {row['user']}~{row['name']} is {row['state']}; its run time is over")
+    job = cluster.job_model(row)
+    extras = {**job.extras, MAX_RUN_TIME_KEY: minutes}
+    model = job.model_copy(update={"extras": extras})
+    deadline = None
+    with cluster.store.tx() as db:
+        db.execute("UPDATE job_configs SET model = ? WHERE job_id = ?", (model.model_dump_json(), row["id"]))
+        if row["state"] == "RUNNING":
+            launched = cluster.store.one("SELECT launched_time FROM attempts WHERE job_id = ? AND attempt = ?",
+                                         (row["id"], row["attempt"]))
+            started_ms = (launched and launched["launched_time"]) or row["launched_time"]
+            deadline = started_ms / 1000 + minutes * 60
+            cluster.store.update_job(row["id"], deadline=deadline)
+        cluster.store.add_event(row["id"], "Normal", "MaxRunTimeSet",
+                                f"max run time set to {minutes:g} minutes by {by}")
+    cluster._jobs.pop(row["id"], None)  # the parsed-model cache: read the stored one next time
+    return {"minutes": minutes, "deadline": deadline}

@@ -1,0 +1,87 @@
+"""The job page's tools beyond the row actions: "set work duration" (max run time), the job's SSH key download
+and where each task's remote desktop is.
+
+``PUT pai/api/jobs/{user}~{name}/maxRunTime`` ``{"minutes": N}``; ``GET …/access`` (``{"sshKey": url or null,
+"desktops": [{role, index, state, url}], "message"}``); ``GET …/ssh-key`` (the private key as a download, the
+job's owner only, as the daemon's own route). On a remote OpenPAI the first and last are 501 NotSupported,
+and ``access`` says why there is nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import quote
+
+from tornado import web
+
+from ..client import NotSupported, PaiError
+from ..client.calls import Req
+from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
+from .lab_api import _Base
+
+MAX_MINUTES = 366 * 24 * 60
+
+
+class MaxRunTimeHandler(_Base):
+    @web.authenticated
+    async def put(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        body = self.get_json_body()
+        minutes = body.get("minutes") if isinstance(body, dict) else None
+        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) \
+                or not 0 < minutes <= MAX_MINUTES:
+            raise PaiHTTPError(400, f"minutes must be a number above 0 and at most {MAX_MINUTES}", code="BadRequest")
+        result = await self.call(f"max run time of {job}", self.client.set_max_run_time(job, minutes))
+        self.send({"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")})
+
+
+class AccessHandler(_Base):
+    """Which of the job's tasks have a desktop, and whether it has an SSH key to download."""
+
+    @web.authenticated
+    async def get(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        try:
+            services = list(await self.client.services(job))
+        except NotSupported as exc:
+            self.send({"sshKey": None, "desktops": [], "message": exc.message})
+            return
+        except PaiError as exc:
+            raise self.failure(f"services of {job}", exc) from None
+        base = self.base_url.rstrip("/")
+        desktops = [{"role": s.get("role"), "index": s.get("index"), "state": s.get("state"),
+                     "url": task_prefix(self.base_url, user, name, str(s.get("role")), int(s.get("index", 0)))
+                     + "desktop/"}
+                    for s in services if s.get("name") == "desktop"]
+        has_ssh = any(s.get("name") == "ssh" for s in services)
+        self.send({"sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
+                   "desktops": desktops, "message": None})
+
+
+class SshKeyHandler(_Base):
+    """The job's private SSH key as a file download (the daemon answers it to the job's owner only)."""
+
+    @web.authenticated
+    async def get(self, user: str, name: str) -> None:
+        job = self.registry.job_id(user, name)
+        client = self.client
+
+        def op() -> Any:
+            yield from client._local_path(job, "the job's ssh key")
+            resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
+            return resp.content
+
+        key = await self.call(f"ssh key of {job}", client._drive(op()))
+        self.set_header("Content-Type", "application/x-pem-file")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Disposition", f'attachment; filename="{job_path(user, name)}.key"')
+        self.finish(key)
+
+
+def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+    jobs = pai + "/api/jobs/" + JOB_RE
+    return [(jobs + "/maxRunTime", MaxRunTimeHandler, args),
+            (jobs + "/access", AccessHandler, args),
+            (jobs + "/ssh-key", SshKeyHandler, args)]
