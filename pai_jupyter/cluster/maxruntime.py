@@ -48,5 +48,5 @@ def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: 
             cluster.store.update_job(row["id"], deadline=deadline)
         cluster.store.add_event(row["id"], "Normal", "MaxRunTimeSet",
                                 f"max run time set to {minutes:g} minutes by {by}")
-    cluster._jobs.pop(row["id"], None)  # the parsed-model cache: read the stored one next time
+    cluster.forget_model(row["id"])  # the parsed-model cache: read the stored one next time
     return {"minutes": minutes, "deadline": deadline}

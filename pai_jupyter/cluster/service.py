@@ -105,6 +105,10 @@ class Cluster:
             self._jobs.pop(next(iter(self._jobs)))
         return job
 
+    def forget_model(self, job_id: int) -> None:
+        """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone."""
+        self._jobs.pop(job_id, None)
+
     def get_job(self, user: str, name: str) -> dict[str, Any]:
         row = self.store.job(user, name)
         if row is None:
@@ -536,7 +540,7 @@ class Cluster:
                     log.exception("removing a kept task of %s failed", row["name"])
         with self.store.tx() as db:
             db.execute("DELETE FROM jobs WHERE id = ?", (row["id"],))
-        self._jobs.pop(row["id"], None)
+        self.forget_model(row["id"])
         shutil.rmtree(self.job_dir(row["user"], row["name"]), ignore_errors=True)
 
     # ---- recovery ------------------------------------------------------------------------------------------------
