@@ -5,23 +5,9 @@ import { Widget } from '@lumino/widgets';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Problem, validate } from './api';
 import { defaultRole, fieldOf, FormValues, fromV1, RoleValues, toV1 } from './formdoc';
+import { el } from './dom';
 
 let counter = 0;
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 export class SubmitForm extends Widget {
   constructor(initial?: Record<string, unknown>) {

@@ -8,6 +8,7 @@ import { JobList, JobRow, listJobs } from './api';
 import { ProfileSwitch } from './profiles';
 import { badgeClass, duration, filterJobs, STATES, when } from './format';
 import { visibleRange } from './virtual';
+import { el } from './dom';
 
 export const ROW_HEIGHT = 46;
 
@@ -15,21 +16,6 @@ export interface RefreshStats {
   bytes: number;
   changed: boolean;
   ms: number;
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 export class JobsPanel extends Widget {
