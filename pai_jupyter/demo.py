@@ -34,7 +34,7 @@ def main() -> int:
         print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
     info = control.running()
     started = info is None
-    if started:
+    if info is None:
         print("\n== starting the embedded cluster (for this demo; stopped again at the end)")
         # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too. The
         # cluster is stopped at the end, so the next `pai cluster start` (make lab) schedules the machine's own.

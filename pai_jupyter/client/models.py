@@ -95,7 +95,7 @@ class JobSummary(_Api):
         return f"{type(self).__name__}({self.id!r}, state={self.state!r})"
 
 
-class JobList(list):
+class JobList(list[JobSummary]):
     """A list of JobSummary that shows as a table and turns into a DataFrame."""
 
     def to_frame(self) -> Any:
