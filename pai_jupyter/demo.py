@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from .cluster import control
-from .common.states import FINAL
+from .common.states import FINAL, JobState
 from .notebook.display import stopped_note
 from .protocol import Job, JobValidationError
 
@@ -94,7 +94,7 @@ def _run_jobs(info: dict[str, Any]) -> bool:
                 logs = http.get(t["containerLog"] + "?tail-mode=true").json()["locations"]
                 text = http.get(next(loc["uri"] for loc in logs if loc["name"] == "all")).text
                 print("    | " + text.rstrip().replace("\n", "\n    | "))
-        ok = ok and state == "SUCCEEDED"
+        ok = ok and state == JobState.SUCCEEDED
     return ok
 
 

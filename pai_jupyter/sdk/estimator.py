@@ -18,6 +18,7 @@ from typing import Any
 
 from ..client import Client, JobDetail
 from ..client.profiles import LOCAL
+from ..common.states import JobState
 from ..protocol import Job, Prerequisite, TaskRole
 from ..protocol.model import DEFAULT_IMAGE_PREREQ
 from ..protocol.rules import ESTIMATOR_KEY, MAX_RUN_TIME_KEY
@@ -106,7 +107,7 @@ class Estimator:
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
         detail = self.client.wait(self.job)
-        if detail.state != "SUCCEEDED":
+        if detail.state != JobState.SUCCEEDED:
             raise RuntimeError(f"{self.job} ended {detail.state}: {detail.job_status.app_exit_diagnostics}")
         return detail
 
