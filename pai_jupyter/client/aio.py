@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 
 from ..protocol import Job
-from .base import request_url, tail_lines, terminal_url
+from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
 from .locality import Locality
 from .models import JobDetail, JobList
@@ -26,9 +26,11 @@ T = TypeVar("T")
 class AsyncClient(Calls):
     """``async with AsyncClient() as pai: await pai.submit(job)`` — same methods as Client, awaited."""
 
-    def __init__(self, profile: str | Profile | None = None, **kw: Any):
+    def __init__(self, profile: str | Profile | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
+                 **kw: Unpack[ClientOptions]):
         super().__init__(profile, **kw)
-        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=self.transport)
+        self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
+        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()

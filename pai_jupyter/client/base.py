@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
@@ -23,16 +23,27 @@ from .wire import Req, error_for
 LOCAL_HINT = "start the local cluster with: pai cluster start"
 
 
+class ClientOptions(TypedDict, total=False):
+    """The keyword options Client and AsyncClient share (each also takes its own kind of ``transport``)."""
+
+    url: str | None
+    token: str | None
+    username: str | None
+    home: Path | None
+    timeout: float
+    retries: int
+    auto_start: bool
+    starter: Starter | None
+
+
 class ClientBase:
     """Resolves where to talk to: a profile (default: the default one), or an explicit url and token."""
 
     def __init__(self, profile: str | Profile | None = None, *, url: str | None = None, token: str | None = None,
                  username: str | None = None, home: Path | None = None, timeout: float = 30.0, retries: int = 3,
-                 auto_start: bool = True, starter: Starter | None = None,
-                 transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None):
+                 auto_start: bool = True, starter: Starter | None = None):
         self.home = home
         self.starter = starter
-        self.transport: Any = transport  # the sync client takes a BaseTransport, the async one an AsyncBaseTransport
         if url:
             self.profile = Profile(name="(url)", url=url, username=username or "", token=token)
         elif isinstance(profile, Profile):
