@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from .cluster import control
-from .common.states import FINAL
+from .common.states import FINAL, JobState
 from .notebook.display import stopped_note
 from .protocol import Job, JobValidationError
 
@@ -34,7 +34,7 @@ def main() -> int:
         print(f"{path.name}: ok\n  " + job.summary().replace("\n", "\n  "))
     info = control.running()
     started = info is None
-    if started:
+    if info is None:
         print("\n== starting the embedded cluster (for this demo; stopped again at the end)")
         # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too. The
         # cluster is stopped at the end, so the next `pai cluster start` (make lab) schedules the machine's own.
@@ -94,7 +94,7 @@ def _run_jobs(info: dict[str, Any]) -> bool:
                 logs = http.get(t["containerLog"] + "?tail-mode=true").json()["locations"]
                 text = http.get(next(loc["uri"] for loc in logs if loc["name"] == "all")).text
                 print("    | " + text.rstrip().replace("\n", "\n    | "))
-        ok = ok and state == "SUCCEEDED"
+        ok = ok and state == JobState.SUCCEEDED
     return ok
 
 

@@ -13,6 +13,7 @@ import click
 
 if TYPE_CHECKING:
     from ..client import Client, JobDetail
+from ..common.states import JobState
 from ..format import duration
 from .common import (
     EXIT_BAD_INPUT,
@@ -45,7 +46,7 @@ def _wait(client: Client, job_id: str) -> JobDetail:
     start = time.monotonic()
 
     def show(d: JobDetail) -> None:
-        why = f" ({d.job_status.waiting_reason})" if d.state == "WAITING" and d.job_status.waiting_reason else ""
+        why = f" ({d.job_status.waiting_reason})" if d.state == JobState.WAITING and d.job_status.waiting_reason else ""
         line.show(f"{job_id}: {d.state}{why} [{duration(time.monotonic() - start)}]")
 
     try:
@@ -57,10 +58,10 @@ def _wait(client: Client, job_id: str) -> JobDetail:
 def _finish(detail: JobDetail) -> None:
     s = detail.job_status
     msg = f"{detail.id}: {s.state}" + (f", exit code {s.app_exit_code}" if s.app_exit_code is not None else "")
-    if s.state != "SUCCEEDED" and s.app_exit_diagnostics:
+    if s.state != JobState.SUCCEEDED and s.app_exit_diagnostics:
         msg += f"\n  {s.app_exit_diagnostics}"
     click.echo(msg, err=True)
-    if s.state != "SUCCEEDED":
+    if s.state != JobState.SUCCEEDED:
         sys.exit(EXIT_JOB_FAILED)
 
 
@@ -146,9 +147,9 @@ def status(job: str, config: bool, output: str, profile: str | None) -> None:
         return
     s = d.job_status
     click.echo(f"{d.id}: {s.state}" + (f" (exit code {s.app_exit_code})" if s.app_exit_code is not None else ""))
-    if s.state == "WAITING" and s.waiting_reason:
+    if s.state == JobState.WAITING and s.waiting_reason:
         click.echo(f"  waiting: {s.waiting_reason}")
-    if s.app_exit_diagnostics and s.state != "SUCCEEDED":
+    if s.app_exit_diagnostics and s.state != JobState.SUCCEEDED:
         click.echo(f"  {s.app_exit_diagnostics}")
     click.echo(f"  submitted {s.submission_time:%Y-%m-%d %H:%M:%S}, retries {s.retries}, VC {s.virtual_cluster}"
                if s.submission_time else "")

@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from .base import ClientBase, follow_params, request_url, tail_lines, terminal_url
-from .calls import Calls, Op, Req, Sleep, error_for, new_lines
+from ..protocol import Job
+from .base import ClientOptions, request_url, tail_lines, terminal_url
+from .calls import Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
+from .locality import Locality
+from .models import JobDetail, JobList
+from .profiles import Profile
+from .wire import Op, Req, Sleep, error_for
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+T = TypeVar("T")
 
 
-class AsyncClient(ClientBase, Calls):
+class AsyncClient(Calls):
     """``async with AsyncClient() as pai: await pai.submit(job)`` — same methods as Client, awaited."""
 
-    def __init__(self, profile: str | None = None, **kw: Any):
+    def __init__(self, profile: str | Profile | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
+                 **kw: Unpack[ClientOptions]):
         super().__init__(profile, **kw)
-        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=self.transport)
+        self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
+        self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -44,83 +57,87 @@ class AsyncClient(ClientBase, Calls):
             await asyncio.sleep(wait or 0)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _drive(self, op: Op) -> Any:
+    async def _drive(self, op: Op[T]) -> T:
         try:
             item = next(op)
             while True:
                 if isinstance(item, Sleep):
                     await asyncio.sleep(item.seconds)
-                    item = op.send(None)
+                    item = next(op)
                 else:
                     item = op.send(await self._send(item))
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value
+            return result
 
     async def info(self) -> dict[str, Any]:
         return await self._drive(self._info())
 
-    async def submit(self, job: Any, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
+    async def locality(self) -> Locality:
+        """Whether the server is an embedded cluster and whether it is this machine's (see ``client.locality``)."""
+        return await self._drive(self._locality())
+
+    async def submit(self, job: Job | str | Path, *, name: str | None = None,
+                     params: dict[str, Any] | None = None) -> str:
         return await self._drive(self._submit(job, name=name, params=params))
 
-    async def list_jobs(self, **kw: Any) -> Any:
+    async def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
         return await self._drive(self._list_jobs(**kw))
 
-    async def detail(self, job: Any) -> Any:
+    async def detail(self, job: JobRef) -> JobDetail:
         return await self._drive(self._detail(job))
 
-    async def stop(self, job: Any) -> str:
+    async def stop(self, job: JobRef) -> str:
         return await self._drive(self._stop(job))
 
-    async def delete(self, job: Any) -> str:
+    async def delete(self, job: JobRef) -> str:
         return await self._drive(self._delete(job))
 
-    async def config(self, job: Any) -> str:
+    async def config(self, job: JobRef) -> str:
         return await self._drive(self._config(job))
 
-    async def attempts(self, job: Any) -> list[dict[str, Any]]:
+    async def attempts(self, job: JobRef) -> list[dict[str, Any]]:
         return await self._drive(self._attempts(job))
 
-    async def events(self, job: Any) -> list[dict[str, Any]]:
+    async def events(self, job: JobRef) -> list[dict[str, Any]]:
         return await self._drive(self._events(job))
 
-    async def clone(self, job: Any, *, name: str | None = None) -> str:
+    async def clone(self, job: JobRef, *, name: str | None = None) -> str:
         return await self._drive(self._clone(job, name=name))
 
-    async def logs(self, job: Any, **kw: Any) -> str:
+    async def logs(self, job: JobRef, **kw: Unpack[LogArgs]) -> str:
         return await self._drive(self._logs(job, **kw))
 
-    async def wait(self, job: Any, **kw: Any) -> Any:
+    async def wait(self, job: JobRef, **kw: Unpack[WaitArgs]) -> JobDetail:
         return await self._drive(self._wait(job, **kw))
 
     async def login(self, username: str, password: str) -> str:
         return await self._drive(self._login(username, password))
 
-    async def services(self, job: Any) -> list[dict[str, Any]]:
+    async def services(self, job: JobRef) -> list[dict[str, Any]]:
         return await self._drive(self._services(job))
 
-    async def service_action(self, job: Any, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+    async def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> dict[str, Any]:
         return await self._drive(self._service_action(job, role, index, name, action))
 
-    async def metrics(self, job: Any) -> dict[str, Any]:
+    async def metrics(self, job: JobRef) -> dict[str, Any]:
         return await self._drive(self._metrics(job))
 
-    async def set_max_run_time(self, job: Any, minutes: float) -> dict[str, Any]:
+    async def set_max_run_time(self, job: JobRef, minutes: float) -> dict[str, Any]:
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return await self._drive(self._set_max_run_time(job, minutes))
 
-    async def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
+    async def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:
         path = await self._drive(self._local_path(job, "terminals"))
         base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
         return terminal_url(base, path, role, index), headers
 
-    async def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
+    async def follow(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all",
                      poll: float = 1.0) -> AsyncIterator[str]:
         """Async twin of Client.follow: the live stream where advertised, else the polled tail."""
-        if self._local_server is None:
-            self._local_server = "local" in await self.info()
-        if self._local_server:
+        if (await self.locality()).embedded:
             base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
-            path, params = follow_params(self, job, role, index, stream)
+            path, params = self._stream_request(job, role, index, stream)
             try:
                 async with self._http.stream("GET", base + path, params=params, headers=headers,
                                              timeout=httpx.Timeout(self.timeout, read=None)) as resp:

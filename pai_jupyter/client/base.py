@@ -8,18 +8,32 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 
 from ..common.home import os_user
 from ..common.starter import Starter, StartError, starter_for
-from .calls import Req, error_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
+from .locality import Locality, locality
 from .profiles import Profile, ProfileError, get_profile
+from .wire import Req, error_for
 
 LOCAL_HINT = "start the local cluster with: pai cluster start"
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword options Client and AsyncClient share (each also takes its own kind of ``transport``)."""
+
+    url: str | None
+    token: str | None
+    username: str | None
+    home: Path | None
+    timeout: float
+    retries: int
+    auto_start: bool
+    starter: Starter | None
 
 
 class ClientBase:
@@ -27,11 +41,9 @@ class ClientBase:
 
     def __init__(self, profile: str | Profile | None = None, *, url: str | None = None, token: str | None = None,
                  username: str | None = None, home: Path | None = None, timeout: float = 30.0, retries: int = 3,
-                 auto_start: bool = True, starter: Starter | None = None,
-                 transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None):
+                 auto_start: bool = True, starter: Starter | None = None):
         self.home = home
         self.starter = starter
-        self.transport: Any = transport  # the sync client takes a BaseTransport, the async one an AsyncBaseTransport
         if url:
             self.profile = Profile(name="(url)", url=url, username=username or "", token=token)
         elif isinstance(profile, Profile):
@@ -44,7 +56,7 @@ class ClientBase:
         self.timeout = timeout
         self.retries = retries
         self.auto_start = auto_start
-        self._local_server: bool | None = True if self.profile.is_local else None
+        self._server: Locality | None = locality(self.profile) if self.profile.is_local else None  # asked once
         self._url: str | None = None if self.profile.is_local else self.profile.url.rstrip("/")
         self._token: str | None = token or (None if self.profile.is_local else self.profile.resolved_token())
         self.username = username or self.profile.username or (os_user() if self.profile.is_local else "")
@@ -87,7 +99,7 @@ class ClientBase:
 
     @staticmethod
     def _backoff(attempt: int) -> float:
-        return min(0.2 * 2**attempt, 5.0) * (0.75 + random.random() / 2)
+        return min(0.2 * 2.0**attempt, 5.0) * (0.75 + random.random() / 2)
 
     @staticmethod
     def _retryable(err: PaiError) -> bool:
@@ -117,14 +129,6 @@ class ClientBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(profile={self.profile.name!r}, user={self.username!r})"
-
-
-def follow_params(client: Any, job: Any, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
-    user, _, name = client.job_id(job).partition("~")
-    params: dict[str, Any] = {"index": index, "stream": stream}
-    if role:
-        params["role"] = role
-    return f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/logs/stream", params
 
 
 def tail_lines(text: str, final: bool) -> list[str]:

@@ -1,93 +1,65 @@
 """The client's calls, written once as generators that yield requests (and sleeps) — no I/O here.
 
 ``Client`` drives them with httpx.Client, ``AsyncClient`` with httpx.AsyncClient, so the sync and async
-clients cannot drift. Error mapping, job ids and paging live here too.
+clients cannot drift; the options they share are typed once here (``ListArgs``, ``LogArgs``, ``WaitArgs``). Job
+ids and paging live here too; what a call yields and error mapping in ``wire``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Set
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 from urllib.parse import parse_qs, quote, urlsplit
-
-import httpx
 
 from ..protocol import Job, JobValidationError, load_document
 from ..protocol.edit import rename_text, with_parameters
 from ..protocol.load import withholds_secrets
-from .errors import (
-    BadRequest,
-    InvalidJob,
-    JobConflict,
-    JobNotFound,
-    NotSupported,
-    PaiError,
-    RateLimited,
-    ServerUnavailable,
-    Unauthorized,
-)
-from .models import FINAL_STATES, JobDetail, JobList, JobSummary
+from .base import ClientBase
+from .errors import BadRequest, InvalidJob, NotSupported, PaiError
+from .locality import Locality, locality
+from .models import FINAL_STATES, JobDetail, JobList, JobSummary, TaskStatus
+from .wire import Op as Op
+from .wire import Req as Req
+from .wire import Sleep as Sleep
+from .wire import error_for as error_for
+from .wire import json_list, json_object
 
 PAGE = 1000
 
-
-@dataclass
-class Req:
-    method: str
-    path: str
-    params: dict[str, Any] | None = None
-    json: Any = None
-    content: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    idempotent: bool = True
-    auth: bool = True
-    location: bool = False  # a URI the server handed out: resolved against its origin (see base.request_url)
+JobRef: TypeAlias = str | JobSummary | JobDetail
+"""A job: its id ``user~name``, a bare name (this profile's user), or a row or detail the client returned."""
 
 
-@dataclass
-class Sleep:
-    seconds: float
+class ListArgs(TypedDict, total=False):
+    """``list_jobs``'s options, shared by Client and AsyncClient."""
+
+    state: str | list[str] | None
+    user: str | None
+    all_users: bool
+    keyword: str | None
+    limit: int | None
+    order: str
 
 
-Op = Generator[Req | Sleep, Any, Any]
+class LogArgs(TypedDict, total=False):
+    """``logs``'s options, shared by Client and AsyncClient."""
+
+    role: str | None
+    index: int
+    stream: str
+    tail: bool
+    attempt: int | None
+    task_attempt: int | None
 
 
-def error_for(resp: httpx.Response, where: str) -> PaiError:
-    """Map an error response ({code, message}) to the exception a user can act on."""
-    try:
-        body = resp.json()
-        body = body if isinstance(body, dict) else {}
-    except ValueError:
-        body = {}
-    code = body.get("code")
-    message = body.get("message") or resp.text[:300] or resp.reason_phrase
-    kw = {"status": resp.status_code, "code": code, "body": body}
-    status = resp.status_code
-    if status in (401, 403):
-        return Unauthorized(f"{message} ({where}); log in again with: pai profile login", **kw)
-    if status == 400 and (code in ("IncorrectPasswordError", "NoUserError") or
-                          "/authn/basic/login" in str(resp.request.url)):  # OpenPAI answers a failed login 400
-        return Unauthorized(f"login refused by {where}: {message}", **kw)
-    if status == 404:
-        return JobNotFound(message, **kw)
-    if status == 409 and code == "ConflictJobError":
-        return JobConflict(message, **kw)
-    if status == 400 and code in ("InvalidProtocolError", "NoEnoughQuotaError", "InsufficientResourceError"):
-        return InvalidJob(message, **kw)
-    if status == 429:
-        after = resp.headers.get("Retry-After")
-        try:
-            seconds = float(after) if after is not None else None
-        except ValueError:
-            seconds = None
-        return RateLimited(f"rate limited by {where}" + (f"; retry after {seconds:g} s" if seconds else ""),
-                           retry_after=seconds, **kw)
-    if status >= 500:
-        return ServerUnavailable(f"{where} answered {status}: {message}", **kw)
-    return BadRequest(message, **kw)
+class WaitArgs(TypedDict, total=False):
+    """``wait``'s options, shared by Client and AsyncClient."""
+
+    until: Set[str]
+    timeout: float | None
+    on_update: Callable[[JobDetail], None] | None
 
 
 def _is_file(text: str) -> bool:
@@ -121,37 +93,39 @@ def as_job_text(job: Job | str | Path, *, name: str | None = None,
     return text, parsed.source_format, name or parsed.name
 
 
-class Calls:
-    """Mixin: every server call, as a generator. Needs ``self.username`` (the profile's user)."""
+class Calls(ClientBase):
+    """Every server call, as a generator (see ``wire.Op``); Client and AsyncClient drive them."""
 
-    username: str
-
-    def job_id(self, job: str | JobSummary | JobDetail) -> str:
+    def job_id(self, job: JobRef) -> str:
         """``user~name``; a bare name means this profile's user."""
         if isinstance(job, (JobSummary, JobDetail)):
             return job.id
         return job if "~" in job else f"{self.username}~{job}"
 
-    def _path(self, job: str | JobSummary | JobDetail) -> str:
+    def _path(self, job: JobRef) -> str:
         user, _, name = self.job_id(job).partition("~")
         return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 
     # ---- calls -----------------------------------------------------------------------------------------------
-    def _info(self) -> Op:
+    def _info(self) -> Op[dict[str, Any]]:
         resp = yield Req("GET", "/api/v2/info")
-        return resp.json()
+        return json_object(resp)
 
-    def _is_local_server(self) -> Op:
-        if getattr(self, "_local_server", None) is None:
-            try:
-                info = yield from self._info()
-                self._local_server = isinstance(info, dict) and "local" in info
-            except PaiError:
-                self._local_server = False
-        return self._local_server
+    def _locality(self) -> Op[Locality]:
+        """Where the server is (``locality``), asked once: the local profile needs no request. An error from
+        /api/v2/info is raised (the driver raises it; the next call asks again)."""
+        if self._server is None:
+            info = yield from self._info()
+            self._server = locality(self.profile, info)
+        return self._server
+
+    def _is_local_server(self) -> Op[bool]:
+        """Whether the server is an embedded cluster (it serves the local-only routes)."""
+        found = yield from self._locality()
+        return found.embedded
 
     def _submit(self, job: Job | str | Path, *, name: str | None = None,
-                params: dict[str, Any] | None = None) -> Op:
+                params: dict[str, Any] | None = None) -> Op[str]:
         text, fmt, job_name = as_job_text(job, name=name, params=params)
         local = yield from self._is_local_server()
         if fmt == "v1" and not local:  # OpenPAI's v2 endpoint takes YAML only
@@ -160,11 +134,12 @@ class Calls:
             ctype = "application/json" if text.lstrip().startswith("{") else "text/yaml"
         resp = yield Req("POST", "/api/v2/jobs", content=text.encode("utf-8"), headers={"Content-Type": ctype},
                          idempotent=False)
-        body = resp.json() if resp.content else {}
+        body = json_object(resp) if resp.content else {}
         return f"{body.get('username') or self.username}~{body.get('name') or job_name}"
 
     def _list_jobs(self, *, state: str | list[str] | None = None, user: str | None = None, all_users: bool = False,
-                   keyword: str | None = None, limit: int | None = None, order: str = "submissionTime,DESC") -> Op:
+                   keyword: str | None = None, limit: int | None = None,
+                   order: str = "submissionTime,DESC") -> Op[JobList]:
         params: dict[str, Any] = {"order": order, "withTotalCount": "true"}
         if state:
             params["state"] = ",".join([state] if isinstance(state, str) else state).upper()
@@ -178,7 +153,9 @@ class Calls:
             page = PAGE if limit is None else min(PAGE, limit - len(out))
             resp = yield Req("GET", "/api/v2/jobs", params={**params, "offset": offset, "limit": page})
             body = resp.json()
-            items = body["data"] if isinstance(body, dict) else body
+            items = body.get("data") if isinstance(body, dict) else body
+            if not isinstance(items, list):
+                raise PaiError(f"the job list from {self.where} has no data array")
             out.extend(JobSummary.model_validate(i) for i in items)
             offset += len(items)
             total = body.get("totalCount") if isinstance(body, dict) else None
@@ -186,33 +163,34 @@ class Calls:
                 break
         return out
 
-    def _detail(self, job: str | JobSummary | JobDetail) -> Op:
+    def _detail(self, job: JobRef) -> Op[JobDetail]:
         resp = yield Req("GET", self._path(job))
-        return JobDetail.from_api(resp.json())
+        return JobDetail.from_api(json_object(resp))
 
-    def _stop(self, job: str | JobSummary | JobDetail) -> Op:
+    def _stop(self, job: JobRef) -> Op[str]:
         yield Req("PUT", self._path(job) + "/executionType", json={"value": "STOP"})
         return self.job_id(job)
 
-    def _delete(self, job: str | JobSummary | JobDetail) -> Op:
+    def _delete(self, job: JobRef) -> Op[str]:
         yield Req("DELETE", self._path(job))
         return self.job_id(job)
 
-    def _config(self, job: str | JobSummary | JobDetail) -> Op:
+    def _config(self, job: JobRef) -> Op[str]:
         resp = yield Req("GET", self._path(job) + "/config")
         return resp.text
 
-    def _attempts(self, job: str | JobSummary | JobDetail) -> Op:
+    def _attempts(self, job: JobRef) -> Op[list[dict[str, Any]]]:
         resp = yield Req("GET", self._path(job) + "/job-attempts")
-        return resp.json()
+        return json_list(resp)
 
-    def _events(self, job: str | JobSummary | JobDetail) -> Op:
+    def _events(self, job: JobRef) -> Op[list[dict[str, Any]]]:
         """The job's events, oldest first (OpenPAI answers newest first; ISO timestamps sort as text)."""
         resp = yield Req("GET", self._path(job) + "/events")
-        data = list(reversed(resp.json().get("data", [])))
-        return sorted(data, key=lambda e: str(e.get("lastTimestamp") or ""))
+        data = json_object(resp).get("data") or []
+        events = [e for e in reversed(data) if isinstance(e, dict)]
+        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
 
-    def _clone(self, job: str | JobSummary | JobDetail, *, name: str | None = None) -> Op:
+    def _clone(self, job: JobRef, *, name: str | None = None) -> Op[str]:
         """Submit the job's exact config again under a new name (default: ``<name>_<hex>``).
 
         On the embedded cluster the daemon clones from the stored original, so secrets are kept; a remote
@@ -224,7 +202,8 @@ class Calls:
         local = yield from self._is_local_server()
         if local:
             resp = yield Req("POST", self._path(job) + "/clone", json={"name": new}, idempotent=False)
-            return f"{resp.json()['username']}~{resp.json()['name']}"
+            body = json_object(resp)
+            return f"{body['username']}~{body['name']}"
         text = yield from self._config(job)
         if withholds_secrets(load_document(text)):
             raise InvalidJob(f"{source} has secrets, which the cluster withholds from its config (secrets: ******): "
@@ -234,9 +213,8 @@ class Calls:
         result = yield from self._submit(text, name=new)
         return result
 
-    def _logs(self, job: str | JobSummary | JobDetail, *, role: str | None = None, index: int = 0,
-              stream: str = "all", tail: bool = False, attempt: int | None = None,
-              task_attempt: int | None = None) -> Op:
+    def _logs(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all", tail: bool = False,
+              attempt: int | None = None, task_attempt: int | None = None) -> Op[str]:
         """A task's log (stdout, stderr or all): the whole file, or its last 16 KiB with ``tail``."""
         detail = yield from self._detail(job)
         task = _pick_task(detail, role, index)
@@ -245,15 +223,16 @@ class Calls:
         path = (f"{self._path(job)}/attempts/{a or 0}/taskRoles/{quote(task.role, safe='')}/taskIndex/{index}"
                 f"/attempts/{ta}/logs")
         resp = yield Req("GET", path, params={"tail-mode": "true"} if tail else None)
-        uris = {loc["name"]: loc["uri"] for loc in resp.json().get("locations", [])}
+        locations = json_object(resp).get("locations") or []
+        uris = {loc["name"]: loc["uri"] for loc in locations}
         if stream not in uris:
             raise BadRequest(f"no {stream!r} log; the server offers {', '.join(uris) or 'none'}")
-        uri = uris[stream]
+        uri = str(uris[stream])
         resp = yield Req("GET", uri, location=True, auth=not carries_own_token(uri))
         return resp.text
 
-    def _wait(self, job: str | JobSummary | JobDetail, *, until: frozenset[str] | set[str] = FINAL_STATES,
-              timeout: float | None = None, on_update: Callable[[JobDetail], None] | None = None) -> Op:
+    def _wait(self, job: JobRef, *, until: Set[str] = FINAL_STATES, timeout: float | None = None,
+              on_update: Callable[[JobDetail], None] | None = None) -> Op[JobDetail]:
         """Poll the detail (10 per second at first, then once a second) until the state is in ``until``."""
         from .errors import WaitTimeout
 
@@ -270,42 +249,48 @@ class Calls:
             yield Sleep(delay)
             delay = min(delay * 1.3, 1.0)
 
-    def _local_path(self, job: str | JobSummary | JobDetail, what: str) -> Op:
+    def _local_path(self, job: JobRef, what: str) -> Op[str]:
         """The path of a local-only route, or NotSupported on a server that is not an embedded cluster."""
         local = yield from self._is_local_server()
         if not local:
             raise NotSupported(f"{what} needs the embedded cluster; {self.where} is an OpenPAI server without it")
         return self._path(job).replace("/api/v2/jobs/", "/api/v2/local/jobs/", 1)
 
-    def _services(self, job: str | JobSummary | JobDetail) -> Op:
+    def _services(self, job: JobRef) -> Op[list[dict[str, Any]]]:
         """The services running inside the job's tasks (TensorBoard, Jupyter): host, port, state, token."""
         path = yield from self._local_path(job, "task services")
         resp = yield Req("GET", path + "/services")
-        return resp.json()
+        return json_list(resp)
 
-    def _service_action(self, job: str | JobSummary | JobDetail, role: str, index: int, name: str,
-                        action: str) -> Op:
+    def _service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> Op[dict[str, Any]]:
         path = yield from self._local_path(job, "task services")
         resp = yield Req("POST", f"{path}/services/{quote(role, safe='')}/{index}/{name}", json={"action": action},
                          idempotent=False)
-        return resp.json()
+        return json_object(resp)
 
-    def _metrics(self, job: str | JobSummary | JobDetail) -> Op:
+    def _metrics(self, job: JobRef) -> Op[dict[str, Any]]:
         """Per-task CPU %, memory and GPU use (see the daemon's /metrics route)."""
         path = yield from self._local_path(job, "metrics")
         resp = yield Req("GET", path + "/metrics")
-        return resp.json()
+        return json_object(resp)
 
-    def _set_max_run_time(self, job: str | JobSummary | JobDetail, minutes: float) -> Op:
+    def _set_max_run_time(self, job: JobRef, minutes: float) -> Op[dict[str, Any]]:
         """Set a waiting or running job's max run time ("work duration", minutes from its launch)."""
         path = yield from self._local_path(job, "setting the max run time of a running job")
         resp = yield Req("PUT", path + "/maxRunTime", json={"minutes": minutes})
-        return resp.json()
+        return json_object(resp)
 
-    def _login(self, username: str, password: str) -> Op:
+    def _stream_request(self, job: JobRef, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
+        """(path, params) of the embedded cluster's live log stream of a task (``follow``)."""
+        params: dict[str, Any] = {"index": index, "stream": stream}
+        if role:
+            params["role"] = role
+        return self._path(job).replace("/api/v2/jobs/", "/api/v2/local/jobs/", 1) + "/logs/stream", params
+
+    def _login(self, username: str, password: str) -> Op[str]:
         resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,
                                                                      "expiration": 7 * 24 * 3600}, auth=False)
-        return resp.json()["token"]
+        return str(json_object(resp)["token"])
 
 
 def carries_own_token(uri: str) -> bool:
@@ -315,7 +300,7 @@ def carries_own_token(uri: str) -> bool:
     return bool(query.get("token") or query.get("sig"))
 
 
-def _pick_task(detail: JobDetail, role: str | None, index: int) -> Any:
+def _pick_task(detail: JobDetail, role: str | None, index: int) -> TaskStatus:
     roles = list(dict.fromkeys(t.role for t in detail.tasks))
     role = role or (roles[0] if roles else None)
     for t in detail.tasks:

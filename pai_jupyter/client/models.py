@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from ..common.states import FINAL
+from ..common.states import FINAL, JobState
 from ..format import fmt
 
 FINAL_STATES = FINAL  # kept under its public name (pai_jupyter.client.FINAL_STATES)
@@ -95,7 +95,7 @@ class JobSummary(_Api):
         return f"{type(self).__name__}({self.id!r}, state={self.state!r})"
 
 
-class JobList(list):
+class JobList(list[JobSummary]):
     """A list of JobSummary that shows as a table and turns into a DataFrame."""
 
     def to_frame(self) -> Any:
@@ -192,7 +192,7 @@ class JobDetail(_Api):
     def _repr_html_(self) -> str:
         s = self.job_status
         head = (f"<p><b>{html.escape(self.id)}</b>: {html.escape(s.state)}"
-                + (f" — {html.escape(s.waiting_reason)}" if s.waiting_reason and s.state == "WAITING" else "")
+                + (f" — {html.escape(s.waiting_reason)}" if s.waiting_reason and s.state == JobState.WAITING else "")
                 + (f" — exit {s.app_exit_code}" if s.app_exit_code is not None else "") + "</p>")
         return head + _html_table(list(TaskStatus.COLUMNS), [t.row() for t in self.tasks])
 

@@ -14,19 +14,25 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Generator
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import quote
 
+import httpx
 import yaml
 
 from ..common.home import pai_home
-from .calls import Req
+from .calls import Calls, JobRef
 from .errors import BadRequest, NotSupported
+from .wire import Op, Req, json_list, json_object
 
-Op = Generator[Any, Any, Any]
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+    from .sync import Client
+
+T = TypeVar("T")
 NO_HOST_CHECK = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR")
 
 
@@ -113,20 +119,29 @@ def default_identity() -> str | None:
     return None
 
 
-def _targets(client: Any, job: Any, identity: str | None) -> Op:
+@overload
+def _run(client: Client, op: Op[T]) -> T: ...
+@overload
+def _run(client: AsyncClient, op: Op[T]) -> Coroutine[Any, Any, T]: ...
+def _run(client: Client | AsyncClient, op: Op[T]) -> T | Coroutine[Any, Any, T]:
+    """Drive ``op`` with the client: a value from a Client, an awaitable from an AsyncClient."""
+    return client._drive(op)
+
+
+def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTarget]]:
     job_id = client.job_id(job)
     user, _, name = job_id.partition("~")
     local = yield from client._is_local_server()
     if local:
         path = f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh"
         resp = yield Req("GET", path)
-        info = resp.json()
+        info = json_object(resp)
         key = identity
         if key is None and info["keyPair"].get("privateKeyDirectDownloadLink") and user == client.username:
             data = yield Req("GET", info["keyPair"]["privateKeyDirectDownloadLink"])
-            out = key_path(job_id, getattr(client, "home", None))
-            _write_private(out, data.content)
-            key = str(out)
+            saved = key_path(job_id, client.home)
+            _write_private(saved, data.content)
+            key = str(saved)
         return [SshTarget(job_id, c["taskRole"], c["taskIndex"], c["taskState"], c["sshIp"], c["sshPort"],
                           info["user"], key, c.get("problem")) for c in info["containers"]]
     detail = yield from client._detail(job)  # first: a missing job is JobNotFound here, a missing config below
@@ -138,7 +153,7 @@ def _targets(client: Any, job: Any, identity: str | None) -> Op:
         raise NotSupported(f"job {job_id} has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
                            "extras.com.microsoft.pai.runtimeplugin)")
     key = identity or default_identity()
-    out = []
+    out: list[SshTarget] = []
     for t in detail.tasks:
         port = str((t.container_ports or {}).get("ssh") or "").split(",")[0]
         out.append(SshTarget(job_id, t.role, t.task_index, t.task_state, t.container_ip,
@@ -154,54 +169,71 @@ def _pick(targets: list[SshTarget], role: str | None, index: int | None) -> list
     return picked
 
 
-def ssh_info(client: Any, job: Any, *, role: str | None = None, index: int | None = None,
-             identity: str | None = None) -> Any:
+@overload
+def ssh_info(client: Client, job: JobRef, *, role: str | None = None, index: int | None = None,
+             identity: str | None = None) -> list[SshTarget]: ...
+@overload
+def ssh_info(client: AsyncClient, job: JobRef, *, role: str | None = None, index: int | None = None,
+             identity: str | None = None) -> Coroutine[Any, Any, list[SshTarget]]: ...
+def ssh_info(client: Client | AsyncClient, job: JobRef, *, role: str | None = None, index: int | None = None,
+             identity: str | None = None) -> list[SshTarget] | Coroutine[Any, Any, list[SshTarget]]:
     """Every task's SshTarget (or those of ``role`` / ``index``); downloads the job key on the embedded cluster."""
 
-    def op() -> Op:
+    def op() -> Op[list[SshTarget]]:
         targets = yield from _targets(client, job, identity)
         return _pick(targets, role, index)
 
-    return client._drive(op())
+    return _run(client, op())
 
 
-def download_key(client: Any, job: Any) -> Any:
+@overload
+def download_key(client: Client, job: JobRef) -> Path: ...
+@overload
+def download_key(client: AsyncClient, job: JobRef) -> Coroutine[Any, Any, Path]: ...
+def download_key(client: Client | AsyncClient, job: JobRef) -> Path | Coroutine[Any, Any, Path]:
     """Save the job's private key (owner only) as ``$PAI_JUPYTER_HOME/ssh/<job>.key``, mode 0600; its path."""
 
-    def op() -> Op:
+    def op() -> Op[Path]:
         job_id = client.job_id(job)
         user, _, name = job_id.partition("~")
         yield from client._local_path(job, "the job's ssh key")
         resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
-        out = key_path(job_id, getattr(client, "home", None))
+        out = key_path(job_id, client.home)
         _write_private(out, resp.content)
         return out
 
-    return client._drive(op())
+    return _run(client, op())
 
 
-def list_keys(client: Any) -> Any:
-    def op() -> Op:
-        yield from client._local_path("x", "stored ssh keys")
-        resp = yield Req("GET", "/api/v2/local/ssh-keys")
-        return resp.json()
-
-    return client._drive(op())
+def _keys_call(client: Calls, req: Req, read: Callable[[httpx.Response], T]) -> Op[T]:
+    """A call on the user's stored public keys (embedded cluster only): the answer, as ``read`` reads it."""
+    yield from client._local_path("x", "stored ssh keys")
+    resp = yield req
+    return read(resp)
 
 
-def add_key(client: Any, title: str, value: str) -> Any:
-    def op() -> Op:
-        yield from client._local_path("x", "stored ssh keys")
-        resp = yield Req("POST", "/api/v2/local/ssh-keys", json={"title": title, "value": value}, idempotent=False)
-        return resp.json()
+@overload
+def list_keys(client: Client) -> list[dict[str, Any]]: ...
+@overload
+def list_keys(client: AsyncClient) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
+def list_keys(client: Client | AsyncClient) -> list[dict[str, Any]] | Coroutine[Any, Any, list[dict[str, Any]]]:
+    return _run(client, _keys_call(client, Req("GET", "/api/v2/local/ssh-keys"), json_list))
 
-    return client._drive(op())
+
+@overload
+def add_key(client: Client, title: str, value: str) -> dict[str, Any]: ...
+@overload
+def add_key(client: AsyncClient, title: str, value: str) -> Coroutine[Any, Any, dict[str, Any]]: ...
+def add_key(client: Client | AsyncClient, title: str,
+            value: str) -> dict[str, Any] | Coroutine[Any, Any, dict[str, Any]]:
+    req = Req("POST", "/api/v2/local/ssh-keys", json={"title": title, "value": value}, idempotent=False)
+    return _run(client, _keys_call(client, req, json_object))
 
 
-def remove_key(client: Any, title: str) -> Any:
-    def op() -> Op:
-        yield from client._local_path("x", "stored ssh keys")
-        resp = yield Req("DELETE", f"/api/v2/local/ssh-keys/{quote(title, safe='')}")
-        return resp.json()
-
-    return client._drive(op())
+@overload
+def remove_key(client: Client, title: str) -> dict[str, Any]: ...
+@overload
+def remove_key(client: AsyncClient, title: str) -> Coroutine[Any, Any, dict[str, Any]]: ...
+def remove_key(client: Client | AsyncClient, title: str) -> dict[str, Any] | Coroutine[Any, Any, dict[str, Any]]:
+    req = Req("DELETE", f"/api/v2/local/ssh-keys/{quote(title, safe='')}")
+    return _run(client, _keys_call(client, req, json_object))

@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from .base import ClientBase, follow_params, request_url, tail_lines, terminal_url
-from .calls import Calls, Op, Req, Sleep, error_for, new_lines
+from ..protocol import Job
+from .base import ClientOptions, request_url, tail_lines, terminal_url
+from .calls import Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
+from .locality import Locality
+from .models import JobDetail, JobList
+from .profiles import Profile
+from .wire import Op, Req, Sleep, error_for
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+T = TypeVar("T")
 
 
-class Client(ClientBase, Calls):
+class Client(Calls):
     """One client for any OpenPAI-compatible server: ``Client()`` uses the default profile (``local``)."""
 
-    def __init__(self, profile: str | None = None, **kw: Any):
+    def __init__(self, profile: str | Profile | None = None, *, transport: httpx.BaseTransport | None = None,
+                 **kw: Unpack[ClientOptions]):
         super().__init__(profile, **kw)
-        self._http = httpx.Client(timeout=self.timeout, follow_redirects=True, transport=self.transport)
+        self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
+        self._http = httpx.Client(timeout=self.timeout, follow_redirects=True, transport=transport)
 
     def close(self) -> None:
         self._http.close()
@@ -44,89 +57,91 @@ class Client(ClientBase, Calls):
             time.sleep(wait or 0)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _drive(self, op: Op) -> Any:
+    def _drive(self, op: Op[T]) -> T:
         try:
             item = next(op)
             while True:
                 if isinstance(item, Sleep):
                     time.sleep(item.seconds)
-                    item = op.send(None)
+                    item = next(op)
                 else:
                     item = op.send(self._send(item))
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value
+            return result
 
     def info(self) -> dict[str, Any]:
         """The server's /api/v2/info (the embedded cluster adds capacity, runtime and its local routes)."""
         return self._drive(self._info())
 
-    def submit(self, job: Any, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
+    def locality(self) -> Locality:
+        """Whether the server is an embedded cluster and whether it is this machine's (see ``client.locality``)."""
+        return self._drive(self._locality())
+
+    def submit(self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
         """Submit a Job, v2 YAML / v1 JSON text, or a file path; returns the job id ``user~name``."""
         return self._drive(self._submit(job, name=name, params=params))
 
-    def list_jobs(self, **kw: Any) -> Any:
+    def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
         """Jobs as a JobList (``state``, ``user``, ``all_users``, ``keyword``, ``limit``, ``order``)."""
         return self._drive(self._list_jobs(**kw))
 
-    def detail(self, job: Any) -> Any:
+    def detail(self, job: JobRef) -> JobDetail:
         return self._drive(self._detail(job))
 
-    def stop(self, job: Any) -> str:
+    def stop(self, job: JobRef) -> str:
         return self._drive(self._stop(job))
 
-    def delete(self, job: Any) -> str:
+    def delete(self, job: JobRef) -> str:
         return self._drive(self._delete(job))
 
-    def config(self, job: Any) -> str:
+    def config(self, job: JobRef) -> str:
         return self._drive(self._config(job))
 
-    def attempts(self, job: Any) -> list[dict[str, Any]]:
+    def attempts(self, job: JobRef) -> list[dict[str, Any]]:
         return self._drive(self._attempts(job))
 
-    def events(self, job: Any) -> list[dict[str, Any]]:
+    def events(self, job: JobRef) -> list[dict[str, Any]]:
         return self._drive(self._events(job))
 
-    def clone(self, job: Any, *, name: str | None = None) -> str:
+    def clone(self, job: JobRef, *, name: str | None = None) -> str:
         return self._drive(self._clone(job, name=name))
 
-    def logs(self, job: Any, **kw: Any) -> str:
+    def logs(self, job: JobRef, **kw: Unpack[LogArgs]) -> str:
         return self._drive(self._logs(job, **kw))
 
-    def wait(self, job: Any, **kw: Any) -> Any:
+    def wait(self, job: JobRef, **kw: Unpack[WaitArgs]) -> JobDetail:
         return self._drive(self._wait(job, **kw))
 
     def login(self, username: str, password: str) -> str:
         return self._drive(self._login(username, password))
 
-    def services(self, job: Any) -> list[dict[str, Any]]:
+    def services(self, job: JobRef) -> list[dict[str, Any]]:
         return self._drive(self._services(job))
 
-    def service_action(self, job: Any, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+    def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> dict[str, Any]:
         return self._drive(self._service_action(job, role, index, name, action))
 
-    def metrics(self, job: Any) -> dict[str, Any]:
+    def metrics(self, job: JobRef) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
-    def set_max_run_time(self, job: Any, minutes: float) -> dict[str, Any]:
+    def set_max_run_time(self, job: JobRef, minutes: float) -> dict[str, Any]:
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return self._drive(self._set_max_run_time(job, minutes))
 
-    def terminal_endpoint(self, job: Any, role: str, index: int) -> tuple[str, dict[str, str]]:
+    def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:
         """(websocket url, headers) of a terminal inside a running task (terminado's protocol)."""
         path = self._drive(self._local_path(job, "terminals"))
         base, headers = self._prepare(Req("GET", ""))
         return terminal_url(base, path, role, index), headers
 
-    def follow(self, job: Any, *, role: str | None = None, index: int = 0, stream: str = "all",
+    def follow(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all",
                poll: float = 1.0) -> Iterator[str]:
         """Yield log text as the task writes it, until the task ends. Uses the server's live stream when it
         advertises one; otherwise polls the 16 KiB tail and yields only lines not seen before."""
-        info = self.info() if self._local_server is None else None
-        local = self._local_server if info is None else "local" in info
-        self._local_server = local
-        if local:
+        if self.locality().embedded:
             base, headers = self._prepare(Req("GET", ""))
-            path, params = follow_params(self, job, role, index, stream)
+            path, params = self._stream_request(job, role, index, stream)
             try:
                 with self._http.stream("GET", base + path, params=params, headers=headers,
                                        timeout=httpx.Timeout(self.timeout, read=None)) as resp:
@@ -148,4 +163,3 @@ class Client(ClientBase, Calls):
             if detail.is_final:
                 return
             time.sleep(poll)
-

@@ -133,12 +133,13 @@ class PaiProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     async def _submit_and_connect(self, cmd: list[str], key: bytes, kwargs: dict[str, Any],
                                   wanted: dict[str, int]) -> KernelConnectionInfo:
         from ..client.errors import InvalidJob
+        from ..client.locality import locality
 
         try:
             info = await self.client.info()
         except PaiError as exc:
             raise KernelStartError(f"the PAI kernel cannot start: {exc}") from None
-        self._is_local = self.client.profile.is_local and isinstance(info, dict) and "local" in info
+        self._is_local = locality(self.client.profile, info).this_machine
         owner = bool(self._is_local and info.get("admin"))
         env = kwargs.get("env") or {}
         cwd = kwargs.get("cwd")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..common.routes import service_route
+from ..common.states import JobState, TaskState
 from ..format import duration, fmt
 
 STATE_COLOURS = {"WAITING": "#8a6d00", "RUNNING": "#0b62a4", "STOPPING": "#8a6d00", "SUCCEEDED": "#1a7f37",
@@ -55,7 +56,7 @@ def table_html(columns: Sequence[str], rows: Iterable[Sequence[Any]], state_col:
 def status_text(detail: Any, elapsed: float | None = None) -> str:
     """``alice~x: WAITING (no free GPU) · 3 s`` — the line a waiting cell keeps rewriting."""
     s = detail.job_status
-    why = f" ({s.waiting_reason})" if s.state == "WAITING" and s.waiting_reason else ""
+    why = f" ({s.waiting_reason})" if s.state == JobState.WAITING and s.waiting_reason else ""
     done = ""
     if detail.is_final:
         done = f", exit code {s.app_exit_code}" if s.app_exit_code is not None else ""
@@ -65,13 +66,13 @@ def status_text(detail: Any, elapsed: float | None = None) -> str:
 
 def status_html(detail: Any, elapsed: float | None = None) -> str:
     s = detail.job_status
-    why = f" <i>({esc(s.waiting_reason)})</i>" if s.state == "WAITING" and s.waiting_reason else ""
+    why = f" <i>({esc(s.waiting_reason)})</i>" if s.state == JobState.WAITING and s.waiting_reason else ""
     done = ""
     if detail.is_final and s.app_exit_code is not None:
         done = f", exit code <b>{esc(s.app_exit_code)}</b>"
     took = f" · {esc(duration(elapsed))}" if elapsed is not None else ""
     diag = ""
-    if detail.is_final and s.state != "SUCCEEDED" and s.app_exit_diagnostics:
+    if detail.is_final and s.state != JobState.SUCCEEDED and s.app_exit_diagnostics:
         diag = f"<br><span style='color:#6e7781'>{esc(s.app_exit_diagnostics[:500])}</span>"
     return f"<span><code>{esc(detail.id)}</code>: {state_html(s.state)}{why}{done}{took}{diag}</span>"
 
@@ -79,7 +80,7 @@ def status_html(detail: Any, elapsed: float | None = None) -> str:
 def stopped_note(job_state: str | None, task_state: str | None, job_diagnostics: str | None = None) -> str:
     """Why a task of an ended job says STOPPED (exit 143) when nobody stopped it: the job's completion policy
     (minSucceeded / minFailed) ended the job and the daemon stopped the tasks still running. "" otherwise."""
-    if task_state != "STOPPED" or job_state not in ("SUCCEEDED", "FAILED"):
+    if task_state != TaskState.STOPPED or job_state not in (JobState.SUCCEEDED, JobState.FAILED):
         return ""
     why = f": {job_diagnostics}" if job_diagnostics else ""
     return f"stopped because the job had ended {job_state}{why}"
@@ -117,7 +118,7 @@ def config_html(job_id: str, text: str) -> str:
 def detail_text(detail: Any) -> str:
     s = detail.job_status
     out = [status_text(detail)]
-    if s.app_exit_diagnostics and s.state != "SUCCEEDED":
+    if s.app_exit_diagnostics and s.state != JobState.SUCCEEDED:
         out.append(f"  {s.app_exit_diagnostics}")
     out += [f"  {t.role}[{t.task_index}] {t.task_state}" + (f" exit {t.container_exit_code}"
                                                           if t.container_exit_code is not None else "")

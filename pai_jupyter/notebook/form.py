@@ -157,13 +157,15 @@ class JobForm(DocumentFields, W.VBox):
             doc = as_v1(Job.from_dict(job)) if "protocolVersion" in job else job
         else:
             try:
-                doc = json.loads(job)
+                parsed = json.loads(job)
             except ValueError as exc:
                 if str(job).lstrip().startswith("{"):  # meant as JSON (Edit JSON, a .json file): say what is wrong
                     raise _json_error(exc) from None
-                doc = None
-            if not isinstance(doc, dict) or "protocolVersion" in doc or "taskRoles" not in doc or isinstance(
-                    doc.get("taskRoles"), dict):
+                parsed = None
+            if isinstance(parsed, dict) and "protocolVersion" not in parsed and "taskRoles" in parsed and \
+                    not isinstance(parsed.get("taskRoles"), dict):
+                doc = parsed  # v1 JSON
+            else:
                 doc = as_v1(Job.from_text(job))  # v2: raises JobValidationError / ConversionError with paths
         self._syncing = True
         try:

@@ -97,7 +97,8 @@ class DocumentFields:
         self.retry.value = retry if isinstance(retry, int) and not isinstance(retry, bool) else 0
         envs = doc.get("jobEnvs") or {}
         self.env.value = "\n".join(f"{k}={v}" for k, v in envs.items()) if isinstance(envs, dict) else ""
-        extras = doc.get("extras") if isinstance(doc.get("extras"), dict) else {}
+        extras = doc.get("extras")
+        extras = extras if isinstance(extras, dict) else {}
         mounts = extras.get("storages") or []
         self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
                                         if isinstance(m, dict)) if isinstance(mounts, list) else ""

@@ -14,7 +14,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..common.states import JOB_STATES
+from ..common.states import JOB_STATES, TaskState
 from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_html, esc, fmt, job_row, link_html
 from .display import service_url as route
 
@@ -192,7 +192,7 @@ class JobList(W.VBox):
                 return f"<i>{esc(job_id)} runs no {esc(service)} (add the runtime plugin to the job)</i>"
         if not targets:
             detail = self.client.detail(job_id)
-            targets = [(t.role, t.task_index) for t in detail.tasks if t.task_state == "RUNNING"]
+            targets = [(t.role, t.task_index) for t in detail.tasks if t.task_state == TaskState.RUNNING]
             if not targets:
                 return f"<i>{esc(job_id)} has no running task ({esc(detail.state)})</i>"
         base = self.base or base_url()

@@ -87,9 +87,15 @@ class PaiMagics(Magics):
             raise InterpolationError("name a job (no job was submitted from this notebook yet)")
         return self.last_job
 
+    def _namespace(self) -> dict[str, Any]:
+        """The notebook's variables (the magics are registered on an IPython shell)."""
+        if self.shell is None:
+            raise RuntimeError("the PAI magics run inside an IPython shell")
+        return self.shell.user_ns
+
     def _store(self, var: str | None, value: Any) -> None:
         if var:
-            self.shell.user_ns[var] = value
+            self._namespace()[var] = value
 
     # ---- submit and watch ---------------------------------------------------------------------------------------
     @magic_arguments()
@@ -112,7 +118,7 @@ class PaiMagics(Magics):
         mappings) and shell ``${VAR}`` are left alone; ``--raw`` turns interpolation off.
         """
         args = _args(self.pai_submit, line)
-        text = cell if args.raw else interpolate(cell, self.shell.user_ns)
+        text = cell if args.raw else interpolate(cell, self._namespace())
         params = parse_params(args.param)
         client = self.client(args.profile)
         with deferred_interrupt() as held:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..common.home import pai_home
 from ..common.routes import service_tasks
-from ..common.states import FINAL
+from ..common.states import FINAL, TaskState
 from .display import base_url, esc, link_html, service_url
 
 
@@ -125,7 +125,7 @@ def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None
     if task in FINAL or detail.state in FINAL:
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
                      "files with pai_jupyter.notebook.curves instead")
-    if task == "RUNNING" and service in ("stopped", "stopping"):
+    if task == TaskState.RUNNING and service in ("stopped", "stopping"):
         return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
                      f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
     runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token")) if found.get("port") else None

@@ -18,7 +18,9 @@ from typing import Any
 
 from ..client import Client, JobDetail
 from ..client.profiles import LOCAL
-from ..protocol import Job, TaskRole
+from ..common.states import JobState
+from ..protocol import Job, Prerequisite, TaskRole
+from ..protocol.model import DEFAULT_IMAGE_PREREQ
 from ..protocol.rules import ESTIMATOR_KEY, MAX_RUN_TIME_KEY
 
 DEFAULT_IMAGE = "python:3.11-slim"
@@ -60,7 +62,7 @@ class Estimator:
     def is_local(self) -> bool:
         """True on an embedded cluster (which lays out /ml for us), whatever the profile is called."""
         if self._local is None:
-            self._local = self.client.profile.is_local or "local" in self.client.info()
+            self._local = self.client.locality().embedded
         return self._local
 
     def _job_name(self) -> str:
@@ -69,12 +71,12 @@ class Estimator:
 
     def build_job(self, inputs: dict[str, str | Path] | None = None, job_name: str | None = None) -> Job:
         """The job fit() submits (handy to inspect with ``.to_yaml()``)."""
-        inputs = {k: str(Path(v).expanduser().resolve()) if self.is_local and "://" not in str(v) else str(v)
-                  for k, v in (inputs or {}).items()}
+        resolved = {k: str(Path(v).expanduser().resolve()) if self.is_local and "://" not in str(v) else str(v)
+                    for k, v in (inputs or {}).items()}
         extras: dict[str, Any] = {}
         command = self.command
         if self.is_local:
-            spec: dict[str, Any] = {"hyperparameters": self.hyperparameters, "inputs": inputs}
+            spec: dict[str, Any] = {"hyperparameters": self.hyperparameters, "inputs": resolved}
             if self.source_dir is not None:
                 spec["sourceDir"] = str(self.source_dir)
             extras[ESTIMATOR_KEY] = spec
@@ -83,13 +85,14 @@ class Estimator:
                 raise ValueError("source_dir needs the embedded cluster; on a remote OpenPAI put the code in the "
                                  "image or fetch it in the command (e.g. git clone)")
             exports = [f"export PAI_HPS_{_env_name(k)}={shlex.quote(str(v))}" for k, v in self.hyperparameters.items()]
-            exports += [f"export PAI_INPUT_{_env_name(k)}={shlex.quote(v)}" for k, v in inputs.items()]
+            exports += [f"export PAI_INPUT_{_env_name(k)}={shlex.quote(v)}" for k, v in resolved.items()]
             command = "\n".join([*exports, command])
         if self.max_run_time_minutes:
             extras[MAX_RUN_TIME_KEY] = self.max_run_time_minutes
         role = TaskRole(name="worker", instances=self.instance_count, cpu=self.cpu, gpu=self.gpu,
                         memory_mb=self.memory, commands=[command])
-        return Job(name=job_name or self._job_name(), image=self.image_uri, task_roles=[role], extras=extras,
+        image = Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=self.image_uri)  # as Job(image=)
+        return Job(name=job_name or self._job_name(), prerequisites=[image], task_roles=[role], extras=extras,
                    parameters={k: v for k, v in self.hyperparameters.items() if re.match(r"^\w+$", k)})
 
     def fit(self, inputs: dict[str, str | Path] | None = None, *, wait: bool = True, logs: bool = True,
@@ -104,7 +107,7 @@ class Estimator:
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
         detail = self.client.wait(self.job)
-        if detail.state != "SUCCEEDED":
+        if detail.state != JobState.SUCCEEDED:
             raise RuntimeError(f"{self.job} ended {detail.state}: {detail.job_status.app_exit_diagnostics}")
         return detail
 

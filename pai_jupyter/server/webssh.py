@@ -51,7 +51,7 @@ class TaskTerminalHandler(TerminalProxyHandler):
     async def get(self, user: str, name: str, role: str, index: str) -> None:
         client = self.registry.client
         try:
-            local = await client._drive(client._is_local_server())
+            local = (await client.locality()).embedded
         except PaiError:
             local = True  # let the daemon path say what is wrong
         if local:

@@ -10,6 +10,7 @@ import pytest
 
 from pai_jupyter import Job, TaskRole
 from pai_jupyter.client import AsyncClient, Client, InvalidJob, JobConflict, JobNotFound, WaitTimeout
+from pai_jupyter.client.locality import REMOTE
 from pai_jupyter.cluster import control
 
 from .conftest import Api, v1
@@ -67,7 +68,7 @@ def test_follow_streams_lines_as_they_come_and_ends(daemon: Api) -> None:
 
 def test_follow_by_polling_the_tail_repeats_no_line(daemon: Api) -> None:
     with Client() as pai:
-        pai._local_server = False  # behave as against a real OpenPAI: no live stream
+        pai._server = REMOTE  # behave as against a real OpenPAI: no live stream
         job_id = pai.submit(v1("poll", "for i in $(seq 1 30); do echo n$i; sleep 0.05; done"))
         text = "".join(pai.follow(job_id, stream="stdout", poll=0.1))
         assert [x for x in text.splitlines() if x.startswith("n")] == [f"n{i}" for i in range(1, 31)]
