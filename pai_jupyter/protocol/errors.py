@@ -57,8 +57,6 @@ PATTERN_RULES = {
     ),
     r"^[A-Za-z_][A-Za-z0-9_]*$": "port labels must match ^[A-Za-z_][A-Za-z0-9_]*$ (a letter or '_', then letters, "
                                  "digits, '_')",
-    r"^\w+$": "keys must match ^\\w+$ (letters, digits and '_')",
-    r"^[A-Za-z0-9._]+$": "keys must match ^[A-Za-z0-9._]+$",
 }
 
 

@@ -27,8 +27,6 @@ V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME, max_length=M
 V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME, max_length=MAX_ROLE_NAME)]
 PortLabel = Annotated[str, StringConstraints(pattern=PORT_LABEL)]
 V2PortLabel = Annotated[str, StringConstraints(pattern=V2_PORT_LABEL)]
-EnvKey = Annotated[str, StringConstraints(pattern=ENV_KEY)]
-ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 # Bounds both the model and the wire schemas type their fields with (one definition, one message).
 Count = Annotated[int, Field(ge=1)]  # instances, cpu, port counts, min failed / succeeded
@@ -169,11 +167,3 @@ def check_estimator(spec: Any, path: str) -> list[Problem]:
     if source is not None and (not isinstance(source, str) or not source):
         out.append(Problem(f"{path}.sourceDir", "must be a directory path"))
     return out
-
-
-
-def check_scalar_values(values: Any, path: str, what: str) -> list[Problem]:
-    if not isinstance(values, dict):
-        return []
-    return [Problem(f"{path}.{k}", f"{what} values must be strings, numbers or booleans")
-            for k, v in values.items() if v is not None and not isinstance(v, SCALAR)]

@@ -16,14 +16,11 @@ from .rules import (
     EXTRAS_KEY,
     SCALAR,
     Count,
-    EnvKey,
-    ExtrasKey,
     MemoryMB,
     NonNegative,
     PortLabel,
     V1JobName,
     V1RoleName,
-    check_scalar_values,
 )
 
 COMPAT_DEPLOYMENT = "default"
@@ -74,23 +71,36 @@ class V1Job(_Wire):
     virtualCluster: str = "default"
     gpuType: str = ""
     retryCount: NonNegative = 0
-    jobEnvs: dict[EnvKey, Any] = Field(default_factory=dict)
-    extras: dict[ExtrasKey, Any] = Field(default_factory=dict)
+    jobEnvs: dict[str, Any] = Field(default_factory=dict)  # keys and values: v1_value_problems
+    extras: dict[str, Any] = Field(default_factory=dict)
     taskRoles: list[V1TaskRole] = Field(min_length=1)
 
 
 def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
-    """The document's shape, and the rules only v1 has (jobEnvs are exported into the shell)."""
+    """The document's shape, and the rules only v1 has."""
     out: list[Problem] = []
     try:
         V1Job.model_validate(doc)
     except ValidationError as exc:
         out += problems_from_pydantic(exc)
-    envs = doc.get("jobEnvs")
-    if isinstance(envs, dict):
-        if "isDebug" in envs and not isinstance(envs["isDebug"], bool):
-            out.append(Problem("jobEnvs.isDebug", "must be true or false"))
-        out += check_scalar_values(envs, "jobEnvs", "jobEnvs")
+    return out + v1_value_problems(doc.get("jobEnvs"), doc.get("extras"), "jobEnvs")
+
+
+def v1_value_problems(envs: Any, extras: Any, envs_path: str) -> list[Problem]:
+    """What only v1 requires: jobEnvs are exported into each task's shell, and its extras keys are plain. Checked
+    when a v1 document is read (``jobEnvs``) and when a job is written as v1 (its ``parameters``)."""
+    out: list[Problem] = []
+    for key, value in envs.items() if isinstance(envs, dict) else ():
+        path = f"{envs_path}.{key}"
+        if not isinstance(key, str) or not re.fullmatch(ENV_KEY, key):
+            out.append(Problem(path, f"v1 jobEnvs keys must match {ENV_KEY} (letters, digits and '_')"))
+        elif key == "isDebug" and not isinstance(value, bool):
+            out.append(Problem(path, "v1's isDebug must be true or false"))
+        elif value is not None and not isinstance(value, SCALAR):
+            out.append(Problem(path, "v1 jobEnvs values must be strings, numbers or booleans"))
+    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
+            for key in (extras if isinstance(extras, dict) else ())
+            if not isinstance(key, str) or not re.fullmatch(EXTRAS_KEY, key)]
     return out
 
 
@@ -230,15 +240,7 @@ def job_to_v1(job: Job) -> dict[str, Any]:
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has several uris"))
             else:
                 dirs[env] = doc_dirs[field] = value
-    for key, value in job.parameters.items():
-        if not re.fullmatch(ENV_KEY, key):
-            out.append(Problem(f"parameters.{key}", f"v1 jobEnvs keys must match {ENV_KEY}"))
-        elif key == "isDebug" and not isinstance(value, bool):
-            out.append(Problem(f"parameters.{key}", "v1's isDebug must be true or false"))
-        elif value is not None and not isinstance(value, SCALAR):
-            out.append(Problem(f"parameters.{key}", "v1 jobEnvs hold only strings, numbers and booleans"))
-    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
-            for key in job.extras if not re.fullmatch(EXTRAS_KEY, key)]
+    out += v1_value_problems(job.parameters, job.extras, "parameters")
     expected = compat_exports(job.parameters, dirs)
     for d in job.deployments:
         for role, cmds in d.task_roles.items():

@@ -163,7 +163,7 @@ def two_images() -> dict[str, object]:
     (v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a"},
                            {"name": "d", "type": "data", "uri": ["a", "b"]}]),
      "prerequisites", "v1's dataDir is one path; 'd' has several uris"),
-    (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs hold only strings, numbers and booleans"),
+    (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs values must be strings, numbers or booleans"),
     (v2_doc(parameters={"my-param": "1"}), "parameters.my-param", "v1 jobEnvs keys must match ^\\w+$"),
     (v2_doc(parameters={"isDebug": "yes"}), "parameters.isDebug", "v1's isDebug must be true or false"),
     (v2_doc(extras={"my-extra": 1}), "extras.my-extra", "v1 extras keys must match ^[A-Za-z0-9._]+$"),

@@ -16,7 +16,7 @@ import yaml
 from ipywidgets.widgets import widget as widget_module
 
 from pai_jupyter.notebook.form import JobForm
-from pai_jupyter.protocol import Job, JobValidationError, TaskRole
+from pai_jupyter.protocol import ConversionError, Job, JobValidationError, TaskRole
 
 from .jobdocs import v1_doc, v1_role, v2_doc, v2_role
 
@@ -153,3 +153,18 @@ def test_a_rule_only_one_format_can_break_has_the_model_s_message() -> None:
         Job(name="j", image="i", task_roles=[TaskRole(name="w", command="x", docker_image="nope", data="d")])
     assert [p.message for p in v2.value.problems] == [p.message for p in model.value.problems] == [
         "'nope' does not name a dockerimage prerequisite", "'d' does not name a data prerequisite"]
+
+
+def test_v1_s_own_rules_say_the_same_when_read_and_when_written() -> None:
+    """jobEnvs and extras keys: refused in a v1 document, and in a job that is to be written as v1."""
+    envs = {"isDebug": "yes", "a-b": 1, "x": [1]}
+    with pytest.raises(JobValidationError) as read:
+        Job.from_dict(v1_doc(jobEnvs=envs, extras={"a b": 1}))
+    with pytest.raises(ConversionError) as written:
+        Job.from_dict(v2_doc(parameters=envs, extras={"a b": 1})).to_v1()
+    expected = ["{}.isDebug: v1's isDebug must be true or false",
+                "{}.a-b: v1 jobEnvs keys must match ^\\w+$ (letters, digits and '_')",
+                "{}.x: v1 jobEnvs values must be strings, numbers or booleans",
+                "extras.a b: v1 extras keys must match ^[A-Za-z0-9._]+$"]
+    assert [str(p) for p in read.value.problems] == [e.format("jobEnvs") for e in expected]
+    assert [str(p) for p in written.value.problems] == [e.format("parameters") for e in expected]
