@@ -1,4 +1,5 @@
-"""Shared field rules: name patterns, the known ``extras`` keys, and small checks both versions use."""
+"""Field rules the model and the wire schemas share: name patterns, bounds, versions, and the ``extras`` keys this
+product reads. Rules between fields are in ``checks.py``."""
 
 from __future__ import annotations
 

@@ -114,6 +114,18 @@ def _prerequisite_to_model(raw: Any, path: str, paths: dict[str, str]) -> Any:
             "options": options}
 
 
+_MISSING = object()
+
+
+def _lookup(item: dict[str, Any], dotted: str) -> Any:
+    """``resourcePerInstance.cpu`` in a role as written; _MISSING when it (or a mapping on the way) is not there."""
+    for key in dotted.split("."):
+        if not isinstance(item, dict) or key not in item:
+            return _MISSING
+        item = item[key]
+    return item
+
+
 def _role_to_model(name: str, raw: Any, i: int, starts: Any, paths: dict[str, str]) -> Any:
     """One v2 task role as the model's fields (as written, even when wrong: the model's rules judge it)."""
     path = f"taskRoles.{name}"
@@ -121,28 +133,26 @@ def _role_to_model(name: str, raw: Any, i: int, starts: Any, paths: dict[str, st
     paths.update({f"task_roles[{i}].{f}": f"{path}.{k}" for f, k in V2_ROLE_FIELDS.items()})
     if not isinstance(raw, dict):
         return raw
-    role: dict[str, Any] = {"name": name, **{f: raw[k] for f, k in V2_ROLE_FIELDS.items() if k in raw}}
-    res = raw.get("resourcePerInstance")
-    if isinstance(res, dict):
-        role.update({f: res[k] for f, k in (("cpu", "cpu"), ("memory_mb", "memoryMB"), ("gpu", "gpu")) if k in res})
-        if isinstance(res.get("ports"), dict):
-            starts = starts if isinstance(starts, dict) else {}
-            role["ports"] = [{"label": k, "count": v, "begin_at": starts.get(k, 0)} for k, v in res["ports"].items()]
-            for j, label in enumerate(res["ports"]):
-                paths[f"task_roles[{i}].ports[{j}]"] = f"{path}.resourcePerInstance.ports.{label}"
-                paths[f"task_roles[{i}].ports[{j}].begin_at"] = f"extras.{V1_EXTRAS_KEY}.portBeginAt.{name}.{label}"
-    opts = raw.get("extraContainerOptions")
-    if isinstance(opts, dict):
-        if "shmMB" in opts:
-            role["shm_mb"] = opts["shmMB"]
-        role["extra_container_options"] = {k: v for k, v in opts.items()
+    role: dict[str, Any] = {"name": name}
+    for field, key in V2_ROLE_FIELDS.items():
+        value = _lookup(raw, key)
+        if value is not _MISSING:
+            role[field] = value
+    # the fields v2 writes differently: ports as {label: count}, completion counts with -1 / 0 / null, shmMB
+    # beside the other container options (an infiniband of false is the default, as if left out)
+    if isinstance(role.get("ports"), dict):
+        starts = starts if isinstance(starts, dict) else {}
+        for j, label in enumerate(role["ports"]):
+            paths[f"task_roles[{i}].ports[{j}]"] = f"{path}.resourcePerInstance.ports.{label}"
+            paths[f"task_roles[{i}].ports[{j}].begin_at"] = f"extras.{V1_EXTRAS_KEY}.portBeginAt.{name}.{label}"
+        role["ports"] = [{"label": k, "count": v, "begin_at": starts.get(k, 0)} for k, v in role["ports"].items()]
+    if "min_failed" in role:
+        role["min_failed"] = _min_failed(role["min_failed"])
+    if "min_succeeded" in role:
+        role["min_succeeded"] = _min_succeeded(role["min_succeeded"])
+    if isinstance(role.get("extra_container_options"), dict):
+        role["extra_container_options"] = {k: v for k, v in role["extra_container_options"].items()
                                            if k != "shmMB" and not (k == "infiniband" and v is False)}
-    completion = raw.get("completion")
-    if isinstance(completion, dict):
-        if "minFailedInstances" in completion:
-            role["min_failed"] = _min_failed(completion["minFailedInstances"])
-        if "minSucceededInstances" in completion:
-            role["min_succeeded"] = _min_succeeded(completion["minSucceededInstances"])
     return role
 
 
