@@ -15,27 +15,23 @@ DEFAULT_COMMAND = "sleep infinity"
 STYLE = {"description_width": "140px"}
 WIDE = W.Layout(width="520px")
 
-# model (snake_case) and v2 names -> the v1 key the form's document uses
-ALIASES = {"task_roles": "taskRoles", "name": "name", "instances": "taskNumber", "cpu": "cpuNumber",
-           "memory_mb": "memoryMB", "shm_mb": "shmMB", "gpu": "gpuNumber", "ports": "portList", "commands": "command",
-           "min_failed": "minFailedTaskCount", "min_succeeded": "minSucceededTaskCount", "retry_count": "retryCount",
-           "gpu_type": "gpuType", "parameters": "jobEnvs", "virtual_cluster": "virtualCluster",
-           "prerequisites": "image", "docker_image": "image"}
 JOB_KEYS = {"jobName": "name", "name": "name", "image": "image", "gpuType": "gpu_type", "virtualCluster": "vc",
             "retryCount": "retry", "jobEnvs": "env", "storages": "storages", PLUGIN_KEY: "plugins",
             "maxRunTimeMinutes": "max_run"}
 ROLE_KEYS = {"name": "name", "taskNumber": "instances", "command": "command", "shmMB": "shm", "cpuNumber": "cpu",
              "gpuNumber": "gpu", "memoryMB": "memory", "portList": "ports", "minFailedTaskCount": "min_failed",
              "minSucceededTaskCount": "min_succeeded"}
-_ROLE_PATH = re.compile(r"^(?:taskRoles|task_roles)\[(\d+)\](?:\.(\w+))?")
+_ROLE_PATH = re.compile(r"^taskRoles\[(\d+)\](?:\.(\w+))?")
 
 
 def locate(path: str) -> tuple[int | None, str | None]:
     """(role index or None for the job, the form's field name) a problem path is about; (None, None) if none."""
+    from ..protocol.v1 import v1_path
+
+    path = v1_path(path)  # a model path (a conversion's, a builder's) as the v1 key the form's document uses
     m = _ROLE_PATH.match(path)
     if m:
-        key = ALIASES.get(m.group(2) or "", m.group(2) or "name")
-        return int(m.group(1)), ROLE_KEYS.get(key, "name" if m.group(2) is None else None)
+        return int(m.group(1)), ROLE_KEYS.get(m.group(2), "name" if m.group(2) is None else None)
     if path.startswith("extras."):
         rest = path[len("extras."):]
         if rest.startswith(PLUGIN_KEY):
@@ -43,7 +39,7 @@ def locate(path: str) -> tuple[int | None, str | None]:
         head = rest.split(".")[0].split("[")[0]
         return None, JOB_KEYS.get(head)
     head = re.split(r"[.\[]", path, maxsplit=1)[0]
-    return None, JOB_KEYS.get(ALIASES.get(head, head))
+    return None, JOB_KEYS.get(head)
 
 
 class Field:

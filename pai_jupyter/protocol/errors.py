@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
-__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "join_path", "problems_from_pydantic",
-           "type_name"]
+__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "join_path", "merge",
+           "problems_from_pydantic", "to_wire", "type_name"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ PATTERN_RULES = {
     ),
     r"^[A-Za-z_][A-Za-z0-9_]*$": "port labels must match ^[A-Za-z_][A-Za-z0-9_]*$ (a letter or '_', then letters, "
                                  "digits, '_')",
-    r"^\w+$": "keys must match ^\\w+$ (letters, digits and '_')",
-    r"^[A-Za-z0-9._]+$": "keys must match ^[A-Za-z0-9._]+$",
 }
 
 
@@ -94,10 +93,10 @@ def type_name(value: Any) -> str:
             dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
-    value = err.get("input")
+    value = err["input"]
     got = f", got {type_name(value)}"
     simple = {
         "missing": "is required",
@@ -142,8 +141,8 @@ def _message(err: dict[str, Any]) -> str:
     if kind in ("literal_error", "enum"):
         return f"{_short(value)} must be {ctx.get('expected')}"
     if kind in ("value_error", "assertion_error"):
-        return str(ctx.get("error", err.get("msg", "is invalid")))
-    return err.get("msg", "is invalid")
+        return str(ctx.get("error", err["msg"]))
+    return err["msg"] or "is invalid"
 
 
 def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> list[Problem]:
@@ -161,3 +160,27 @@ def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> 
         else:
             out.append(Problem(path, _message(e)))
     return out
+
+
+def to_wire(problems: Iterable[Problem], paths: dict[str, str]) -> list[Problem]:
+    """Problems found on a job's model (``task_roles[0].shm_mb``) at the wire document's paths
+    (``taskRoles.worker.extraContainerOptions.shmMB``). ``paths`` maps model paths to wire paths; a problem takes
+    the longest mapped prefix of its path, and keeps the rest as it is (``extras.<key>``)."""
+    return [Problem(wire_path(p.path, paths), p.message) for p in problems]
+
+
+def wire_path(path: str, paths: dict[str, str]) -> str:
+    probe = path
+    while probe not in paths:
+        cut = max(probe.rfind("."), probe.rfind("["))
+        if cut <= 0:
+            return path
+        probe = probe[:cut]
+    return paths[probe] + path[len(probe):]
+
+
+def merge(schema: list[Problem], rules: list[Problem]) -> list[Problem]:
+    """A document's schema problems, then the rule problems that say something new: a field the schema already
+    refused is not judged again (a missing image is "required", not also "blank"), and no problem is listed twice."""
+    taken = {p.path for p in schema}
+    return list(dict.fromkeys([*schema, *(p for p in rules if p.path not in taken)]))

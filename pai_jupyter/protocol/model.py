@@ -11,18 +11,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from .checks import V1_EXTRAS_KEY, job_problems, role_problems
 from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
-from .parse import MAX_DEPTH, MAX_DOCUMENT_BYTES, dump_yaml, nesting_depth
-from .rules import MAX_ROLE_NAME, MAX_RUN_TIME_KEY, PORT_LABEL, V1_JOB_NAME, V1_ROLE_NAME, check_extras
+from .parse import MAX_DOCUMENT_BYTES, dump_yaml
+from .rules import (
+    MAX_ROLE_NAME,
+    MAX_RUN_TIME_KEY,
+    PORT_LABEL,
+    V1_JOB_NAME,
+    V1_ROLE_NAME,
+    Count,
+    MemoryMB,
+    NonNegative,
+    Version,
+)
+
+__all__ = ["DEFAULT_IMAGE_PREREQ", "DEFAULT_MEMORY_MB", "DEFAULT_SHM_MB", "V1_EXTRAS_KEY", "Deployment", "Job",
+           "Port", "Prerequisite", "RoleCommands", "TaskRole", "rule_problems"]
 
 DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_SHM_MB = 64
-# v1-only facts (gpuType, authFile, non-zero port beginAt) travel in this v2 extras key; users may not set it.
-V1_EXTRAS_KEY = "pai_jupyter.v1"
-CONTAINER_OPTIONS = ("infiniband",)
-IMAGE_AUTH_KEYS = ("username", "password", "registryuri")
-IMAGE_FIELDS = ("protocolVersion", "version", "contributor", "description")  # OpenPAI's base schema
 
 
 class _Model(BaseModel):
@@ -45,12 +54,13 @@ class _Model(BaseModel):
 
 class Port(_Model):
     label: str = Field(pattern=PORT_LABEL)
-    count: int = Field(1, ge=1)
-    begin_at: int = Field(0, ge=0, description="first port wanted; 0 = any free port (v1 beginAt)")
+    count: Count = 1
+    begin_at: NonNegative = Field(0, description="first port wanted; 0 = any free port (v1 beginAt)")
 
 
 class Prerequisite(_Model):
-    """A v2 prerequisite: the docker image, or the data / script / output a role refers to."""
+    """A v2 prerequisite: the docker image, or the data / script / output a role refers to. What each type requires
+    is checked by the Job that holds it (``checks.prerequisite_problems``)."""
 
     name: str = Field(min_length=1)
     type: Literal["dockerimage", "data", "script", "output"]
@@ -67,23 +77,6 @@ class Prerequisite(_Model):
             return value
         raise ValueError(f"must be a string or a list of strings, got {type_name(value)}")
 
-    def problems(self) -> list[Problem]:
-        """What OpenPAI requires of each type: an image uri (and only OpenPAI's base fields beside it); data uris
-        are a list, a script's or output's uri one string (both optional: a plugin may supply them)."""
-        out: list[Problem] = []
-        if self.type == "dockerimage":
-            if not isinstance(self.uri, str) or not self.uri.strip():
-                out.append(Problem("uri", "is required: the image to run, e.g. python:3.11"))
-            out += [Problem(f"options.{k}", "is not a known field of a dockerimage prerequisite")
-                    for k in self.options if k not in IMAGE_FIELDS]
-            out += [Problem(f"auth.{k}", "must be a string") for k in IMAGE_AUTH_KEYS
-                    if k in (self.auth or {}) and not isinstance(self.auth[k], str)]  # type: ignore[index]
-        elif self.type == "data" and self.uri is not None and not isinstance(self.uri, list):
-            out.append(Problem("uri", "must be a list of uris"))
-        elif self.type in ("script", "output") and self.uri is not None and not isinstance(self.uri, str):
-            out.append(Problem("uri", "must be a string"))
-        return out
-
 
 class RoleCommands(_Model):
     pre_commands: list[str] = Field(default_factory=list)
@@ -99,16 +92,16 @@ class TaskRole(_Model):
     """One task role: ``instances`` identical tasks, each with these resources and commands."""
 
     name: str = Field(pattern=V1_ROLE_NAME, max_length=MAX_ROLE_NAME)
-    instances: int = Field(1, ge=1)
-    cpu: int = Field(1, ge=1)
-    memory_mb: int = Field(DEFAULT_MEMORY_MB, ge=100)
-    shm_mb: int = Field(DEFAULT_SHM_MB, ge=0)
-    gpu: int = Field(0, ge=0)
+    instances: Count = 1
+    cpu: Count = 1
+    memory_mb: MemoryMB = DEFAULT_MEMORY_MB
+    shm_mb: NonNegative = DEFAULT_SHM_MB
+    gpu: NonNegative = 0
     ports: list[Port] = Field(default_factory=list)
     commands: list[str] = Field(min_length=1)
-    min_failed: int | None = Field(1, ge=1, description="failed tasks that fail the job; None = never")
-    min_succeeded: int | None = Field(None, ge=1, description="succeeded tasks that succeed the job; None = all")
-    task_retry_count: int = Field(0, ge=0)
+    min_failed: Count | None = Field(1, description="failed tasks that fail the job; None = never")
+    min_succeeded: Count | None = Field(None, description="succeeded tasks that succeed the job; None = all")
+    task_retry_count: NonNegative = 0
     docker_image: str | None = Field(None, description="name of a dockerimage prerequisite; None = the job's")
     data: str | None = None
     output: str | None = None
@@ -129,25 +122,9 @@ class TaskRole(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> TaskRole:
-        out: list[Problem] = []
-        if not any(c.strip() for c in self.commands):
-            out.append(Problem("commands", "at least one non-empty command is required"))
-        if self.shm_mb > self.memory_mb:
-            out.append(Problem("shm_mb", f"{self.shm_mb} is more than memory_mb {self.memory_mb}"))
-        labels = [p.label for p in self.ports]
-        out += [Problem("ports", f"label {x!r} is used twice")
-                for x in sorted({x for x in labels if labels.count(x) > 1})]
-        for key in ("min_failed", "min_succeeded"):
-            value = getattr(self, key)
-            if value is not None and value > self.instances:
-                out.append(Problem(key, f"{value} is more than the role's {self.instances} instances"))
-        if "shmMB" in self.extra_container_options:
-            out.append(Problem("extra_container_options.shmMB", "shared memory is shm_mb"))
-        for key, value in self.extra_container_options.items():  # others pass through, as OpenPAI lets them
-            if key in CONTAINER_OPTIONS and not isinstance(value, bool):
-                out.append(Problem(f"extra_container_options.{key}", "must be true or false"))
-        if out:
-            raise JobValidationError(out)
+        problems = role_problems(self.model_dump())
+        if problems:
+            raise JobValidationError(problems)
         return self
 
     @property
@@ -163,14 +140,14 @@ class Job(_Model):
     task_roles: list[TaskRole] = Field(min_length=1)
     prerequisites: list[Prerequisite] = Field(default_factory=list)
     virtual_cluster: str = "default"
-    retry_count: int = Field(0, ge=0)
+    retry_count: NonNegative = 0
     parameters: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, Any] = Field(default_factory=dict)
     extras: dict[str, Any] = Field(default_factory=dict)
     deployments: list[Deployment] = Field(default_factory=list)
     default_deployment: str | None = None
     description: str | None = None
-    version: str | int | float | None = None
+    version: Version = None
     contributor: str | None = None
     gpu_type: str | None = None
     auth_file: str | None = None
@@ -189,62 +166,12 @@ class Job(_Model):
             data["prerequisites"] = prereqs
         return data
 
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_shape(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool)):
-            return value
-        raise ValueError(f"must be a string or a number, got {type_name(value)}")
-
     @model_validator(mode="after")
     def _check(self) -> Job:
-        problems = self.cross_problems()
+        problems = job_problems(self.model_dump(), roles=False)  # each TaskRole has checked itself
         if problems:
             raise JobValidationError(problems)
         return self
-
-    def cross_problems(self) -> list[Problem]:
-        """Rules that span fields: unique names, references to prerequisites and deployments."""
-        out: list[Problem] = []
-        names = [r.name for r in self.task_roles]
-        for n in sorted({n for n in names if names.count(n) > 1}):
-            out.append(Problem("task_roles", f"role name {n!r} is used twice"))
-        keys = [(p.type, p.name) for p in self.prerequisites]
-        for t, n in sorted({k for k in keys if keys.count(k) > 1}):
-            out.append(Problem("prerequisites", f"{t} prerequisite {n!r} is declared twice"))
-        images = {p.name for p in self.prerequisites if p.type == "dockerimage"}
-        if not images:
-            out.append(Problem("image", "a docker image is required"))
-        for i, p in enumerate(self.prerequisites):
-            out += [Problem(f"prerequisites[{i}].{q.path}", q.message) for q in p.problems()]
-        by_type = {(p.type, p.name) for p in self.prerequisites}
-        all_names = {p.name for p in self.prerequisites}
-        for i, role in enumerate(self.task_roles):
-            if role.docker_image is not None and role.docker_image not in images:
-                out.append(Problem(f"task_roles[{i}].docker_image",
-                                   f"{role.docker_image!r} is not a dockerimage prerequisite"))
-            for kind in ("data", "output", "script"):
-                ref = getattr(role, kind)
-                if ref is not None and (kind, ref) not in by_type:
-                    out.append(Problem(f"task_roles[{i}].{kind}", f"{ref!r} is not a {kind} prerequisite"))
-            out += [Problem(f"task_roles[{i}].prerequisites[{j}]", f"{ref!r} is not a prerequisite")
-                    for j, ref in enumerate(role.prerequisites) if ref not in all_names]
-        seen: list[str] = []
-        for i, d in enumerate(self.deployments):
-            if d.name in seen:
-                out.append(Problem(f"deployments[{i}].name", f"{d.name!r} is declared twice"))
-            seen.append(d.name)
-            out += [Problem(f"deployments[{i}].task_roles.{r}", f"{r!r} is not a task role of this job")
-                    for r in d.task_roles if r not in names]
-        if self.default_deployment is not None and self.default_deployment not in seen:
-            out.append(Problem("default_deployment", f"{self.default_deployment!r} is not a declared deployment"))
-        if V1_EXTRAS_KEY in self.extras:
-            out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, "
-                                                          "authFile and port beginAt there"))
-        out += [Problem(field, f"nests more than {MAX_DEPTH} levels deep")
-                for field in ("parameters", "secrets", "extras") if nesting_depth(getattr(self, field)) > MAX_DEPTH]
-        out += check_extras(self.extras, "extras")
-        return out
 
     def __eq__(self, other: object) -> bool:
         """Equal when the jobs mean the same; where they came from (text, format) does not count, nor whether
@@ -364,6 +291,12 @@ class Job(_Model):
 
     def to_yaml(self) -> str:
         return dump_yaml(self.to_v2())
+
+
+def rule_problems(data: dict[str, Any]) -> list[Problem]:
+    """The model's rules between fields applied to plain data shaped like ``Job.model_dump()`` that may not be a
+    valid job yet (a wire document mid-translation), so that these problems come with the schema's."""
+    return job_problems(data)
 
 
 def _mem(mb: int) -> str:

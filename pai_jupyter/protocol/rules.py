@@ -1,13 +1,14 @@
-"""Shared field rules: name patterns, the known ``extras`` keys, and small checks both versions use."""
+"""Field rules the model and the wire schemas share: name patterns, bounds, versions, and the ``extras`` keys this
+product reads. Rules between fields are in ``checks.py``."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
-from pydantic import StringConstraints
+from pydantic import BeforeValidator, Field, StringConstraints
 
-from .errors import Problem
+from .errors import Problem, type_name
 
 V1_JOB_NAME = r"^[A-Za-z0-9\-._~]+$"
 V2_JOB_NAME = r"^[a-zA-Z0-9_-]+$"
@@ -27,9 +28,29 @@ V1RoleName = Annotated[str, StringConstraints(pattern=V1_ROLE_NAME, max_length=M
 V2RoleName = Annotated[str, StringConstraints(pattern=V2_ROLE_NAME, max_length=MAX_ROLE_NAME)]
 PortLabel = Annotated[str, StringConstraints(pattern=PORT_LABEL)]
 V2PortLabel = Annotated[str, StringConstraints(pattern=V2_PORT_LABEL)]
-EnvKey = Annotated[str, StringConstraints(pattern=ENV_KEY)]
-ExtrasKey = Annotated[str, StringConstraints(pattern=EXTRAS_KEY)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+# Bounds both the model and the wire schemas type their fields with (one definition, one message).
+Count = Annotated[int, Field(ge=1)]  # instances, cpu, port counts, min failed / succeeded
+NonNegative = Annotated[int, Field(ge=0)]  # gpu, shared memory, retry counts, a port's first number
+MemoryMB = Annotated[int, Field(ge=100)]
+
+
+def version_ok(value: Any) -> bool:
+    """A job's or a prerequisite's ``version`` is a string or a number (OpenPAI's base schema), or absent."""
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+
+
+def _version(value: Any) -> Any:
+    if version_ok(value):
+        return value
+    raise ValueError(version_message(value))
+
+
+def version_message(value: Any) -> str:
+    return f"must be a string or a number, got {type_name(value)}"
+
+
+Version = Annotated[str | int | float | None, BeforeValidator(_version)]
 
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
 RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage", "desktop")
@@ -39,7 +60,7 @@ CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -147,25 +168,3 @@ def check_estimator(spec: Any, path: str) -> list[Problem]:
     if source is not None and (not isinstance(source, str) or not source):
         out.append(Problem(f"{path}.sourceDir", "must be a directory path"))
     return out
-
-
-def check_min_counts(role: dict[str, Any], count_key: str, failed_key: str, succeeded_key: str,
-                     path: str, container: dict[str, Any] | None = None) -> list[Problem]:
-    """minFailed / minSucceeded must be null or within 1..the role's task count."""
-    src = role if container is None else container
-    count = role.get(count_key, 1)
-    if not is_int(count) or count < 1:
-        return []
-    out = []
-    for key in (failed_key, succeeded_key):
-        value = src.get(key)
-        if is_int(value) and value > count:
-            out.append(Problem(f"{path}.{key}", f"{value} is more than the role's {count} task{'s' * (count != 1)}"))
-    return out
-
-
-def check_scalar_values(values: Any, path: str, what: str) -> list[Problem]:
-    if not isinstance(values, dict):
-        return []
-    return [Problem(f"{path}.{k}", f"{what} values must be strings, numbers or booleans")
-            for k, v in values.items() if v is not None and not isinstance(v, SCALAR)]

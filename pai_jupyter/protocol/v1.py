@@ -9,27 +9,31 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConversionError, JobValidationError, Problem, problems_from_pydantic
-from .model import DEFAULT_IMAGE_PREREQ, V1_EXTRAS_KEY, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
+from .errors import ConversionError, JobValidationError, Problem, merge, problems_from_pydantic, to_wire
+from .model import DEFAULT_IMAGE_PREREQ, Job, TaskRole, rule_problems
 from .rules import (
     ENV_KEY,
     EXTRAS_KEY,
     SCALAR,
-    EnvKey,
-    ExtrasKey,
-    NonEmpty,
+    Count,
+    MemoryMB,
+    NonNegative,
     PortLabel,
     V1JobName,
     V1RoleName,
-    check_extras,
-    check_min_counts,
-    check_scalar_values,
-    is_int,
 )
 
 COMPAT_DEPLOYMENT = "default"
 DIR_PREREQS = (("dataDir", "data", "data", "PAI_DATA_DIR"), ("outputDir", "output", "output", "PAI_OUTPUT_DIR"),
                ("codeDir", "script", "code", "PAI_CODE_DIR"))
+# The model's field -> the v1 key it is read from (and the path a problem with it is reported at).
+V1_JOB_FIELDS = {"name": "jobName", "task_roles": "taskRoles", "virtual_cluster": "virtualCluster",
+                 "retry_count": "retryCount", "parameters": "jobEnvs", "extras": "extras", "gpu_type": "gpuType",
+                 "auth_file": "authFile"}
+V1_ROLE_FIELDS = {"name": "name", "instances": "taskNumber", "cpu": "cpuNumber", "memory_mb": "memoryMB",
+                  "shm_mb": "shmMB", "gpu": "gpuNumber", "ports": "portList", "commands": "command",
+                  "min_failed": "minFailedTaskCount", "min_succeeded": "minSucceededTaskCount"}
+V1_PORT_FIELDS = {"label": "label", "count": "portNumber", "begin_at": "beginAt"}
 
 
 class _Wire(BaseModel):
@@ -38,79 +42,65 @@ class _Wire(BaseModel):
 
 class V1Port(_Wire):
     label: PortLabel
-    beginAt: int = Field(ge=0)
-    portNumber: int = Field(ge=1)
+    beginAt: NonNegative
+    portNumber: Count
 
 
 class V1TaskRole(_Wire):
     name: V1RoleName
-    taskNumber: int = Field(ge=1)
-    cpuNumber: int = Field(ge=1)
-    memoryMB: int = Field(ge=100)
-    shmMB: int = Field(64, ge=0)
-    gpuNumber: int = Field(ge=0)
+    taskNumber: Count
+    cpuNumber: Count
+    memoryMB: MemoryMB
+    shmMB: NonNegative = 64
+    gpuNumber: NonNegative
     portList: list[V1Port] = Field(default_factory=list)
-    command: NonEmpty
-    minFailedTaskCount: int | None = Field(1, ge=1)
-    minSucceededTaskCount: int | None = Field(None, ge=1)
+    command: str
+    minFailedTaskCount: Count | None = 1
+    minSucceededTaskCount: Count | None = None
 
 
 class V1Job(_Wire):
+    """The shape of a v1 document: its keys and their JSON types. The rules of the values are the model's."""
+
     jobName: V1JobName
-    image: NonEmpty
+    image: str
     authFile: str = ""
     dataDir: str = ""
     outputDir: str = ""
     codeDir: str = ""
     virtualCluster: str = "default"
     gpuType: str = ""
-    retryCount: int = Field(0, ge=0)
-    jobEnvs: dict[EnvKey, Any] = Field(default_factory=dict)
-    extras: dict[ExtrasKey, Any] = Field(default_factory=dict)
+    retryCount: NonNegative = 0
+    jobEnvs: dict[str, Any] = Field(default_factory=dict)  # keys and values: v1_value_problems
+    extras: dict[str, Any] = Field(default_factory=dict)
     taskRoles: list[V1TaskRole] = Field(min_length=1)
 
 
-def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
-    """Rules between fields, run on the raw document so they are reported beside the field errors."""
+def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
+    """The document's shape, and the rules only v1 has."""
     out: list[Problem] = []
-    image = doc.get("image")
-    if isinstance(image, str) and image and not image.strip():
-        out.append(Problem("image", "must not be blank"))
-    roles = doc.get("taskRoles")
-    if isinstance(roles, list):
-        # keep positions (None for a non-mapping entry) so index() below is the entry's own index
-        names = [r.get("name") if isinstance(r, dict) else None for r in roles]
-        for i, role in enumerate(roles):
-            if not isinstance(role, dict):
-                continue
-            path = f"taskRoles[{i}]"
-            name = role.get("name")
-            if isinstance(name, str) and names.count(name) > 1 and names.index(name) != i:
-                out.append(Problem(f"{path}.name", f"{name!r} is used by another task role; role names are unique"))
-            shm, mem = role.get("shmMB", 64), role.get("memoryMB")
-            if is_int(shm) and is_int(mem) and shm > mem:
-                out.append(Problem(f"{path}.shmMB", f"{shm} is more than memoryMB {mem}"))
-            cmd = role.get("command")
-            if isinstance(cmd, str) and cmd and not cmd.strip():
-                out.append(Problem(f"{path}.command", "must not be blank"))
-            out += check_min_counts(role, "taskNumber", "minFailedTaskCount", "minSucceededTaskCount", path)
-            ports = role.get("portList")
-            if isinstance(ports, list):
-                labels = [p.get("label") if isinstance(p, dict) else None for p in ports]
-                for j, p in enumerate(ports):
-                    lab = p.get("label") if isinstance(p, dict) else None
-                    if isinstance(lab, str) and labels.index(lab) != j:
-                        out.append(Problem(f"{path}.portList[{j}].label", f"{lab!r} is used twice in this role"))
-    envs = doc.get("jobEnvs")
-    if isinstance(envs, dict):
-        if "isDebug" in envs and not isinstance(envs["isDebug"], bool):
-            out.append(Problem("jobEnvs.isDebug", "must be true or false"))
-        out += check_scalar_values(envs, "jobEnvs", "jobEnvs")
-    extras = doc.get("extras")
-    if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
-        out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, authFile "
-                                                      "and port beginAt there when it writes v2"))
-    out += check_extras(extras, "extras")
+    try:
+        V1Job.model_validate(doc)
+    except ValidationError as exc:
+        out += problems_from_pydantic(exc)
+    return out + v1_value_problems(doc.get("jobEnvs"), doc.get("extras"), "jobEnvs")
+
+
+def v1_value_problems(envs: Any, extras: Any, envs_path: str) -> list[Problem]:
+    """What only v1 requires: jobEnvs are exported into each task's shell, and its extras keys are plain. Checked
+    when a v1 document is read (``jobEnvs``) and when a job is written as v1 (its ``parameters``)."""
+    out: list[Problem] = []
+    for key, value in envs.items() if isinstance(envs, dict) else ():
+        path = f"{envs_path}.{key}"
+        if not isinstance(key, str) or not re.fullmatch(ENV_KEY, key):
+            out.append(Problem(path, f"v1 jobEnvs keys must match {ENV_KEY} (letters, digits and '_')"))
+        elif key == "isDebug" and not isinstance(value, bool):
+            out.append(Problem(path, "v1's isDebug must be true or false"))
+        elif value is not None and not isinstance(value, SCALAR):
+            out.append(Problem(path, "v1 jobEnvs values must be strings, numbers or booleans"))
+    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
+            for key in (extras if isinstance(extras, dict) else ())
+            if not isinstance(key, str) or not re.fullmatch(EXTRAS_KEY, key)]
     return out
 
 
@@ -125,47 +115,91 @@ def compat_exports(job_envs: dict[str, Any], dirs: dict[str, str]) -> list[str]:
     return lines
 
 
-def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
-    """Validate a v1 document and convert it the way OpenPAI's v1 -> v2 converter does."""
-    problems: list[Problem] = []
-    wire: V1Job | None = None
-    try:
-        wire = V1Job.model_validate(doc)
-    except ValidationError as exc:
-        problems += problems_from_pydantic(exc)
-    problems += _cross_checks(doc)
-    if problems or wire is None:
-        raise JobValidationError(_dedupe(problems), source)
+def _role_to_model(raw: Any, i: int, refs: dict[str, str], paths: dict[str, str]) -> Any:
+    """One v1 task role as the model's fields (as written, even when wrong: the model's rules judge it)."""
+    paths[f"task_roles[{i}]"] = f"taskRoles[{i}]"
+    if not isinstance(raw, dict):
+        return raw
+    role: dict[str, Any] = {"docker_image": DEFAULT_IMAGE_PREREQ, **refs}
+    for field, key in V1_ROLE_FIELDS.items():
+        paths[f"task_roles[{i}].{field}"] = f"taskRoles[{i}].{key}"
+        if key in raw:
+            role[field] = raw[key]
+    if "command" in raw:
+        role["commands"] = [raw["command"]]
+    if isinstance(raw.get("portList"), list):
+        role["ports"] = []
+        for j, port in enumerate(raw["portList"]):
+            paths[f"task_roles[{i}].ports[{j}]"] = f"taskRoles[{i}].portList[{j}]"
+            if isinstance(port, dict):
+                paths.update({f"task_roles[{i}].ports[{j}].{f}": f"taskRoles[{i}].portList[{j}].{k}"
+                              for f, k in V1_PORT_FIELDS.items()})
+                port = {f: port[k] for f, k in V1_PORT_FIELDS.items() if k in port}
+            role["ports"].append(port)
+    return role
 
-    prereqs = [Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=wire.image)]
+
+def _to_model(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The model's fields for a v1 document, converted the way OpenPAI's v1 -> v2 converter does, and the v1 path
+    of each model path."""
+    paths = dict(V1_JOB_FIELDS)
+    data: dict[str, Any] = {f: doc[k] for f, k in V1_JOB_FIELDS.items() if k in doc}
+    for field in ("gpu_type", "auth_file"):
+        data[field] = data.get(field) or None
+    paths["prerequisites"] = paths["prerequisites[0]"] = paths["prerequisites[0].uri"] = "image"
+    prereqs: list[dict[str, Any]] = [{"name": DEFAULT_IMAGE_PREREQ, "type": "dockerimage", "uri": doc.get("image")}]
     dirs: dict[str, str] = {}
     refs: dict[str, str] = {}
     for field, kind, name, env in DIR_PREREQS:
-        value = getattr(wire, field)
+        value = doc.get(field)
         if value:
-            prereqs.append(Prerequisite(name=name, type=kind, uri=[value] if kind == "data" else value))
-            dirs[env] = value
+            paths[f"prerequisites[{len(prereqs)}]"] = paths[f"prerequisites[{len(prereqs)}].uri"] = field
+            prereqs.append({"name": name, "type": kind, "uri": [value] if kind == "data" else value})
             refs[kind] = name
-    exports = compat_exports(wire.jobEnvs, dirs)
-    roles = []
-    for r in wire.taskRoles:
-        roles.append(TaskRole(
-            name=r.name, instances=r.taskNumber, cpu=r.cpuNumber, memory_mb=r.memoryMB, shm_mb=r.shmMB,
-            gpu=r.gpuNumber, commands=[r.command], min_failed=r.minFailedTaskCount,
-            min_succeeded=r.minSucceededTaskCount, docker_image=DEFAULT_IMAGE_PREREQ,
-            ports=[Port(label=p.label, count=p.portNumber, begin_at=p.beginAt) for p in r.portList],
-            data=refs.get("data"), output=refs.get("output"), script=refs.get("script"),
-        ))
-    deployments = []
+            if isinstance(value, str):
+                dirs[env] = value
+    data["prerequisites"] = prereqs
+    roles = doc.get("taskRoles")
+    if isinstance(roles, list):
+        roles = [_role_to_model(r, i, refs, paths) for i, r in enumerate(roles)]
+    data["task_roles"] = roles
+    envs = doc.get("jobEnvs")
+    exports = compat_exports(envs if isinstance(envs, dict) else {}, dirs)
+    names = [r["name"] for r in roles if isinstance(r, dict) and isinstance(r.get("name"), str)] \
+        if isinstance(roles, list) else []
     if exports:
-        deployments.append(Deployment(name=COMPAT_DEPLOYMENT, task_roles={
-            r.name: RoleCommands(pre_commands=list(exports)) for r in wire.taskRoles}))
-    job = Job(
-        name=wire.jobName, task_roles=roles, prerequisites=prereqs, virtual_cluster=wire.virtualCluster,
-        retry_count=wire.retryCount, parameters=dict(wire.jobEnvs), extras=dict(wire.extras),
-        deployments=deployments, default_deployment=COMPAT_DEPLOYMENT if deployments else None,
-        gpu_type=wire.gpuType or None, auth_file=wire.authFile or None,
-    )
+        data["deployments"] = [{"name": COMPAT_DEPLOYMENT, "task_roles": {
+            n: {"pre_commands": list(exports)} for n in names}}]
+        data["default_deployment"] = COMPAT_DEPLOYMENT
+    return data, paths
+
+
+def v1_path(path: str) -> str:
+    """The v1 key a model path is about (``task_roles[0].memory_mb`` -> ``taskRoles[0].memoryMB``), for problems
+    found on a Job rather than on a v1 document (a conversion to v1, a builder)."""
+    head, _, rest = path.partition(".")
+    role = re.match(r"task_roles(\[\d+\])$", head)
+    if role:
+        field = re.split(r"[.\[]", rest, maxsplit=1)[0]
+        return f"taskRoles{role.group(1)}" + (f".{V1_ROLE_FIELDS.get(field, field)}{rest[len(field):]}" if rest else "")
+    field = re.split(r"\[", head, maxsplit=1)[0]
+    if field == "prerequisites":
+        return "image"
+    return V1_JOB_FIELDS.get(field, field) + path[len(field):]
+
+
+def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
+    """Validate a v1 document and convert it the way OpenPAI's v1 -> v2 converter does: every problem at once,
+    the document's shape from its schema, the rest from the model's rules."""
+    data, paths = _to_model(doc)
+    problems = merge(_schema_problems(doc), to_wire(rule_problems(data), paths))
+    if not problems:
+        try:
+            job = Job(**data)
+        except JobValidationError as exc:  # rules on single fields the schema does not type (nesting depth, ...)
+            problems = to_wire(exc.problems, paths)
+    if problems:
+        raise JobValidationError(problems, source)
     job._source_format = "v1"
     return job
 
@@ -206,15 +240,7 @@ def job_to_v1(job: Job) -> dict[str, Any]:
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has several uris"))
             else:
                 dirs[env] = doc_dirs[field] = value
-    for key, value in job.parameters.items():
-        if not re.fullmatch(ENV_KEY, key):
-            out.append(Problem(f"parameters.{key}", f"v1 jobEnvs keys must match {ENV_KEY}"))
-        elif key == "isDebug" and not isinstance(value, bool):
-            out.append(Problem(f"parameters.{key}", "v1's isDebug must be true or false"))
-        elif value is not None and not isinstance(value, SCALAR):
-            out.append(Problem(f"parameters.{key}", "v1 jobEnvs hold only strings, numbers and booleans"))
-    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
-            for key in job.extras if not re.fullmatch(EXTRAS_KEY, key)]
+    out += v1_value_problems(job.parameters, job.extras, "parameters")
     expected = compat_exports(job.parameters, dirs)
     for d in job.deployments:
         for role, cmds in d.task_roles.items():
@@ -253,8 +279,3 @@ def job_to_v1(job: Job) -> dict[str, Any]:
         doc["extras"] = dict(job.extras)
     doc["taskRoles"] = roles
     return doc
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen: set[Problem] = set()
-    return [p for p in problems if not (p in seen or seen.add(p))]

@@ -1,154 +1,39 @@
-"""OpenPAI v2 YAML (protocolVersion 2): the wire schema, its cross-field rules, and conversion to and from the model."""
+"""OpenPAI v2 YAML (protocolVersion 2): reading a document into the model, and writing a job as one.
+
+Reading checks the document's shape (``v2schema.py``) and the few rules only the wire has (explicit nulls, the
+carrier of v1 facts), translates each field into the model's, and reports the model's rules at the v2 paths."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from .errors import ConversionError, JobValidationError, Problem, format_path, problems_from_pydantic
-from .model import V1_EXTRAS_KEY, Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
-from .rules import (
-    V2_JOB_NAME,
-    V2_PORT_LABEL,
-    V2_ROLE_NAME,
-    V2JobName,
-    V2PortLabel,
-    V2RoleName,
-    check_extras,
-    check_min_counts,
-    is_int,
-)
+from .errors import ConversionError, JobValidationError, Problem, format_path, merge, problems_from_pydantic, to_wire
+from .model import V1_EXTRAS_KEY, Job, rule_problems
+from .rules import V2_JOB_NAME, V2_PORT_LABEL, V2_ROLE_NAME, is_int
+from .v2schema import V2Job
 
-PREREQ_TYPES = ("dockerimage", "data", "script", "output")
 PREREQ_BASE = ("protocolVersion", "version", "contributor", "description")
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-# OpenPAI merges its base schema (protocolVersion, name, version, contributor, description) into every
-# prerequisite and deployment, and lets a task role say its protocolVersion (config/v2/protocol.js).
-ProtocolVersion = Literal[2, "2"]
-
-
-class V2Prerequisite(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-    name: V2JobName
-    type: Literal["dockerimage", "data", "script", "output"]
-    protocolVersion: ProtocolVersion | None = None
-    contributor: str | None = None
-    description: str | None = None
-
-
-class V2Completion(_Wire):
-    # OpenPAI: -1 (never fail / no count: all tasks end), >= 1, or null / 0 (the default: 1 / every instance)
-    minFailedInstances: int | None = Field(1, ge=-1)
-    minSucceededInstances: int | None = Field(None, ge=-1)
-
-
-class V2ContainerOptions(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI passes unknown options through
-    shmMB: int = Field(64, ge=0)
-    infiniband: bool = False
-
-
-class V2Resources(_Wire):
-    cpu: int = Field(ge=1)
-    memoryMB: int = Field(ge=100)
-    gpu: int = Field(ge=0)
-    ports: dict[V2PortLabel, int] = Field(default_factory=dict)
-
-
-class V2TaskRole(_Wire):
-    protocolVersion: ProtocolVersion | None = None
-    instances: int = Field(1, ge=1)
-    completion: V2Completion = Field(default_factory=V2Completion)
-    taskRetryCount: int = Field(0, ge=0)
-    prerequisites: list[str] = Field(default_factory=list)
-    dockerImage: str = Field(min_length=1)
-    data: str | None = None
-    output: str | None = None
-    script: str | None = None
-    extraContainerOptions: V2ContainerOptions = Field(default_factory=V2ContainerOptions)
-    resourcePerInstance: V2Resources
-    commands: list[str] = Field(min_length=1)
-
-
-class V2RoleCommands(_Wire):
-    preCommands: list[str] = Field(default_factory=list, min_length=1)
-    postCommands: list[str] = Field(default_factory=list, min_length=1)
-
-
-class V2Deployment(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI's deployment schema is open
-    name: V2JobName
-    taskRoles: dict[V2RoleName, V2RoleCommands] = Field(min_length=1)
-    protocolVersion: ProtocolVersion | None = None
-    contributor: str | None = None
-    description: str | None = None
-
-
-class V2Defaults(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # OpenPAI's defaults schema is open
-    virtualCluster: str | None = "default"  # (null: the default)
-    deployment: str | None = None
-
-
-class V2Job(_Wire):
-    protocolVersion: Literal[2, "2"]
-    name: V2JobName
-    type: Literal["job"]
-    version: Any = None
-    contributor: str | None = None
-    description: str | None = None
-    prerequisites: list[V2Prerequisite] = Field(default_factory=list)
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    secrets: dict[str, Any] = Field(default_factory=dict)
-    jobRetryCount: int = Field(0, ge=0)
-    taskRoles: dict[V2RoleName, V2TaskRole] = Field(min_length=1)
-    deployments: list[V2Deployment] = Field(default_factory=list, min_length=1)
-    defaults: V2Defaults = Field(default_factory=V2Defaults)
-    extras: dict[str, Any] = Field(default_factory=dict)
-
-
-def _check_prerequisite(p: dict[str, Any], path: str) -> list[Problem]:
-    """OpenPAI's per-type rules: an image needs a uri string and takes no other fields; data uris are a list of
-    strings, a script's or output's uri a string (each optional: a plugin may supply it)."""
-    kind, out = p.get("type"), []
-    uri = p.get("uri")
-    version = p.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, (str, int, float))):
-        out.append(Problem(f"{path}.version", "must be a string or a number"))
-    if kind == "dockerimage":
-        allowed = {"name", "type", "uri", "auth", *PREREQ_BASE}
-        out += [Problem(f"{path}.{k}", "is not a known field of a dockerimage prerequisite")
-                for k in p if k not in allowed]
-        if not isinstance(uri, str) or not uri.strip():
-            out.append(Problem(f"{path}.uri", "is required: the image to run, e.g. python:3.11"))
-        auth = p.get("auth")
-        if auth is not None:
-            if not isinstance(auth, dict):
-                out.append(Problem(f"{path}.auth", "must be a mapping of username, password, registryuri"))
-            else:
-                out += [Problem(f"{path}.auth.{k}", "must be a string") for k in ("username", "password", "registryuri")
-                        if k in auth and not isinstance(auth[k], str)]
-        return out
-    if kind == "data" and "uri" in p and (not isinstance(uri, list) or not all(isinstance(u, str) for u in uri)):
-        out.append(Problem(f"{path}.uri", "must be a list of strings"))
-    elif kind in ("script", "output") and "uri" in p and not isinstance(uri, str):
-        out.append(Problem(f"{path}.uri", "must be a string"))
-    if "plugin" in p and not isinstance(p["plugin"], str):
-        out.append(Problem(f"{path}.plugin", "must be a string"))
-    require = p.get("require")
-    if "require" in p and (not isinstance(require, list) or not all(isinstance(r, str) for r in require)):
-        out.append(Problem(f"{path}.require", "must be a list of strings"))
-    return out
+# The model's field -> the v2 path it is read from (and a problem with it is reported at).
+V2_JOB_FIELDS = {"name": "name", "version": "version", "contributor": "contributor", "description": "description",
+                 "prerequisites": "prerequisites", "parameters": "parameters", "secrets": "secrets",
+                 "retry_count": "jobRetryCount", "task_roles": "taskRoles", "deployments": "deployments",
+                 "extras": "extras", "virtual_cluster": "defaults.virtualCluster",
+                 "default_deployment": "defaults.deployment"}
+V2_ROLE_FIELDS = {"instances": "instances", "commands": "commands", "task_retry_count": "taskRetryCount",
+                  "docker_image": "dockerImage", "data": "data", "output": "output", "script": "script",
+                  "prerequisites": "prerequisites", "cpu": "resourcePerInstance.cpu",
+                  "memory_mb": "resourcePerInstance.memoryMB", "gpu": "resourcePerInstance.gpu",
+                  "ports": "resourcePerInstance.ports", "shm_mb": "extraContainerOptions.shmMB",
+                  "extra_container_options": "extraContainerOptions", "min_failed": "completion.minFailedInstances",
+                  "min_succeeded": "completion.minSucceededInstances"}
 
 
 def _null_problems(doc: dict[str, Any]) -> list[Problem]:
-    """OpenPAI types these fields without null; our wire models default them, so an explicit null is caught here."""
+    """OpenPAI types these fields without null; our wire models default them, so an explicit null is caught here
+    (the model cannot tell a null from a field left out)."""
     def check(item: Any, path: str, keys: tuple[str, ...]) -> list[Problem]:
         if not isinstance(item, dict):
             return []
@@ -156,94 +41,39 @@ def _null_problems(doc: dict[str, Any]) -> list[Problem]:
                 if k in item and item[k] is None]
 
     out = check(doc, "", PREREQ_BASE)
-    for key in ("prerequisites", "deployments"):
-        if isinstance(doc.get(key), list):
-            for i, item in enumerate(doc[key]):
-                out += check(item, f"{key}[{i}]", PREREQ_BASE)
+    if isinstance(doc.get("prerequisites"), list):
+        for i, item in enumerate(doc["prerequisites"]):
+            # the model reads a null uri / auth as none given; OpenPAI types them without null (a dockerimage's
+            # missing uri is the model's "required")
+            image = isinstance(item, dict) and item.get("type") == "dockerimage"
+            out += check(item, f"prerequisites[{i}]", (*PREREQ_BASE, "auth" if image else "uri"))
+    if isinstance(doc.get("deployments"), list):
+        for i, item in enumerate(doc["deployments"]):
+            out += check(item, f"deployments[{i}]", PREREQ_BASE)
     if isinstance(doc.get("taskRoles"), dict):
         for name, role in doc["taskRoles"].items():
-            out += check(role, f"taskRoles.{name}", ("protocolVersion",))
+            out += check(role, f"taskRoles.{name}", ("protocolVersion", "data", "output", "script"))
     out += check(doc.get("defaults"), "defaults", ("deployment",))
     return out
 
 
-def _cross_checks(doc: dict[str, Any]) -> list[Problem]:
-    out: list[Problem] = _null_problems(doc)
-    version = doc.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, (str, int, float))):
-        out.append(Problem("version", "must be a string or a number"))
-    prereqs = doc.get("prerequisites")
-    declared: dict[str, set[str]] = {t: set() for t in PREREQ_TYPES}
-    if isinstance(prereqs, list):
-        seen: set[tuple[str, str]] = set()
-        for i, p in enumerate(prereqs):
-            if not isinstance(p, dict):
-                continue
-            kind, name = p.get("type"), p.get("name")
-            if isinstance(kind, str) and isinstance(name, str):  # other shapes are reported by the schema
-                if (kind, name) in seen:
-                    out.append(Problem(f"prerequisites[{i}]",
-                                       f"a {kind} prerequisite named {name!r} is already declared"))
-                seen.add((kind, name))
-                declared.setdefault(kind, set()).add(name)
-            out += _check_prerequisite(p, f"prerequisites[{i}]")
-    all_names = set().union(*declared.values())
+def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
+    """The document's shape, and the rules only v2 has."""
+    out: list[Problem] = []
+    try:
+        V2Job.model_validate(doc)
+    except ValidationError as exc:
+        out += problems_from_pydantic(exc)
+    out += _null_problems(doc)
     roles = doc.get("taskRoles")
-    if isinstance(roles, dict):
-        for name, role in roles.items():
-            if not isinstance(role, dict):
-                continue
-            path = f"taskRoles.{name}"
-            image = role.get("dockerImage")
-            if isinstance(image, str) and image and image not in declared["dockerimage"]:
-                out.append(Problem(f"{path}.dockerImage", f"{image!r} does not name a dockerimage prerequisite"))
-            for kind in ("data", "output", "script"):
-                ref = role.get(kind)
-                if isinstance(ref, str) and ref not in declared[kind]:
-                    out.append(Problem(f"{path}.{kind}", f"{ref!r} does not name a {kind} prerequisite"))
-            refs = role.get("prerequisites")
-            if isinstance(refs, list):
-                out += [Problem(f"{path}.prerequisites[{j}]", f"{r!r} does not name a prerequisite")
-                        for j, r in enumerate(refs) if isinstance(r, str) and r not in all_names]
-            res, opts = role.get("resourcePerInstance"), role.get("extraContainerOptions")
-            if isinstance(res, dict) and isinstance(opts, dict):
-                shm, mem = opts.get("shmMB"), res.get("memoryMB")
-                if is_int(shm) and is_int(mem) and shm > mem:
-                    out.append(Problem(f"{path}.extraContainerOptions.shmMB", f"{shm} is more than memoryMB {mem}"))
-            if isinstance(res, dict) and res.get("ports") == {}:
-                out.append(Problem(f"{path}.resourcePerInstance.ports", "must name at least one port (or be left out)"))
-            if isinstance(res, dict) and isinstance(res.get("ports"), dict):
-                out += [Problem(f"{path}.resourcePerInstance.ports.{k}", f"{v!r} must be a port count >= 1")
-                        for k, v in res["ports"].items() if is_int(v) and v < 1]
-            if isinstance(role.get("completion"), dict):
-                out += check_min_counts(role, "instances", "minFailedInstances", "minSucceededInstances",
-                                        f"{path}.completion", role["completion"])
-            commands = role.get("commands")
-            if isinstance(commands, list) and commands and all(isinstance(c, str) and not c.strip() for c in commands):
-                out.append(Problem(f"{path}.commands", "must hold at least one non-blank command"))
-    deployments = doc.get("deployments")
-    dep_names: list[str] = []
-    if isinstance(deployments, list):
-        for i, d in enumerate(deployments):
-            if not isinstance(d, dict):
-                continue
-            dname = d.get("name")
-            if dname in dep_names:
-                out.append(Problem(f"deployments[{i}].name", f"{dname!r} is declared twice"))
-            if isinstance(dname, str):
-                dep_names.append(dname)
-            if isinstance(d.get("taskRoles"), dict) and isinstance(roles, dict):
-                out += [Problem(f"deployments[{i}].taskRoles.{r}", f"{r!r} is not a task role of this job")
-                        for r in d["taskRoles"] if r not in roles]
-    defaults = doc.get("defaults")
-    if isinstance(defaults, dict):
-        dep = defaults.get("deployment")
-        if isinstance(dep, str) and dep not in dep_names:
-            out.append(Problem("defaults.deployment", f"{dep!r} is not one of the job's deployments"))
+    for name, role in roles.items() if isinstance(roles, dict) else ():
+        res = role.get("resourcePerInstance") if isinstance(role, dict) else None
+        if isinstance(res, dict) and res.get("ports") == {}:
+            out.append(Problem(f"taskRoles.{name}.resourcePerInstance.ports",
+                               "must name at least one port (or be left out)"))
     extras = doc.get("extras")
     if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
         out += _check_v1_facts(extras[V1_EXTRAS_KEY], f"extras.{V1_EXTRAS_KEY}")
-    out += check_extras(extras, "extras")
     return out
 
 
@@ -263,72 +93,132 @@ def _check_v1_facts(facts: Any, path: str) -> list[Problem]:
     return out
 
 
-def _min_failed(value: int | None) -> int | None:
+def _min_failed(value: Any) -> Any:
     """OpenPAI (k8s.js): null or 0 is the default 1; -1 never fails the job (the model's None)."""
     return None if value == -1 else (value or 1)
 
 
-def _min_succeeded(value: int | None) -> int | None:
+def _min_succeeded(value: Any) -> Any:
     """null, 0 and -1 all end the job when every task has ended (the model's None)."""
-    return value if value and value > 0 else None
+    return None if value in (None, 0, -1) else value
+
+
+def _prerequisite_to_model(raw: Any, path: str, paths: dict[str, str]) -> Any:
+    paths[path] = path
+    if not isinstance(raw, dict):
+        return raw
+    paths[f"{path}.options"] = path  # the model keeps OpenPAI's other keys (plugin, require, ...) in options
+    options = {k: v for k, v in raw.items() if k not in ("name", "type", "uri")}
+    auth = options.pop("auth", None) if raw.get("type") == "dockerimage" else None
+    return {"name": raw.get("name"), "type": raw.get("type"), "uri": raw.get("uri"), "auth": auth,
+            "options": options}
+
+
+_MISSING = object()
+
+
+def _lookup(item: dict[str, Any], dotted: str) -> Any:
+    """``resourcePerInstance.cpu`` in a role as written; _MISSING when it (or a mapping on the way) is not there."""
+    for key in dotted.split("."):
+        if not isinstance(item, dict) or key not in item:
+            return _MISSING
+        item = item[key]
+    return item
+
+
+def _role_to_model(name: str, raw: Any, i: int, starts: Any, paths: dict[str, str]) -> Any:
+    """One v2 task role as the model's fields (as written, even when wrong: the model's rules judge it)."""
+    path = f"taskRoles.{name}"
+    paths[f"task_roles[{i}]"] = paths[f"task_roles[{i}].name"] = path
+    paths.update({f"task_roles[{i}].{f}": f"{path}.{k}" for f, k in V2_ROLE_FIELDS.items()})
+    if not isinstance(raw, dict):
+        return raw
+    role: dict[str, Any] = {"name": name}
+    for field, key in V2_ROLE_FIELDS.items():
+        value = _lookup(raw, key)
+        if value is not _MISSING:
+            role[field] = value
+    # the fields v2 writes differently: ports as {label: count}, completion counts with -1 / 0 / null, shmMB
+    # beside the other container options (an infiniband of false is the default, as if left out)
+    if isinstance(role.get("ports"), dict):
+        starts = starts if isinstance(starts, dict) else {}
+        for j, label in enumerate(role["ports"]):
+            paths[f"task_roles[{i}].ports[{j}]"] = f"{path}.resourcePerInstance.ports.{label}"
+            paths[f"task_roles[{i}].ports[{j}].begin_at"] = f"extras.{V1_EXTRAS_KEY}.portBeginAt.{name}.{label}"
+        role["ports"] = [{"label": k, "count": v, "begin_at": starts.get(k, 0)} for k, v in role["ports"].items()]
+    if "min_failed" in role:
+        role["min_failed"] = _min_failed(role["min_failed"])
+    if "min_succeeded" in role:
+        role["min_succeeded"] = _min_succeeded(role["min_succeeded"])
+    if isinstance(role.get("extra_container_options"), dict):
+        role["extra_container_options"] = {k: v for k, v in role["extra_container_options"].items()
+                                           if k != "shmMB" and not (k == "infiniband" and v is False)}
+    return role
+
+
+def _deployment_to_model(raw: Any, i: int, paths: dict[str, str]) -> Any:
+    paths[f"deployments[{i}]"] = f"deployments[{i}]"
+    paths[f"deployments[{i}].task_roles"] = f"deployments[{i}].taskRoles"
+    if not isinstance(raw, dict):
+        return raw
+    roles = raw.get("taskRoles")
+    if isinstance(roles, dict):
+        for r in roles:
+            paths[f"deployments[{i}].task_roles.{r}.pre_commands"] = f"deployments[{i}].taskRoles.{r}.preCommands"
+            paths[f"deployments[{i}].task_roles.{r}.post_commands"] = f"deployments[{i}].taskRoles.{r}.postCommands"
+        roles = {r: {"pre_commands": c.get("preCommands", []), "post_commands": c.get("postCommands", [])}
+                 if isinstance(c, dict) else c for r, c in roles.items()}
+    return {"name": raw.get("name"), "task_roles": roles}
+
+
+def _to_model(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The model's fields for a v2 document, and the v2 path of each model path."""
+    paths = dict(V2_JOB_FIELDS)
+    data: dict[str, Any] = {f: doc[k] for f, k in V2_JOB_FIELDS.items() if k in doc}
+    extras = data.get("extras")
+    facts: Any = {}
+    if isinstance(extras, dict):
+        data["extras"] = extras = dict(extras)
+        facts = extras.pop(V1_EXTRAS_KEY, None)
+        facts = facts if isinstance(facts, dict) else {}
+    for field, key in (("gpu_type", "gpuType"), ("auth_file", "authFile")):
+        data[field] = facts.get(key)
+        paths[field] = f"extras.{V1_EXTRAS_KEY}.{key}"
+    starts = facts.get("portBeginAt") if isinstance(facts.get("portBeginAt"), dict) else {}
+    if isinstance(doc.get("prerequisites"), list):
+        data["prerequisites"] = [_prerequisite_to_model(p, f"prerequisites[{i}]", paths)
+                                 for i, p in enumerate(doc["prerequisites"])]
+    if isinstance(doc.get("taskRoles"), dict):
+        data["task_roles"] = [_role_to_model(str(n), r, i, starts.get(n), paths)
+                              for i, (n, r) in enumerate(doc["taskRoles"].items())]
+    if isinstance(doc.get("deployments"), list):
+        data["deployments"] = [_deployment_to_model(d, i, paths) for i, d in enumerate(doc["deployments"])]
+    defaults = doc.get("defaults")
+    if isinstance(defaults, dict):
+        vc = defaults.get("virtualCluster")
+        data["virtual_cluster"] = "default" if vc is None else vc
+        data["default_deployment"] = defaults.get("deployment")
+    return data, paths
 
 
 def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
-    """Validate a v2 document (every problem reported at once) and build the model."""
-    problems: list[Problem] = []
-    wire: V2Job | None = None
-    try:
-        wire = V2Job.model_validate(doc)
-    except ValidationError as exc:
-        problems += problems_from_pydantic(exc)
-    problems += _cross_checks(doc)
-    if problems or wire is None:
-        seen: set[Problem] = set()
-        raise JobValidationError([p for p in problems if not (p in seen or seen.add(p))], source)
-
-    extras = dict(wire.extras)
-    v1_facts = extras.pop(V1_EXTRAS_KEY, None)
-    v1_facts = v1_facts if isinstance(v1_facts, dict) else {}
-    begin_at = v1_facts.get("portBeginAt") if isinstance(v1_facts.get("portBeginAt"), dict) else {}
-    prereqs = []
-    for p in wire.prerequisites:
-        rest = {k: v for k, v in p.model_dump(exclude_unset=True).items() if k not in ("name", "type")}
-        uri = rest.pop("uri", None)
-        auth = rest.pop("auth", None) if p.type == "dockerimage" else None
-        prereqs.append(Prerequisite(name=p.name, type=p.type, uri=uri, auth=auth, options=rest))
-    roles = []
-    for name, r in wire.taskRoles.items():
-        starts = begin_at.get(name, {}) if isinstance(begin_at.get(name), dict) else {}
-        opts = r.extraContainerOptions.model_dump(exclude={"shmMB"}, exclude_defaults=True)
-        roles.append(TaskRole(
-            name=name, instances=r.instances, cpu=r.resourcePerInstance.cpu,
-            memory_mb=r.resourcePerInstance.memoryMB, gpu=r.resourcePerInstance.gpu,
-            shm_mb=r.extraContainerOptions.shmMB, extra_container_options=opts,
-            ports=[Port(label=k, count=v, begin_at=starts.get(k, 0)) for k, v in r.resourcePerInstance.ports.items()],
-            commands=list(r.commands), min_failed=_min_failed(r.completion.minFailedInstances),
-            min_succeeded=_min_succeeded(r.completion.minSucceededInstances), task_retry_count=r.taskRetryCount,
-            docker_image=r.dockerImage, data=r.data, output=r.output, script=r.script,
-            prerequisites=list(r.prerequisites),
-        ))
-    deployments = [Deployment(name=d.name, task_roles={
-        k: RoleCommands(pre_commands=v.preCommands, post_commands=v.postCommands) for k, v in d.taskRoles.items()})
-        for d in wire.deployments]
-    job = Job(
-        name=wire.name, task_roles=roles, prerequisites=prereqs,
-        virtual_cluster="default" if wire.defaults.virtualCluster is None else wire.defaults.virtualCluster,
-        retry_count=wire.jobRetryCount, parameters=dict(wire.parameters), secrets=dict(wire.secrets),
-        extras=extras, deployments=deployments, default_deployment=wire.defaults.deployment,
-        description=wire.description, version=wire.version, contributor=wire.contributor,
-        gpu_type=v1_facts.get("gpuType"), auth_file=v1_facts.get("authFile"),
-    )
+    """Validate a v2 document and build the model: every problem at once, the document's shape from its schema,
+    the rest from the model's rules."""
+    data, paths = _to_model(doc)
+    problems = merge(_schema_problems(doc), to_wire(rule_problems(data), paths))
+    if not problems:
+        try:
+            job = Job(**data)
+        except JobValidationError as exc:  # rules on single fields the schema does not type (nesting depth, ...)
+            problems = to_wire(exc.problems, paths)
+    if problems:
+        raise JobValidationError(problems, source)
     job._source_format = "v2"
     return job
 
 
 def job_to_v2(job: Job) -> dict[str, Any]:
     """The v2 document for a job; ConversionError names what v2 cannot express (v1-only name characters)."""
-    import re
-
     out: list[Problem] = []
     if not re.match(V2_JOB_NAME, job.name):
         out.append(Problem("name", f"{job.name!r} is valid in v1 but v2 names allow only letters, digits, '_' and '-'"))

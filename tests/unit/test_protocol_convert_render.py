@@ -163,7 +163,7 @@ def two_images() -> dict[str, object]:
     (v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a"},
                            {"name": "d", "type": "data", "uri": ["a", "b"]}]),
      "prerequisites", "v1's dataDir is one path; 'd' has several uris"),
-    (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs hold only strings, numbers and booleans"),
+    (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs values must be strings, numbers or booleans"),
     (v2_doc(parameters={"my-param": "1"}), "parameters.my-param", "v1 jobEnvs keys must match ^\\w+$"),
     (v2_doc(parameters={"isDebug": "yes"}), "parameters.isDebug", "v1's isDebug must be true or false"),
     (v2_doc(extras={"my-extra": 1}), "extras.my-extra", "v1 extras keys must match ^[A-Za-z0-9._]+$"),
@@ -381,21 +381,21 @@ def test_builder_cross_field_rules_have_paths() -> None:
         TaskRole(name="m", command="x", memory_mb=200, shm_mb=300, instances=2, min_failed=3,
                  ports=[Port(label="a"), Port(label="a")])
     assert sorted(map(str, info.value.problems)) == [
-        "min_failed: 3 is more than the role's 2 instances",
-        "ports: label 'a' is used twice",
-        "shm_mb: 300 is more than memory_mb 200",
+        "min_failed: 3 is more than the role's 2 tasks",
+        "ports[1].label: 'a' is used twice in this role",
+        "shm_mb: 300 is more than memoryMB 200",
     ]
     with pytest.raises(JobValidationError) as info:
         Job(name="j", image="i", task_roles=[TaskRole(name="m", command="x"), TaskRole(name="m", command="y")])
-    assert [str(p) for p in info.value.problems] == ["task_roles: role name 'm' is used twice"]
-    assert info.value.problems[0].path == "task_roles"
+    assert [str(p) for p in info.value.problems] == [
+        "task_roles[1].name: 'm' is used by another task role; role names are unique"]
     with pytest.raises(JobValidationError) as info:
         Job(name="j", task_roles=[TaskRole(name="m", command="x")])
     assert [str(p) for p in info.value.problems] == ["image: a docker image is required"]
     with pytest.raises(JobValidationError) as info:
         Job(name="j", image="i", task_roles=[{"name": "m", "commands": ["  "]}])
     assert [str(p) for p in info.value.problems] == [
-        "task_roles[0].commands: at least one non-empty command is required"]
+        "task_roles[0].commands: must hold at least one non-blank command"]
 
 
 def test_builder_rejects_what_v2_would_reject() -> None:
@@ -406,9 +406,10 @@ def test_builder_rejects_what_v2_would_reject() -> None:
          "deployments[0].task_roles.zz", "'zz' is not a task role of this job"),
         (dict(image="i", deployments=[Deployment(name="d"), Deployment(name="d")]), "deployments[1].name",
          "'d' is declared twice"),
-        (dict(image="i", default_deployment="nope"), "default_deployment", "'nope' is not a declared deployment"),
+        (dict(image="i", default_deployment="nope"), "default_deployment",
+         "'nope' is not one of the job's deployments"),
         (dict(image="i", task_roles=[TaskRole(name="m", command="x", prerequisites=["nope"])]),
-         "task_roles[0].prerequisites[0]", "'nope' is not a prerequisite"),
+         "task_roles[0].prerequisites[0]", "'nope' does not name a prerequisite"),
         (dict(image="i", task_roles=[{"name": "m", "command": "x", "extra_container_options": {"shmMB": 9}}]),
          "task_roles[0].extra_container_options.shmMB", "shared memory is shm_mb"),
         (dict(image="i", extras={"pai_jupyter.v1": {}}), "extras.pai_jupyter.v1", "reserved"),

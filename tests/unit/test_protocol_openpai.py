@@ -252,3 +252,52 @@ def test_wide_documents_are_refused_by_entry_count_before_they_are_built() -> No
         assert f"more than {MAX_ENTRIES} entries" in str(info.value)
     ok = head + "".join(f"  k{i}: {i}\n" for i in range(MAX_ENTRIES))  # at the limit: fine
     assert len(Job.from_text(ok).extras) == MAX_ENTRIES
+
+
+RICH = {
+    "protocolVersion": 2, "name": "rich", "type": "job", "version": "1", "contributor": "c", "description": "d",
+    "prerequisites": [
+        {"name": "img", "type": "dockerimage", "uri": "python:3.11", "auth": {"username": "u", "password": "p"}},
+        {"name": "d", "type": "data", "uri": ["hdfs://a"], "plugin": "p", "require": ["x"]},
+        {"name": "s", "type": "script", "uri": "git://s"}, {"name": "o", "type": "output", "uri": "/out"}],
+    "parameters": {"lr": 1}, "secrets": {"k": "v"}, "jobRetryCount": 1,
+    "taskRoles": {"w": {
+        "protocolVersion": 2, "instances": 2, "completion": {"minFailedInstances": 1, "minSucceededInstances": 2},
+        "taskRetryCount": 0, "prerequisites": ["d"], "dockerImage": "img", "data": "d", "output": "o", "script": "s",
+        "extraContainerOptions": {"shmMB": 64, "infiniband": False},
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0, "ports": {"http": 1}}, "commands": ["x"]}},
+    "deployments": [{"name": "dep", "taskRoles": {"w": {"preCommands": ["a"], "postCommands": ["b"]}}}],
+    "defaults": {"deployment": "dep", "virtualCluster": "default"}, "extras": {"gangAllocation": True},
+}
+
+
+def _one_change_documents() -> list[tuple[str, dict[str, Any]]]:
+    """RICH with one value replaced by each odd value, or one key removed: every path, every value."""
+    out = []
+    for path in _paths(RICH):
+        for value in [*ODD_VALUES, "remove"]:
+            doc = copy.deepcopy(RICH)
+            parent = doc
+            for part in path[:-1]:
+                parent = parent[part]
+            if value == "remove":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = copy.deepcopy(value)
+            out.append((f"{'.'.join(map(str, path))}={value!r}", doc))
+    return out
+
+
+def test_every_single_change_openpai_refuses_we_refuse() -> None:
+    """A deterministic sweep beside the random one: an explicit null where OpenPAI types a field without null
+    (a role's data, a dockerimage's auth) was once read as "not given" and accepted."""
+    assert server_problems(RICH) == [] and job_from_document(copy.deepcopy(RICH)).name == "rich"
+    accepted = []
+    for change, doc in _one_change_documents():
+        if server_problems(doc):
+            try:
+                job_from_document(doc)
+            except JobValidationError:
+                continue
+            accepted.append(change)
+    assert accepted == []

@@ -247,6 +247,16 @@ def test_data_output_script_references(kind: str) -> None:
     assert getattr(valid(v2_doc({"w": v2_role(**{kind: "p"})}, prerequisites=prereqs)).task_roles[0], kind) == "p"
     assert_problem(v2_doc({"w": v2_role(**{kind: "q"})}, prerequisites=prereqs), f"taskRoles.w.{kind}",
                    f"'q' does not name a {kind} prerequisite")
+    # OpenPAI types the reference as a string: an explicit null is refused, not read as "none"
+    assert problems_of(v2_doc({"w": v2_role(**{kind: None})})) == [f"taskRoles.w.{kind}: must not be null"]
+
+
+def test_an_explicit_null_auth_or_uri_is_refused_as_openpai_does() -> None:
+    assert problems_of(v2_doc(prerequisites=[image(auth=None)])) == ["prerequisites[0].auth: must not be null"]
+    data = {"name": "d", "type": "data", "uri": None}
+    assert problems_of(v2_doc(prerequisites=[image(), data])) == ["prerequisites[1].uri: must not be null"]
+    assert problems_of(v2_doc(prerequisites=[image(uri=None)])) == [
+        "prerequisites[0].uri: is required: the image to run, e.g. python:3.11"]
 
 
 def test_role_prerequisites_must_exist() -> None:
@@ -302,7 +312,7 @@ def test_ports_are_label_to_count() -> None:
     assert [(p.label, p.count, p.begin_at) for p in job.task_roles[0].ports] == [("http", 1, 0), ("nccl_x", 4, 0)]
     assert_problem(v2_doc({"w": v2_role(resourcePerInstance={**res, "ports": {}})}),
                    "taskRoles.w.resourcePerInstance.ports", "must name at least one port")
-    for bad, path, message in [({"http": 0}, "http", "0 must be a port count >= 1"),
+    for bad, path, message in [({"http": 0}, "http", "0 is below the minimum 1"),
                                ({"a b": 1}, "a b", "port labels must match"),
                                ({"nccl.x": 1}, "nccl.x", "port labels must match"),
                                ({"http": "1"}, "http", "must be an integer")]:
