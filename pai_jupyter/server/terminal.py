@@ -13,8 +13,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.utils import ensure_async
 from tornado import web
 
 from .common import TASK_RE, PaiHTTPError
