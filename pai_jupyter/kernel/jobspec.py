@@ -18,7 +18,7 @@ from typing import Any
 
 from ..client.models import JobDetail
 from ..protocol import Job, TaskRole
-from ..protocol.model import Port, Prerequisite
+from ..protocol.model import DEFAULT_IMAGE_PREREQ, Port, Prerequisite
 
 ROLE = "kernel"
 LABELS = ("shell", "iopub", "stdin", "control", "hb")
@@ -78,7 +78,8 @@ def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str,
     extras: dict[str, Any] = {EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}}
     if ssh is not None:
         extras["com.microsoft.pai.runtimeplugin"] = [{"plugin": "ssh", "parameters": ssh}]
-    return Job(name=name, image=opts.image, task_roles=[role], prerequisites=prereqs,
+    image = Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=opts.image)  # what roles use by default
+    return Job(name=name, task_roles=[role], prerequisites=[image, *prereqs],
                virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key}, extras=extras,
                description=f"Jupyter kernel {kernel_name}")
 

@@ -78,22 +78,23 @@ def cross_origin_is_403(check: Callable[[], Any]) -> None:
         raise
 
 
-class SafeErrors:
-    """Mixin for JupyterHandler subclasses: JSON errors, never the exception's free text. A browser asking for a
-    page of a service that is starting gets a small page that reloads itself instead. Cross-origin writes are
-    refused with 403 first; log lines about a request show its URL with ``?token=`` masked."""
+class SafeErrors(web.RequestHandler):
+    """Mixin for JupyterHandler subclasses (listed before it): JSON errors, never the exception's free text. A
+    browser asking for a page of a service that is starting gets a small page that reloads itself instead.
+    Cross-origin writes are refused with 403 first; log lines about a request show its URL with ``?token=``
+    masked."""
 
     def check_xsrf_cookie(self) -> None:
-        cross_origin_is_403(super().check_xsrf_cookie)  # type: ignore[misc]
+        cross_origin_is_403(super().check_xsrf_cookie)
 
     def _request_summary(self) -> str:
         """Tornado's words for a request in an error's log line (its URI raw, token and all), masked."""
-        request = self.request  # type: ignore[attr-defined]
+        request = self.request
         return f"{request.method} {masked_uri(request.uri or '')} ({request.remote_ip})"
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = (kwargs.get("exc_info") or (None, None, None))[1]
-        request = self.request  # type: ignore[attr-defined]
+        request = self.request
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
         if isinstance(exc, PaiHTTPError) and exc.retry_after is not None:

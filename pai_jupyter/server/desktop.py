@@ -56,7 +56,7 @@ class DesktopProxyHandler(ServiceProxyHandler):
     async def _page(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
         await self._resolve(user, name, role, index, service, rest)  # 404 / 409 / 503 (starting) as for any service
         assert self.target is not None
-        self._record_activity()
+        self.record_activity()
         title = html.escape(f"Desktop of {user}~{name} {role}[{index}]")
         config = safe_json({"password": str(self.target.token or "")[:8]})
         self.set_header("Content-Type", "text/html; charset=utf-8")

@@ -33,6 +33,7 @@ HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "
               "Proxy-Authorization", "Proxy-Authenticate", "Expect")
 NOT_COPIED = ("Transfer-Encoding", "Connection", "Keep-Alive")
 MAX_PAGE = 4 << 20  # a larger HTML body is no Jupyter page: it streams through as it is
+TORNADO_DEFAULTS = ("Server", "Content-Type", "Date")  # what RequestHandler.clear() sets before set_default_headers
 _clients: dict[asyncio.AbstractEventLoop, SimpleAsyncHTTPClient] = {}
 
 
@@ -57,11 +58,32 @@ def http_client() -> SimpleAsyncHTTPClient:
     return _clients[loop]
 
 
+class Relaying(RequestHandler):
+    """Mixin for a handler that relays a service's answer: once ``start_relay`` was called the response carries the
+    service's headers only, none of this server's defaults (tornado's Content-Type and Server, Jupyter's
+    Content-Security-Policy and X-Content-Type-Options, CORS headers); its own answers (errors) keep them."""
+
+    relaying = False
+
+    def set_default_headers(self) -> None:
+        if not self.relaying:
+            super().set_default_headers()
+
+    def start_relay(self, code: int, reason: str | None) -> None:
+        """Status ``code`` and no header yet. Cookies this server set (its _xsrf cookie) are not headers until
+        tornado's flush, so they stay."""
+        self.relaying = True
+        self.clear()  # every header set so far goes; the defaults come back, less the handler's own (above)
+        for name in TORNADO_DEFAULTS:
+            self.clear_header(name)
+        self.set_status(code, reason)
+
+
 class UpstreamFailed(Exception):
     """The service could not be reached, or failed before sending its status line (nothing was sent yet)."""
 
 
-async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeaders,
+async def forward(handler: Relaying, url: str, headers: httputil.HTTPHeaders,
                   rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
                   timeout: float = 3600.0, html_paths: tuple[str, str] | None = None, json_too: bool = False) -> None:
     """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
@@ -89,8 +111,7 @@ async def forward(handler: RequestHandler, url: str, headers: httputil.HTTPHeade
             code = start[0].code
             if rewrite is not None:
                 rewrite(code, got)
-            handler.set_status(code, start[0].reason or None)
-            handler._headers = httputil.HTTPHeaders()  # tornado's defaults (Content-Type, Server) are not theirs
+            handler.start_relay(code, start[0].reason or None)
             for name, value in got.get_all():
                 if name not in NOT_COPIED:
                     handler.add_header(name, value)

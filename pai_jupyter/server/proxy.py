@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import ensure_async, url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
 
 from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_found
-from .forward import UpstreamFailed, forward
+from .forward import Relaying, UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
 
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
@@ -38,6 +40,7 @@ NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{t
 has started) there is nothing to open. Its logs and files stay: <code>pai logs</code>, <code>%pai_logs</code> or the
 job list's "logs" action show them.</p></body></html>"""
 TENSORBOARD_FONTS = ("url(/font-roboto/", "url(font-roboto/")  # relative: under .../tensorboard/ like the page
+ACTIVITY_SOURCE = "pai_jupyter"  # our key in Jupyter's settings["last_activity_times"] (read by its idle culling)
 
 
 def _is_websocket(handler: web.RequestHandler) -> bool:
@@ -50,7 +53,11 @@ def without_token(query: str) -> str:
     return "&".join(p for p in query.split("&") if p and p.split("=", 1)[0] != "token")
 
 
-class TaskProxyBase(SafeErrors, ProxyHandler):
+def _activity_hook(handler: TaskProxyBase) -> bool:
+    return handler.proxied_activity()
+
+
+class TaskProxyBase(SafeErrors, Relaying, ProxyHandler):
     """Authentication on every request (websocket upgrades too), JSON errors, activity for idle culling."""
 
     registry: Registry
@@ -60,6 +67,21 @@ class TaskProxyBase(SafeErrors, ProxyHandler):
 
     def initialize(self, registry: Registry) -> None:
         self.registry = registry
+        # jupyter-server-proxy's public hook (>= 4.6): called with the handler on every websocket message and ping
+        # it relays; when it returns True, Jupyter's activity clock (settings["last_activity_times"]) is stamped
+        self.update_last_activity = _activity_hook
+
+    def proxied_activity(self) -> bool:
+        """Traffic through this handler: the registry's clock for idle culling. True: Jupyter's counts it too."""
+        self.registry.touch(self.key)
+        return True
+
+    def record_activity(self) -> None:
+        """The same for a request our own HTTP relay (``forward``) carries: jupyter-server-proxy's HTTP path, which
+        would stamp Jupyter's clock, is not used, so this stamps it under our own name (the place Jupyter keeps
+        for extensions' activity)."""
+        if self.proxied_activity():
+            self.settings.setdefault("last_activity_times", {})[ACTIVITY_SOURCE] = datetime.now(timezone.utc)
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
         """Jupyter's auth before anything else: 403 for a websocket upgrade, login redirect or 403 otherwise
@@ -96,10 +118,6 @@ class TaskProxyBase(SafeErrors, ProxyHandler):
             headers.pop(name, None)
         headers.update(self.get_request_headers_override())
         return headers
-
-    def _record_activity(self) -> None:
-        super()._record_activity()
-        self.registry.touch(self.key)
 
     def on_close(self) -> None:
         super().on_close()
@@ -157,7 +175,7 @@ class ServiceProxyHandler(TaskProxyBase):
         url = self.get_client_uri("http", self.target.host, self.target.port, path)
         headers = self.proxy_request_headers()
         if not self.absolute_url:  # what jupyter-server-proxy tells apps served under a prefix
-            context = self._get_context_path(self.target.host, self.target.port)
+            context = url_path_join(self.base_url, self.proxy_base)
             headers.update({"X-Forwarded-Context": context, "X-ProxyContextPath": context,
                             "X-Forwarded-Prefix": context})
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
@@ -167,7 +185,7 @@ class ServiceProxyHandler(TaskProxyBase):
             pages = TENSORBOARD_FONTS
         # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
         specs = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
-        self._record_activity()
+        self.record_activity()
         try:
             await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=specs)
         except UpstreamFailed as exc:
@@ -175,7 +193,7 @@ class ServiceProxyHandler(TaskProxyBase):
             self.registry.forget(self.key)
             raise PaiHTTPError(503, f"{TITLES[service]} of this task did not answer; it may be restarting, try "
                                     "again in a few seconds", retry_after=2, code="NotAnswering") from None
-        self._record_activity()
+        self.record_activity()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """A browser opening the page of a task that is not running (409) gets a page that says so, not JSON."""
@@ -196,7 +214,7 @@ class ServiceProxyHandler(TaskProxyBase):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         if _is_websocket(self):  # resolve first, so a missing job or service is a plain 404 and not an upgrade
             self.backend_path = await self._resolve(**kwargs)
-        await super().get(*args, **kwargs)
+        await ensure_async(super().get(*args, **kwargs))  # jupyter-server-proxy: the upgrade, or http_get
 
     async def http_get(self, **kw: Any) -> None:
         await self._forward(**kw)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.utils import ensure_async
 from tornado import web
 
 from .common import TASK_RE, PaiHTTPError
@@ -42,7 +43,7 @@ class TerminalProxyHandler(TaskProxyBase):
         self.backend_path, self.backend_query = parts.path, parts.query
         self._scheme = parts.scheme
         self.endpoint_headers = headers
-        await super().get(user=user, name=name, role=role, index=index)
+        await ensure_async(super().get(user=user, name=name, role=role, index=index))
 
     def get_client_uri(self, protocol: str, host: str, port: Any, proxied_path: str) -> str:
         return super().get_client_uri(self._scheme, host, port, proxied_path)
@@ -70,14 +71,14 @@ class TerminalProxyHandler(TaskProxyBase):
             protocol.set_nodelay(True)
         self.registry.terminal_opened(self)
 
-    def _record_activity(self) -> None:
+    def proxied_activity(self) -> bool:
         """Jupyter's and the registry's activity clocks, at most once a second (not on every keystroke)."""
         now = time.monotonic()
         if now - self._activity_at < ACTIVITY_EVERY:
-            return
+            return False
         self._activity_at = now
-        super()._record_activity()
         self.registry.terminal_used(self)
+        return super().proxied_activity()
 
     def on_close(self) -> None:
         super().on_close()

@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -131,6 +132,38 @@ def test_in_job_jupyter_executes_a_cell(env: Env) -> None:
     assert http.delete(task_url(env.job, f"jupyter/api/kernels/{kid}")).status_code == 204
     assert token not in status.text + kernel.text  # the in-task token stays between the proxy and the task
     assert http.get(task_url(env.job, "jupyter/pai/api/jobs")).status_code == 404  # the extension is off in tasks
+
+
+def test_proxied_http_and_websocket_traffic_is_jupyters_activity(env: Env) -> None:
+    """Idle culling (Jupyter's own, JupyterHub's) reads ``last_activity`` of ``api/status``: a request through the
+    proxy moves it, and so does a message relayed on a websocket (jupyter-server-proxy's activity hook)."""
+    env.running(env.job, ("jupyter",))
+    http = env.jupyter.http()
+
+    def last() -> datetime:  # api/status itself is not activity
+        return datetime.fromisoformat(http.get("api/status").json()["last_activity"].replace("Z", "+00:00"))
+
+    before = last()
+    assert http.get(task_url(env.job, "jupyter/api/status")).status_code == 200
+    after_http = last()
+    assert after_http > before
+    kernel = http.post(task_url(env.job, "jupyter/api/kernels"), json={"name": "python3"})
+    assert kernel.status_code == 201, kernel.text
+    kid = kernel.json()["id"]
+
+    async def run() -> tuple[datetime, str, datetime]:
+        ws = await env.jupyter.ws(task_url(env.job, f"jupyter/api/kernels/{kid}/channels"))
+        try:
+            opened = await asyncio.to_thread(last)
+            return opened, await execute(ws, "6*7"), await asyncio.to_thread(last)
+        finally:
+            ws.close()
+
+    try:
+        opened, result, after_ws = asyncio.run(run())
+    finally:
+        http.delete(task_url(env.job, f"jupyter/api/kernels/{kid}"))
+    assert result == "42" and after_ws > opened > after_http
 
 
 def test_bodies_both_ways_through_the_in_job_jupyter(env: Env) -> None:
