@@ -186,6 +186,23 @@ def ssh_info(client: Client | AsyncClient, job: JobRef, *, role: str | None = No
     return _run(client, op())
 
 
+def _key_call(client: Calls, job: JobRef) -> Op[bytes]:
+    """The job's private key (embedded cluster only; the daemon answers it to the job's owner only)."""
+    user, _, name = client.job_id(job).partition("~")
+    yield from client._local_path(job, "the job's ssh key")
+    resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
+    return resp.content
+
+
+@overload
+def job_key(client: Client, job: JobRef) -> bytes: ...
+@overload
+def job_key(client: AsyncClient, job: JobRef) -> Coroutine[Any, Any, bytes]: ...
+def job_key(client: Client | AsyncClient, job: JobRef) -> bytes | Coroutine[Any, Any, bytes]:
+    """The job's private key as bytes (for a download the caller serves itself; nothing is written)."""
+    return _run(client, _key_call(client, job))
+
+
 @overload
 def download_key(client: Client, job: JobRef) -> Path: ...
 @overload
@@ -194,12 +211,9 @@ def download_key(client: Client | AsyncClient, job: JobRef) -> Path | Coroutine[
     """Save the job's private key (owner only) as ``$PAI_JUPYTER_HOME/ssh/<job>.key``, mode 0600; its path."""
 
     def op() -> Op[Path]:
-        job_id = client.job_id(job)
-        user, _, name = job_id.partition("~")
-        yield from client._local_path(job, "the job's ssh key")
-        resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
-        out = key_path(job_id, client.home)
-        _write_private(out, resp.content)
+        key = yield from _key_call(client, job)
+        out = key_path(client.job_id(job), client.home)
+        _write_private(out, key)
         return out
 
     return _run(client, op())

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import quote
 
 from tornado import web
 
 from ..client import NotSupported, PaiError
-from ..client.calls import Req
+from ..client.ssh import job_key
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .lab_api import _Base
 
@@ -65,14 +64,7 @@ class SshKeyHandler(_Base):
     @web.authenticated
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
-        client = self.client
-
-        def op() -> Any:
-            yield from client._local_path(job, "the job's ssh key")
-            resp = yield Req("GET", f"/api/v2/local/jobs/{quote(user, safe='')}~{quote(name, safe='')}/ssh/key")
-            return resp.content
-
-        key = await self.call(f"ssh key of {job}", client._drive(op()))
+        key = await self.call(f"ssh key of {job}", job_key(self.client, job))
         self.set_header("Content-Type", "application/x-pem-file")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
