@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
+from tests.polling import wait_for
 
 
 class Api:
@@ -42,14 +42,13 @@ class Api:
         return r.json()
 
     def wait(self, job: str, states: Collection[str] = FINAL, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            d = self.detail(job)
-            if d["jobStatus"]["state"] in states:
-                return d
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{job} still {d['jobStatus']['state']} after {timeout} s: {d}")
-            time.sleep(0.05)
+        seen: list[dict[str, Any]] = []
+
+        def reached() -> dict[str, Any] | None:
+            seen[:] = [self.detail(job)]
+            return seen[-1] if seen[-1]["jobStatus"]["state"] in states else None
+
+        return wait_for(reached, timeout, lambda: f"{job} to reach {sorted(states)}, still: {seen[-1]}")
 
     def log(self, job: str, role: str = "main", index: int = 0, name: str = "all", attempt: int | None = None,
             task_attempt: int = 0, tail: bool = False) -> str:
