@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,17 +24,6 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 # other server extensions installed in the venv are off: quicker starts, and nothing but ours under test
 OTHERS_OFF = {"jupyterlab": False, "jupyter_lsp": False, "notebook_shim": False, "jupyter_server_terminals": False,
               "jupyter_server_proxy": False}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 90, what: str = "") -> Any:
-    """Poll until ``predicate()`` is truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def task_url(job: str, what: str) -> str:

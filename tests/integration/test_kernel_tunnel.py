@@ -10,7 +10,6 @@ import logging
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ import nbformat
 import pytest
 import tornado.web
 from tornado.httpserver import HTTPServer
+
+from tests.polling import async_wait_for
 
 from .conftest import Api
 from .jupyter_fixture import free_port
@@ -127,14 +128,11 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     dropped = prov._tunnel
     dropped.conn.close()
 
-    async def reopened() -> None:
-        deadline = time.monotonic() + 60
-        while prov._tunnel is None or prov._tunnel is dropped or not prov._tunnel.alive:
-            assert time.monotonic() < deadline, "the tunnel was not re-opened"
-            assert await prov.poll() is None  # the kernel is not dead
-            await asyncio.sleep(0.2)
+    async def reopened() -> bool:
+        assert await prov.poll() is None  # the kernel is not dead
+        return prov._tunnel is not None and prov._tunnel is not dropped and prov._tunnel.alive
 
-    loop.run_until_complete(reopened())
+    loop.run_until_complete(async_wait_for(reopened, 60, "the tunnel to be re-opened", interval=0.2))
     assert prov._tunnel.local_ports == dropped.local_ports and ports(km) == local
     _, text = loop.run_until_complete(run_cell(kc, "print(6 * 7)"))
     assert text.strip() == "42"

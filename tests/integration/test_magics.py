@@ -17,6 +17,7 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.client import Client
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.polling import wait_for
 
 from .conftest import Api, v1
 
@@ -227,9 +228,7 @@ def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell
     with capture_output():
         monitor = ip.run_line_magic("pai_monitor", "mon --interval 0.2")
     try:
-        deadline = time.monotonic() + 15
-        while len(monitor.times) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(monitor.times) >= 2, 15, "two samples")
         assert len(monitor.times) >= 2 and monitor.cpu.series
         assert monitor.gpu_available is not None
     finally:

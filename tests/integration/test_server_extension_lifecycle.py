@@ -17,9 +17,10 @@ from tornado.httpclient import HTTPClientError
 from tornado.httpserver import HTTPServer
 
 from pai_jupyter.client import Client
+from tests.polling import wait_for
 
 from .conftest import Api
-from .jupyter_fixture import free_port, jupyter, services_job, task_url, terminal_round_trip, wait_for, write_events
+from .jupyter_fixture import free_port, jupyter, services_job, task_url, terminal_round_trip, write_events
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.polling import wait_for
+
 from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, ssh, wait_for
+from .ssh_helpers import keypair, need_sshd, ssh
 
 PAI = [sys.executable, "-m", "pai_jupyter.cli"]
 
