@@ -19,7 +19,7 @@ def _message(what: str | Callable[[], str], timeout: float) -> str:
     return f"timed out after {timeout:g} s waiting for {text or 'the condition'}"
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 90, what: str | Callable[[], str] = "",
+def wait_for(predicate: Callable[[], T | None], timeout: float = 90, what: str | Callable[[], str] = "",
              interval: float = INTERVAL) -> T:
     """Call ``predicate`` until it returns something truthy, and return that; AssertionError after ``timeout`` s.
     ``what`` names the condition in that error (a callable is asked at the time, e.g. for the last value seen)."""
@@ -33,17 +33,15 @@ def wait_for(predicate: Callable[[], T], timeout: float = 90, what: str | Callab
         time.sleep(interval)
 
 
-async def async_wait_for(predicate: Callable[[], T | Awaitable[T]], timeout: float = 90,
+async def async_wait_for(predicate: Callable[[], Awaitable[T | None]], timeout: float = 90,
                          what: str | Callable[[], str] = "", interval: float = INTERVAL) -> T:
-    """``wait_for`` for a test that runs on an event loop: the loop keeps running between looks, and
-    ``predicate`` may be a coroutine function."""
+    """``wait_for`` for a test that runs on an event loop, with a coroutine function for ``predicate``: the loop
+    keeps running between looks."""
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
-        if isinstance(value, Awaitable):
-            value = await value
+        value = await predicate()
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(_message(what, timeout))
         await asyncio.sleep(interval)

@@ -39,7 +39,11 @@ def stop_when_ready(runtime: Runtime, handle: TaskHandle, task_dir: Path, grace:
     how long the stop took to end it, and its exit. The task is waited on from before the stop, as the daemon does."""
     async def go() -> tuple[float, TaskExit]:
         waiter = asyncio.ensure_future(runtime.wait(handle, task_dir))
-        await async_wait_for((task_dir / "ready").exists, 30, "the command to start its children")
+
+        async def ready() -> bool:
+            return (task_dir / "ready").exists()
+
+        await async_wait_for(ready, 30, "the command to start its children")
         t0 = time.monotonic()
         runtime.stop(handle, grace)
         result = await asyncio.wait_for(waiter, grace + end_within)

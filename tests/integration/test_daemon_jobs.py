@@ -184,8 +184,12 @@ def test_stop_kills_the_whole_tree_and_leaves_no_orphan(daemon: Api) -> None:
     task_dir = next(daemon.home.rglob("*~stopme")) / "a0.main-0.t0"
     wait_for((task_dir / "handle.json").is_file, 10, "the task's handle")
     pid = int(json.loads((task_dir / "handle.json").read_text())["id"])  # the shim leads the task's group
-    group = wait_for(lambda: len(g := [p for p in psutil.process_iter() if _pgid(p.pid) == pid]) >= 3 and g, 10,
-                     "the shim, the shell and its two sleeps in one process group")
+
+    def started() -> list[psutil.Process] | None:
+        members = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
+        return members if len(members) >= 3 else None
+
+    group = wait_for(started, 10, "the shim, the shell and its two sleeps in one process group")
     assert len(group) >= 3
     assert daemon.stop(name).status_code == 202
     d = daemon.wait(name, timeout=10)

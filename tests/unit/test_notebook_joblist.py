@@ -81,6 +81,7 @@ def test_auto_refresh_runs_until_closed() -> None:
     wait_for(lambda: src.calls >= 4, 5, "four refreshes")
     assert src.calls >= 4
     refresher = jl._thread
+    assert refresher is not None
     jl.auto.value = 0.0  # off
     wait_for(lambda: not refresher.is_alive(), 5, "the refresh thread to end")
     assert jl._thread is refresher  # and no other one started: nothing calls the source any more

@@ -91,7 +91,9 @@ def test_pause_and_rate() -> None:
     assert src.calls >= 2
     m.close()
     calls = src.calls
-    wait_for(lambda: not m._thread.is_alive(), 5, "the sampling thread to end")
+    sampler = m._thread
+    assert sampler is not None
+    wait_for(lambda: not sampler.is_alive(), 5, "the sampling thread to end")
     assert src.calls <= calls + 1  # at most the poll that was under way
 
 
