@@ -4,10 +4,11 @@ interrupt, restart, shutdown, kernel death, a job that can never start, the mask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,23 @@ def stop_kernel(loop: asyncio.AbstractEventLoop, km: Any, kc: Any) -> None:
     if km.has_kernel:
         loop.run_until_complete(km.shutdown_kernel(now=True))
     loop.close()
+
+
+@contextlib.asynccontextmanager
+async def running_kernel(now: bool = False) -> AsyncIterator[tuple[Any, Any]]:
+    """start_kernel on the running event loop; shut down (``now``: at once) when the block ends."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(kernel_name="pai-test")
+    await km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=120)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=now)
 
 
 async def interrupt_a_loop(km: Any, kc: Any) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -321,22 +339,13 @@ def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, k
 
 def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(daemon: Api, kernelspecs: Path,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
-    from jupyter_client.manager import AsyncKernelManager
 
     install_spec(memory_mb=300)
 
     async def scenario() -> int | None:
-        km = AsyncKernelManager(kernel_name="pai-test")
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=120)
+        async with running_kernel(now=True) as (km, kc):
             kc.execute("blocks = [bytearray(2**20) for _ in range(1000)]")  # ~1 GB in a 300 MB job
             return await asyncio.wait_for(km.provisioner.wait(), 120)
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
 
     with caplog.at_level(logging.ERROR):
         code = asyncio.run(scenario())

@@ -30,6 +30,7 @@ from .test_kernel import (
     job_processes,
     remote_profile,
     run_cell,
+    running_kernel,
     start_kernel,
     stop_kernel,
 )
@@ -248,7 +249,6 @@ def unreachable_profile(daemon: Api, ssh_port: list[int]) -> Iterator[str]:
 def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,
                                                                    unreachable_profile: str, tmp_path: Path,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
-    from jupyter_client.manager import AsyncKernelManager
 
     need_sshd()
     loopback_only = tmp_path / "python-on-loopback"  # the kernel binds its task's loopback only
@@ -261,17 +261,9 @@ def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, k
     spec.write_text(json.dumps(doc))
 
     async def scenario() -> tuple[str, str, str]:
-        km = AsyncKernelManager(kernel_name="pai-test")
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=120)
+        async with running_kernel() as (km, kc):
             _, text = await run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])")
             return km.provisioner.path, km.provisioner.job_id, text.strip()
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel()
 
     with caplog.at_level(logging.INFO):
         path, job, name = asyncio.run(scenario())
