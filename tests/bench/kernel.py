@@ -10,9 +10,11 @@ child process). The PAI kernel runs on the embedded cluster's process runtime, s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -50,6 +52,41 @@ async def _sample(kernel_name: str, cwd: str) -> tuple[float, list[float], str]:
     return start, trips, job
 
 
+@contextlib.contextmanager
+def _kernel_env(name: str) -> Iterator[tuple[Daemon, str]]:
+    """A fresh daemon and a private Jupyter data dir (where the kernelspecs go), set in this process's environment
+    for the block and restored after it."""
+    saved = {k: os.environ.get(k) for k in ("PAI_JUPYTER_HOME", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
+    with Daemon(name, cpus=2) as d, tempfile.TemporaryDirectory(prefix=f"pai-bench-{name}-") as tmp:
+        os.environ.update(PAI_JUPYTER_HOME=str(d.home), JUPYTER_DATA_DIR=tmp, JUPYTER_PATH=tmp)
+        try:
+            yield d, tmp
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _starts(fig: Figure, value: list[tuple[float, list[float]]], baseline: list[tuple[float, list[float]]]) -> Figure:
+    """A start figure: medians of the starts; met within 1 s of the baseline."""
+    fig.value = median([s for s, _ in value])
+    fig.baseline = median([s for s, _ in baseline])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= fig.baseline + 1.0
+    return fig
+
+
+def _trips(fig: Figure, value: list[tuple[float, list[float]]], baseline: list[tuple[float, list[float]]]) -> Figure:
+    """A round-trip figure: medians of every cell's round trip, in ms; met at no more than twice the baseline."""
+    fig.value = 1000 * median([t for _, trips in value for t in trips])
+    fig.baseline = 1000 * median([t for _, trips in baseline for t in trips])
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= 2 * fig.baseline
+    return fig
+
+
 def _measure() -> dict[str, Any]:
     """Both kernels, RUNS times each, alternating (so a busy moment hits both alike); cached for P14R."""
     if _cache:
@@ -58,25 +95,16 @@ def _measure() -> dict[str, Any]:
         raise RuntimeError("the pai-provisioner entry point is not installed (pip install -e . in this venv)")
     from pai_jupyter.kernel.kernelspec import install
 
-    saved = {k: os.environ.get(k) for k in ("PAI_JUPYTER_HOME", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
-    with Daemon("p14", cpus=2) as d, tempfile.TemporaryDirectory(prefix="pai-bench-p14-") as tmp:
-        os.environ.update(PAI_JUPYTER_HOME=str(d.home), JUPYTER_DATA_DIR=tmp, JUPYTER_PATH=tmp)
-        try:
-            install("pai-bench", memory_mb=1024)
-            pai, local, jobs = [], [], []
-            asyncio.run(_sample("python3", tmp))  # warm the OS file cache for both (same interpreter, same .pyc)
-            for _ in range(RUNS):
-                start, trips, job = asyncio.run(_sample("pai-bench", tmp))
-                pai.append((start, trips))
-                jobs.append(job)
-                local.append(asyncio.run(_sample("python3", tmp))[:2])
-            states = [d.state(j) for j in jobs]
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with _kernel_env("p14") as (d, tmp):
+        install("pai-bench", memory_mb=1024)
+        pai, local, jobs = [], [], []
+        asyncio.run(_sample("python3", tmp))  # warm the OS file cache for both (same interpreter, same .pyc)
+        for _ in range(RUNS):
+            start, trips, job = asyncio.run(_sample("pai-bench", tmp))
+            pai.append((start, trips))
+            jobs.append(job)
+            local.append(asyncio.run(_sample("python3", tmp))[:2])
+        states = [d.state(j) for j in jobs]
     _cache.update(pai=pai, local=local, states=states)
     return _cache
 
@@ -84,10 +112,7 @@ def _measure() -> dict[str, Any]:
 def p14_kernel_start() -> Figure:
     fig = Figure("P14", "PAI kernel start: submit -> first execute_reply", "s", "<= local + 1 s")
     m = _measure()
-    fig.value = median([s for s, _ in m["pai"]])
-    fig.baseline = median([s for s, _ in m["local"]])
-    fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= fig.baseline + 1.0
+    _starts(fig, m["pai"], m["local"])
     fig.note = (f"median of {RUNS} starts each, alternating; PAI: AsyncKernelManager.start_kernel on a "
                 f"pai-provisioner kernelspec (submit, task RUNNING, heartbeat, kernel_info, first cell) on the "
                 f"embedded cluster's process runtime; baseline: the local python3 kernelspec (ipykernel as a child "
@@ -98,10 +123,7 @@ def p14_kernel_start() -> Figure:
 def p14_round_trip() -> Figure:
     fig = Figure("P14R", "PAI kernel trivial cell round trip", "ms", "<= 2x local")
     m = _measure()
-    fig.value = 1000 * median([t for _, trips in m["pai"] for t in trips])
-    fig.baseline = 1000 * median([t for _, trips in m["local"] for t in trips])
-    fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 2 * fig.baseline
+    _trips(fig, m["pai"], m["local"])
     fig.note = (f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` (execute_request -> execute_reply with its iopub "
                 f"messages) on the same two kernels as P14; both are ipykernel over ZMQ on loopback")
     return fig
@@ -118,24 +140,15 @@ def _measure_tunnel() -> dict[str, Any]:
     from pai_jupyter.client.profiles import Profile, upsert_profile
     from pai_jupyter.kernel.kernelspec import install
 
-    saved = {k: os.environ.get(k) for k in ("PAI_JUPYTER_HOME", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
-    with Daemon("p14t", cpus=2) as d, tempfile.TemporaryDirectory(prefix="pai-bench-p14t-") as tmp:
-        os.environ.update(PAI_JUPYTER_HOME=str(d.home), JUPYTER_DATA_DIR=tmp, JUPYTER_PATH=tmp)
-        try:
-            user = d.http.get("/api/v2/info").json()["user"]
-            upsert_profile(Profile(name="tunnelled", url=d.url, username=user, token=d.token))
-            install("pai-bench", memory_mb=1024)
-            install("pai-bench-tunnel", memory_mb=1024, profile="tunnelled", tunnel="always")
-            tunnel, direct = [], []
-            for _ in range(RUNS):
-                tunnel.append(asyncio.run(_sample("pai-bench-tunnel", tmp))[:2])
-                direct.append(asyncio.run(_sample("pai-bench", tmp))[:2])
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with _kernel_env("p14t") as (d, tmp):
+        user = d.http.get("/api/v2/info").json()["user"]
+        upsert_profile(Profile(name="tunnelled", url=d.url, username=user, token=d.token))
+        install("pai-bench", memory_mb=1024)
+        install("pai-bench-tunnel", memory_mb=1024, profile="tunnelled", tunnel="always")
+        tunnel, direct = [], []
+        for _ in range(RUNS):
+            tunnel.append(asyncio.run(_sample("pai-bench-tunnel", tmp))[:2])
+            direct.append(asyncio.run(_sample("pai-bench", tmp))[:2])
     _tunnel_cache.update(tunnel=tunnel, direct=direct)
     return _tunnel_cache
 
@@ -143,10 +156,7 @@ def _measure_tunnel() -> dict[str, Any]:
 def p14_tunnel_start() -> Figure:
     fig = Figure("P14T", "PAI kernel start through its SSH tunnel", "s", "<= direct + 1 s")
     m = _measure_tunnel()
-    fig.value = median([s for s, _ in m["tunnel"]])
-    fig.baseline = median([s for s, _ in m["direct"]])
-    fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= fig.baseline + 1.0
+    _starts(fig, m["tunnel"], m["direct"])
     fig.note = (f"median of {RUNS} starts each, alternating; tunnel: a profile remote for the provisioner with "
                 "`tunnel: always` (the job's ssh plugin, its sshd, asyncssh local forwards); baseline: the same "
                 "kernel reached directly on the embedded profile; both on the process runtime")
@@ -156,9 +166,6 @@ def p14_tunnel_start() -> Figure:
 def p14_tunnel_round_trip() -> Figure:
     fig = Figure("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", "ms", "<= 2x direct")
     m = _measure_tunnel()
-    fig.value = 1000 * median([t for _, trips in m["tunnel"] for t in trips])
-    fig.baseline = 1000 * median([t for _, trips in m["direct"] for t in trips])
-    fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 2 * fig.baseline
+    _trips(fig, m["tunnel"], m["direct"])
     fig.note = f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` on the kernels of P14T"
     return fig

@@ -30,7 +30,8 @@ from tornado.websocket import WebSocketHandler, websocket_connect
 
 from pai_jupyter.client import Client
 from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS
-from tests.integration.jupyter_fixture import JupyterServer, start_jupyter, wait_for
+from tests.integration.jupyter_fixture import JupyterServer, start_jupyter
+from tests.polling import wait_for
 
 from .common import Daemon, Figure, median, ratio, v1
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Collection, Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,9 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
+from tests.polling import wait_for
+
+from .browser import browser  # noqa: F401  (a fixture: the page tests ask for it by name)
 
 
 class Api:
@@ -26,6 +29,12 @@ class Api:
 
     def as_user(self, token: str) -> Api:
         return Api(self.url, token, self.home)
+
+    def new_user(self, name: str, **fields: Any) -> Api:
+        """Add user ``name`` (``fields``: admin, password) as this caller (an admin); an Api that calls as them."""
+        r = self.http.post("/api/v2/local/users", json={"name": name, **fields})
+        assert r.status_code == 201, r.text
+        return self.as_user(r.json()["token"])
 
     def submit(self, text: str, content_type: str | None = None) -> httpx.Response:
         ctype = content_type or ("application/json" if text.lstrip().startswith("{") else "text/yaml")
@@ -42,14 +51,13 @@ class Api:
         return r.json()
 
     def wait(self, job: str, states: Collection[str] = FINAL, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            d = self.detail(job)
-            if d["jobStatus"]["state"] in states:
-                return d
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{job} still {d['jobStatus']['state']} after {timeout} s: {d}")
-            time.sleep(0.05)
+        seen: list[dict[str, Any]] = []
+
+        def reached() -> dict[str, Any] | None:
+            seen[:] = [self.detail(job)]
+            return seen[-1] if seen[-1]["jobStatus"]["state"] in states else None
+
+        return wait_for(reached, timeout, lambda: f"{job} to reach {sorted(states)}, still: {seen[-1]}")
 
     def log(self, job: str, role: str = "main", index: int = 0, name: str = "all", attempt: int | None = None,
             task_attempt: int = 0, tail: bool = False) -> str:
@@ -111,6 +119,23 @@ def daemon(pai_home: Path) -> Iterator[Api]:
     yield api
     control.stop(pai_home)
     kill_leftovers(pai_home)
+
+
+def provisioner_installed() -> None:
+    """The provisioner is found through its entry point: only an installed pai_jupyter (pip install -e .) has it."""
+    names = {ep.name for ep in entry_points(group="jupyter_client.kernel_provisioners")}
+    if "pai-provisioner" not in names:
+        pytest.skip("the pai-provisioner entry point is not installed (pip install -e . in this venv)")
+
+
+@pytest.fixture
+def kernelspecs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private Jupyter data dir that the kernelspec commands write to and Jupyter reads from."""
+    provisioner_installed()
+    data = tmp_path / "jupyter-data"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_PATH", str(data))
+    return data
 
 
 def docker_or_skip() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
 from pai_jupyter.cluster.runtime.base import Runtime, TaskExit, TaskHandle, TaskSpec
+from tests.polling import async_wait_for
 
 _seq = itertools.count()
 
@@ -27,6 +29,25 @@ def make_spec(task_dir: Path, script: str, **over: Any) -> TaskSpec:
 def wait(runtime: Runtime, handle: TaskHandle, task_dir: Path, timeout: float = 30) -> TaskExit:
     async def go() -> TaskExit:
         return await asyncio.wait_for(runtime.wait(handle, task_dir), timeout)
+
+    return asyncio.run(go())
+
+
+def stop_when_ready(runtime: Runtime, handle: TaskHandle, task_dir: Path, grace: float,
+                    end_within: float = 10) -> tuple[float, TaskExit]:
+    """Once the task's command has touched ``ready`` (it has started its children), stop it with ``grace`` s;
+    how long the stop took to end it, and its exit. The task is waited on from before the stop, as the daemon does."""
+    async def go() -> tuple[float, TaskExit]:
+        waiter = asyncio.ensure_future(runtime.wait(handle, task_dir))
+
+        async def ready() -> bool:
+            return (task_dir / "ready").exists()
+
+        await async_wait_for(ready, 30, "the command to start its children")
+        t0 = time.monotonic()
+        runtime.stop(handle, grace)
+        result = await asyncio.wait_for(waiter, grace + end_within)
+        return time.monotonic() - t0, result
 
     return asyncio.run(go())
 

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,20 +21,11 @@ import httpx
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from tests.polling import wait_for
+
 # other server extensions installed in the venv are off: quicker starts, and nothing but ours under test
 OTHERS_OFF = {"jupyterlab": False, "jupyter_lsp": False, "notebook_shim": False, "jupyter_server_terminals": False,
               "jupyter_server_proxy": False}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 90, what: str = "") -> Any:
-    """Poll until ``predicate()`` is truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def task_url(job: str, what: str) -> str:
@@ -170,6 +161,16 @@ def services_job(name: str, command: str = "sleep 600", *, tensorboard: str | No
     if plugins:
         doc["extras"] = {"com.microsoft.pai.runtimeplugin": plugins}
     return json.dumps(doc)
+
+
+def services_up(pai: Any, job: str, names: tuple[str, ...], timeout: float = 120) -> dict[str, dict[str, Any]]:
+    """Wait until each service in ``names`` of ``job`` is running (``pai``: a pai_jupyter Client); all of the
+    job's services by name."""
+    def up() -> dict[str, dict[str, Any]] | None:
+        svc = {s["name"]: s for s in pai.services(job)}
+        return svc if all(svc.get(n, {}).get("state") == "running" for n in names) else None
+
+    return wait_for(up, timeout, f"{names} of {job}")
 
 
 async def terminal_round_trip(ws: WebSocketClientConnection, marker: str = "MARK", timeout: float = 30) -> str:

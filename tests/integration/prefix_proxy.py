@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -12,6 +10,8 @@ import httpx
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
+
+from .standin import serving
 
 PREFIX = "/rest-server"
 
@@ -46,28 +46,5 @@ class _Forward(tornado.web.RequestHandler):
 def prefix_proxy(target: str) -> Iterator[tuple[str, list[tuple[str, str, bool]]]]:
     """(the gateway's base URL, e.g. ``http://127.0.0.1:PORT/rest-server``, the requests it forwarded)."""
     seen: list[tuple[str, str, bool]] = []
-    ready = threading.Event()
-    state: dict[str, object] = {}
-
-    def run() -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        app = tornado.web.Application([(PREFIX + r"/.*", _Forward, {"target": target, "seen": seen})])
-        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        server = tornado.httpserver.HTTPServer(app)
-        server.add_sockets(sockets)
-        state.update(port=sockets[0].getsockname()[1], loop=loop, server=server)
-        ready.set()
-        loop.run_forever()
-        server.stop()
-        loop.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10), "the test gateway did not start"
-    try:
-        yield f"http://127.0.0.1:{state['port']}{PREFIX}", seen
-    finally:
-        loop = state["loop"]
-        loop.call_soon_threadsafe(loop.stop)  # type: ignore[attr-defined]
-        thread.join(10)
+    with serving(tornado.web.Application([(PREFIX + r"/.*", _Forward, {"target": target, "seen": seen})])) as url:
+        yield f"{url}{PREFIX}", seen

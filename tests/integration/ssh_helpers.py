@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -36,12 +33,3 @@ def scp(key: Path, port: int, src: Path, dest: str, user: str = "root") -> subpr
     return subprocess.run(["scp", *SSH_OPTS, "-i", str(key), "-P", str(port), str(src), f"{user}@127.0.0.1:{dest}"],
                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
 
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.polling import wait_for
+
 from .conftest import Api, v1
 
 pytestmark = pytest.mark.docker
@@ -85,21 +87,20 @@ def test_stop_a_running_container(docker_daemon: Api) -> None:
     import docker
 
     name = docker_daemon.submit_ok(v1("dstop", "sleep 1000"))
-    deadline = time.monotonic() + 30
-    while not (cid := docker_daemon.tasks(docker_daemon.detail(name))[0]["containerId"]):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    cid = wait_for(lambda: docker_daemon.tasks(docker_daemon.detail(name))[0]["containerId"], 30, "the container")
     docker_daemon.stop(name)
     assert docker_daemon.wait(name, timeout=20)["jobStatus"]["state"] == "STOPPED"
     engine = docker.from_env()
-    deadline = time.monotonic() + 10  # the container is removed once its stop is seen: poll, no fixed wait
-    while True:
+
+    def removed() -> bool:
         try:
             engine.containers.get(cid)
         except docker.errors.NotFound:
-            break
-        assert time.monotonic() < deadline, f"container {cid} still exists 10 s after the job STOPPED"
-        time.sleep(0.05)
+            return True
+        return False
+
+    # the container is removed once its stop is seen
+    wait_for(removed, 10, f"container {cid} to be removed after the job STOPPED")
 
 
 def test_is_debug_keeps_the_failed_container_until_delete(docker_daemon: Api) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 
 import psutil
+
+from pai_jupyter.common.states import FINAL
+from tests.polling import wait_for
 
 from .conftest import Api, v1
 
@@ -96,8 +98,8 @@ taskRoles:
 def test_gang_jobs_that_each_need_all_cpus_run_one_after_the_other(daemon: Api) -> None:
     first = daemon.submit_ok(v1("gang1", "sleep 1", taskNumber=2, cpuNumber=4))
     second = daemon.submit_ok(v1("gang2", "sleep 0.2", taskNumber=2, cpuNumber=4))
-    time.sleep(0.3)
-    d2 = daemon.detail(second)
+    daemon.wait(first, ("RUNNING",))
+    d2 = wait_for(lambda: (d := daemon.detail(second))["jobStatus"]["waitingReason"] and d, 10, "gang2's reason")
     assert daemon.detail(first)["jobStatus"]["state"] == "RUNNING"
     assert d2["jobStatus"]["state"] == "WAITING"
     assert "needs 8 CPU, 0 free" in d2["jobStatus"]["waitingReason"]
@@ -107,10 +109,10 @@ def test_gang_jobs_that_each_need_all_cpus_run_one_after_the_other(daemon: Api) 
 
 
 def test_fifo_waiting_reason_counts_jobs_ahead(daemon: Api) -> None:
-    daemon.submit_ok(v1("big", "sleep 1", cpuNumber=8))
+    big = daemon.submit_ok(v1("big", "sleep 1", cpuNumber=8))
     daemon.submit_ok(v1("next", "true", cpuNumber=8))
     third = daemon.submit_ok(v1("small", "true", cpuNumber=1))
-    time.sleep(0.2)
+    daemon.wait(big, ("RUNNING",))  # out of the queue: the reason counts the jobs ahead at the time it is read
     reason = daemon.detail(third)["jobStatus"]["waitingReason"]
     assert reason == "1 job ahead in virtual cluster 'default'"  # 'next' waits; 'big' runs
 
@@ -129,7 +131,8 @@ def test_non_gang_tasks_start_as_they_fit(daemon: Api) -> None:
     job = json.loads(v1("nogang", "sleep 0.5", taskNumber=3, cpuNumber=4))
     job["extras"] = {"gangAllocation": False}
     name = daemon.submit_ok(json.dumps(job))
-    time.sleep(0.3)
+    wait_for(lambda: [t["taskState"] for t in daemon.tasks(daemon.detail(name))].count("RUNNING") == 2, 10,
+             "two of the tasks to run")
     states = sorted(t["taskState"] for t in daemon.tasks(daemon.detail(name)))
     assert states == ["RUNNING", "RUNNING", "WAITING"]
     assert daemon.wait(name)["jobStatus"]["state"] == "SUCCEEDED"
@@ -150,8 +153,9 @@ def test_min_succeeded_ends_the_job_early_and_stops_the_rest(daemon: Api) -> Non
     name = daemon.submit_ok(json.dumps(job))
     d = daemon.wait(name, timeout=15)
     assert d["jobStatus"]["state"] == "SUCCEEDED"
-    d = daemon.wait(name)
-    time.sleep(1.5)  # the grace period of the stopped tasks
+    # the other two end after their stop grace period
+    wait_for(lambda: all(t["taskState"] in FINAL for t in daemon.tasks(daemon.detail(name))), 15,
+             "the stopped tasks to end")
     states = sorted(t["taskState"] for t in daemon.tasks(daemon.detail(name)))
     assert states == ["STOPPED", "STOPPED", "SUCCEEDED"]
 
@@ -177,17 +181,28 @@ def test_retry_count_makes_new_attempts_with_history(daemon: Api) -> None:
 def test_stop_kills_the_whole_tree_and_leaves_no_orphan(daemon: Api) -> None:
     name = daemon.submit_ok(v1("stopme", "sleep 1000 & sleep 1000 & echo $$ > pgid; wait"))
     daemon.wait(name, ("RUNNING",))
-    time.sleep(0.3)
     task_dir = next(daemon.home.rglob("*~stopme")) / "a0.main-0.t0"
+    wait_for((task_dir / "handle.json").is_file, 10, "the task's handle")
     pid = int(json.loads((task_dir / "handle.json").read_text())["id"])  # the shim leads the task's group
-    group = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
+
+    def started() -> list[psutil.Process] | None:
+        members = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
+        return members if len(members) >= 3 else None
+
+    group = wait_for(started, 10, "the shim, the shell and its two sleeps in one process group")
     assert len(group) >= 3
     assert daemon.stop(name).status_code == 202
     d = daemon.wait(name, timeout=10)
     assert d["jobStatus"]["state"] == "STOPPED"
     assert daemon.tasks(d)[0]["taskState"] == "STOPPED"
-    time.sleep(0.2)
-    assert not [p for p in group if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    wait_for(lambda: not [p for p in group if _alive(p)], 10, "every process of the task's group to end")
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _pgid(pid: int) -> int | None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
+from tests.polling import wait_for
 
 from .conftest import kill_leftovers, start_daemon, v1
 
@@ -29,7 +29,9 @@ def test_kill_9_with_20_running_tasks_loses_nothing(pai_home: Path) -> None:
             api.wait(job, ("RUNNING",), timeout=20)
         pid = read_runtime(pai_home)["pid"]
         os.kill(pid, signal.SIGKILL)
-        time.sleep(2.0)
+        short = [next(pai_home.rglob(f"*~{job.split('~')[1]}")) / "a0.main-0.t0" / "exit_code"
+                 for job, (lines, _) in expected.items() if lines == 10]
+        wait_for(lambda: all(f.exists() for f in short), 20, "the short tasks to end while the daemon is down")
         api = start_daemon(pai_home, cpus=40)
         for job, (lines, code) in expected.items():
             d = api.wait(job, timeout=30)
@@ -78,24 +80,18 @@ def test_warm_shims_of_a_killed_daemon_go_away(pai_home: Path) -> None:
     warm = pai_home / "local" / "warm"
     api = start_daemon(pai_home)
     try:
-        deadline = time.monotonic() + 20
-        while len(list(warm.glob("warm-*"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(list(warm.glob("warm-*"))) >= 2, 20, "two warm shims")
         old_pid = read_runtime(pai_home)["pid"]
         old = {d.name for d in warm.glob("warm-*")}
         assert len(old) == 2 and all(name.startswith(f"warm-{old_pid}-") for name in old)
         waiting = _warm_shims(warm)
         assert len(waiting) == 2
         os.kill(old_pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while _warm_shims(warm) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _warm_shims(warm), "warm shims outlived their daemon"  # a zombie's command line is empty
+        # a zombie's command line is empty
+        wait_for(lambda: not _warm_shims(warm), 10, "the warm shims to exit with their daemon")
         api = start_daemon(pai_home)
-        deadline = time.monotonic() + 20
-        while (old & {d.name for d in warm.glob("warm-*")} or len(list(warm.glob("warm-*"))) < 2) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: not old & {d.name for d in warm.glob("warm-*")} and len(list(warm.glob("warm-*"))) >= 2,
+                 20, "the old warm directories swept and two new ones")
         assert not old & {d.name for d in warm.glob("warm-*")}  # swept
         assert len(list(warm.glob("warm-*"))) == 2  # and refilled
         job = api.submit_ok(v1("warm-after", "echo ok"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
 
 import httpx
 import psutil
@@ -14,15 +13,9 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
 from pai_jupyter.client import Client
+from tests.polling import wait_for
 
 from .conftest import Api, v1
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def _services_job(name: str) -> str:
@@ -39,8 +32,8 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     pai = Client()
     job = pai.submit(_services_job("svc"))
     pai.wait(job, until={"RUNNING"})
-    _wait_for(lambda: "user command runs at once" in pai.logs(job, stream="stdout"), 10, "the user command")
-    _wait_for(lambda: all(s["state"] == "running" for s in pai.services(job)), 90, "both services")
+    wait_for(lambda: "user command runs at once" in pai.logs(job, stream="stdout"), 10, "the user command")
+    wait_for(lambda: all(s["state"] == "running" for s in pai.services(job)), 90, "both services")
     svc = {s["name"]: s for s in pai.services(job)}
     ports = pai.detail(job).tasks[0].container_ports
     assert int(ports["tensorboard"]) == svc["tensorboard"]["port"] and int(ports["jupyter"]) == svc["jupyter"]["port"]
@@ -60,11 +53,11 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     assert httpx.get(url, headers={"Authorization": f"token {jp['token']}"}, timeout=10).status_code == 200
     # culling: stop, then start again
     pai.service_action(job, "main", 0, "tensorboard", "stop")
-    _wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "stopped", 10, "stop")
+    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "stopped", 10, "stop")
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", headers=tb_auth, timeout=2)
     pai.service_action(job, "main", 0, "tensorboard", "start")
-    _wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "running", 60, "restart")
+    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "running", 60, "restart")
     # another user sees none of it
     token = daemon.http.post("/api/v2/local/users", json={"name": "mallory"}).json()["token"]
     other = Client(url=daemon.url, token=token, username="mallory")
@@ -81,7 +74,7 @@ def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
     job = pai.submit(v1("busy", "python3 -c \"import time\nb = bytearray(50 * 2**20)\nt = time.time()\n"
                                 "while time.time() - t < 30: pass\""))
     pai.wait(job, until={"RUNNING"})
-    _wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
+    wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
     m = pai.metrics(job)
     task = m["tasks"][0]
     # over a window of >= 1 s of kept samples (issue 12 item 11: this read 0.0 when two calls came close together);
@@ -112,7 +105,7 @@ async def _terminal_roundtrip(url: str, headers: dict[str, str]) -> str:
 def _terminal_case(daemon: Api) -> None:
     pai = Client()
     job = pai.submit(v1(f"term{int(time.time() * 1000) % 100000}", "sleep 300"))
-    _wait_for(lambda: pai.detail(job).tasks[0].task_state == "RUNNING", 60, "the task")
+    wait_for(lambda: pai.detail(job).tasks[0].task_state == "RUNNING", 60, "the task")
     url, headers = pai.terminal_endpoint(job, "main", 0)
     assert "42MARK0" in asyncio.run(_terminal_roundtrip(url, headers))
     with pytest.raises(HTTPClientError) as info:  # no token: refused before the upgrade

@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import shutil
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,11 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
+from tests.polling import wait_for
 
-from .browser import launch
+from .browser import opened
 from .conftest import Api
 from .jupyter_fixture import jupyter, task_url
-from .ssh_helpers import wait_for
 
 
 def need_desktop() -> None:
@@ -38,11 +37,6 @@ def _job(name: str) -> str:
                            {"plugin": "desktop", "parameters": {"geometry": "800x600"}}]},
                        "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512,
                                       "gpuNumber": 0, "command": "sleep 600"}]})
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 def _colors(png: bytes) -> int:
@@ -61,8 +55,8 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
                                 None), 60, "the desktop service")
     assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 200
     with jupyter(tmp_path / "jupyter", pai_home) as js:
-        page = browser.new_page()
-        try:
+        with opened(browser) as w:
+            page = w.page
             page.goto(f"{js.url}api/status?token={js.token}")  # signs the browser in (cookie)
             page.goto(js.url + task_url(job, "desktop/"))
             page.wait_for_selector("body[data-state=connected]", timeout=60_000)
@@ -74,8 +68,6 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
             wait_for(drawn, 60, "a desktop drawn on the noVNC canvas")
             html = page.content()
             assert svc["token"] not in page.url and svc["token"][:8] not in page.url
-        finally:
-            page.close()
         assert "password" in html
         http = js.http(token=None)
         assert http.get(task_url(job, "desktop/")).status_code in (302, 403)  # no login: no desktop, no password

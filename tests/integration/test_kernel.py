@@ -4,11 +4,11 @@ interrupt, restart, shutdown, kernel death, a job that can never start, the mask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
-from importlib.metadata import entry_points
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +19,6 @@ import pytest
 from .conftest import Api
 
 pytestmark = pytest.mark.slow
-
-
-def provisioner_installed() -> None:
-    """The provisioner is found through its entry point: only an installed pai_jupyter (pip install -e .) has it."""
-    names = {ep.name for ep in entry_points(group="jupyter_client.kernel_provisioners")}
-    if "pai-provisioner" not in names:
-        pytest.skip("the pai-provisioner entry point is not installed (pip install -e . in this venv)")
-
-
-@pytest.fixture
-def kernelspecs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private Jupyter data dir that the kernelspec commands write to and Jupyter reads from."""
-    provisioner_installed()
-    data = tmp_path / "jupyter-data"
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
-    monkeypatch.setenv("JUPYTER_PATH", str(data))
-    return data
 
 
 def install_spec(name: str = "pai-test", **kw: Any) -> None:
@@ -75,27 +58,72 @@ async def run_cell(kc: Any, code: str, timeout: float = 60) -> tuple[dict[str, A
     return reply["content"], "".join(out)
 
 
+def start_kernel(loop: asyncio.AbstractEventLoop, **start: Any) -> tuple[Any, Any]:
+    """The `pai-test` kernel started on ``loop`` (``start``: start_kernel's arguments) and its client, ready."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(kernel_name="pai-test")
+    loop.run_until_complete(km.start_kernel(**start))
+    kc = km.client()
+    kc.start_channels()
+    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    return km, kc
+
+
+def stop_kernel(loop: asyncio.AbstractEventLoop, km: Any, kc: Any) -> None:
+    """Shut down what start_kernel started (if a test has not) and close the loop."""
+    kc.stop_channels()
+    if km.has_kernel:
+        loop.run_until_complete(km.shutdown_kernel(now=True))
+    loop.close()
+
+
+@contextlib.asynccontextmanager
+async def running_kernel(now: bool = False) -> AsyncIterator[tuple[Any, Any]]:
+    """start_kernel on the running event loop; shut down (``now``: at once) when the block ends."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(kernel_name="pai-test")
+    await km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=120)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=now)
+
+
+async def interrupt_a_loop(km: Any, kc: Any) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Run an endless loop, interrupt it once it runs, then a cell that reads its counter: (the loop's execute
+    reply, the next cell's reply, what that cell printed: "True 42" where the kernel lived on)."""
+    msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
+                        "    time.sleep(0.001)")
+    while True:  # the loop runs once the cell has said so
+        msg = await kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
+            break
+    await km.interrupt_kernel()
+    reply = await kc._async_get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = await kc._async_get_shell_msg(timeout=60)
+    after, text = await run_cell(kc, "print(n >= 0, 6 * 7)")
+    return reply["content"], after, text
+
+
 @pytest.fixture
 def kernel(daemon: Api, kernelspecs: Path, tmp_path: Path) -> Iterator[tuple[Any, Any, Path]]:
     """A started PAI kernel (manager, client, notebook dir); shut down at the end."""
-    from jupyter_client.manager import AsyncKernelManager
-
     install_spec()
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     loop = asyncio.new_event_loop()
-    km = AsyncKernelManager(kernel_name="pai-test")
-    loop.run_until_complete(km.start_kernel(cwd=str(nbdir), env={**os.environ, "JPY_SESSION_NAME": "my nb.ipynb"}))
-    kc = km.client()
-    kc.start_channels()
-    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+    km, kc = start_kernel(loop, cwd=str(nbdir), env={**os.environ, "JPY_SESSION_NAME": "my nb.ipynb"})
     try:
         yield loop, (km, kc), nbdir
     finally:
-        kc.stop_channels()
-        if km.has_kernel:
-            loop.run_until_complete(km.shutdown_kernel(now=True))
-        loop.close()
+        stop_kernel(loop, km, kc)
 
 
 def test_nbclient_runs_a_notebook_in_a_pai_job(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
@@ -145,22 +173,7 @@ def test_the_key_is_a_masked_secret_and_other_users_see_nothing(kernel: Any, dae
 
 def test_interrupt_a_long_loop_and_the_kernel_lives_on(kernel: Any) -> None:
     loop, (km, kc), _ = kernel
-
-    async def scenario() -> tuple[dict[str, Any], str, dict[str, Any], str]:
-        msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
-                            "    time.sleep(0.001)")
-        while True:  # the loop runs once the cell has said so
-            msg = await kc.get_iopub_msg(timeout=60)
-            if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
-                break
-        await km.interrupt_kernel()
-        reply = await kc._async_get_shell_msg(timeout=60)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = await kc._async_get_shell_msg(timeout=60)
-        after, text = await run_cell(kc, "print(n >= 0, 6 * 7)")
-        return reply["content"], "", after, text
-
-    reply, _, after, text = loop.run_until_complete(scenario())
+    reply, after, text = loop.run_until_complete(interrupt_a_loop(km, kc))
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
     assert after["status"] == "ok" and text.strip() == "True 42", (after, text)  # same kernel: n survived
     assert km.provisioner.incarnation == 0
@@ -326,22 +339,13 @@ def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, k
 
 def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(daemon: Api, kernelspecs: Path,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
-    from jupyter_client.manager import AsyncKernelManager
 
     install_spec(memory_mb=300)
 
     async def scenario() -> int | None:
-        km = AsyncKernelManager(kernel_name="pai-test")
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=120)
+        async with running_kernel(now=True) as (km, kc):
             kc.execute("blocks = [bytearray(2**20) for _ in range(1000)]")  # ~1 GB in a 300 MB job
             return await asyncio.wait_for(km.provisioner.wait(), 120)
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
 
     with caplog.at_level(logging.ERROR):
         code = asyncio.run(scenario())

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from .test_kernel import kernelspecs  # noqa: F401 (the fixture)
-
 pytestmark = pytest.mark.usefixtures("kernelspecs")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Api
-from .test_kernel import install_spec, kernelspecs  # noqa: F401 (the fixture)
+from .test_kernel import install_spec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("kernelspecs")]
 

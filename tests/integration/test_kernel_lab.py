@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from pai_jupyter.cluster import control
+from tests.polling import wait_for
 
-from .browser import launch, watched_page
-from .conftest import Api, kill_leftovers, start_daemon
-from .jupyter_fixture import JupyterServer, start_jupyter, wait_for
-from .test_kernel import install_spec, job_processes, provisioner_installed
+from .browser import opened
+from .conftest import Api, provisioner_installed
+from .jupyter_fixture import JupyterServer
+from .servers import servers
+from .test_kernel import install_spec, job_processes
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
@@ -26,37 +27,25 @@ CULL = "c.MappingKernelManager.cull_idle_timeout = 4\nc.MappingKernelManager.cul
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Api]]:
     provisioner_installed()
     tmp = tmp_path_factory.mktemp("kernel-lab")
-    home, data = tmp / "home", tmp / "jupyter-data"
+    data = tmp / "jupyter-data"
     mp = pytest.MonkeyPatch()
     mp.setenv("JUPYTER_DATA_DIR", str(data))  # the server inherits them: it sees the kernelspec installed here
     mp.setenv("JUPYTER_PATH", str(data))
-    api = start_daemon(home)
-    server = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         install_spec("pai-lab", display="Python 3 on PAI (lab test)")
         (tmp / "jupyter" / "config").mkdir(parents=True)
         (tmp / "jupyter" / "config" / "jupyter_server_config.py").write_text(CULL)  # beside the fixture's json
-        server = start_jupyter(tmp / "jupyter", home, lab=True)
+        server = s.jupyter(lab=True)
         yield server, api
-    finally:
-        if server is not None:
-            server.stop()
-        control.stop(home)
-        kill_leftovers(home)
         mp.undo()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a_job(
         lab: tuple[JupyterServer, Api], browser: Any) -> None:
     server, api = lab
-    w = watched_page(browser)
-    page = w.page
-    try:
+    with opened(browser) as w:
+        page = w.page
         page.goto(f"{server.url}lab?token={server.token}")
         card = page.locator(".jp-LauncherCard", has_text="Python 3 on PAI (lab test)").first
         card.wait_for(timeout=90_000)
@@ -78,8 +67,6 @@ def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a
         page.keyboard.type("import os; ('x' in globals(), os.environ['PAI_JOB_NAME'])")
         page.keyboard.press("Shift+Enter")
         page.locator(".jp-OutputArea-output", has_text=f"(False, '{job_name}')").first.wait_for(timeout=60_000)
-    finally:
-        page.close()
     assert job_name.startswith("Untitled-kernel-")  # named after the notebook
     assert cwd == str(Path(server.log).parent / "root")  # the notebook's directory
     user = api.http.get("/api/v2/info").json()["user"]

@@ -9,8 +9,6 @@ import json
 import logging
 import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +17,23 @@ import httpx
 import nbformat
 import pytest
 import tornado.web
-from tornado.httpserver import HTTPServer
+
+from tests.polling import async_wait_for
 
 from .conftest import Api
 from .jupyter_fixture import free_port
 from .ssh_helpers import keypair, need_sshd
-from .test_kernel import install_spec, job_processes, kernelspecs, remote_profile, run_cell  # noqa: F401
+from .standin import serving
+from .test_kernel import (
+    install_spec,
+    interrupt_a_loop,
+    job_processes,
+    remote_profile,
+    run_cell,
+    running_kernel,
+    start_kernel,
+    stop_kernel,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -41,28 +50,19 @@ def ports(km: Any) -> list[int]:
 
 
 @pytest.fixture
-def tunnelled(daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture  # noqa: F811
+def tunnelled(daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture
               ) -> Iterator[tuple[asyncio.AbstractEventLoop, Any, Any, str]]:
     """A started PAI kernel on a remote profile with `tunnel: always` (and its start's log); shut down at the end."""
-    from jupyter_client.manager import AsyncKernelManager
-
     need_sshd()
     pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
     install_spec(profile=remote_profile(daemon), tunnel="always")
     loop = asyncio.new_event_loop()
-    km = AsyncKernelManager(kernel_name="pai-test")
     with caplog.at_level(logging.INFO):
-        loop.run_until_complete(km.start_kernel())
-    kc = km.client()
-    kc.start_channels()
-    loop.run_until_complete(kc.wait_for_ready(timeout=120))
+        km, kc = start_kernel(loop)
     try:
         yield loop, km, kc, caplog.text
     finally:
-        kc.stop_channels()
-        if km.has_kernel:
-            loop.run_until_complete(km.shutdown_kernel(now=True))
-        loop.close()
+        stop_kernel(loop, km, kc)
 
 
 def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, daemon: Api,
@@ -86,21 +86,8 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     _, text = loop.run_until_complete(run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])"))
     assert text.strip() == job.split("~")[1]
 
-    async def interrupt() -> tuple[dict[str, Any], str]:  # a control-channel message, through the tunnel
-        msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
-                            "    time.sleep(0.001)")
-        while True:
-            msg = await kc.get_iopub_msg(timeout=60)
-            if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
-                break
-        await km.interrupt_kernel()
-        reply = await kc._async_get_shell_msg(timeout=60)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = await kc._async_get_shell_msg(timeout=60)
-        _, text = await run_cell(kc, "print(n >= 0, 6 * 7)")
-        return reply["content"], text
-
-    reply, text = loop.run_until_complete(interrupt())
+    # an interrupt is a control-channel message, through the tunnel
+    reply, _, text = loop.run_until_complete(interrupt_a_loop(km, kc))
     assert reply["ename"] == "KeyboardInterrupt" and text.strip() == "True 42", (reply, text)
 
     # restart with the job alive: same job, same tunnel, a fresh kernel
@@ -127,14 +114,11 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     dropped = prov._tunnel
     dropped.conn.close()
 
-    async def reopened() -> None:
-        deadline = time.monotonic() + 60
-        while prov._tunnel is None or prov._tunnel is dropped or not prov._tunnel.alive:
-            assert time.monotonic() < deadline, "the tunnel was not re-opened"
-            assert await prov.poll() is None  # the kernel is not dead
-            await asyncio.sleep(0.2)
+    async def reopened() -> bool:
+        assert await prov.poll() is None  # the kernel is not dead
+        return prov._tunnel is not None and prov._tunnel is not dropped and prov._tunnel.alive
 
-    loop.run_until_complete(reopened())
+    loop.run_until_complete(async_wait_for(reopened, 60, "the tunnel to be re-opened", interval=0.2))
     assert prov._tunnel.local_ports == dropped.local_ports and ports(km) == local
     _, text = loop.run_until_complete(run_cell(kc, "print(6 * 7)"))
     assert text.strip() == "42"
@@ -149,7 +133,7 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     assert "SSH tunnel via" in caplog.text and "closed" in caplog.text
 
 
-def test_nbclient_runs_a_notebook_through_the_tunnel(daemon: Api, kernelspecs: Path, tmp_path: Path,  # noqa: F811
+def test_nbclient_runs_a_notebook_through_the_tunnel(daemon: Api, kernelspecs: Path, tmp_path: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     from nbclient import NotebookClient
 
@@ -184,7 +168,7 @@ def all_stopped(daemon: Api) -> bool:
         not any(job_processes(j["name"]) for j in jobs)
 
 
-def test_a_job_without_the_ssh_plugin_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:  # noqa: F811
+def test_a_job_without_the_ssh_plugin_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:
     from pai_jupyter.kernel.kernelspec import KernelSpecError
 
     need_sshd()
@@ -201,7 +185,7 @@ def test_a_job_without_the_ssh_plugin_is_a_clear_start_error(daemon: Api, kernel
     assert "it was stopped" in message and all_stopped(daemon)
 
 
-def test_a_refused_key_is_a_clear_start_error(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_refused_key_is_a_clear_start_error(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
     need_sshd()
     key, _ = keypair(tmp_path, "id_stranger")
     key.with_suffix(".pub").unlink()  # so the job's userssh does not let it in
@@ -255,33 +239,16 @@ def unreachable_profile(daemon: Api, ssh_port: list[int]) -> Iterator[str]:
     """A remote profile through the rewriting stand-in."""
     from pai_jupyter.client.profiles import Profile, upsert_profile
 
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        server = HTTPServer(tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/"),
-                                                                          "ssh_port": ssh_port})]))
-        server.listen(port, "127.0.0.1")
-        started.set()
-        loop.run_forever()
-        server.stop()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(10)
-    user = daemon.http.get("/api/v2/info").json()["user"]
-    upsert_profile(Profile(name="walled", url=f"http://127.0.0.1:{port}", username=user, token=daemon.token))
-    yield "walled"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    app = tornado.web.Application([(r"/.*", Rewriting, {"upstream": daemon.url.rstrip("/"), "ssh_port": ssh_port})])
+    with serving(app) as url:
+        user = daemon.http.get("/api/v2/info").json()["user"]
+        upsert_profile(Profile(name="walled", url=url, username=user, token=daemon.token))
+        yield "walled"
 
 
-def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,  # noqa: F811
+def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,
                                                                    unreachable_profile: str, tmp_path: Path,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
-    from jupyter_client.manager import AsyncKernelManager
 
     need_sshd()
     loopback_only = tmp_path / "python-on-loopback"  # the kernel binds its task's loopback only
@@ -294,17 +261,9 @@ def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, k
     spec.write_text(json.dumps(doc))
 
     async def scenario() -> tuple[str, str, str]:
-        km = AsyncKernelManager(kernel_name="pai-test")
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=120)
+        async with running_kernel() as (km, kc):
             _, text = await run_cell(kc, "import os; print(os.environ['PAI_JOB_NAME'])")
             return km.provisioner.path, km.provisioner.job_id, text.strip()
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel()
 
     with caplog.at_level(logging.INFO):
         path, job, name = asyncio.run(scenario())
@@ -314,7 +273,7 @@ def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, k
     assert daemon.detail(job)["jobStatus"]["state"] == "STOPPED"
 
 
-def test_an_sshd_that_does_not_answer_is_a_clear_start_error(daemon: Api, kernelspecs: Path,  # noqa: F811
+def test_an_sshd_that_does_not_answer_is_a_clear_start_error(daemon: Api, kernelspecs: Path,
                                                              unreachable_profile: str, ssh_port: list[int]) -> None:
     need_sshd()
     ssh_port.append(free_port())  # nothing listens there

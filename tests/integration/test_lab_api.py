@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .jupyter_fixture import JupyterServer, services_job, start_jupyter
+from .conftest import Api, v1
+from .jupyter_fixture import JupyterServer, services_job
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 MARKUP = "<script>alert(1)</script>"
@@ -32,21 +31,14 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp: Path = tmp_path_factory.mktemp("lab-api")
-    home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         done = api.submit_ok(v1("api-done", f"echo out-line; echo '{MARKUP}' >&2; seq 1 20000"))
-        bob = api.as_user(api.http.post("/api/v2/local/users", json={"name": "bob"}).json()["token"])
+        bob = api.new_user("bob")
         bobs = bob.submit_ok(services_job("bobs"))
-        jupyter = start_jupyter(tmp / "jupyter", home)
+        jupyter = s.jupyter()
         api.wait(done, timeout=60)
         yield Env(api, jupyter, done, bobs)
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def test_detail_config_and_logs_of_an_own_job(env: Env) -> None:

@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from pai_jupyter.cluster import control
-
-from .browser import launch, watched_page
-from .conftest import Api, kill_leftovers, start_daemon
-from .jupyter_fixture import JupyterServer, services_job, start_jupyter, write_events
+from .browser import SHOTS, pai_sidebar, watched_page
+from .conftest import Api
+from .jupyter_fixture import JupyterServer, services_job, write_events
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
-SHOTS = Path(__file__).resolve().parents[2] / ".test-screenshots"
 
 
 @dataclass
@@ -37,27 +35,15 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("lab-browser")
-    home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         logdir = write_events(tmp / "tb")
         live = api.submit_ok(services_job("lab-live", tensorboard=str(logdir)))
-        jupyter = start_jupyter(tmp / "jupyter", home, lab=True)
+        jupyter = s.jupyter(lab=True)
         settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
         yield Env(api, jupyter, live, tmp / "jupyter" / "root")
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 @pytest.fixture
@@ -66,11 +52,7 @@ def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]
     w = watched_page(browser)
     page = w.page
     page.set_viewport_size({"width": 1400, "height": 900})
-    workspace = request.node.name.replace("_", "-")  # a fresh layout per test: the sidebar starts closed
-    page.goto(f"{env.jupyter.url}lab/workspaces/{workspace}?reset&token={env.jupyter.token}")
-    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
-    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
-    page.locator("#pai-jobs-panel").wait_for(state="visible", timeout=30_000)
+    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))  # a fresh layout per test
     failed = request.session.testsfailed
     yield page
     if request.session.testsfailed > failed:

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
-from pai_jupyter.cluster import control
 
-from .browser import launch, watched_page
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .browser import pai_sidebar, watched_page
+from .conftest import Api, v1
+from .jupyter_fixture import JupyterServer
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 
@@ -33,22 +33,15 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp: Path = tmp_path_factory.mktemp("lab-profiles")
     home_a, home_b = tmp / "home-a", tmp / "home-b"
-    a = start_daemon(home_a)
-    jupyter = None
-    try:
-        b = start_daemon(home_b)
+    with servers(tmp) as s:
+        a = s.daemon(home_a)
+        b = s.daemon(home_b)
         user = b.http.get("/api/v2/info").json()["user"]
         upsert_profile(Profile(name="other", url=b.url, username=user, token=b.token), home_a)
         a.submit_ok(v1("only-on-a", "true"))
         b.submit_ok(v1("only-on-b", "true"))
-        jupyter = start_jupyter(tmp / "jupyter", home_a, lab=True)
+        jupyter = s.jupyter(home=home_a, lab=True)
         yield Env(a, b, jupyter, tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter")
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        for home in (home_a, home_b):
-            control.stop(home)
-            kill_leftovers(home)
 
 
 def _names(http: object) -> tuple[str, set[str]]:
@@ -91,19 +84,11 @@ def test_anonymous_and_forged_switches_are_refused(env: Env) -> None:
     assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "local"
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
-
-
 def test_the_sidebar_switches_profile_and_shows_the_other_daemons_job(env: Env, browser: Any) -> None:
     w = watched_page(browser)
     page = w.page
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"{env.jupyter.url}lab/workspaces/profiles?reset&token={env.jupyter.token}")
-    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
-    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
-    panel = page.locator("#pai-jobs-panel")
+    panel = pai_sidebar(page, env.jupyter, "profiles")
     panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
     select = panel.get_by_label("Cluster profile to show")
     select.wait_for(timeout=30_000)
@@ -128,10 +113,7 @@ def test_the_settings_default_profile_is_honoured_when_lab_opens(env: Env, brows
     try:
         w = watched_page(browser)
         page = w.page
-        page.goto(f"{env.jupyter.url}lab/workspaces/default-profile?reset&token={env.jupyter.token}")
-        page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
-        page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
-        panel = page.locator("#pai-jobs-panel")
+        panel = pai_sidebar(page, env.jupyter, "default-profile")
         panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
         assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "other"
         page.close()

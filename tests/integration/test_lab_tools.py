@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .conftest import Api, v1
+from .jupyter_fixture import JupyterServer
+from .servers import servers
 from .ssh_helpers import need_sshd
 
 pytestmark = pytest.mark.slow
@@ -30,18 +29,11 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp: Path = tmp_path_factory.mktemp("lab-tools")
-    home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
-        bob = api.as_user(api.http.post("/api/v2/local/users", json={"name": "bob"}).json()["token"])
-        jupyter = start_jupyter(tmp / "jupyter", home)
+    with servers(tmp) as s:
+        api = s.daemon()
+        bob = api.new_user("bob")
+        jupyter = s.jupyter()
         yield Env(api, bob, jupyter)
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def _ssh_job(name: str) -> str:

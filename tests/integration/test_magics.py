@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.client import Client
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.polling import wait_for
 
 from .conftest import Api, v1
 
@@ -120,19 +120,30 @@ def test_name_and_params(ip: InteractiveShell) -> None:
     assert "bonjour" in c.stdout and "I am worker 1 of 2" in c.stdout
 
 
-def _interrupt_after(seconds: float) -> threading.Timer:
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    return timer
+def _interrupt_once(entered: threading.Event) -> threading.Thread:
+    """Ctrl-C (SIGINT to this process) as soon as ``entered`` is set: the cell is then blocked where the test wants
+    it (not after a fixed time, which a slow machine could spend still submitting)."""
+    def run() -> None:
+        if entered.wait(60):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
-def test_interrupting_a_waiting_cell_leaves_the_job_running_and_says_how_to_stop(ip: InteractiveShell,
-                                                                                daemon: Api) -> None:
-    timer = _interrupt_after(1.0)
-    try:
-        c = submit(ip, "--wait -o job", v1("long", "sleep 60"))
-    finally:
-        timer.cancel()
+def test_interrupting_a_waiting_cell_leaves_the_job_running_and_says_how_to_stop(
+        ip: InteractiveShell, daemon: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, real = threading.Event(), Client.wait
+
+    def waiting(self: Client, *a: Any, **kw: Any) -> Any:  # the cell's status line, until the job ends
+        entered.set()
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Client, "wait", waiting)
+    interrupter = _interrupt_once(entered)
+    c = submit(ip, "--wait -o job", v1("long", "sleep 60"))
+    interrupter.join(10)
     job_id = ip.user_ns["job"].id
     assert f"{job_id} was submitted and keeps running; stop it with %pai_stop {job_id}" in texts(c)[-1]
     assert daemon.detail(job_id)["jobStatus"]["state"] in ("WAITING", "RUNNING")
@@ -142,12 +153,18 @@ def test_interrupting_a_waiting_cell_leaves_the_job_running_and_says_how_to_stop
     assert daemon.wait(job_id)["jobStatus"]["state"] == "STOPPED"
 
 
-def test_stop_on_interrupt_stops_the_job(ip: InteractiveShell, daemon: Api) -> None:
-    timer = _interrupt_after(1.0)
-    try:
-        c = submit(ip, "--follow --stop-on-interrupt -o job", v1("long2", "echo started; sleep 60"))
-    finally:
-        timer.cancel()
+def test_stop_on_interrupt_stops_the_job(ip: InteractiveShell, daemon: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, real = threading.Event(), Client.follow
+
+    def following(self: Client, *a: Any, **kw: Any) -> Iterator[str]:  # the cell shows the log as it comes
+        for chunk in real(self, *a, **kw):
+            entered.set()
+            yield chunk
+
+    monkeypatch.setattr(Client, "follow", following)
+    interrupter = _interrupt_once(entered)
+    c = submit(ip, "--follow --stop-on-interrupt -o job", v1("long2", "echo started; sleep 60"))
+    interrupter.join(10)
     job_id = ip.user_ns["job"].id
     assert texts(c)[-1] == f"interrupted: stopping {job_id}"
     assert daemon.wait(job_id)["jobStatus"]["state"] == "STOPPED"
@@ -160,7 +177,6 @@ def test_an_interrupt_during_the_submit_is_held_until_the_job_is_in(ip: Interact
 
     def interrupted_submit(self: Client, *a: Any, **kw: Any) -> str:
         os.kill(os.getpid(), signal.SIGINT)  # delivered now, in the middle of the submit
-        time.sleep(0.05)
         return real(self, *a, **kw)
 
     monkeypatch.setattr(Client, "submit", interrupted_submit)
@@ -227,9 +243,7 @@ def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell
     with capture_output():
         monitor = ip.run_line_magic("pai_monitor", "mon --interval 0.2")
     try:
-        deadline = time.monotonic() + 15
-        while len(monitor.times) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(monitor.times) >= 2, 15, "two samples")
         assert len(monitor.times) >= 2 and monitor.cpu.series
         assert monitor.gpu_available is not None
     finally:

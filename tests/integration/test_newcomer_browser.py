@@ -15,11 +15,9 @@ from typing import Any
 import nbformat
 import pytest
 
-from pai_jupyter.cluster import control
-
-from .browser import launch, watched_page
-from .conftest import kill_leftovers
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .browser import opened
+from .jupyter_fixture import JupyterServer
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,26 +39,14 @@ monitor
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     tmp = tmp_path_factory.mktemp("newcomer-browser")
-    home: Path = tmp / "home"
-    server = None
-    try:
-        server = start_jupyter(tmp / "jupyter", home, lab=True)
+    with servers(tmp) as s:
+        server = s.jupyter(lab=True)
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.cells = [nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"),
                     nbformat.v4.new_code_cell(MONITOR)]
         nbformat.write(nb, tmp / "jupyter" / "root" / "widgets.ipynb")
         yield server
-    finally:
-        if server is not None:
-            server.stop()
-        control.stop(home)
-        kill_leftovers(home)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 def _shot(page: Any, locator: Any, name: str) -> None:
@@ -72,10 +58,8 @@ def _shot(page: Any, locator: Any, name: str) -> None:
 
 def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(lab: JupyterServer, browser: Any,
                                                                       tmp_path: Path) -> None:
-    w = watched_page(browser)
-    page = w.page
-    page.set_viewport_size({"width": 1400, "height": 2400})
-    try:
+    with opened(browser, viewport=(1400, 2400)) as w:
+        page = w.page
         page.goto(f"{lab.url}lab/tree/widgets.ipynb?token={lab.token}")
         page.get_by_text("| Idle").first.wait_for(timeout=90_000)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -120,6 +104,4 @@ def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(lab: Jupyter
         for a, b in itertools.pairwise(boxes):
             assert a["x"] + a["width"] <= b["x"], ticks  # time labels do not overlap
         assert "52.0 MiB" in monitor.inner_text()
-    finally:
-        page.close()
     assert not w.dialogs, w.dialogs

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
@@ -18,6 +17,7 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.client import Client
 from pai_jupyter.notebook.joblist import JobList
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.polling import wait_for
 
 from .conftest import Api, v1
 from .test_cli import PAI, pai
@@ -26,13 +26,6 @@ SECRET_JOB = ("protocolVersion: 2\nname: withconf\ntype: job\nsecrets: {token: h
               "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
               "taskRoles:\n  main: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0},"
               " commands: [echo configured]}\n")
-
-
-def _wait_for(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_the_submitted_config_is_shown_everywhere_secrets_masked(daemon: Api, tmp_path: Path) -> None:
@@ -71,7 +64,7 @@ def test_ctrl_c_during_submit_wait_says_the_job_keeps_running(daemon: Api, tmp_p
     try:
         job = proc.stdout.readline().strip()  # type: ignore[union-attr]
         assert job.endswith("~longwait")
-        _wait_for(lambda: daemon.detail(job)["jobStatus"]["state"] == "RUNNING", 30, "the job to run")
+        wait_for(lambda: daemon.detail(job)["jobStatus"]["state"] == "RUNNING", 30, "the job to run")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -104,5 +97,5 @@ def test_a_logdir_tensorboard_ends_with_its_kernel(pai_home: Path, tmp_path: Pat
                 os.kill(km.provisioner.pid, signal.SIGKILL)  # no clean exit: the TensorBoard goes all the same
                 km.cleanup_resources()
         pid = int(info["pid"])
-        _wait_for(lambda pid=pid: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
+        wait_for(lambda pid=pid: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
                   30, f"TensorBoard to end after the kernel's {how}")

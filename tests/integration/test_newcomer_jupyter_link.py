@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.client import Client
-from pai_jupyter.cluster import control
+from tests.polling import wait_for
 
-from .conftest import kill_leftovers, start_daemon
-from .jupyter_fixture import services_job, start_jupyter, task_url, wait_for
+from .jupyter_fixture import services_job, task_url
+from .servers import servers
 
 PAGE = {"Accept": "text/html,application/xhtml+xml"}
 
@@ -21,16 +21,10 @@ PAGE = {"Accept": "text/html,application/xhtml+xml"}
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[object, object]]:
     home = tmp_path / "home"
     monkeypatch.setenv("PAI_JUPYTER_HOME", str(home))
-    api = start_daemon(home)
-    jupyter = None
-    try:
-        jupyter = start_jupyter(tmp_path / "jupyter", home)
+    with servers(tmp_path) as s:
+        api = s.daemon()
+        jupyter = s.jupyter()
         yield api, jupyter
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def test_jupyter_link_opens_lab_and_says_when_the_task_has_ended(env: tuple[object, object]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -15,15 +14,9 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from pai_jupyter.client import Client
 from pai_jupyter.notebook import tensorboard
 from pai_jupyter.notebook.joblist import JobList
+from tests.polling import wait_for
 
 from .conftest import Api, v1
-
-
-def _wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def _write_scalar(logdir: Path) -> None:
@@ -48,7 +41,7 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
     pai = Client()
     job = pai.submit(json.dumps(doc))
     try:
-        _wait_for(lambda: pai.services(job) and pai.services(job)[0]["state"] == "running", 90, "TensorBoard")
+        wait_for(lambda: pai.services(job) and pai.services(job)[0]["state"] == "running", 90, "TensorBoard")
         svc = pai.services(job)[0]
         host = daemon.home / "local" / "jobs" / job / "output" / "logs"
         assert svc["logdir"] == f"{host}/"
@@ -63,7 +56,7 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
         finally:
             jl.close()
         _write_scalar(host / "train")
-        _wait_for(lambda: httpx.get(runs_url, timeout=10, headers=auth).json(), 60,
+        wait_for(lambda: httpx.get(runs_url, timeout=10, headers=auth).json(), 60,
                   "TensorBoard to find the event file")
         shown = tensorboard.for_job(pai, job).data
         assert "TensorBoard watches" in shown and "No event file there yet" not in shown

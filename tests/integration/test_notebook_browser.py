@@ -6,17 +6,15 @@ made, no script run)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
-from pai_jupyter.cluster import control
-
-from .browser import launch, watched_page
-from .conftest import kill_leftovers, start_daemon, v1
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .browser import opened
+from .conftest import v1
+from .jupyter_fixture import JupyterServer
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
@@ -26,11 +24,9 @@ MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only th
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     tmp = tmp_path_factory.mktemp("nb-browser")
-    home: Path = tmp / "home"
-    start_daemon(home)
-    server = None
-    try:
-        server = start_jupyter(tmp / "jupyter", home, lab=True)
+    with servers(tmp) as s:
+        s.daemon()
+        server = s.jupyter(lab=True)
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.cells = [nbformat.v4.new_code_cell("%load_ext pai_jupyter"),
@@ -38,22 +34,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
                     nbformat.v4.new_code_cell("%pai_jobs --live")]
         nbformat.write(nb, tmp / "jupyter" / "root" / "jobs.ipynb")
         yield server
-    finally:
-        if server is not None:
-            server.stop()
-        control.stop(home)
-        kill_leftovers(home)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab: JupyterServer, browser: Any) -> None:
-    w = watched_page(browser)
-    page = w.page
-    try:
+    with opened(browser) as w:
+        page = w.page
         page.goto(f"{lab.url}lab/tree/jobs.ipynb?token={lab.token}")
         page.get_by_text("| Idle").first.wait_for(timeout=90_000)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -67,8 +52,6 @@ def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab: JupyterServer
         grid.locator("select").first.select_option("logs")  # the row's actions: its log in a LogViewer
         page.get_by_text("onerror=alert(1)").first.wait_for(timeout=30_000)  # shown as text...
         assert page.locator("img[src='x']").count() == 0  # ...never as an element
-    finally:
-        page.close()
     assert not w.dialogs, w.dialogs
     # lsp/ and server-proxy/: lab frontends of server extensions the fixture turns off (not ours)
     assert not [f for f in w.failed if not any(p in f for p in ("/lsp/", "/server-proxy/"))], w.failed

@@ -3,7 +3,6 @@ widgets driven in-process against the same kind of daemon (form submit, job list
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from nbclient import NotebookClient
 from pai_jupyter.client import Client
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook import JobForm, JobList, LogViewer, ResourceMonitor
+from tests.polling import wait_for
 
 from .conftest import Api, v1
 
@@ -151,13 +151,6 @@ def test_the_form_submits_to_the_real_daemon(daemon: Api) -> None:
     form.name.value = "formjob"  # taken now: the server says so, nothing is half-done
     form.submit()
     assert form.confirm() is None and "not submitted" in form.result.value
-
-
-def wait_for(cond: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_job_list_log_viewer_and_monitor_against_the_daemon(daemon: Api) -> None:

@@ -21,7 +21,6 @@ import asyncio
 import json
 import re
 import sqlite3
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 import httpx
 import jsonschema_rs
+import psutil
 import pytest
 import schemathesis
 import tornado.web
@@ -47,6 +47,7 @@ import pai_jupyter.cluster
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.api import make_app
 from pai_jupyter.metrics.nvml import Nvml
+from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon, v1
 
@@ -450,13 +451,14 @@ def _services(seeded: Seeded, job: str) -> dict[str, dict[str, Any]]:
 
 
 def _until_service(seeded: Seeded, job: str, state: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        tb = _services(seeded, job)["tensorboard"]
-        if tb["state"] == state:
-            return tb
-        assert time.monotonic() < deadline, f"TensorBoard of {job} still {tb['state']} after {timeout} s, not {state}"
-        time.sleep(0.2)
+    seen: list[dict[str, Any]] = []
+
+    def reached() -> dict[str, Any] | None:
+        seen[:] = [_services(seeded, job)["tensorboard"]]
+        return seen[0] if seen[0]["state"] == state else None
+
+    return wait_for(reached, timeout, lambda: f"TensorBoard of {job} to be {state}, still {seen[0]['state']}",
+                    interval=0.2)
 
 
 def _service_action(api: Api, job: str, action: Any, task: str = "main/0", service: str = "tensorboard") -> Any:
@@ -587,13 +589,18 @@ def test_cpu_percent_stays_positive_when_a_process_of_the_task_exits(seeded: See
     """Stops the running job's TensorBoard for good: keep this after every test that needs it."""
     api, job = seeded.api, seeded.running
     _until_service(seeded, job, "running")
+    task_dir = next(api.home.rglob(f"*~{job.split('~')[1]}")) / "a0.main-0.t0"
+    pid = int((task_dir / "service-tensorboard.pid").read_text())
     conforms(api.http.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS)
     _service_action(api, job, "stop")
     _until_service(seeded, job, "stopped", 15)
-    deadline = time.monotonic() + 4  # until the stopped TensorBoard has been reaped (well under a second)
-    while time.monotonic() < deadline:
+
+    def reaped() -> bool:  # every look measures CPU over a window that the exit falls in or ends
         conforms(api.http.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS)  # cpuPercent: minimum 0
-        time.sleep(0.2)
+        return not psutil.pid_exists(pid)
+
+    wait_for(reaped, 15, "the stopped TensorBoard to be reaped", interval=0.2)
+    conforms(api.http.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS)  # a window from before to after it
 
 
 def test_terminal_refusals_are_no_store(seeded: Seeded) -> None:

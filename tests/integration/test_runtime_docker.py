@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from pai_jupyter.cluster.runtime.base import (
 )
 from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
 
-from .conftest_runtime import make_spec, read, wait
+from .conftest_runtime import make_spec, read, stop_when_ready, wait
 
 pytestmark = pytest.mark.docker
 IMAGE = "pai-test/busybox:latest"
@@ -132,31 +130,16 @@ def test_gpu_request_without_nvidia_runtime(rt: Tracked, image: str, tmp_path: P
         assert wait(rt, handle, tmp_path).exit_code == 0
 
 
-def _stop(rt: Tracked, handle: TaskHandle, task_dir: Path, grace: float) -> tuple[float, TaskExit]:
-    async def go() -> tuple[float, TaskExit]:
-        waiter = asyncio.ensure_future(rt.wait(handle, task_dir))
-        for _ in range(250):
-            if (task_dir / "ready").exists():
-                break
-            await asyncio.sleep(0.02)
-        t0 = time.monotonic()
-        rt.stop(handle, grace)
-        result = await asyncio.wait_for(waiter, grace + 15)
-        return time.monotonic() - t0, result
-
-    return asyncio.run(go())
-
-
 def test_stop_a_sleeping_container(rt: Tracked, image: str, tmp_path: Path) -> None:
     handle = rt.start(spec(tmp_path, "sleep 1000 & touch /pai/task/ready; wait"))
-    _, result = _stop(rt, handle, tmp_path, grace=5)
+    _, result = stop_when_ready(rt, handle, tmp_path, grace=5, end_within=15)
     assert result.exit_code == 143  # SIGTERM ended it, not the SIGKILL after the grace
     assert not rt.is_alive(handle)
 
 
 def test_stop_kills_after_the_grace(rt: Tracked, image: str, tmp_path: Path) -> None:
     handle = rt.start(spec(tmp_path, "trap '' TERM; sleep 1000 & touch /pai/task/ready; wait; wait"))
-    took, result = _stop(rt, handle, tmp_path, grace=1)
+    took, result = stop_when_ready(rt, handle, tmp_path, grace=1, end_within=15)
     assert result.exit_code == 137 and took >= 0.9  # not before the grace
     assert "SIGKILL" in result.diagnostics
     assert not rt.is_alive(handle)

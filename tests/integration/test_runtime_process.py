@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +17,9 @@ from pai_jupyter.cluster.runtime.base import EXIT_LOST, EXIT_START_FAILED, TaskH
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
 from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
+from tests.polling import wait_for
 
-from .conftest_runtime import make_spec, read, wait
-from .jupyter_fixture import wait_for
+from .conftest_runtime import make_spec, read, stop_when_ready, wait
 
 CGROUPS = CgroupManager().available
 ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(1)"'
@@ -40,9 +38,7 @@ class Runtimes:
         rt.begin()
         self.made.append(rt)
         if rt.warm is not None:  # the tests are about warm starts: have one ready
-            deadline = time.monotonic() + 10
-            while not rt.warm._ready and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: rt.warm is not None and rt.warm._ready, 10, "a warm shim")
         start = rt.start
 
         def tracked(spec):  # type: ignore[no-untyped-def]
@@ -95,12 +91,14 @@ def group_members(pgid: int) -> list[int]:
 
 
 def gone(pids: list[int], timeout: float = 1.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
-            return True
-        time.sleep(0.02)
-    return False
+    """Whether every process of ``pids`` has ended (or is a zombie) within ``timeout`` s."""
+    def ended() -> bool:
+        return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+
+    try:
+        return wait_for(ended, timeout, f"processes {pids} to end")
+    except AssertionError:
+        return False
 
 
 def run(rt: ProcessRuntime, tmp_path: Path, script: str, **over):  # type: ignore[no-untyped-def]
@@ -181,26 +179,11 @@ def test_c_shim_does_not_wait_forever_for_a_child_that_ignores_sigterm(tmp_path:
         r.cleanup()
 
 
-def _stop_after(rt: ProcessRuntime, handle: TaskHandle, task_dir: Path, grace: float) -> tuple[float, object]:
-    async def go() -> tuple[float, object]:
-        waiter = asyncio.ensure_future(rt.wait(handle, task_dir))
-        for _ in range(200):  # until the command has written its children's pids
-            if (task_dir / "ready").exists():
-                break
-            await asyncio.sleep(0.02)
-        t0 = time.monotonic()
-        rt.stop(handle, grace)
-        result = await asyncio.wait_for(waiter, grace + 10)
-        return time.monotonic() - t0, result
-
-    return asyncio.run(go())
-
-
 def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; "
                                           "touch ready; wait"))
-    _, result = _stop_after(rt, handle, tmp_path, grace=5)
+    _, result = stop_when_ready(rt, handle, tmp_path, grace=5)
     assert result.exit_code == 143  # type: ignore[attr-defined]  (SIGTERM ended it, not the SIGKILL after 5 s)
     assert gone([int(x) for x in read(tmp_path, "bg").split()])
     assert gone(group_members(int(handle.id)))
@@ -209,7 +192,7 @@ def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> N
 def test_stop_kills_what_ignores_sigterm_after_the_grace(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "trap '' TERM; sleep 1000 & echo $! > bg; touch ready; wait; wait"))
-    took, result = _stop_after(rt, handle, tmp_path, grace=1)
+    took, result = stop_when_ready(rt, handle, tmp_path, grace=1)
     assert result.exit_code == 137  # type: ignore[attr-defined]
     assert "SIGKILL" in result.diagnostics  # type: ignore[attr-defined]
     assert took >= 0.9  # not before the grace (an upper bound would only measure the machine's load)
@@ -291,7 +274,7 @@ def test_stop_reaches_a_setsid_child(tmp_path: Path) -> None:
     try:
         rt = r.make("watchdog")
         handle = rt.start(make_spec(tmp_path, "( setsid sleep 1000 & echo $! > bg ); touch ready; sleep 1000"))
-        _, result = _stop_after(rt, handle, tmp_path, grace=1)
+        _, result = stop_when_ready(rt, handle, tmp_path, grace=1)
         assert result.exit_code == 143  # type: ignore[attr-defined]
         escaped = int(read(tmp_path, "bg"))
         assert gone([escaped], timeout=5)
@@ -343,9 +326,7 @@ def test_reattach_to_a_task_that_is_not_our_child(tmp_path: Path) -> None:
 def test_task_that_ended_while_the_daemon_was_down(tmp_path: Path) -> None:
     handle = _start_in_another_process(tmp_path, "echo bye; exit 4")
     rt = ProcessRuntime()
-    deadline = time.monotonic() + 10
-    while rt.is_alive(handle) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: not rt.is_alive(handle), 10, "the task to end")
     assert not rt.is_alive(handle)
     result = wait(rt, handle, tmp_path)
     assert result.exit_code == 4
@@ -397,9 +378,7 @@ def test_find_without_a_stored_handle(tmp_path: Path) -> None:
 def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "while [ ! -f go ]; do sleep 0.02; done; exit 6", memory_mb=64))
-    deadline = time.monotonic() + 5
-    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for((tmp_path / "pid").exists, 5, "shim.sh's pid file")
     (tmp_path / "handle.json").unlink()  # as if the daemon died inside start()
     found = ProcessRuntime().find(tmp_path)
     assert found is not None and found.id == handle.id

@@ -22,19 +22,19 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
-from pai_jupyter.cluster import control
+from tests.polling import wait_for
 
-from .conftest import Api, kill_leftovers, start_daemon
+from .conftest import Api
 from .jupyter_fixture import (
     JupyterServer,
     execute,
     services_job,
-    start_jupyter,
+    services_up,
     task_url,
     terminal_round_trip,
-    wait_for,
     write_events,
 )
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 MARKUP = "<script>alert(1)</script>"
@@ -51,33 +51,22 @@ class Env:
     bobs: str  # bob's job with TensorBoard
 
     def running(self, job: str, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-        def up() -> dict[str, dict[str, Any]] | None:
-            svc = {s["name"]: s for s in self.pai.services(job)}
-            return svc if all(svc.get(n, {}).get("state") == "running" for n in names) else None
-
-        return wait_for(up, 120, f"{names} of {job}")
+        return services_up(self.pai, job, names)
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("server-ext")
     home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         logdir = write_events(tmp / "tb")
         job = api.submit_ok(services_job("svc", tensorboard=str(logdir), jupyter=True))
         plain = api.submit_ok(services_job("plain"))
-        bob = api.as_user(api.http.post("/api/v2/local/users", json={"name": "bob"}).json()["token"])
+        bob = api.new_user("bob")
         bobs = bob.submit_ok(services_job("bobs", tensorboard=str(logdir)))
-        jupyter = start_jupyter(tmp / "jupyter", home, {"metrics_min_interval": 0.2,
-                                                        "metrics_default_interval": 0.5})
+        jupyter = s.jupyter({"metrics_min_interval": 0.2, "metrics_default_interval": 0.5})
         yield Env(home, api, Client(home=home), jupyter, job, plain, bobs)
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def ws_status(env: Env, path: str, token: str | None = "own") -> int:

@@ -4,15 +4,15 @@ into Jupyter's log (item 8)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from pai_jupyter.cluster import control
+from tests.polling import wait_for
 
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .jupyter_fixture import JupyterServer, start_jupyter, task_url
+from .conftest import Api, v1
+from .jupyter_fixture import JupyterServer, task_url
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 
@@ -20,18 +20,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, JupyterServer, str]]:
     tmp = tmp_path_factory.mktemp("ext-hardening")
-    home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         job = api.submit_ok(v1("plain", "sleep 600"))
-        jupyter = start_jupyter(tmp / "jupyter", home)
+        jupyter = s.jupyter()
         yield api, jupyter, job
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def routes(job: str) -> list[str]:
@@ -62,9 +55,7 @@ def test_no_answer_logs_the_raw_token(served: tuple[Api, JupyterServer, str]) ->
         r = http.get(task_url(job, what), params={"token": secret})  # the cookie authenticates
         assert r.status_code == 404, (what, r.status_code)
     assert http.get(task_url("root~nope", "jupyter/x"), params={"token": secret}).status_code == 404
-    deadline = time.monotonic() + 10
-    while "[secret]" not in jupyter.log_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: "[secret]" in jupyter.log_text(), 10, "the masked log lines")
     log = jupyter.log_text()
     assert "[secret]" in log  # the lines were written, masked
     assert secret not in log

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +13,13 @@ import pytest
 import tornado.web
 import yaml
 from tornado.httpclient import HTTPClientError
-from tornado.httpserver import HTTPServer
 
 from pai_jupyter.client import Client
+from tests.polling import wait_for
 
 from .conftest import Api
-from .jupyter_fixture import free_port, jupyter, services_job, task_url, terminal_round_trip, wait_for, write_events
+from .jupyter_fixture import jupyter, services_job, task_url, terminal_round_trip, write_events
+from .standin import serving
 
 pytestmark = pytest.mark.slow
 
@@ -97,24 +97,8 @@ class OpenPaiStandIn(tornado.web.RequestHandler):
 
 @pytest.fixture
 def openpai() -> Iterator[str]:
-    port = free_port()
-    loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        server = HTTPServer(tornado.web.Application([(r"/api/v2/(.*)", OpenPaiStandIn)]))
-        server.listen(port, "127.0.0.1")
-        started.set()
-        loop.run_forever()
-        server.stop()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(10)
-    yield f"http://127.0.0.1:{port}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving(tornado.web.Application([(r"/api/v2/(.*)", OpenPaiStandIn)])) as url:
+        yield url
 
 
 def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home: Path, tmp_path: Path) -> None:

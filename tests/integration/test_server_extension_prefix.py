@@ -14,20 +14,19 @@ from typing import Any
 import pytest
 
 from pai_jupyter.client import Client
-from pai_jupyter.cluster import control
+from tests.polling import wait_for
 
-from .browser import launch, watched_page
-from .conftest import kill_leftovers, start_daemon
+from .browser import opened
 from .jupyter_fixture import (
     JupyterServer,
     execute,
     services_job,
-    start_jupyter,
+    services_up,
     task_url,
     terminal_round_trip,
-    wait_for,
     write_events,
 )
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
@@ -41,28 +40,18 @@ class Hub:
     job: str
 
     def running(self) -> dict[str, dict[str, Any]]:
-        def up() -> dict[str, dict[str, Any]] | None:
-            svc = {s["name"]: s for s in self.pai.services(self.job)}
-            return svc if all(svc.get(n, {}).get("state") == "running" for n in ("tensorboard", "jupyter")) else None
-
-        return wait_for(up, 120, f"the services of {self.job}")
+        return services_up(self.pai, self.job, ("tensorboard", "jupyter"))
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     tmp = tmp_path_factory.mktemp("prefix")
     home: Path = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         job = api.submit_ok(services_job("svc", tensorboard=str(write_events(tmp / "tb")), jupyter=True))
-        jupyter = start_jupyter(tmp / "jupyter", home, base_url=PREFIX)
+        jupyter = s.jupyter(base_url=PREFIX)
         yield Hub(Client(home=home), jupyter, job)
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
 
 
 def test_tensorboard_and_the_jobs_route_under_a_prefix(hub: Hub) -> None:
@@ -124,18 +113,12 @@ def test_in_task_kernel_and_a_terminal_under_a_prefix(hub: Hub) -> None:
     assert http.delete(task_url(hub.job, f"jupyter/api/kernels/{kid}")).status_code == 204
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
-
-
 def test_in_task_jupyterlab_runs_a_cell_in_a_real_browser(hub: Hub, browser: Any) -> None:
     hub.running()
     if hub.jupyter.http().get(task_url(hub.job, "jupyter/lab")).status_code == 404:
         pytest.skip("JupyterLab is not installed where the task runs")
-    w = watched_page(browser)
-    page = w.page
-    try:
+    with opened(browser) as w:
+        page = w.page
         page.goto(f"{hub.jupyter.url}{task_url(hub.job, 'jupyter/lab')}?token={hub.jupyter.token}")
         page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click(timeout=90_000)
         page.get_by_text("| Idle").first.wait_for(timeout=90_000)  # the in-task kernel is up and connected
@@ -143,8 +126,6 @@ def test_in_task_jupyterlab_runs_a_cell_in_a_real_browser(hub: Hub, browser: Any
         page.keyboard.type("6*7")
         page.keyboard.press("Shift+Enter")
         page.locator(".jp-OutputArea-output:has-text('42')").first.wait_for(timeout=60_000)
-    finally:
-        page.close()
     outside = [p for p in w.paths if not ("/" + p).startswith(PREFIX)]
     assert w.paths and not outside, f"requests that missed the prefix: {outside[:5]}"
     # JupyterLab asks for the new notebook's name before creating it: those 404s are its own, not ours
@@ -153,12 +134,9 @@ def test_in_task_jupyterlab_runs_a_cell_in_a_real_browser(hub: Hub, browser: Any
 
 def test_tensorboard_dashboard_in_a_real_browser(hub: Hub, browser: Any) -> None:
     hub.running()
-    w = watched_page(browser)
-    try:
+    with opened(browser) as w:
         w.page.goto(f"{hub.jupyter.url}{task_url(hub.job, 'tensorboard/')}?token={hub.jupyter.token}")
         w.page.get_by_text("run_a").first.wait_for(timeout=90_000)
-    finally:
-        w.page.close()
     outside = [p for p in w.paths if not ("/" + p).startswith(PREFIX)]
     assert not outside, f"requests that missed the prefix: {outside[:5]}"
     assert not w.failed, w.failed

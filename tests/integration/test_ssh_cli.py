@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.polling import wait_for
+
 from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, ssh, wait_for
+from .ssh_helpers import keypair, need_sshd, ssh
 
 PAI = [sys.executable, "-m", "pai_jupyter.cli"]
 
@@ -90,11 +92,11 @@ def test_routes_refuse_strangers_and_other_users(daemon: Api) -> None:
     for method, path in (("GET", base), ("GET", base + "/key"), ("GET", "/api/v2/local/ssh-keys"),
                          ("POST", "/api/v2/local/ssh-keys"), ("DELETE", "/api/v2/local/ssh-keys/x")):
         assert anon.request(method, path).status_code == 401, (method, path)
-    mallory = daemon.as_user(daemon.http.post("/api/v2/local/users", json={"name": "mallory"}).json()["token"])
+    mallory = daemon.new_user("mallory")
     assert mallory.http.get(base).status_code == 404
     assert mallory.http.get(base + "/key").status_code == 404
     assert mallory.http.get("/api/v2/local/ssh-keys").json() == []  # only one's own keys
-    boss = daemon.as_user(daemon.http.post("/api/v2/local/users", json={"name": "boss", "admin": True}).json()["token"])
+    boss = daemon.new_user("boss", admin=True)
     assert boss.http.get(base).status_code == 200  # an admin sees the job...
     assert boss.http.get(base + "/key").status_code == 404  # ...but never its owner's private key
     nossh = daemon.submit_ok(json.dumps({"jobName": "plain", "image": "x", "taskRoles": [

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.client import Client
+from tests.polling import wait_for
 
 from .conftest import Api
-from .ssh_helpers import need_sshd, ssh, wait_for
+from .ssh_helpers import need_sshd, ssh
 
 IMAGE = "pai-test/sshd:latest"
 pytestmark = pytest.mark.docker

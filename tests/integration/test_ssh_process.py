@@ -9,9 +9,10 @@ import yaml
 
 from pai_jupyter.client import Client
 from pai_jupyter.common.states import FINAL
+from tests.polling import wait_for
 
 from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, scp, ssh, wait_for
+from .ssh_helpers import keypair, need_sshd, scp, ssh
 
 
 def _job(name: str, command: str, params: dict, instances: int = 1, worker: str | None = None) -> str:

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,10 @@ import pytest
 import tornado.web
 import yaml
 from tornado.httpclient import HTTPClientError
-from tornado.httpserver import HTTPServer
 
 from .jupyter_fixture import free_port, jupyter, task_url, terminal_round_trip
 from .ssh_helpers import keypair, need_sshd
+from .standin import serving
 
 SSH_PLUGIN = {"extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]}}
 
@@ -91,24 +90,8 @@ def sshds(tmp_path: Path) -> Iterator[dict[str, Any]]:
 def openpai(sshds: dict[str, Any]) -> Iterator[str]:
     jobs = {"web": _job("web", sshds["good"]), "nossh": _job("nossh", sshds["good"], plugin=False),
             "down": _job("down", sshds["closed"]), "locked": _job("locked", sshds["locked"])}
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        server = HTTPServer(tornado.web.Application([(r"/api/v2/(.*)", OpenPai, {"jobs": jobs})]))
-        server.listen(port, "127.0.0.1")
-        started.set()
-        loop.run_forever()
-        server.stop()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(10)
-    yield f"http://127.0.0.1:{port}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving(tornado.web.Application([(r"/api/v2/(.*)", OpenPai, {"jobs": jobs})])) as url:
+        yield url
 
 
 def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], pai_home: Path, tmp_path: Path,

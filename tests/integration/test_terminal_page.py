@@ -7,21 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pai_jupyter.cluster import control
 from pai_jupyter.server.terminal_page import built
 
-from .browser import launch, watched_page
-from .conftest import Api, kill_leftovers, start_daemon
-from .jupyter_fixture import JupyterServer, services_job, start_jupyter
+from .browser import opened
+from .conftest import Api
+from .jupyter_fixture import JupyterServer, services_job
+from .servers import servers
 
 pytestmark = pytest.mark.slow
 PREFIX = "/user/tester/"
-SHOTS = Path(__file__).resolve().parents[2] / ".test-screenshots"
 
 
 @dataclass
@@ -37,32 +35,19 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     if not built():
         pytest.fail("pai_jupyter/server/static/terminal/terminal.js is missing: build the package (pip install -e .)")
     tmp = tmp_path_factory.mktemp("terminal-page")
-    home = tmp / "home"
-    api = start_daemon(home)
-    jupyter = None
-    try:
+    with servers(tmp) as s:
+        api = s.daemon()
         job = api.submit_ok(services_job("term"))
-        bob = api.as_user(api.http.post("/api/v2/local/users", json={"name": "bob"}).json()["token"])
+        bob = api.new_user("bob")
         bobs = bob.submit_ok(services_job("bobs"))
-        jupyter = start_jupyter(tmp / "jupyter", home, base_url=PREFIX)
+        jupyter = s.jupyter(base_url=PREFIX)
         api.wait(job, ("RUNNING",), timeout=60)
         yield Env(api, jupyter, job, bobs)
-    finally:
-        if jupyter is not None:
-            jupyter.stop()
-        control.stop(home)
-        kill_leftovers(home)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from launch()
 
 
 def test_the_page_runs_a_command_in_the_task(env: Env, browser: Any) -> None:
-    w = watched_page(browser)
-    page = w.page
-    try:
+    with opened(browser, shot="terminal-page") as w:
+        page = w.page
         page.goto(f"{env.jupyter.url}pai/jobs/{env.job}/main/0/terminal/?token={env.jupyter.token}")
         page.get_by_role("status").filter(has_text="Connected").wait_for(timeout=60_000)
         assert page.title() == f"Terminal: main[0] of {env.job}"
@@ -71,12 +56,6 @@ def test_the_page_runs_a_command_in_the_task(env: Env, browser: Any) -> None:
         page.keyboard.press("Enter")
         page.wait_for_function("""() => [...document.querySelectorAll('.xterm-rows > div')]
                                     .some(row => row.textContent.trim() === '42')""", timeout=30_000)
-    except Exception:
-        SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / "terminal-page.png"))
-        raise
-    finally:
-        page.close()
     assert not w.failed, w.failed
     assert w.paths and all(p.startswith(PREFIX.lstrip("/")) for p in w.paths), w.paths  # never leaves the prefix
 
@@ -103,9 +82,7 @@ def test_the_page_is_for_the_logged_in_owner_only(env: Env) -> None:
 def test_an_ended_task_says_so(env: Env, browser: Any) -> None:
     job = env.api.submit_ok(services_job("short", command="true"))
     env.api.wait(job, ("SUCCEEDED",), timeout=60)
-    page = browser.new_page()
-    try:
+    with opened(browser) as w:
+        page = w.page
         page.goto(f"{env.jupyter.url}pai/jobs/{job}/main/0/terminal/?token={env.jupyter.token}")
         page.get_by_role("status").filter(has_text="The task is SUCCEEDED").wait_for(timeout=30_000)
-    finally:
-        page.close()

@@ -14,6 +14,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from pai_jupyter.client import JobDetail, NotSupported
 from pai_jupyter.notebook import curves, tensorboard
+from tests.polling import wait_for
 
 
 def write_scalars(run: Path, tag: str, values: list[float]) -> None:
@@ -82,11 +83,14 @@ def test_a_local_tensorboard_is_started_once_per_logdir_and_read_over_http(local
     assert f'src="/proxy/{local_tb.port}/"' in local_tb.embed(300).data
     monkeypatch.setenv("TENSORBOARD_PROXY_URL", "/hub/user/ann/proxy/%PORT%/")
     assert local_tb.url == f"/hub/user/ann/proxy/{local_tb.port}/"
-    deadline = time.monotonic() + 30  # TensorBoard loads the runs in the background
-    frame = curves.from_tensorboard(f"http://127.0.0.1:{local_tb.port}/")
-    while len(frame) < 5 and time.monotonic() < deadline:
-        time.sleep(0.5)
-        frame = curves.from_tensorboard(f"http://127.0.0.1:{local_tb.port}/")
+    frames: list[Any] = []  # TensorBoard loads the runs in the background
+
+    def loaded() -> bool:
+        frames[:] = [curves.from_tensorboard(f"http://127.0.0.1:{local_tb.port}/")]
+        return len(frames[0]) >= 5
+
+    wait_for(loaded, 30, "TensorBoard to serve the five points", interval=0.5)
+    frame = frames[0]
     assert sorted(frame["series"].unique()) == ["eval/accuracy", "train/loss"] and len(frame) == 5
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from pai_jupyter.client import JobDetail, JobSummary
 from pai_jupyter.notebook.display import LIST_COLUMNS
 from pai_jupyter.notebook.joblist import JobList
+from tests.polling import wait_for
 
 EVIL = "<script>x</script>"
 
@@ -78,15 +78,13 @@ def test_state_filters_pick_rows() -> None:
 def test_auto_refresh_runs_until_closed() -> None:
     src = Source([job("a", "RUNNING")])
     jl = JobList(source=src, interval=0.05)
-    deadline = time.monotonic() + 5
-    while src.calls < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: src.calls >= 4, 5, "four refreshes")
     assert src.calls >= 4
+    refresher = jl._thread
+    assert refresher is not None
     jl.auto.value = 0.0  # off
-    time.sleep(0.1)
-    calls = src.calls
-    time.sleep(0.2)
-    assert src.calls == calls
+    wait_for(lambda: not refresher.is_alive(), 5, "the refresh thread to end")
+    assert jl._thread is refresher  # and no other one started: nothing calls the source any more
     jl.close()
 
 

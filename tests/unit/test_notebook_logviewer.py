@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import base64
 import threading
-import time
 from collections.abc import Iterator
-from typing import Any
 
 from pai_jupyter.notebook.logviewer import MAX_PARTIAL, LogViewer
-
-
-def wait_for(cond: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+from tests.polling import wait_for
 
 
 def test_only_the_last_lines_are_kept() -> None:
@@ -45,18 +37,23 @@ def test_log_text_is_escaped() -> None:
 
 
 class Follow:
-    """A follow() stand-in: per stream, yields chunks; the 'all' stream waits until released."""
+    """A follow() stand-in: per stream, yields chunks; the 'all' stream waits until released. ``done`` lists the
+    streams whose follower has let go of them (read to the end, or closed after its last chunk)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
         self.calls: list[tuple[str | None, int, str]] = []
+        self.done: list[str] = []
 
     def __call__(self, job: str, *, role: str | None, index: int, stream: str) -> Iterator[str]:
         self.calls.append((role, index, stream))
-        yield f"{stream} one\n{stream} t"
-        if stream == "all":
-            self.release.wait(5)
-        yield "wo\n"
+        try:
+            yield f"{stream} one\n{stream} t"
+            if stream == "all":
+                self.release.wait(5)
+            yield "wo\n"
+        finally:
+            self.done.append(stream)
 
 
 def test_follows_in_the_background_and_restarts_on_a_stream_switch() -> None:
@@ -66,7 +63,7 @@ def test_follows_in_the_background_and_restarts_on_a_stream_switch() -> None:
     v.stream.value = "stderr"
     wait_for(lambda: list(v.lines) == ["stderr one", "stderr two"] and "ended" in v.status.value)
     follow.release.set()  # the old follower wakes up and must not write into the new view
-    time.sleep(0.1)
+    wait_for(lambda: "all" in follow.done, 5, "the old follower to take its last chunk")
     assert list(v.lines) == ["stderr one", "stderr two"]
     assert follow.calls == [("w", 2, "all"), ("w", 2, "stderr")]
     v.close()

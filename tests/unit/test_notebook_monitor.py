@@ -9,6 +9,7 @@ import numpy as np
 
 from pai_jupyter.client import NotSupported
 from pai_jupyter.notebook.monitor import MIB, ResourceMonitor
+from tests.polling import wait_for
 
 NO_NVML = {"available": False, "message": "NVML not available <libnvidia-ml.so.1>"}
 
@@ -81,17 +82,19 @@ def test_pause_and_rate() -> None:
     m.pause.value = True
     assert m.pause.description == "Resume"
     m.start()
-    time.sleep(0.5)
+    # a bounded wait (a paused loop gives no sign of its turns): 2.5 of its 0.2 s periods, in which a loop that
+    # ignored the pause would have polled
+    time.sleep(2.5 * m.interval.value)
     assert src.calls == 0
     m.pause.value = False
-    deadline = time.monotonic() + 5
-    while src.calls < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: src.calls >= 2, 5, "two polls once resumed")
     assert src.calls >= 2
     m.close()
     calls = src.calls
-    time.sleep(0.5)
-    assert src.calls <= calls + 1
+    sampler = m._thread
+    assert sampler is not None
+    wait_for(lambda: not sampler.is_alive(), 5, "the sampling thread to end")
+    assert src.calls <= calls + 1  # at most the poll that was under way
 
 
 def test_axes_have_headroom_and_few_time_ticks() -> None:
