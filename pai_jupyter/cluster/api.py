@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import tornado.http1connection
 import tornado.httputil
 import tornado.ioloop
 import tornado.web
 from tornado.iostream import StreamClosedError
 
+from ..common.states import FINAL
 from ..protocol import Job, JobValidationError, load_document, masked_text
 from ..protocol.edit import rename_text
 from ..protocol.parse import MAX_DOCUMENT_BYTES
@@ -36,12 +38,13 @@ from .errors import (
     UnsupportedMediaTypeError,
 )
 from .estimator import OUTPUTS
-from .logs import LOG_NAMES, LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
+from .logs import LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
+from .runtime.taskdir import LOGS
 from .service import Cluster
 from .space import is_full
-from .store import FINAL_STATES
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
+Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
 MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
 SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json",
                 "text/plain")
@@ -149,7 +152,9 @@ class Jobs(Base):
         self._size = 0
         self._too_big = False
         if self.request.method == "POST":
-            self.request.connection.set_max_body_size(64 * MAX_DOCUMENT_BYTES)
+            connection = self.request.connection
+            if isinstance(connection, tornado.http1connection.HTTP1Connection):
+                connection.set_max_body_size(64 * MAX_DOCUMENT_BYTES)
 
     def data_received(self, chunk: bytes) -> None:
         self._size += len(chunk)
@@ -219,7 +224,7 @@ class ExecutionType(Base):
         if value == "STOP":
             self.cluster.stop(row, f"stopped by {self.user['name']}")
         elif value == "START":  # a no-op for a live job, as in OpenPAI; an ended one is cloned, not restarted
-            if row["state"] in FINAL_STATES or row["execution_type"] != "START":
+            if row["state"] in FINAL or row["execution_type"] != "START":
                 raise BadRequest("a stopped or finished job cannot be started again; clone it instead")
         else:
             raise BadRequest('the body must be {"value": "STOP"}')
@@ -276,8 +281,7 @@ class Events(Base):
 def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:
     if int(attempt) > MAX_INT or int(idx) > MAX_INT:
         raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}] in attempt {attempt}")
-    task = cluster.store.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
-                             (row["id"], int(attempt), role, int(idx)))
+    task = cluster.store.task(row["id"], int(attempt), role, int(idx))
     if task is None:
         raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}] in attempt {attempt}")
     return task
@@ -391,22 +395,21 @@ class LogStream(Base):
         role = self.get_argument("role", None) or self.cluster.job_model(row).task_roles[0].name
         idx = self.int_arg("index", 0)
         stream = self.get_argument("stream", "all")
-        if stream not in LOG_NAMES:
-            raise BadRequest(f"stream must be one of {', '.join(LOG_NAMES)}")
+        if stream not in LOGS:
+            raise BadRequest(f"stream must be one of {', '.join(LOGS)}")
         attempt = self.int_arg("attempt", row["attempt"])
         task = _task(self.cluster, row, str(attempt), role, str(idx))
         store = self.cluster.store
-        key = (row["id"], attempt, task["role"], idx, task["task_attempt"])
+        task_attempt = task["task_attempt"]
         path = _log_path(self.cluster, row, task, task["task_attempt"]) / stream
 
         def done() -> bool:
-            cur = store.one("SELECT state, task_attempt FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? "
-                            "AND idx = ?", key[:4])
+            cur = store.task(row["id"], attempt, task["role"], idx)
             job = store.job_by_id(row["id"])
             if cur is None or job is None:
                 return True
-            return (cur["task_attempt"] != key[4] or cur["state"] in FINAL_STATES or
-                    (cur["state"] == "WAITING" and job["state"] in FINAL_STATES))
+            return (cur["task_attempt"] != task_attempt or cur["state"] in FINAL or
+                    (cur["state"] == "WAITING" and job["state"] in FINAL))
 
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("X-Accel-Buffering", "no")
@@ -451,7 +454,7 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
     args = {"cluster": cluster}
     log_args = {**args, "signer": LogSigner()}
     logs = JOB + r"/attempts/(\d+)/taskRoles/([^/]+)/taskIndex/(\d+)/attempts/(\d+)/logs"
-    routes = [
+    routes: list[Route] = [
         (r"/api/v2/jobs", Jobs, args),
         (JOB, JobDetail, args),
         (JOB + r"/executionType", ExecutionType, args),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import Base
+from .api import Base, Route
 from .maxruntime import check_minutes, set_max_run_time
 
 
@@ -20,5 +20,5 @@ class MaxRunTime(Base):
                          **result})
 
 
-def routes(job: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
     return [(job + r"/maxRunTime", MaxRunTime, args)]

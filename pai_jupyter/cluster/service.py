@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..common.states import ACTIVE_TASK, FINAL
+from ..common.states import ACTIVE_TASK, FINAL, LIVE_JOB
 from ..protocol import Job, JobValidationError
 from ..protocol.rules import ESTIMATOR_KEY
 from . import completion, recovery, services
@@ -37,7 +37,7 @@ from .queue import JobQueue
 from .runtime.base import Runtime, TaskExit, TaskHandle, TaskStartError
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
-from .store import Store, debug_id, dumps, loads, now_ms
+from .store import Store, dumps, loads, now_ms
 from .taskspec import prepare_task_dir, task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -97,8 +97,9 @@ class Cluster:
         """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
         job = self._jobs.pop(row["id"], None)
         if job is None:
-            text = row.get("model") or self.store.one("SELECT model FROM job_configs WHERE job_id = ?",
-                                                                  (row["id"],))["model"]
+            text = row.get("model") or self.store.model_text(row["id"])
+            if text is None:
+                raise NoJobError(f"job {row.get('user')}~{row.get('name')} has no stored model")
             job = Job.model_validate_json(text)
         self._jobs[row["id"]] = job
         if len(self._jobs) > JOB_CACHE:
@@ -139,8 +140,7 @@ class Cluster:
     def admit_user(self, name: str) -> None:
         """Raise (409, saying why and what to use instead) when a new user could not be kept apart from the
         others: the process runtime of a daemon that is not root (see accounts.py)."""
-        existing = {r["name"] for r in self.store.db.execute("SELECT name FROM users").fetchall()}
-        self.accounts.admission(name, existing)
+        self.accounts.admission(name, self.store.user_names())
 
     def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
         """The Estimator's /ml tree of this job, when it asked for one."""
@@ -180,16 +180,12 @@ class Cluster:
             raise InsufficientStorageError(f"job {job.name} was not submitted: {short}")
         now = now_ms()
         try:
-            with self.store.tx() as db:
-                cur = db.execute(
-                    "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
-                    "total_gpu, total_tasks, total_roles, config_format) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (user, job.name, debug_id(user, job.name), "WAITING", "AttemptCreationPending",
-                     job.virtual_cluster, now, now, sum(d.gpu for d in demands), len(demands), len(job.task_roles),
-                     job.source_format))
-                job_id = cur.lastrowid
-                db.execute("INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)",
-                           (job_id, job.source_text, job.model_dump_json()))
+            with self.store.tx():
+                job_id = self.store.insert_job(
+                    user, job.name, vc=job.virtual_cluster, now=now, total_gpu=sum(d.gpu for d in demands),
+                    total_tasks=len(demands), total_roles=len(job.task_roles), config_format=job.source_format,
+                    config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
+                    model=job.model_dump_json())
                 self._new_attempt(job_id, 0, job)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
                 if isinstance(estimator, dict):
@@ -211,14 +207,8 @@ class Cluster:
         return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
 
     def _new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
-        db = self.store.db
-        db.execute("INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
-                   (job_id, attempt, "WAITING", now_ms()))
-        db.executemany(
-            "INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
-            [(job_id, attempt, r.name, i, "WAITING", r.cpu, r.memory_mb, r.gpu, now_ms())
-             for r in job.task_roles for i in range(r.instances)])
+        self.store.insert_attempt(job_id, attempt, [(r.name, i, r.cpu, r.memory_mb, r.gpu)
+                                                    for r in job.task_roles for i in range(r.instances)])
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
     def schedule(self) -> None:
@@ -229,8 +219,8 @@ class Cluster:
                 job_id = entries[0][1]
                 row = self.store.job_core(job_id)
                 waiting = (self.store.waiting_tasks(job_id, row["attempt"]) if row and row["execution_type"] == "START"
-                           and row["state"] in ("WAITING", "RUNNING") else [])
-                if not waiting:
+                           and row["state"] in LIVE_JOB else [])
+                if row is None or not waiting:
                     entries.pop(0)
                     continue
                 job = self.job_model(row)
@@ -304,8 +294,7 @@ class Cluster:
                 deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
                 self.store.update_job(row["id"], state="RUNNING", sub_state="AttemptRunning", waiting_reason=None,
                                       launched_time=row["launched_time"] or now, deadline=deadline)
-                self.store.db.execute("UPDATE attempts SET state = 'RUNNING', launched_time = ? "
-                                      "WHERE job_id = ? AND attempt = ?", (now, row["id"], row["attempt"]))
+                self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
                 row["state"] = "RUNNING"
             placements = self._placements(row, job)
             fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
@@ -444,11 +433,9 @@ class Cluster:
     def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
                         exit_code: int | None, diagnostics: str) -> None:
         now = now_ms()
-        db = self.store.db
-        db.execute("UPDATE attempts SET state = ?, completed_time = ?, exit_code = ?, exit_diagnostics = ?, "
-                   "trigger_role = ?, trigger_index = ? WHERE job_id = ? AND attempt = ?",
-                   (state, now, exit_code, diagnostics, trigger and trigger["role"], trigger and trigger["idx"],
-                    row["id"], row["attempt"]))
+        self.store.update_attempt(row["id"], row["attempt"], state=state, completed_time=now, exit_code=exit_code,
+                                  exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
+                                  trigger_index=trigger and trigger["idx"])
         self._stop_remaining(row)
         self._release_ports(row)
         if state == "FAILED" and row["retries"] < job.retry_count:
@@ -510,8 +497,7 @@ class Cluster:
             return
         now = now_ms()
         self._release_ports(row)
-        self.store.db.execute("UPDATE attempts SET state = 'STOPPED', completed_time = ? WHERE job_id = ? AND "
-                              "attempt = ?", (now, row["id"], row["attempt"]))
+        self.store.update_attempt(row["id"], row["attempt"], state="STOPPED", completed_time=now)
         self.store.update_job(row["id"], state="STOPPED", sub_state="Completed", completed_time=now,
                               waiting_reason=None, deadline=None)
         self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
@@ -519,8 +505,7 @@ class Cluster:
 
     def check_deadlines(self) -> None:
         now = time.time()
-        for row in self.store.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? "
-                                  "AND state = 'RUNNING'", (now,)):
+        for row in self.store.overdue_jobs(now):
             minutes = self.job_model(row).max_run_time_minutes
             self.stop(row, f"stopped: the job ran longer than its max run time of {minutes:g} minutes "
                            f"(extras.maxRunTimeMinutes)")
@@ -538,8 +523,8 @@ class Cluster:
                     self.runtime.remove(TaskHandle.from_dict(loads(t["handle"])))
                 except Exception:
                     log.exception("removing a kept task of %s failed", row["name"])
-        with self.store.tx() as db:
-            db.execute("DELETE FROM jobs WHERE id = ?", (row["id"],))
+        with self.store.tx():
+            self.store.delete_job(row["id"])
         self.forget_model(row["id"])
         shutil.rmtree(self.job_dir(row["user"], row["name"]), ignore_errors=True)
 

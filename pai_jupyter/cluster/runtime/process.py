@@ -391,7 +391,12 @@ class ProcessRuntime(Runtime):
                 return
             loop = asyncio.get_running_loop()
             done = loop.create_future()
-            loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+
+            def wake() -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            loop.add_reader(fd, wake)
             try:
                 await done
             finally:
