@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import Base, Route
+from .api_base import Base, Route
 from .maxruntime import check_minutes, set_max_run_time
 
 

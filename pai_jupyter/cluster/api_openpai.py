@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import __version__
 from . import views
-from .api import JOB, MAX_INT, Base, Route, authenticate
+from .api_base import JOB, MAX_INT, Base, Route, authenticate
 from .authn import LoginLimiter, login, login_body
 from .errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
 from .service import Cluster

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import sshd
-from .api import Base, Route
+from .api_base import Base, Route
 from .errors import BadRequest, NotFoundError
 from .paths import os_user
 from .runtime import taskdir

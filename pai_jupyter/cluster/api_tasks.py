@@ -15,7 +15,7 @@ from terminado.management import PtyWithClients, UniqueTermManager
 from terminado.websocket import TermSocket
 
 from . import taskops
-from .api import MAX_INT, Base, Route, authenticate, visible_job
+from .api_base import MAX_INT, Base, Route, authenticate, visible_job
 from .errors import ApiError, NotFoundError
 from .service import Cluster
 

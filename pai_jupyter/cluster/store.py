@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..common.states import ACTIVE_TASK, LIVE_JOB
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
   name TEXT PRIMARY KEY, admin INTEGER NOT NULL DEFAULT 0, password_hash TEXT, created REAL NOT NULL);
@@ -81,6 +83,11 @@ LIST_ORDER_FIELDS = {
 CORE_COLUMNS = ("id, user, name, debug_id, state, sub_state, execution_type, vc, attempt, retries, submission_time, "
                 "created_time, launched_time, completed_time, exit_code, exit_diagnostics, exit_type, trigger_role, "
                 "trigger_index, total_gpu, total_tasks, total_roles, config_format, waiting_reason, deadline")
+
+
+def _sql_set(group: frozenset[str]) -> str:
+    """A state group of common.states as an SQL list: ``('RUNNING', 'STARTING')`` (constant names, no user text)."""
+    return "(" + ", ".join(f"'{s}'" for s in sorted(group)) + ")"
 
 
 def debug_id(user: str, name: str) -> str:
@@ -244,7 +251,7 @@ class Store:
         return self.all(
             "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
             "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
-            "j.state IN ('WAITING', 'RUNNING')")
+            f"j.state IN {_sql_set(LIVE_JOB)}")
 
     def update_job(self, job_id: int, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -299,7 +306,7 @@ class Store:
         """Tasks that hold resources (STARTING, RUNNING) or ports, each with its job's ``vc``: what a restarted
         daemon re-attaches to and accounts for."""
         return self.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
-                        "WHERE t.state IN ('STARTING', 'RUNNING') OR t.ports IS NOT NULL")
+                        f"WHERE t.state IN {_sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL")
 
     def waiting_tasks(self, job_id: int, attempt: int) -> list[dict[str, Any]]:
         return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",

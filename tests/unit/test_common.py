@@ -31,11 +31,11 @@ def test_states_are_their_wire_strings() -> None:
 
 def test_every_final_set_is_commons() -> None:
     from pai_jupyter.client import FINAL_STATES
-    from pai_jupyter.cluster import completion, recovery, service
+    from pai_jupyter.cluster import api_logs, completion, ending, maxruntime, recovery
     from pai_jupyter.kernel import provisioner
     from pai_jupyter.notebook import monitor
 
-    for module in (completion, recovery, service, provisioner, monitor, tensorboard):
+    for module in (completion, recovery, ending, maxruntime, api_logs, provisioner, monitor, tensorboard):
         assert module.FINAL is FINAL, module.__name__
     assert FINAL_STATES is FINAL
 
