@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..common.states import ACTIVE_TASK, LIVE_JOB
+from ...common.states import ACTIVE_TASK, LIVE_JOB
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (

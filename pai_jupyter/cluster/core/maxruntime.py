@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..common.states import FINAL
-from ..protocol.rules import MAX_RUN_TIME_KEY
+from ...common.states import FINAL
+from ...protocol.rules import MAX_RUN_TIME_KEY
 from .errors import ApiError, BadRequest
 from .service import Cluster
 

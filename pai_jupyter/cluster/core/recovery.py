@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..common.states import ACTIVE_TASK, FINAL
-from .runtime.base import TaskHandle
+from ...common.states import ACTIVE_TASK, FINAL
+from ..runtime.base import TaskHandle
 from .scheduler import Resources
 from .store import dumps, loads
 

@@ -9,14 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..protocol import Job
-from ..protocol.rules import ESTIMATOR_KEY
+from ...protocol import Job
+from ...protocol.rules import ESTIMATOR_KEY
+from ..paths import os_user
+from ..runtime.base import Runtime
+from ..task.estimator import Layout
 from .accounts import Accounts
 from .errors import NoJobError
-from .estimator import Layout
-from .paths import os_user
 from .queue import JobQueue
-from .runtime.base import Runtime
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, Space
 from .store import Store

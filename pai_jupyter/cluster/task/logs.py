@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-from .runtime.taskdir import LOGS, RUNTIME_LOG
+from ..runtime.taskdir import LOGS, RUNTIME_LOG
 
 TAIL_BYTES = 16 * 1024
 CHUNK = 64 * 1024

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import __version__
+from ... import __version__
+from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
+from ..core.service import Cluster
+from ..core.store import hash_token
 from . import views
-from .api_base import JOB, MAX_INT, Base, Route, authenticate
 from .authn import LoginLimiter, login, login_body
-from .errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
-from .service import Cluster
-from .store import hash_token
+from .base import JOB, MAX_INT, Base, Route, authenticate
 
 TAG = re.compile(r"^.{1,255}$", re.S)
 

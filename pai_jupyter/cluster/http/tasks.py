@@ -14,10 +14,10 @@ from typing import Any
 from terminado.management import PtyWithClients, UniqueTermManager
 from terminado.websocket import TermSocket
 
-from . import taskops
-from .api_base import MAX_INT, Base, Route, authenticate, visible_job
-from .errors import ApiError, NotFoundError
-from .service import Cluster
+from ..core.errors import ApiError, NotFoundError
+from ..core.service import Cluster
+from ..task import taskops
+from .base import MAX_INT, Base, Route, authenticate, visible_job
 
 
 class Services(Base):

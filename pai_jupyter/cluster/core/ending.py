@@ -8,12 +8,12 @@ import shutil
 import time
 from typing import Any
 
-from ..common.states import ACTIVE_TASK, FINAL
-from ..protocol import Job
+from ...common.states import ACTIVE_TASK, FINAL
+from ...protocol import Job
+from ..runtime.base import TaskExit, TaskHandle
 from . import completion
 from .clusterbase import ClusterBase, demand
 from .errors import JobNotFinishedError
-from .runtime.base import TaskExit, TaskHandle
 from .store import loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")

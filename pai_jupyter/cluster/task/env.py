@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol import Job, TaskRole
+from ...protocol import Job, TaskRole
 
 HOST_IP = "127.0.0.1"
 

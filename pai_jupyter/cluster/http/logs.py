@@ -10,12 +10,12 @@ from urllib.parse import quote, urlencode
 
 from tornado.iostream import StreamClosedError
 
-from ..common.states import FINAL
-from .api_base import JOB, MAX_INT, Base, Route, authenticate
-from .errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSatisfiable, UnauthorizedUserError
-from .logs import LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
-from .runtime.taskdir import LOGS
-from .service import Cluster
+from ...common.states import FINAL
+from ..core.errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSatisfiable, UnauthorizedUserError
+from ..core.service import Cluster
+from ..runtime.taskdir import LOGS
+from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
+from .base import JOB, MAX_INT, Base, Route, authenticate
 
 
 def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:

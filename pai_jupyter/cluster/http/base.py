@@ -9,9 +9,9 @@ from typing import Any
 import tornado.httputil
 import tornado.web
 
-from .errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
-from .service import Cluster
-from .space import is_full
+from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
+from ..core.service import Cluster
+from ..core.space import is_full
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments

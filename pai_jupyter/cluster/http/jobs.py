@@ -1,5 +1,5 @@
-"""The daemon's tornado application (``make_app``: every route of the OpenPAI v2 REST subset and the local
-extensions under /api/v2/local/) and the job routes: submit, list, detail, stop, clone, config, attempts, events.
+"""The job routes of OpenPAI's v2 REST API: submit, list, detail, stop, clone, config, attempts, events; and the
+admin's ``POST /api/v2/local/users``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -15,22 +15,20 @@ import tornado.httputil
 import tornado.ioloop
 import tornado.web
 
-from ..common.states import FINAL
-from ..protocol import Job, JobValidationError, load_document, masked_text
-from ..protocol.edit import rename_text
-from ..protocol.parse import MAX_DOCUMENT_BYTES
-from . import api_logs, api_maxruntime, api_openpai, api_ssh, api_tasks, views
-from .api_base import JOB, Base, Route
-from .errors import (
+from ...common.states import FINAL
+from ...protocol import Job, JobValidationError, load_document, masked_text
+from ...protocol.edit import rename_text
+from ...protocol.parse import MAX_DOCUMENT_BYTES
+from ..core.errors import (
     BadRequest,
     ForbiddenUserError,
     InvalidProtocolError,
-    NoApiError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
 )
-from .estimator import OUTPUTS
-from .service import Cluster
+from ..task.estimator import OUTPUTS
+from . import views
+from .base import JOB, Base, Route
 
 SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json",
                 "text/plain")
@@ -192,16 +190,8 @@ class Users(Base):
         self.write_json({"name": name, "token": store.new_token(name, "created by admin")}, 201)
 
 
-class NotFound(Base):
-    def prepare(self) -> None:
-        super().prepare()
-        raise NoApiError(f"API {self.request.path} is not found.")
-
-
-def make_app(cluster: Cluster) -> tornado.web.Application:
-    args = {"cluster": cluster}
-    local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
-    routes: list[Route] = [
+def routes(args: dict[str, Any]) -> list[Route]:
+    return [
         (r"/api/v2/jobs", Jobs, args),
         (JOB, JobDetail, args),
         (JOB + r"/executionType", ExecutionType, args),
@@ -209,22 +199,5 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         (JOB + r"/clone", Clone, args),
         (JOB + r"/job-attempts", Attempts, args),
         (JOB + r"/events", Events, args),
-        *api_logs.routes(args),
         (r"/api/v2/local/users", Users, args),
-        *api_openpai.routes(args),
-        *api_tasks.routes(local_job, args),
-        *api_ssh.routes(local_job, args),
-        *api_maxruntime.routes(local_job, args),
     ]
-    return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
-                          compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
-
-
-class PaiApplication(tornado.web.Application):
-    """Routes match with or without a trailing slash, as OpenPAI's (Express) do: its JS SDK asks for
-    ``/api/v2/users/``."""
-
-    def find_handler(self, request: tornado.httputil.HTTPServerRequest, **kwargs: Any) -> Any:
-        if len(request.path) > 1 and request.path.endswith("/"):
-            request.path = request.path.rstrip("/") or "/"
-        return super().find_handler(request, **kwargs)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import sshd
-from .api_base import Base, Route
-from .errors import BadRequest, NotFoundError
-from .paths import os_user
-from .runtime import taskdir
-from .store import loads
+from ..core.errors import BadRequest, NotFoundError
+from ..core.store import loads
+from ..paths import os_user
+from ..runtime import taskdir
+from ..task import sshd
+from .base import Base, Route
 
 TITLE_MAX = 100
 

@@ -13,8 +13,10 @@ import shutil
 import sqlite3
 from typing import Any
 
-from ..protocol import Job, JobValidationError
-from ..protocol.rules import ESTIMATOR_KEY
+from ...protocol import Job, JobValidationError
+from ...protocol.rules import ESTIMATOR_KEY
+from ..task.estimator import Layout, is_remote
+from ..task.estimator import problems as estimator_problems
 from . import recovery
 from .errors import (
     ConflictJobError,
@@ -22,8 +24,6 @@ from .errors import (
     InsufficientResourceError,
     InvalidProtocolError,
 )
-from .estimator import Layout, is_remote
-from .estimator import problems as estimator_problems
 from .launching import Launching
 from .scheduler import Resources
 from .space import InsufficientStorageError, is_full
@@ -61,7 +61,7 @@ class Cluster(Launching):
     # ---- submit --------------------------------------------------------------------------------------------------
     def admit_user(self, name: str) -> None:
         """Raise (409, saying why and what to use instead) when a new user could not be kept apart from the
-        others: the process runtime of a daemon that is not root (see accounts.py)."""
+        others: the process runtime of a daemon that is not root (see core/accounts.py)."""
         self.accounts.admission(name, self.store.user_names())
 
     def submit(self, user: str, body: bytes, *, admin: bool = False, job: Job | None = None) -> dict[str, Any]:

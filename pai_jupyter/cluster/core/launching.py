@@ -10,16 +10,16 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ..common.states import LIVE_JOB
-from ..protocol import Job
-from . import services
+from ...common.states import LIVE_JOB
+from ...protocol import Job
+from ..runtime.base import TaskExit, TaskHandle, TaskStartError
+from ..task import services
+from ..task.env import HOST_IP, Placement
+from ..task.taskspec import prepare_task_dir, task_spec
 from .clusterbase import demand
 from .ending import Ending
-from .env import HOST_IP, Placement
-from .runtime.base import TaskExit, TaskHandle, TaskStartError
 from .scheduler import Resources
 from .store import dumps, loads, now_ms
-from .taskspec import prepare_task_dir, task_spec
 
 log = logging.getLogger("pai_jupyter.cluster")
 
