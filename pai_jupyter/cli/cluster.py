@@ -82,7 +82,7 @@ def status(output: str) -> None:
 def capacity_note(cap: dict[str, int]) -> str:
     """What differs between the scheduled capacity and this machine (started with --cpus/--memory-mb/--gpus,
     e.g. by an older ``make demo``), or ""."""
-    from ..cluster.scheduler import machine_resources
+    from ..cluster.core.scheduler import machine_resources
 
     machine = machine_resources()
     diffs = [f"{cap[key]} {unit} scheduled, the machine has {have}"

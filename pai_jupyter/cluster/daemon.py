@@ -19,6 +19,8 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
+from .core.scheduler import Capacity, Resources, machine_resources
+from .core.space import DEFAULT_FLOOR_MB
 from .paths import (
     local_dir,
     lock_holder,
@@ -32,8 +34,6 @@ from .paths import (
     write_private_json,
 )
 from .runtime.base import Runtime
-from .scheduler import Capacity, Resources, machine_resources
-from .space import DEFAULT_FLOOR_MB
 
 log = logging.getLogger("pai_jupyter.cluster")
 EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
@@ -105,8 +105,8 @@ def admin_token(cluster, local: Path) -> str:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    from .api import make_app
-    from .service import Cluster
+    from .core.service import Cluster
+    from .http.app import make_app
 
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits

@@ -166,7 +166,7 @@ def kill_task_leftovers(home: Path) -> None:
     alone) or, for the sh shim, its pid file while that pid is still the shim of that very task directory."""
     from pai_jupyter.cluster.runtime.base import TaskHandle
     from pai_jupyter.cluster.runtime.cgroups import TaskCgroup
-    from pai_jupyter.cluster.runtime.process import _stat
+    from pai_jupyter.cluster.runtime.proctree import stat as _stat
 
     for handle_file in home.rglob("handle.json"):
         with contextlib.suppress(ValueError, OSError, KeyError, TypeError):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_jupyter.cluster.store import Store, now_ms
+from pai_jupyter.cluster.core.store import Store, now_ms
 
 from .common import FINAL, Daemon, Figure, median, ratio, v1
 

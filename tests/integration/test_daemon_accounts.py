@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.accounts import Accounts, dedicated_name
-from pai_jupyter.cluster.errors import ConflictJobError
+from pai_jupyter.cluster.core.accounts import Accounts, dedicated_name
+from pai_jupyter.cluster.core.errors import ConflictJobError
 
 from .conftest import kill_leftovers, start_daemon, v1
 

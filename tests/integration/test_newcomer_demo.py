@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.scheduler import machine_resources
+from pai_jupyter.cluster.core.scheduler import machine_resources
 
 from .conftest import kill_leftovers, start_daemon
 from .test_cli import pai

@@ -1,4 +1,4 @@
-"""The daemon's OpenAPI description (pai_jupyter/cluster/openapi.yaml) checked against the daemon itself.
+"""The daemon's OpenAPI description (pai_jupyter/cluster/http/openapi.yaml) checked against the daemon itself.
 
 (a) every route of ``make_app`` is in the spec with exactly the methods its handler serves, and nothing else is;
 (b) schemathesis drives every operation but the terminal websocket (a fuzzer cannot speak websocket) against a real
@@ -45,13 +45,13 @@ from tornado.websocket import websocket_connect
 
 import pai_jupyter.cluster
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.api import make_app
+from pai_jupyter.cluster.http.app import make_app
 from pai_jupyter.metrics.nvml import Nvml
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon, v1
 
-SPEC_PATH = Path(pai_jupyter.cluster.__file__).parent / "openapi.yaml"
+SPEC_PATH = Path(pai_jupyter.cluster.__file__).parent / "http" / "openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
 METHODS = ("get", "post", "put", "delete", "patch", "head", "options")
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -84,8 +84,8 @@ def test_password_checks_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch)
     import asyncio
     import threading
 
-    from pai_jupyter.cluster import authn
-    from pai_jupyter.cluster.store import Store, hash_password
+    from pai_jupyter.cluster.core.store import Store, hash_password
+    from pai_jupyter.cluster.http import authn
 
     threads: list[str] = []
 

@@ -113,7 +113,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, dic
 
 
 def test_the_served_swagger_paths_are_routes_of_the_daemon() -> None:
-    from pai_jupyter.cluster.api import make_app
+    from pai_jupyter.cluster.http.app import make_app
 
     rules = [re.compile(rule.matcher.regex.pattern) for rule in make_app(None).wildcard_router.rules]  # type: ignore[arg-type]
     for path, methods in SERVED.items():

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pai_jupyter.cluster import paths, services
+from pai_jupyter.cluster import paths
+from pai_jupyter.cluster.task import services
 from pai_jupyter.common import home, routes
 from pai_jupyter.common.states import ACTIVE_TASK, FINAL, JOB_STATES, JobState, TaskState, is_final
 from pai_jupyter.notebook import display, tensorboard
@@ -31,11 +32,12 @@ def test_states_are_their_wire_strings() -> None:
 
 def test_every_final_set_is_commons() -> None:
     from pai_jupyter.client import FINAL_STATES
-    from pai_jupyter.cluster import completion, recovery, service
+    from pai_jupyter.cluster.core import completion, ending, maxruntime, recovery
+    from pai_jupyter.cluster.http import logs as api_logs
     from pai_jupyter.kernel import provisioner
     from pai_jupyter.notebook import monitor
 
-    for module in (completion, recovery, service, provisioner, monitor, tensorboard):
+    for module in (completion, recovery, ending, maxruntime, api_logs, provisioner, monitor, tensorboard):
         assert module.FINAL is FINAL, module.__name__
     assert FINAL_STATES is FINAL
 

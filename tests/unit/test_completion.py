@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pai_jupyter.cluster.completion import decide
+from pai_jupyter.cluster.core.completion import decide
 from pai_jupyter.common.states import FINAL
 from pai_jupyter.protocol import Job, TaskRole
 

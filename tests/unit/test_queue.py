@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from pai_jupyter.cluster.queue import JobQueue
+from pai_jupyter.cluster.core.queue import JobQueue
 
 
 def test_entries_are_ordered_by_submission_time_then_id_whatever_the_order_of_adds() -> None:

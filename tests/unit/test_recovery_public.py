@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pai_jupyter.cluster import recovery
-from pai_jupyter.cluster.service import Cluster
+from pai_jupyter.cluster.core import recovery
+from pai_jupyter.cluster.core.service import Cluster
 
 
 def test_recovery_uses_only_public_members_of_cluster() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pai_jupyter.cluster.errors import InsufficientResourceError
+from pai_jupyter.cluster.core.errors import InsufficientResourceError
+from pai_jupyter.cluster.core.scheduler import Capacity, PortAllocator, Resources
+from pai_jupyter.cluster.core.service import Cluster
 from pai_jupyter.cluster.runtime.base import Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec
-from pai_jupyter.cluster.scheduler import Capacity, PortAllocator, Resources
-from pai_jupyter.cluster.service import Cluster
 
 
 # ---- resources, quotas, GPUs, ports ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pai_jupyter.cluster import services, sshd
+from pai_jupyter.cluster.task import services, sshd
 from pai_jupyter.protocol import Job
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3mZJ0hFVsFd1O3y0m3C2bqZQ9nq3lBqD5o4m0vTq9c me@laptop"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pai_jupyter.cluster.env import Placement, task_env
 from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import Runtime, TaskSpec
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
 from pai_jupyter.cluster.runtime.shim import SHIM_C, SHIM_SH, Shim
+from pai_jupyter.cluster.task.env import Placement, task_env
 from pai_jupyter.protocol import Job
 
 KNOWN = {taskdir.STDOUT, taskdir.STDERR, taskdir.ALL, taskdir.RUNTIME_LOG, taskdir.PID, taskdir.EXIT_CODE,

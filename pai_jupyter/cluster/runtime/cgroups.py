@@ -156,7 +156,7 @@ class TaskCgroup:
         dirs = info.get("cgroup_dirs") or ([info["cgroup"]] if info.get("cgroup") else [])
         if not dirs or not isinstance(dirs, list):
             return None
-        return cls(version=int(info.get("cgroup_version") or 1), dirs=[Path(str(d)) for d in dirs])
+        return cls(version=int(str(info.get("cgroup_version") or 1)), dirs=[Path(str(d)) for d in dirs])
 
 
 class CgroupManager:

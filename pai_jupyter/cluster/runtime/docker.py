@@ -77,12 +77,13 @@ def _in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
             fut.set_result(value) if ok else fut.set_exception(value)
 
     def run() -> None:
+        outcome: tuple[bool, Any]
         try:
-            value, ok = fn(), True
+            outcome = (True, fn())
         except BaseException as exc:
-            value, ok = exc, False
+            outcome = (False, exc)
         with contextlib.suppress(RuntimeError):  # the loop may be closed by now
-            loop.call_soon_threadsafe(settle, ok, value)
+            loop.call_soon_threadsafe(settle, *outcome)
 
     threading.Thread(target=run, name="pai-docker-wait", daemon=True).start()
     return fut

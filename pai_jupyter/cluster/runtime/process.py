@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from . import taskdir
+from . import proctree, taskdir
 from .base import (
     EXIT_LOST,
     EXIT_START_FAILED,
@@ -39,21 +39,6 @@ from .taskdir import SCRIPT_ENV, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) of a pid, or None when there is no such process.
-
-    The kernel's start ticks identify a process exactly (a reused pid has later ones) and, unlike a wall-clock
-    create_time, do not move when the clock is stepped between a daemon and its restarted successor."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2:].split()
-    return fields[0].decode(), int(fields[19])
 
 
 class ProcessRuntime(Runtime):
@@ -221,9 +206,9 @@ class ProcessRuntime(Runtime):
                                 "memory_mb": spec.memory_mb, "cgroup": None}
         if spec.run_as is not None:
             info["run_as"] = list(spec.run_as)
-        st = _stat(pid)
+        st = proctree.stat(pid)
         if st is not None:  # psutil's create_time, from the same /proc read
-            info["start_ticks"], info["create_time"] = st[1], (st[1] / _CLK_TCK) + self._boot_time
+            info["start_ticks"], info["create_time"] = st[1], (st[1] / proctree.CLK_TCK) + self._boot_time
         if cgroup is not None:
             info.update(cgroup.to_info())
         return TaskHandle(runtime=self.name, id=str(pid), info=info)
@@ -282,9 +267,9 @@ class ProcessRuntime(Runtime):
         info: dict[str, Any] = {"create_time": None, "start_ticks": -1, "memory": "none", "cgroup": None}
         with contextlib.suppress(psutil.Error, OSError, IndexError):
             if psutil.Process(pid).cmdline()[-1:] == [str(td)]:
-                st = _stat(pid)
+                st = proctree.stat(pid)
                 info["start_ticks"] = st[1] if st else -1
-                info["create_time"] = (info["start_ticks"] / _CLK_TCK) + self._boot_time
+                info["create_time"] = (info["start_ticks"] / proctree.CLK_TCK) + self._boot_time
         with contextlib.suppress(OSError):
             procs = (td / taskdir.CGROUP).read_text().split()
             if procs:
@@ -292,46 +277,15 @@ class ProcessRuntime(Runtime):
         return TaskHandle(runtime=self.name, id=str(pid), info=info)
 
     # ---- liveness and stop -----------------------------------------------------------------------------------
-    def _same_process(self, handle: TaskHandle, st: tuple[str, int] | None) -> bool:
-        if st is None:
-            return False
-        ticks = handle.info.get("start_ticks")
-        if ticks is not None:
-            return st[1] == ticks
-        created = handle.info.get("create_time")
-        if created is None:
-            return True
-        with contextlib.suppress(psutil.Error):
-            return abs(psutil.Process(int(handle.id)).create_time() - float(created)) < 0.05
-        return False
-
     def is_alive(self, handle: TaskHandle) -> bool:
-        st = _stat(int(handle.id))
-        return st is not None and st[0] != "Z" and self._same_process(handle, st)
-
-    def _signal_task(self, handle: TaskHandle, sig: int) -> None:
-        """Signal the task's process group, every descendant of its shim (the C shim is a subreaper: what left
-        the group with setsid is still below it) and everything in its cgroup; never a reused pid's group."""
-        pid = int(handle.id)
-        st = _stat(pid)
-        if st is None or self._same_process(handle, st):  # a dead leader's group may still hold orphans
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, sig)
-        if st is not None and self._same_process(handle, st):
-            with contextlib.suppress(psutil.Error):
-                for child in psutil.Process(pid).children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        child.send_signal(sig)
-        cgroup = TaskCgroup.from_info(handle.info)
-        if cgroup is not None:
-            cgroup.signal_all(sig)
+        return proctree.is_alive(handle)
 
     def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
         self._stopped.add(handle.id)
-        self._signal_task(handle, signal.SIGTERM)
+        proctree.signal_task(handle, signal.SIGTERM)
 
         def kill() -> None:
-            self._signal_task(handle, signal.SIGKILL)
+            proctree.signal_task(handle, signal.SIGKILL)
 
         try:
             asyncio.get_running_loop().call_later(grace, kill)
@@ -355,14 +309,14 @@ class ProcessRuntime(Runtime):
         limit = int(handle.info.get("memory_mb") or 0)
         watchdog = None
         if handle.info.get("memory") == "watchdog" and limit > 0:
-            watchdog = asyncio.ensure_future(self._watchdog(handle, td, limit))
+            watchdog = asyncio.ensure_future(proctree.watchdog(handle, td, limit, self.watchdog_interval))
         try:
-            await self._exited(handle)
+            await proctree.exited(handle)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
         # The task is over: nothing it started may outlive it (SIGTERM-proof orphans, setsid'd ones in the cgroup).
-        self._signal_task(handle, signal.SIGKILL)
+        proctree.signal_task(handle, signal.SIGKILL)
         status = None
         if popen is not None:
             status = popen.poll()
@@ -374,30 +328,6 @@ class ProcessRuntime(Runtime):
         if cgroup is not None and not cgroup.remove(timeout=0):  # freed now, whether or not remove() follows
             await asyncio.to_thread(cgroup.remove)
         return result
-
-    async def _exited(self, handle: TaskHandle) -> None:
-        """Resolve when the shim has exited: a pidfd becomes readable then, for a child or not."""
-        pid = int(handle.id)
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return
-        except (OSError, AttributeError):
-            while self.is_alive(handle):
-                await asyncio.sleep(0.05)
-            return
-        try:
-            if not self.is_alive(handle):  # checked after opening: the pidfd is then surely this process's
-                return
-            loop = asyncio.get_running_loop()
-            done = loop.create_future()
-            loop.add_reader(fd, lambda: done.done() or done.set_result(None))
-            try:
-                await done
-            finally:
-                loop.remove_reader(fd)
-        finally:
-            os.close(fd)
 
     def _result(self, handle: TaskHandle, td: Path, status: int | None) -> TaskExit:
         code = taskdir.exit_code(td)
@@ -429,56 +359,6 @@ class ProcessRuntime(Runtime):
             return False, ""
         oom = cgroup.oom_kills() > 0 or (code == 128 + signal.SIGKILL and cgroup.failcnt() > 0)
         return oom, cgroup.describe()
-
-    # ---- memory watchdog ---------------------------------------------------------------------------------------
-    async def _watchdog(self, handle: TaskHandle, td: Path, limit_mb: int) -> None:
-        """Kill the task's command when its process tree's RSS goes over the limit, like the kernel's OOM killer.
-
-        The shim and its tees are spared so the logs stay complete and the shim records the command's 137; if
-        the task is not gone 2 s later, the whole group gets SIGKILL."""
-        limit = limit_mb << 20
-        try:
-            shim = psutil.Process(int(handle.id))
-        except psutil.Error:
-            return
-        while True:
-            await asyncio.sleep(self.watchdog_interval)
-            try:
-                procs = [shim, *shim.children(recursive=True)]
-            except psutil.Error:
-                return
-            rss = 0
-            for p in procs:
-                with contextlib.suppress(psutil.Error):
-                    rss += p.memory_info().rss
-            if rss > limit:
-                break
-        (td / taskdir.OOM).write_text(f"rss {rss} bytes > limit {limit} bytes\n")
-        for p in self._command_processes(shim, procs):
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        await asyncio.sleep(2.0)
-        self._signal_task(handle, signal.SIGKILL)
-
-    @staticmethod
-    def _command_processes(shim: psutil.Process, procs: list[psutil.Process]) -> list[psutil.Process]:
-        """Everything in the tree but the shim's own shells (same command line) and its two tees."""
-        try:
-            shim_cmd = shim.cmdline()
-        except psutil.Error:
-            return procs
-        cmds: dict[int, list[str]] = {}
-        for p in procs[1:]:
-            with contextlib.suppress(psutil.Error):
-                cmds[p.pid] = p.cmdline()
-        shells = {shim.pid} | {pid for pid, cmd in cmds.items() if cmd == shim_cmd}
-        victims = []
-        for p in procs[1:]:
-            with contextlib.suppress(psutil.Error):
-                if p.pid in shells or (cmds.get(p.pid, [])[:1] == ["tee"] and p.ppid() in shells):
-                    continue
-                victims.append(p)
-        return victims
 
 
 def _give(path: Path, run_as: tuple[int, int]) -> None:

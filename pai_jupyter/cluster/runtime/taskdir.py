@@ -11,7 +11,7 @@ shell in memory), ``handle.json`` (the task's ``TaskHandle``, before the task ca
 finds it), ``cgroup`` (the ``cgroup.procs`` paths shim.sh joins, one a line), ``oom`` (the memory watchdog's
 verdict), ``shim.sh`` (a container's copy of the shim) and ``work/`` (the default working directory).
 
-Services (``cluster/services.py``): ``service-<name>.log`` and ``.pid`` (the supervisor's), ``.request`` (the
+Services (``cluster/task/services.py``): ``service-<name>.log`` and ``.pid`` (the supervisor's), ``.request`` (the
 daemon asks the supervisor to ``start`` or ``stop`` it), ``.stopped`` (the daemon's marker that it was stopped on
 request, kept on disk for a restarted daemon) and ``.missing`` (the service's reason it cannot run, e.g. no sshd).
 

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ...common.states import ACTIVE_TASK, LIVE_JOB
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
   name TEXT PRIMARY KEY, admin INTEGER NOT NULL DEFAULT 0, password_hash TEXT, created REAL NOT NULL);
@@ -68,7 +70,6 @@ CREATE TABLE IF NOT EXISTS job_tags (
 ITEM = ("CASE WHEN EXISTS (SELECT 1 FROM job_tags g WHERE g.job_id = jobs.id) THEN json_set(item, '$.tags', "
         "(SELECT json_group_array(tag) FROM job_tags g WHERE g.job_id = jobs.id)) ELSE item END")
 
-FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 LIST_ORDER_FIELDS = {
     "jobName": "name", "submissionTime": "submission_time", "username": "user", "vc": "vc",
     "retries": "retries", "totalTaskNumber": "total_tasks", "totalGpuNumber": "total_gpu", "state": "state",
@@ -82,6 +83,11 @@ LIST_ORDER_FIELDS = {
 CORE_COLUMNS = ("id, user, name, debug_id, state, sub_state, execution_type, vc, attempt, retries, submission_time, "
                 "created_time, launched_time, completed_time, exit_code, exit_diagnostics, exit_type, trigger_role, "
                 "trigger_index, total_gpu, total_tasks, total_roles, config_format, waiting_reason, deadline")
+
+
+def _sql_set(group: frozenset[str]) -> str:
+    """A state group of common.states as an SQL list: ``('RUNNING', 'STARTING')`` (constant names, no user text)."""
+    return "(" + ", ".join(f"'{s}'" for s in sorted(group)) + ")"
 
 
 def debug_id(user: str, name: str) -> str:
@@ -192,6 +198,9 @@ class Store:
     def users(self) -> list[dict[str, Any]]:
         return self.all("SELECT name, admin, created FROM users ORDER BY name")
 
+    def user_names(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM users").fetchall()}
+
     # ---- jobs -------------------------------------------------------------------------------------------------
     def job(self, user: str, name: str) -> dict[str, Any] | None:
         """The whole job row with its submitted config text and model."""
@@ -200,6 +209,49 @@ class Store:
 
     def job_by_id(self, job_id: int) -> dict[str, Any] | None:
         return self.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+
+    def insert_job(self, user: str, name: str, *, vc: str, now: int, total_gpu: int, total_tasks: int,
+                   total_roles: int, config_format: str, config_text: str, model: str) -> int:
+        """A new WAITING job and its submitted config (inside the caller's transaction); returns its id.
+        Raises ``sqlite3.IntegrityError`` when the user has a job of that name."""
+        cur = self.db.execute(
+            "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
+            "total_gpu, total_tasks, total_roles, config_format) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (user, name, debug_id(user, name), "WAITING", "AttemptCreationPending", vc, now, now, total_gpu,
+             total_tasks, total_roles, config_format))
+        job_id = cur.lastrowid
+        assert job_id is not None  # an INSERT into a rowid table always sets it
+        self.db.execute("INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)",
+                        (job_id, config_text, model))
+        return job_id
+
+    def delete_job(self, job_id: int) -> None:
+        """The job and (by cascade) its config, attempts, tasks, events and tags."""
+        self.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def model_text(self, job_id: int) -> str | None:
+        """The job's stored model (JSON), as the daemon parsed it at submission or last changed it."""
+        row = self.db.execute("SELECT model FROM job_configs WHERE job_id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def set_model_text(self, job_id: int, model: str) -> None:
+        self.db.execute("UPDATE job_configs SET model = ? WHERE job_id = ?", (model, job_id))
+
+    def overdue_jobs(self, now: float) -> list[dict[str, Any]]:
+        """RUNNING jobs whose deadline (seconds since the epoch) is before ``now``."""
+        return self.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? AND state = 'RUNNING'",
+                        (now,))
+
+    def jobs_in_state(self, state: str) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM jobs WHERE state = ?", (state,))
+
+    def queued_jobs(self) -> list[dict[str, Any]]:
+        """Started jobs with a task of their current attempt still WAITING (id, vc, submission_time): the queue
+        a restarted daemon rebuilds."""
+        return self.all(
+            "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
+            "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
+            f"j.state IN {_sql_set(LIVE_JOB)}")
 
     def update_job(self, job_id: int, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -250,6 +302,12 @@ class Store:
         return self.one("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
                         (job_id, attempt, role, idx))
 
+    def live_tasks(self) -> list[dict[str, Any]]:
+        """Tasks that hold resources (STARTING, RUNNING) or ports, each with its job's ``vc``: what a restarted
+        daemon re-attaches to and accounts for."""
+        return self.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
+                        f"WHERE t.state IN {_sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL")
+
     def waiting_tasks(self, job_id: int, attempt: int) -> list[dict[str, Any]]:
         return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",
                         (job_id, attempt))
@@ -269,6 +327,22 @@ class Store:
         if type_:
             return self.all("SELECT * FROM events WHERE job_id = ? AND type = ? ORDER BY id", (job_id, type_))
         return self.all("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+
+    def insert_attempt(self, job_id: int, attempt: int, tasks: list[tuple[str, int, int, int, int]]) -> None:
+        """A new WAITING attempt and its WAITING tasks, each ``(role, idx, cpu, memory_mb, gpu)`` (inside the
+        caller's transaction)."""
+        self.db.execute("INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
+                        (job_id, attempt, "WAITING", now_ms()))
+        self.db.executemany(
+            "INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            [(job_id, attempt, role, idx, "WAITING", cpu, memory_mb, gpu, now_ms())
+             for role, idx, cpu, memory_mb, gpu in tasks])
+
+    def update_attempt(self, job_id: int, attempt: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE attempts SET {cols} WHERE job_id = ? AND attempt = ?", (*fields.values(), job_id,
+                                                                                          attempt))
 
     def attempts(self, job_id: int) -> list[dict[str, Any]]:
         return self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..protocol.rules import MAX_RUN_TIME_KEY
+from ...common.states import FINAL
+from ...protocol.rules import MAX_RUN_TIME_KEY
 from .errors import ApiError, BadRequest
 from .service import Cluster
-from .store import FINAL_STATES
 
 MAX_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave the key out for no limit)
 
@@ -32,17 +32,16 @@ def check_minutes(value: Any) -> float:
 
 def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: str) -> dict[str, Any]:
     """Record the new limit durably and move the running attempt's deadline; returns the new deadline."""
-    if row["state"] in FINAL_STATES or row["execution_type"] == "STOP":
+    if row["state"] in FINAL or row["execution_type"] == "STOP":
         raise JobNotRunningError(f"job {row['user']}~{row['name']} is {row['state']}; its run time is over")
     job = cluster.job_model(row)
     extras = {**job.extras, MAX_RUN_TIME_KEY: minutes}
     model = job.model_copy(update={"extras": extras})
     deadline = None
-    with cluster.store.tx() as db:
-        db.execute("UPDATE job_configs SET model = ? WHERE job_id = ?", (model.model_dump_json(), row["id"]))
+    with cluster.store.tx():
+        cluster.store.set_model_text(row["id"], model.model_dump_json())
         if row["state"] == "RUNNING":
-            launched = cluster.store.one("SELECT launched_time FROM attempts WHERE job_id = ? AND attempt = ?",
-                                         (row["id"], row["attempt"]))
+            launched = cluster.store.attempt(row["id"], row["attempt"])
             started_ms = (launched and launched["launched_time"]) or row["launched_time"]
             deadline = started_ms / 1000 + minutes * 60
             cluster.store.update_job(row["id"], deadline=deadline)

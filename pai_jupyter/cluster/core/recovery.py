@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..common.states import ACTIVE_TASK, FINAL
-from .runtime.base import TaskHandle
+from ...common.states import ACTIVE_TASK, FINAL
+from ..runtime.base import TaskHandle
 from .scheduler import Resources
 from .store import dumps, loads
 
@@ -15,10 +15,8 @@ if TYPE_CHECKING:
     from .service import Cluster
 
 
-
 def recover(cluster: Cluster) -> None:
-    for t in cluster.store.all("SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
-                               "WHERE t.state IN ('STARTING', 'RUNNING') OR t.ports IS NOT NULL"):
+    for t in cluster.store.live_tasks():
         row = cluster.store.job_by_id(t["job_id"])
         if row is None:
             continue
@@ -40,11 +38,8 @@ def recover(cluster: Cluster) -> None:
         cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:
             cluster.runtime.stop(handle, cluster.stop_grace)
-    for row in cluster.store.all(
-            "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
-            "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
-            "j.state IN ('WAITING', 'RUNNING')"):
+    for row in cluster.store.queued_jobs():
         cluster.queue.add(row["vc"], row["submission_time"], row["id"])
-    for row in cluster.store.all("SELECT * FROM jobs WHERE state = 'STOPPING'"):
+    for row in cluster.store.jobs_in_state("STOPPING"):
         cluster.resume_stop(row)
     cluster.schedule()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runtime.base import Mount
+from ..runtime.base import Mount
 
 OUTPUTS = ("model", "checkpoints", "logs")
 EXIT_REQUIREMENTS_FAILED = 226

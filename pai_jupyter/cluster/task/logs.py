@@ -13,8 +13,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-LOG_NAMES = ("stdout", "stderr", "all")
-RUNTIME_LOG = "runtime"  # the runtime's own notices (OpenPAI's log names have one), when the task has any
+from ..runtime.taskdir import LOGS, RUNTIME_LOG
+
 TAIL_BYTES = 16 * 1024
 CHUNK = 64 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -22,7 +22,7 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 def log_names(task_dir: Path) -> tuple[str, ...]:
     """The logs a task offers: stdout, stderr, all, and runtime when the runtime wrote notices."""
-    return LOG_NAMES + ((RUNTIME_LOG,) if (task_dir / RUNTIME_LOG).is_file() else ())
+    return LOGS + ((RUNTIME_LOG,) if (task_dir / RUNTIME_LOG).is_file() else ())
 
 
 class RangeError(ValueError):

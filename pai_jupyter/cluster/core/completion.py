@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..common.states import FINAL
-from ..protocol import Job
+from ...common.states import FINAL
+from ...protocol import Job
 
 
 @dataclass

@@ -7,15 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import tornado.web
-
-from .. import __version__
+from ... import __version__
+from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
+from ..core.service import Cluster
+from ..core.store import hash_token
 from . import views
-from .api import JOB, MAX_INT, Base, authenticate
 from .authn import LoginLimiter, login, login_body
-from .errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
-from .service import Cluster
-from .store import hash_token
+from .base import JOB, MAX_INT, Base, Route, authenticate
 
 TAG = re.compile(r"^.{1,255}$", re.S)
 
@@ -227,7 +225,7 @@ class Tag(Base):
         self.write_json({"status": 200, "message": f"Delete tag {tag} from job {user}~{name} successfully."})
 
 
-def routes(args: dict[str, Any]) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
+def routes(args: dict[str, Any]) -> list[Route]:
     login_args = {**args, "limiter": LoginLimiter()}
     task = JOB + r"/attempts/(\d+)/taskRoles/([^/]+)/taskIndex/(\d+)/attempts"
     return [

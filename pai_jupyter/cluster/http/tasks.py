@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import tornado.web
 from terminado.management import PtyWithClients, UniqueTermManager
 from terminado.websocket import TermSocket
 
-from . import taskops
-from .api import MAX_INT, Base, authenticate, visible_job
-from .errors import ApiError, NotFoundError
-from .service import Cluster
+from ..core.errors import ApiError, NotFoundError
+from ..core.service import Cluster
+from ..task import taskops
+from .base import MAX_INT, Base, Route, authenticate, visible_job
 
 
 class Services(Base):
@@ -53,6 +52,7 @@ class TaskTermManager(UniqueTermManager):
 class Terminal(TermSocket):
     def initialize(self, cluster: Cluster, term_manager: TaskTermManager) -> None:  # type: ignore[override]
         super().initialize(term_manager)
+        self.task_terms = term_manager  # typed as ours: terminado's attribute is its base class
         self.cluster = cluster
         self.command: tuple[list[str], dict[str, str], str | None] | None = None
 
@@ -89,12 +89,12 @@ class Terminal(TermSocket):
     def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         assert self.command is not None
         self.term_name = "task"
-        self.terminal = self.term_manager.open_terminal(*self.command)
+        self.terminal = self.task_terms.open_terminal(*self.command)
         self.terminal.clients.append(self)
         self.send_json_message(["setup", {}])
 
 
-def routes(job: str, args: dict[str, Any]) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
     term_args = {**args, "term_manager": TaskTermManager(shell_command=["/bin/sh"])}
     return [
         (job + r"/services", Services, args),

@@ -26,9 +26,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..protocol import Job
-from ..protocol.rules import SSH_PUBLIC_KEY
-from .runtime import taskdir
+from ...protocol import Job
+from ...protocol.rules import SSH_PUBLIC_KEY
+from ..runtime import taskdir
 
 KEY_RE = re.compile(SSH_PUBLIC_KEY)
 JOB_KEY = "id_ed25519"
@@ -266,7 +266,7 @@ def barrier(info: dict[str, Any]) -> str:
 
 def mounts(own: dict[str, Any], job_dir: Path) -> list[Any]:
     """Docker: the job's key dir, read-only, where ``jobKey`` says (jobssh only)."""
-    from .runtime.base import Mount
+    from ..runtime.base import Mount
 
     info = own.get("ssh") or {}
     return [Mount(str(job_key_dir(job_dir)), DOCKER_JOB_KEY_DIR, read_only=True)] if info.get("jobKey") else []

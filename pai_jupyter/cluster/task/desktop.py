@@ -17,7 +17,7 @@ import re
 import shlex
 from typing import Any
 
-from .runtime import taskdir
+from ..runtime import taskdir
 
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
 NEEDED = ("Xvnc", "vncpasswd", "websockify")

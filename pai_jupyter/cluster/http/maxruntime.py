@@ -1,14 +1,14 @@
 """``PUT /api/v2/local/jobs/{user}~{name}/maxRunTime`` ``{"minutes": N}``: the job page's "set work duration".
 
-The job's owner or an admin; 409 once the job has ended or is stopping. See maxruntime.py for what is stored.
+The job's owner or an admin; 409 once the job has ended or is stopping. See core/maxruntime.py for what is stored.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .api import Base
-from .maxruntime import check_minutes, set_max_run_time
+from ..core.maxruntime import check_minutes, set_max_run_time
+from .base import Base, Route
 
 
 class MaxRunTime(Base):
@@ -20,5 +20,5 @@ class MaxRunTime(Base):
                          **result})
 
 
-def routes(job: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
     return [(job + r"/maxRunTime", MaxRunTime, args)]

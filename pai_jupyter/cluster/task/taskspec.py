@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import seedpaths
-from ..protocol import Job, render_commands
-from ..protocol.render import MASK
+from ... import seedpaths
+from ...protocol import Job, render_commands
+from ...protocol.render import MASK
+from ..core.store import loads
+from ..runtime import taskdir
+from ..runtime.base import Mount, TaskSpec
 from . import services, sshd
 from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
 from .estimator import REQUIREMENTS, Layout
-from .runtime import taskdir
-from .runtime.base import Mount, TaskSpec
-from .store import loads
 
 
 def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,

@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..metrics.nvml import Nvml
+from ...metrics.nvml import Nvml
+from ..core.errors import BadRequest, NotFoundError
+from ..core.store import loads
+from ..runtime import taskdir
+from ..runtime.base import TaskHandle, TaskSpec
 from . import services
 from .env import Placement
-from .errors import BadRequest, NotFoundError
-from .runtime import taskdir
-from .runtime.base import TaskHandle, TaskSpec
-from .store import loads
 from .taskspec import task_spec
 
 _nvml = Nvml()
@@ -131,7 +131,7 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
     request = task_dir / taskdir.service_file(name, "request")
     request.write_text(action)  # the task's supervisor acts on it
     run_as = handle.info.get("run_as")
-    if run_as:  # the supervisor runs as the task's own account (cluster/accounts.py)
+    if run_as:  # the supervisor runs as the task's own account (cluster/core/accounts.py)
         os.chown(request, int(run_as[0]), int(run_as[1]))
     marker = task_dir / taskdir.service_file(name, "stopped")  # on disk, so a restarted daemon still knows
     if action == "stop":

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol import Job, TaskRole
+from ...protocol import Job, TaskRole
 
 HOST_IP = "127.0.0.1"
 
@@ -95,9 +95,9 @@ def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
     for label, ports in me.ports.items():
         env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, ports))
     for kind, var in (("data", "PAI_DATA_DIR"), ("output", "PAI_OUTPUT_DIR"), ("script", "PAI_CODE_DIR")):
-        p = job.prerequisite(kind, getattr(role, kind))
-        if p is not None and p.uri:
-            env[var] = p.uri[0] if isinstance(p.uri, list) else p.uri
+        pre = job.prerequisite(kind, getattr(role, kind))
+        if pre is not None and pre.uri:
+            env[var] = pre.uri[0] if isinstance(pre.uri, list) else pre.uri
     env.update(extra or {})
     return env
 

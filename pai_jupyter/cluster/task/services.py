@@ -17,10 +17,10 @@ import shlex
 import socket
 from typing import Any
 
-from ..common.routes import service_route, service_tasks
-from ..protocol import Job
+from ...common.routes import service_route, service_tasks
+from ...protocol import Job
+from ..runtime import taskdir
 from . import desktop, sshd
-from .runtime import taskdir
 
 SERVICES = ("tensorboard", "jupyter", "desktop")
 
@@ -97,7 +97,7 @@ def start_command(service: str, info: dict[str, Any]) -> str:
             path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/tensorboard}"'
             target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
         serve = (f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token")
-                 else "exec tensorboard")  # a token is always given (service.py); older rows had none
+                 else "exec tensorboard")  # a token is always given (core/launching.py); older rows had none
         cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
     else:
         # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page

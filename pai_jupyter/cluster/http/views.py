@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from .store import loads
+from ..core.store import loads
 
 EXIT_SPECS: dict[int, tuple[str, str, str]] = {
     0: ("Succeeded", "SUCCEEDED", "The task completed."),

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import tornado.web
-
-from . import sshd
-from .api import Base
-from .errors import BadRequest, NotFoundError
-from .paths import os_user
-from .store import loads
+from ..core.errors import BadRequest, NotFoundError
+from ..core.store import loads
+from ..paths import os_user
+from ..runtime import taskdir
+from ..task import sshd
+from .base import Base, Route
 
 TITLE_MAX = 100
 
@@ -83,7 +82,7 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
         if (t["role"], t["idx"]) not in planned or not info:
             continue
         td = Path(t["task_dir"]) if t["task_dir"] else None
-        missing = td / "service-ssh.missing" if td else None
+        missing = td / taskdir.service_file("ssh", "missing") if td else None
         containers.append({
             "id": f"{t['role']}-{t['idx']}", "taskRole": t["role"], "taskIndex": t["idx"], "taskState": t["state"],
             "sshIp": t["host_ip"] or "127.0.0.1", "sshPort": info["port"],
@@ -125,7 +124,7 @@ class JobSshKey(Base):
         self.finish(key.read_bytes())
 
 
-def routes(job: str, args: dict[str, Any]) -> list[tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]]:
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
     return [
         (r"/api/v2/local/ssh-keys", SshKeys, args),
         (r"/api/v2/local/ssh-keys/([^/]+)", SshKey, args),

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs
 
 import tornado.ioloop
 
-from .errors import BadRequest, IncorrectPasswordError, NoUserError, TooManyRequestsError
-from .store import Store, check_password
+from ..core.errors import BadRequest, IncorrectPasswordError, NoUserError, TooManyRequestsError
+from ..core.store import Store, check_password
 
 USERNAME = re.compile(r"^[\w.-]+$")  # OpenPAI's tokenPostInputSchema
 MIN_EXPIRATION, MAX_EXPIRATION = 60, 7 * 24 * 3600

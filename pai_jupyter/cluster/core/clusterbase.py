@@ -1,0 +1,112 @@
+"""What the embedded cluster holds (its store, runtime, capacity, ports, queue, the parsed-model cache, the
+accounts tasks run as) and the lookups every part of it uses: a job's model, directories, owner, home."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ...protocol import Job
+from ...protocol.rules import ESTIMATOR_KEY
+from ..paths import os_user
+from ..runtime.base import Runtime
+from ..task.estimator import Layout
+from .accounts import Accounts
+from .errors import NoJobError
+from .queue import JobQueue
+from .scheduler import Capacity, PortAllocator, Resources
+from .space import DEFAULT_FLOOR_MB, Space
+from .store import Store
+
+JOB_CACHE = 512
+
+
+def demand(task: dict[str, Any]) -> Resources:
+    return Resources(task["cpu"], task["memory_mb"], task["gpu"])
+
+
+class ClusterBase(ABC):
+    """The state and lookups; ``Ending``, ``Launching`` and ``Cluster`` (service.py) add what happens to jobs."""
+
+    def __init__(self, local_dir: Path, runtime: Runtime, capacity: Capacity, *, stop_grace: float = 3.0,
+                 min_free_mb: int = DEFAULT_FLOOR_MB):
+        self.dir = local_dir
+        self.space = Space(local_dir, min_free_mb)
+        self.store = Store(local_dir / "state.db")
+        self.runtime = runtime
+        self.capacity = capacity
+        self.ports = PortAllocator()
+        self.stop_grace = stop_grace
+        self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
+        self._jobs: dict[int, Job] = {}
+        self.queue = JobQueue()
+        self._homes: set[str] = set()
+        self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
+        self.runtime_description = runtime.describe()
+        self.accounts = Accounts(os_user(), runtime.name)
+        self.accounts.open_path(local_dir)
+        if self.accounts.describe():
+            self.runtime_description += f"; {self.accounts.describe()}"
+
+    # ---- lookups -------------------------------------------------------------------------------------------------
+    def job_model(self, row: dict[str, Any]) -> Job:
+        """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
+        job = self._jobs.pop(row["id"], None)
+        if job is None:
+            text = row.get("model") or self.store.model_text(row["id"])
+            if text is None:
+                raise NoJobError(f"job {row.get('user')}~{row.get('name')} has no stored model")
+            job = Job.model_validate_json(text)
+        self._jobs[row["id"]] = job
+        if len(self._jobs) > JOB_CACHE:
+            self._jobs.pop(next(iter(self._jobs)))
+        return job
+
+    def forget_model(self, job_id: int) -> None:
+        """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone."""
+        self._jobs.pop(job_id, None)
+
+    def get_job(self, user: str, name: str) -> dict[str, Any]:
+        row = self.store.job(user, name)
+        if row is None:
+            raise NoJobError(f"job {user}~{name} was not found")
+        return row
+
+    def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
+        # one level per task attempt (a0.main-0.t0): every directory made costs up to a millisecond on some disks
+        return self.job_dir(row["user"], row["name"]) / f"a{attempt}.{role}-{idx}.t{task_attempt}"
+
+    def is_admin(self, user: str) -> bool:
+        """Admins (the OS user who runs the daemon) may hand host paths to their tasks; others may not."""
+        found = self.store.user(user)
+        return bool(found and found["admin"])
+
+    def user_home(self, user: str) -> Path:
+        """The user's persistent home (LeinaoPAI's /userhome), made once."""
+        path = self.dir / "users" / user / "home"
+        if user not in self._homes:
+            path.mkdir(parents=True, exist_ok=True)
+            run_as = self.accounts.run_as(user)
+            self.accounts.give(path.parent, run_as)
+            self.accounts.give(path, run_as)
+            self._homes.add(user)
+        return path
+
+    def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
+        """The Estimator's /ml tree of this job, when it asked for one."""
+        spec = job.extras.get(ESTIMATOR_KEY)
+        return Layout(self.job_dir(row["user"], row["name"]) / "ml", spec) if isinstance(spec, dict) else None
+
+    def job_dir(self, user: str, name: str) -> Path:
+        return self.dir / "jobs" / f"{user}~{name}"
+
+    def _new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
+        self.store.insert_attempt(job_id, attempt, [(r.name, i, r.cpu, r.memory_mb, r.gpu)
+                                                    for r in job.task_roles for i in range(r.instances)])
+
+    @abstractmethod
+    def schedule(self) -> None:
+        """Start what fits (``Launching.schedule``): run after every change that may free room or add work."""

@@ -1,0 +1,174 @@
+"""How tasks and jobs end: a task's exit recorded (a retry of the task or of the job, or the attempt's
+outcome from ``completion``), stop (asked for, or past the max run time) and delete."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from typing import Any
+
+from ...common.states import ACTIVE_TASK, FINAL
+from ...protocol import Job
+from ..runtime.base import TaskExit, TaskHandle
+from . import completion
+from .clusterbase import ClusterBase, demand
+from .errors import JobNotFinishedError
+from .store import loads, now_ms
+
+log = logging.getLogger("pai_jupyter.cluster")
+
+
+class Ending(ClusterBase):
+    """Every way a task or job ends, recorded in one transaction each, then ``schedule`` (room may be free)."""
+
+    # ---- completion ----------------------------------------------------------------------------------------------
+    def _task_ended(self, job_id: int, t: dict[str, Any], result: TaskExit, handle: TaskHandle | None) -> None:
+        row = self.store.job_core(job_id)
+        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"]) if row else None
+        if row is None or current is None or current["task_attempt"] != t["task_attempt"]:
+            if handle is not None and row is None:  # the job was deleted meanwhile
+                self.runtime.remove(handle)
+            return
+        job = self.job_model(row)
+        was_active = current["state"] in ACTIVE_TASK
+        diag = result.diagnostics
+        if result.oom and "memory" not in diag:
+            diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
+        stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL
+        state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
+        keep = state == "FAILED" and job.parameters.get("isDebug") is True
+        if handle is not None and not keep:
+            try:
+                self.runtime.remove(handle)
+            except Exception:
+                log.exception("removing %s failed", handle.id)
+        role = job.role(t["role"])
+        with self.store.tx():
+            self.store.update_task(current, state=state, exit_code=result.exit_code, exit_diagnostics=diag,
+                                   completed_time=now_ms())
+            self.store.add_event(job_id, "Normal" if state == "SUCCEEDED" else "Warning", f"Task{state.title()}",
+                                 f"{t['role']}[{t['idx']}] exited with code {result.exit_code}"
+                                 + (f": {diag}" if diag else "") + (" (kept for debugging)" if keep else ""),
+                                 t["role"], t["idx"])
+            if row["state"] == "STOPPING":
+                self._maybe_stopped(row)
+            elif not stopped and row["state"] == "RUNNING":
+                if (state == "FAILED" and not job.gang_allocation
+                        and current["task_attempt"] < role.task_retry_count):
+                    self._retry_task(row, current)
+                else:
+                    self._apply_completion(row, job)
+        if was_active:  # only once it is recorded (a full disk may make us try twice)
+            self.capacity.give_back(row["vc"], demand(current), loads(current["gpus"], []))
+        self.schedule()
+
+    def _retry_task(self, row: dict[str, Any], task: dict[str, Any]) -> None:
+        self.store.update_task(task, state="WAITING", task_attempt=task["task_attempt"] + 1, handle=None,
+                               exit_code=None, exit_diagnostics=None, completed_time=None, launched_time=None)
+        self.store.add_event(row["id"], "Warning", "TaskRetry", f"{task['role']}[{task['idx']}] failed; retrying "
+                             f"(task attempt {task['task_attempt']})", task["role"], task["idx"])
+        self.queue.add(row["vc"], row["submission_time"], row["id"])
+
+    def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
+        decision = completion.decide(job, self.store.tasks(row["id"], row["attempt"]))
+        if decision is not None:
+            self._finish_attempt(row, job, decision.state, decision.trigger, decision.exit_code, decision.message)
+
+    def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
+                        exit_code: int | None, diagnostics: str) -> None:
+        now = now_ms()
+        self.store.update_attempt(row["id"], row["attempt"], state=state, completed_time=now, exit_code=exit_code,
+                                  exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
+                                  trigger_index=trigger and trigger["idx"])
+        self._stop_remaining(row)
+        self._release_ports(row)
+        if state == "FAILED" and row["retries"] < job.retry_count:
+            attempt = row["attempt"] + 1
+            self._new_attempt(row["id"], attempt, job)
+            self.queue.add(row["vc"], row["submission_time"], row["id"])
+            self.store.update_job(row["id"], state="WAITING", sub_state="AttemptCreationPending", attempt=attempt,
+                                  retries=row["retries"] + 1, exit_code=exit_code, exit_diagnostics=diagnostics)
+            self.store.add_event(row["id"], "Warning", "JobRetry", f"attempt {row['attempt']} failed: {diagnostics}; "
+                                 f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})")
+            return
+        self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now, exit_code=exit_code,
+                              exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
+                              trigger_index=trigger and trigger["idx"], waiting_reason=None, deadline=None)
+        self.store.add_event(row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}",
+                             diagnostics)
+        row["state"] = state
+
+    def _stop_remaining(self, row: dict[str, Any]) -> None:
+        for t in self.store.tasks(row["id"], row["attempt"]):
+            if t["state"] == "WAITING":
+                self.store.update_task(t, state="STOPPED", completed_time=now_ms(),
+                                       exit_diagnostics="not started: the job attempt ended")
+            elif t["state"] in ACTIVE_TASK and not t["stopping"]:
+                self.store.update_task(t, stopping=1)
+                if t["handle"]:
+                    self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
+
+    def _release_ports(self, row: dict[str, Any]) -> None:
+        for t in self.store.tasks(row["id"], row["attempt"]):
+            for ports in (loads(t["ports"]) or {}).values():
+                self.ports.release(ports)
+
+    # ---- stop, delete, time limits -------------------------------------------------------------------------------
+    def stop(self, row: dict[str, Any], reason: str) -> None:
+        """Stop the job (on a full disk too: see space.py)."""
+        self.space.with_room(lambda: self._stop(row, reason))
+
+    def _stop(self, row: dict[str, Any], reason: str) -> None:
+        if row["state"] in FINAL or row["execution_type"] == "STOP":
+            return
+        with self.store.tx():
+            self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
+            self.store.add_event(row["id"], "Normal", "StopRequested", reason)
+            row.update(execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
+            self._stop_remaining(row)
+            self._maybe_stopped(row)
+        self.schedule()
+
+    def resume_stop(self, row: dict[str, Any]) -> None:
+        """Carry on the stop of a STOPPING job (one in flight when the daemon went down): stop what still runs,
+        and end the job once nothing does."""
+        with self.store.tx():
+            self._stop_remaining(row)
+            self._maybe_stopped(row)
+
+    def _maybe_stopped(self, row: dict[str, Any]) -> None:
+        if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
+            return
+        now = now_ms()
+        self._release_ports(row)
+        self.store.update_attempt(row["id"], row["attempt"], state="STOPPED", completed_time=now)
+        self.store.update_job(row["id"], state="STOPPED", sub_state="Completed", completed_time=now,
+                              waiting_reason=None, deadline=None)
+        self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
+        row["state"] = "STOPPED"
+
+    def check_deadlines(self) -> None:
+        now = time.time()
+        for row in self.store.overdue_jobs(now):
+            minutes = self.job_model(row).max_run_time_minutes
+            self.stop(row, f"stopped: the job ran longer than its max run time of {minutes:g} minutes "
+                           f"(extras.maxRunTimeMinutes)")
+
+    def delete(self, row: dict[str, Any]) -> None:
+        """Delete a finished job and its files (on a full disk too: that is how space comes back)."""
+        self.space.with_room(lambda: self._delete(row))
+
+    def _delete(self, row: dict[str, Any]) -> None:
+        if row["state"] not in FINAL:
+            raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
+        for t in self.store.tasks(row["id"]):
+            if t["handle"] and t["state"] == "FAILED":
+                try:
+                    self.runtime.remove(TaskHandle.from_dict(loads(t["handle"])))
+                except Exception:
+                    log.exception("removing a kept task of %s failed", row["name"])
+        with self.store.tx():
+            self.store.delete_job(row["id"])
+        self.forget_model(row["id"])
+        shutil.rmtree(self.job_dir(row["user"], row["name"]), ignore_errors=True)

@@ -1,0 +1,195 @@
+"""How jobs start: the FIFO queue heads of each virtual cluster placed where they fit, each task's ports
+and services planned, its spec written, the runtime started off the event loop, and a watcher per task."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from ...common.states import LIVE_JOB
+from ...protocol import Job
+from ..runtime.base import TaskExit, TaskHandle, TaskStartError
+from ..task import services
+from ..task.env import HOST_IP, Placement
+from ..task.taskspec import prepare_task_dir, task_spec
+from .clusterbase import demand
+from .ending import Ending
+from .scheduler import Resources
+from .store import dumps, loads, now_ms
+
+log = logging.getLogger("pai_jupyter.cluster")
+
+
+class Launching(Ending):
+    """Scheduling and starting; a started task's end goes to ``Ending._task_ended``."""
+
+    # ---- scheduling ----------------------------------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Start what fits, FIFO by submission time within each virtual cluster. Only queue heads are looked
+        at: the first job that does not fit blocks its VC (no overtaking) and records why it waits."""
+        for vc, entries in self.queue.by_vc.items():
+            while entries:
+                job_id = entries[0][1]
+                row = self.store.job_core(job_id)
+                waiting = (self.store.waiting_tasks(job_id, row["attempt"]) if row and row["execution_type"] == "START"
+                           and row["state"] in LIVE_JOB else [])
+                if row is None or not waiting:
+                    entries.pop(0)
+                    continue
+                job = self.job_model(row)
+                room = self.capacity.room(vc)
+                if job.gang_allocation:
+                    short = sum((demand(t) for t in waiting), Resources()).shortfall(room)
+                    fits = [] if short else waiting
+                else:
+                    fits, short, left = [], None, room
+                    for t in waiting:
+                        short = demand(t).shortfall(left)
+                        if short:
+                            break
+                        fits.append(t)
+                        left = left - demand(t)
+                if fits:
+                    self._launch(row, job, fits)
+                if short:
+                    self._set_waiting(row, short)
+                    break
+                if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
+                    entries.pop(0)                        # and a nested schedule() removed it already
+
+    def waiting_reason(self, row: dict[str, Any]) -> str | None:
+        """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
+        ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
+        if ahead is None or row["execution_type"] != "START":
+            return None
+        if ahead:
+            return f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
+        return row["waiting_reason"]
+
+    def _set_waiting(self, row: dict[str, Any], reason: str) -> None:
+        if row.get("waiting_reason") != reason:
+            self.store.update_job(row["id"], waiting_reason=reason)
+            row["waiting_reason"] = reason
+
+    def _placements(self, row: dict[str, Any], job: Job) -> dict[tuple[str, int], Placement]:
+        """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
+        tasks = self.store.tasks(row["id"], row["attempt"])
+        out = {}
+        planned = services.planned(job)
+        with self.store.tx():
+            for t in tasks:
+                ports = loads(t["ports"])
+                if ports is None:
+                    role = job.role(t["role"])
+                    ports = {p.label: self.ports.allocate(p.count, p.begin_at) for p in role.ports}
+                    mine = {}
+                    for name, params in planned.get((t["role"], t["idx"]), {}).items():
+                        ports[name] = self.ports.allocate(1)
+                        mine[name] = {"port": ports[name][0], "parameters": params,
+                                      # only the proxy and the task hold it; sshd takes keys, no token
+                                      "token": None if name == "ssh" else services.new_token(),
+                                      "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
+                                                                     name)}
+                    self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,
+                                           services=dumps(mine) if mine else None)
+                out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
+        return out
+
+    def _launch(self, row: dict[str, Any], job: Job, tasks: list[dict[str, Any]]) -> None:
+        now = now_ms()
+        with self.store.tx():
+            for t in tasks:
+                gpus = self.capacity.take(row["vc"], demand(t))
+                td = self.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
+                self.store.update_task(t, state="STARTING", gpus=dumps(gpus), task_dir=str(td),
+                                       runtime=self.runtime.name, launched_time=now)
+            if row["state"] == "WAITING":
+                deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
+                self.store.update_job(row["id"], state="RUNNING", sub_state="AttemptRunning", waiting_reason=None,
+                                      launched_time=row["launched_time"] or now, deadline=deadline)
+                self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
+                row["state"] = "RUNNING"
+            placements = self._placements(row, job)
+            fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
+        for t in tasks:
+            t.update(services=fresh[(t["role"], t["idx"])]["services"], ports=fresh[(t["role"], t["idx"])]["ports"])
+            self._start_task(row, job, t, placements)
+
+    def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
+                    placements: dict[tuple[str, int], Placement]) -> None:
+        """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
+        worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
+        records the outcome from a later turn of the loop."""
+        try:
+            spec = task_spec(row, job, t, placements, docker=self.runtime.in_container,
+                             home=self.user_home(row["user"]), layout=self.layout(row, job),
+                             host_paths=self.is_admin(row["user"]))
+            spec.run_as = self.accounts.run_as(row["user"])
+            if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
+                spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
+                prepare_task_dir(spec)
+                self.accounts.give(spec.task_dir.parent, spec.run_as)
+                if (spec.task_dir.parent / "ml").is_dir():
+                    self.accounts.give(spec.task_dir.parent / "ml", spec.run_as, tree=True)
+        except Exception as exc:  # e.g. the task dir cannot be written
+            log.exception("preparing %s failed", t)
+            self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
+                             None)
+            return
+        loop = asyncio.get_running_loop()
+        quick: Future[TaskHandle] = Future()
+        try:
+            prepare_task_dir(spec)
+            handle = self.runtime.start_quick(spec)
+        except Exception as exc:
+            quick.set_exception(exc)
+        else:
+            if handle is None:
+                future = self.spawner.submit(self.runtime.start, spec)
+                future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started_safely, row["id"], t, f))
+                return
+            quick.set_result(handle)
+        loop.call_soon(self._started_safely, row["id"], t, quick)
+
+    def _started_safely(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+        self.space.with_room(lambda: self._started(job_id, t, future))
+
+    def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+        exc = future.exception()
+        if exc is not None:
+            if not isinstance(exc, TaskStartError):
+                log.error("starting %s failed: %r", t, exc)
+            result = (TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics) if isinstance(exc, TaskStartError)
+                      else TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"))
+            self._task_ended(job_id, t, result, None)
+            return
+        handle = future.result()
+        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
+        with self.store.tx():
+            if current is not None and current["task_attempt"] == t["task_attempt"]:
+                self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+                self.store.add_event(job_id, "Normal", "TaskStarted",
+                                     f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
+                                     t["role"], t["idx"])
+        self.watch(job_id, t, handle)
+        if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
+            self.runtime.stop(handle, self.stop_grace)
+
+    def watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
+        key = (job_id, t["attempt"], t["role"], t["idx"])
+
+        async def watch() -> None:
+            try:
+                result = await self.runtime.wait(handle, Path(t["task_dir"]))
+            except Exception as exc:
+                log.exception("waiting for %s failed", key)
+                result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
+            self.watchers.pop(key, None)
+            self.space.with_room(lambda: self._task_ended(job_id, t, result, handle))  # even on a full disk
+
+        self.watchers[key] = asyncio.ensure_future(watch())

@@ -1,0 +1,126 @@
+"""The embedded cluster's core, ``Cluster``: submit (and the checks a job must pass), recover; built up as
+``ClusterBase`` (clusterbase.py: state, lookups) <- ``Ending`` (ending.py: a task's end, retries, stop, delete,
+time limits) <- ``Launching`` (launching.py: schedule, start, watch) <- ``Cluster``.
+
+Handlers call these methods; all state changes go through the store in one transaction each, then the
+scheduler runs. Tasks are watched by one asyncio task each (``runtime.wait``), so a task's end is seen at
+once, and the same watchers are rebuilt from the database after a restart.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from typing import Any
+
+from ...protocol import Job, JobValidationError
+from ...protocol.rules import ESTIMATOR_KEY
+from ..task.estimator import Layout, is_remote
+from ..task.estimator import problems as estimator_problems
+from . import recovery
+from .errors import (
+    ConflictJobError,
+    ForbiddenUserError,
+    InsufficientResourceError,
+    InvalidProtocolError,
+)
+from .launching import Launching
+from .scheduler import Resources
+from .space import InsufficientStorageError, is_full
+from .store import now_ms
+
+MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
+MAX_PORTS_PER_TASK = 100
+
+
+def port_problems(job: Job, admin: bool) -> list[str]:
+    """Fixed host ports (v1 ``portList.beginAt``) are the cluster owner's to ask for, never below 1024; everyone
+    else's ports come from the free ones the system hands out."""
+    out = []
+    for r in job.task_roles:
+        for p in r.ports:
+            if p.begin_at and p.begin_at < 1024:
+                out.append(f"task role {r.name} port {p.label}: beginAt {p.begin_at} is a privileged port (below 1024)")
+            elif p.begin_at and not admin:
+                out.append(f"task role {r.name} port {p.label}: only an admin may ask for a fixed port (beginAt "
+                           f"{p.begin_at}); leave beginAt 0 to get free ones")
+    return out
+
+
+def name_problems(user: str, job: Job) -> list[str]:
+    """The job's directory ``<user>~<name>`` must fit a file name (255 bytes)."""
+    size = len(f"{user}~{job.name}".encode())
+    return [f"the job name is too long here: {user}~{job.name[:20]}... is {size} bytes, a file name takes 255"
+            ] if size > 255 else []
+
+
+class Cluster(Launching):
+    """The cluster the handlers drive: ``submit`` here, ``schedule``/``watch`` from Launching, ``stop``/``delete``/
+    ``check_deadlines``/``resume_stop`` from Ending, lookups from ClusterBase."""
+
+    # ---- submit --------------------------------------------------------------------------------------------------
+    def admit_user(self, name: str) -> None:
+        """Raise (409, saying why and what to use instead) when a new user could not be kept apart from the
+        others: the process runtime of a daemon that is not root (see core/accounts.py)."""
+        self.accounts.admission(name, self.store.user_names())
+
+    def submit(self, user: str, body: bytes, *, admin: bool = False, job: Job | None = None) -> dict[str, Any]:
+        """``job``: ``body`` already parsed (the API parses off the event loop)."""
+        try:
+            job = job if job is not None else Job.from_text(body)
+        except JobValidationError as exc:
+            raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        too_big = [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"
+                   ] if job.total_tasks > MAX_TASKS else []
+        too_big += port_problems(job, admin) + name_problems(user, job)
+        too_big += [f"task role {r.name} asks for {n} ports per task; at most {MAX_PORTS_PER_TASK}"
+                    for r in job.task_roles if (n := sum(p.count for p in r.ports)) > MAX_PORTS_PER_TASK]
+        if too_big:
+            raise InvalidProtocolError("; ".join(too_big))
+        estimator = job.extras.get(ESTIMATOR_KEY)
+        if isinstance(estimator, dict):
+            if not admin and (estimator.get("sourceDir") or any(
+                    not is_remote(u) for u in (estimator.get("inputs") or {}).values())):
+                raise ForbiddenUserError("only the cluster's owner may give host paths (sourceDir, inputs)")
+            missing = estimator_problems(estimator)
+            if missing:
+                raise InvalidProtocolError("; ".join(missing))
+        demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
+        reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
+        if reason:
+            raise InsufficientResourceError(f"job {job.name} can never run here: {reason}")
+        short = self.space.short()
+        if short:
+            raise InsufficientStorageError(f"job {job.name} was not submitted: {short}")
+        now = now_ms()
+        try:
+            with self.store.tx():
+                job_id = self.store.insert_job(
+                    user, job.name, vc=job.virtual_cluster, now=now, total_gpu=sum(d.gpu for d in demands),
+                    total_tasks=len(demands), total_roles=len(job.task_roles), config_format=job.source_format,
+                    config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
+                    model=job.model_dump_json())
+                self._new_attempt(job_id, 0, job)
+                self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                if isinstance(estimator, dict):
+                    Layout(self.job_dir(user, job.name) / "ml", estimator).create()
+        except sqlite3.IntegrityError:
+            raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
+        except (OSError, sqlite3.OperationalError) as exc:  # nothing was written
+            if is_full(exc):
+                shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+                raise self.space.error(f"job {job.name} was not submitted") from None
+            if not isinstance(exc, OSError):
+                raise
+            # the Estimator's source dir could not be copied
+            shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+            raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
+        self._jobs[job_id] = job
+        self.queue.add(job.virtual_cluster, now, job_id)
+        self.schedule()
+        return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
+
+    # ---- recovery ------------------------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Re-attach to tasks that were running when the daemon stopped; collect those that ended meanwhile."""
+        recovery.recover(self)

@@ -1,0 +1,44 @@
+"""The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
+the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py), described in ``openapi.yaml``.
+
+Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
+Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tornado.httputil
+import tornado.web
+
+from ...protocol.parse import MAX_DOCUMENT_BYTES
+from ..core.errors import NoApiError
+from ..core.service import Cluster
+from . import jobs, logs, maxruntime, openpai, ssh, tasks
+from .base import JOB, Base
+
+
+class NotFound(Base):
+    def prepare(self) -> None:
+        super().prepare()
+        raise NoApiError(f"API {self.request.path} is not found.")
+
+
+def make_app(cluster: Cluster) -> tornado.web.Application:
+    args = {"cluster": cluster}
+    local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
+    routes = [*jobs.routes(args), *logs.routes(args), *openpai.routes(args), *tasks.routes(local_job, args),
+              *ssh.routes(local_job, args), *maxruntime.routes(local_job, args)]
+    return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
+                          compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+
+
+class PaiApplication(tornado.web.Application):
+    """Routes match with or without a trailing slash, as OpenPAI's (Express) do: its JS SDK asks for
+    ``/api/v2/users/``."""
+
+    def find_handler(self, request: tornado.httputil.HTTPServerRequest, **kwargs: Any) -> Any:
+        if len(request.path) > 1 and request.path.endswith("/"):
+            request.path = request.path.rstrip("/") or "/"
+        return super().find_handler(request, **kwargs)

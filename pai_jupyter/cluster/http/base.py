@@ -1,0 +1,112 @@
+"""What every handler of the daemon's REST API shares: bearer-token authentication, who may see which job, JSON
+answers and errors (``ApiError`` -> OpenPAI's ``{"code", "message"}``), argument parsing, and the route shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tornado.httputil
+import tornado.web
+
+from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
+from ..core.service import Cluster
+from ..core.space import is_full
+
+JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
+Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
+MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
+
+
+def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> dict[str, Any]:
+    """The user of the request's bearer token; 401 without one or with a wrong one."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    user = cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
+    if user is None:
+        raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
+    return user
+
+
+def visible_job(cluster: Cluster, viewer: dict[str, Any], user: str, name: str) -> dict[str, Any]:
+    """The job, if this viewer may see it; someone else's job is as absent as a missing one."""
+    if user != viewer["name"] and not viewer["admin"]:
+        raise NoJobError(f"job {user}~{name} was not found")
+    return cluster.get_job(user, name)
+
+
+class Base(tornado.web.RequestHandler):
+    cluster: Cluster
+    user: dict[str, Any]
+    public = False
+
+    def initialize(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def set_default_headers(self) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def prepare(self) -> None:
+        if not self.public:
+            self.user = authenticate(self.request, self.cluster)
+
+    @property
+    def is_admin(self) -> bool:
+        return bool(self.user["admin"])
+
+    def write_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError):
+            body = exc.body()
+            for name, value in exc.headers.items():  # (send_error cleared the headers set before)
+                self.set_header(name, value)
+        elif isinstance(exc, tornado.web.HTTPError) and status_code == 405:
+            body = {"code": "MethodNotAllowedError", "message": f"{self.request.method} is not allowed here"}
+        else:
+            body = {"code": "UnknownError", "message": f"HTTP {status_code}: {self._reason}"}
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(body))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, ApiError) or is_full(value):
+            return
+        super().log_exception(typ, value, tb)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if is_full(e):  # a full disk is a 507 that says where, not a 500
+            e = self.cluster.space.error(f"{self.request.method} {self.request.path} failed")
+        if isinstance(e, ApiError):
+            if self._finished:
+                return
+            self.send_error(e.status, exc_info=(type(e), e, None))
+            return
+        super()._handle_request_exception(e)
+
+    def own_job(self, user: str, name: str) -> dict[str, Any]:
+        return visible_job(self.cluster, self.user, user, name)
+
+    def json_body(self) -> dict[str, Any]:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise BadRequest("the body must be a JSON object") from None
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        return body
+
+    def int_arg(self, name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+        raw = self.get_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+        if value < lo or value > (MAX_INT if hi is None else hi):
+            raise BadRequest(f"{name} must be between {lo} and {hi if hi is not None else MAX_INT}")
+        return value
