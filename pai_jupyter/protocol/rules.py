@@ -3,6 +3,7 @@ product reads. Rules between fields are in ``checks.py``."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, TypeGuard
 
@@ -55,6 +56,16 @@ Version = Annotated[str | int | float | None, BeforeValidator(_version)]
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
 RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage", "desktop")
 MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
+MAX_RUN_TIME_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave the key out for no limit)
+
+
+def run_time_problem(minutes: object) -> str | None:
+    """Why ``minutes`` is not a max run time (None when it is): one rule and one message for the job document,
+    the daemon's REST route and the Lab's "Set work duration"."""
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) \
+            or not 0 < minutes <= MAX_RUN_TIME_MINUTES:
+        return f"{minutes!r} must be a number of minutes above 0 and at most {MAX_RUN_TIME_MINUTES} (a year)"
+    return None
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
@@ -112,8 +123,8 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                     out.append(Problem(f"{path}.storages[{i}]", "must be a mapping with a string 'name'"))
     limit = extras.get(MAX_RUN_TIME_KEY)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
-        out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", f"{limit!r} must be a number of minutes above 0"))
+    if limit is not None and (problem := run_time_problem(limit)):
+        out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", problem))
     out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
     return out
 

@@ -9,17 +9,15 @@ and ``access`` says why there is nothing.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tornado import web
 
 from ..client import NotSupported, PaiError
 from ..client.ssh import job_key
+from ..protocol.rules import run_time_problem
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .lab_api import _Base
-
-MAX_MINUTES = 366 * 24 * 60
 
 
 class MaxRunTimeHandler(_Base):
@@ -28,9 +26,8 @@ class MaxRunTimeHandler(_Base):
         job = self.registry.job_id(user, name)
         body = self.get_json_body()
         minutes = body.get("minutes") if isinstance(body, dict) else None
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) \
-                or not 0 < minutes <= MAX_MINUTES:
-            raise PaiHTTPError(400, f"minutes must be a number above 0 and at most {MAX_MINUTES}", code="BadRequest")
+        if problem := run_time_problem(minutes):
+            raise PaiHTTPError(400, f"minutes: {problem}", code="BadRequest")
         result = await self.call(f"max run time of {job}", self.client.set_max_run_time(job, minutes))
         self.send({"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")})
 

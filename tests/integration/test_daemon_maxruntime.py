@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from pai_jupyter.protocol.rules import run_time_problem
+
 from .conftest import Api, v1
 
 
@@ -58,6 +60,7 @@ def test_auth_owner_or_admin_and_values(daemon: Api) -> None:
     for bad in ({"minutes": 0}, {"minutes": -3}, {"minutes": "5"}, {"minutes": True}, {}, {"minutes": 10 ** 9}):
         r = _put(daemon, name, bad)
         assert r.status_code == 400, (bad, r.text)
+        assert str(run_time_problem(bad.get("minutes"))) in r.json()["message"]  # the document's rule and words
     assert _put(daemon, "alice~nope", {"minutes": 1}).status_code == 404
     bob_job = bob.submit_ok(v1("bobs", "sleep 120"))
     assert _put(daemon, bob_job, {"minutes": 30}).status_code == 200  # the daemon's owner is an admin

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pai_jupyter.protocol.rules import run_time_problem
+
 from .conftest import Api, v1
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -50,8 +52,10 @@ def test_set_work_duration_stops_the_job_with_the_reason(env: Env) -> None:
     http = env.jupyter.http()
     job = env.api.submit_ok(v1("lab-limit", "sleep 300"))
     env.api.wait(job, ("RUNNING",), timeout=60)
-    for bad in ({"minutes": 0}, {"minutes": "3"}, {}, {"minutes": True}):
-        assert http.put(f"pai/api/jobs/{job}/maxRunTime", json=bad).status_code == 400, bad
+    for bad in ({"minutes": 0}, {"minutes": "3"}, {}, {"minutes": True}, {"minutes": 10**9}):
+        r = http.put(f"pai/api/jobs/{job}/maxRunTime", json=bad)
+        assert r.status_code == 400, bad
+        assert str(run_time_problem(bad.get("minutes"))) in r.json()["message"]  # the document's rule and words
     cookie = env.jupyter.http(None)
     assert cookie.get("api/status", params={"token": env.jupyter.token}).status_code == 200
     assert cookie.put(f"pai/api/jobs/{job}/maxRunTime", json={"minutes": 0.02}).status_code == 403  # no _xsrf

@@ -86,7 +86,12 @@ CASES: dict[str, tuple[tuple[Edit, str], tuple[Edit, str], tuple[dict[str, Any],
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 0}), "extras.maxRunTimeMinutes"),
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 0}), "extras.maxRunTimeMinutes"),
         ({"extras": {"maxRunTimeMinutes": 0}}, "extras.maxRunTimeMinutes"),
-        "max_run", "0 must be a number of minutes above 0"),
+        "max_run", "0 must be a number of minutes above 0 and at most 527040 (a year)"),
+    "a run-time limit of at most a year": (
+        (lambda doc: doc.update(extras={"maxRunTimeMinutes": 10**9}), "extras.maxRunTimeMinutes"),
+        (lambda doc: doc.update(extras={"maxRunTimeMinutes": 10**9}), "extras.maxRunTimeMinutes"),
+        ({"extras": {"maxRunTimeMinutes": 10**9}}, "extras.maxRunTimeMinutes"),
+        "max_run", "1000000000 must be a number of minutes above 0 and at most 527040 (a year)"),
 }
 
 

@@ -7,15 +7,12 @@ deadline is moved to its launch time plus the new limit (a limit already passed 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ...common.states import FINAL
-from ...protocol.rules import MAX_RUN_TIME_KEY
+from ...protocol.rules import MAX_RUN_TIME_KEY, run_time_problem
 from .errors import ApiError, BadRequest
 from .service import Cluster
-
-MAX_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave the key out for no limit)
 
 
 class JobNotRunningError(ApiError):
@@ -24,9 +21,8 @@ class JobNotRunningError(ApiError):
 
 def check_minutes(value: Any) -> float:
     """The minutes of a request body, or a 400 that says what is wanted."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= MAX_MINUTES:
-        raise BadRequest(f'the body must be {{"minutes": N}} with 0 < N <= {MAX_MINUTES}; got {value!r}')
+    if problem := run_time_problem(value):
+        raise BadRequest(f'the body must be {{"minutes": N}}: {problem}')
     return int(value) if float(value).is_integer() else float(value)
 
 
