@@ -85,7 +85,7 @@ def kill_leftovers(home: Path) -> None:
 
 
 def reachable(home: Path) -> None:
-    """A daemon run as root runs other users' tasks as their own OS accounts (cluster/accounts.py): those must
+    """A daemon run as root runs other users' tasks as their own OS accounts (cluster/core/accounts.py): those must
     be able to traverse the test's temporary directories to their own, as they would /home or /srv."""
     if os.geteuid() != 0:
         return

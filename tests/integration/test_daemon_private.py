@@ -77,7 +77,7 @@ def test_another_account_finds_no_secret_in_the_home(open_parent: Path) -> None:
         assert scripts and all(SECRET not in p.read_text() for p in scripts)
         assert "******" in scripts[0].read_text()
         # and every path under the home is its owner's only; a daemon run as root lets other accounts (its users'
-        # tasks) pass through the directories above their own, never list them (cluster/accounts.py)
+        # tasks) pass through the directories above their own, never list them (cluster/core/accounts.py)
         passages = {home, home / "local", home / "local" / "jobs", home / "local" / "users"}
         for path in [home, *home.rglob("*")]:
             if path.is_symlink():
