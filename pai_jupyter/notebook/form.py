@@ -14,7 +14,7 @@ from typing import Any
 import ipywidgets as W
 
 from .display import download_html, error_html, esc, pre_html, problems_html
-from .formdoc import DocumentFields, as_v1
+from .formdoc import DocumentFields
 from .formfields import Field, RoleFields, area, locate, profile_names, text
 
 
@@ -150,11 +150,12 @@ class JobForm(DocumentFields, W.VBox):
         """Fill the form from a Job, v1 JSON / v2 YAML text, or a v1 dict (v2 is converted to v1, as OpenPAI's
         submit page does); problems the document has are shown beside the fields."""
         from ..protocol import Job
+        from ..protocol.v1 import job_to_form_v1
 
         if isinstance(job, Job):
-            doc = as_v1(job)
+            doc = job_to_form_v1(job)
         elif isinstance(job, dict):
-            doc = as_v1(Job.from_dict(job)) if "protocolVersion" in job else job
+            doc = job_to_form_v1(Job.from_dict(job)) if "protocolVersion" in job else job
         else:
             try:
                 parsed = json.loads(job)
@@ -166,7 +167,7 @@ class JobForm(DocumentFields, W.VBox):
                     not isinstance(parsed.get("taskRoles"), dict):
                 doc = parsed  # v1 JSON
             else:
-                doc = as_v1(Job.from_text(job))  # v2: raises JobValidationError / ConversionError with paths
+                doc = job_to_form_v1(Job.from_text(job))  # v2: raises JobValidationError / ConversionError with paths
         self._syncing = True
         try:
             self._fill(doc)

@@ -11,20 +11,6 @@ from typing import Any
 
 from .formfields import PLUGIN_KEY, RoleFields, parse_pairs
 
-DROPPABLE = ("description", "contributor", "version")
-
-
-def as_v1(job: Any) -> dict[str, Any]:
-    """A job as the form's v1 JSON; v2's free-text fields v1 has no place for (description, ...) are dropped."""
-    from ..protocol import ConversionError
-
-    try:
-        return job.to_v1()
-    except ConversionError as exc:
-        if not all(p.path in DROPPABLE for p in exc.problems):
-            raise
-    return job.model_copy(update=dict.fromkeys(DROPPABLE)).to_v1()
-
 
 class DocumentFields:
     """Mixin for JobForm: ``to_v1`` builds the document from the fields, ``_fill`` sets the fields from one."""

@@ -209,6 +209,21 @@ def _v1_command(role: TaskRole) -> str:
     return role.commands[0] if len(role.commands) == 1 else role.command
 
 
+FORM_DROPS = ("description", "contributor", "version")  # v2's free text: v1 has no place, a form can do without
+
+
+def job_to_form_v1(job: Job) -> dict[str, Any]:
+    """The v1 JSON a submit form edits (the notebook's JobForm and the Lab's "Clone to form"): the job's v1 JSON,
+    dropping what only v2 has free text for (``FORM_DROPS``); anything else v1 cannot express raises as in
+    ``job_to_v1``."""
+    try:
+        return job_to_v1(job)
+    except ConversionError as exc:
+        if not all(p.path in FORM_DROPS for p in exc.problems):
+            raise
+    return job_to_v1(job.model_copy(update=dict.fromkeys(FORM_DROPS)))
+
+
 def job_to_v1(job: Job) -> dict[str, Any]:
     """The v1 JSON for a job, or ConversionError naming every part v1 cannot express."""
     out: list[Problem] = []
@@ -219,7 +234,7 @@ def job_to_v1(job: Job) -> dict[str, Any]:
         out.append(Problem("prerequisites", "v1 has no registry auth on the image (it used an authFile on HDFS)"))
     if job.secrets:
         out.append(Problem("secrets", "v1 has no secrets"))
-    for field in ("description", "contributor", "version"):
+    for field in FORM_DROPS:
         if getattr(job, field) is not None:
             out.append(Problem(field, "v1 has no such field"))
     dirs: dict[str, str] = {}

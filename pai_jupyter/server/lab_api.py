@@ -19,6 +19,7 @@ from ..client import FINAL_STATES, InvalidJob, JobConflict, JobNotFound, NotSupp
 from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
+from ..protocol.v1 import job_to_form_v1
 from .common import JOB_RE, PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
 from .registry import Registry, unavailable
 
@@ -142,10 +143,8 @@ class JobConfigHandler(_Base):
         if fmt not in ("yaml", "json", "v1"):
             raise PaiHTTPError(400, "format must be yaml, json or v1", code="BadRequest")
         if fmt == "v1":
-            from ..notebook.formdoc import as_v1
-
             try:
-                v1 = as_v1(protocol_load.job_from_served_config(text))
+                v1 = job_to_form_v1(protocol_load.job_from_served_config(text))
                 self.send({"format": fmt, "text": json.dumps(v1, indent=2)})
             except JobValidationError as exc:
                 raise PaiHTTPError(409, f"this job cannot be written as v1 JSON: {exc.problems[0]}",

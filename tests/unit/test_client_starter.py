@@ -4,7 +4,6 @@ injectable httpx transport."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -16,28 +15,14 @@ import pytest
 from pai_jupyter.client import Client, ServerUnavailable
 from pai_jupyter.common import starter
 
-PACKAGE = Path(__file__).resolve().parents[2] / "pai_jupyter"
+from .imports import PACKAGE, own_imports
+
 # the cluster's own command line (pai cluster ...) and `make demo`, which starts and stops an embedded cluster
 CLUSTER_DRIVERS = {"cli/cluster.py", "demo.py"}
 
 
 def _imports_cluster(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    depth = len(path.relative_to(PACKAGE).parts) - 1  # how many dots reach pai_jupyter/
-    found = []
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: resolve against pai_jupyter/
-                if node.level - 1 != depth:
-                    continue
-                base = f"pai_jupyter.{base}" if base else "pai_jupyter"
-            names = [base] + ([f"{base}.{a.name}" for a in node.names] if base == "pai_jupyter" else [])
-        found += [n for n in names if n == "pai_jupyter.cluster" or n.startswith("pai_jupyter.cluster.")]
-    return found
+    return [n for n in own_imports(path) if n == "pai_jupyter.cluster" or n.startswith("pai_jupyter.cluster.")]
 
 
 def test_nothing_outside_the_cluster_package_imports_it() -> None:
