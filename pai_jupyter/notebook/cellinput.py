@@ -17,8 +17,9 @@ _NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 _INTERP = re.compile(r"\{\{(" + _NAME + r")\}\}|(?<!\$)\{(" + _NAME + r")\}")
 
 
-class InterpolationError(ValueError):
-    pass
+class CellInputError(ValueError):
+    """A magic's own input cannot be used (a ``{name}`` that is not defined, a ``--param`` that is not
+    KEY=VALUE, no job named where one is needed): said in the cell, nothing is sent."""
 
 
 def interpolate(text: str, namespace: dict[str, Any]) -> str:
@@ -32,14 +33,14 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
             return "{" + m.group(1) + "}"
         head, *attrs = m.group(2).split(".")
         if head not in namespace:
-            raise InterpolationError(f"{{{m.group(2)}}}: {head!r} is not defined in the notebook; write "
+            raise CellInputError(f"{{{m.group(2)}}}: {head!r} is not defined in the notebook; write "
                                      f"{{{{{m.group(2)}}}}} for a literal {{{m.group(2)}}}, or use --raw")
         value = namespace[head]
         for a in attrs:
             try:
                 value = getattr(value, a)
             except AttributeError:
-                raise InterpolationError(f"{{{m.group(2)}}}: {type(value).__name__} has no attribute {a!r}") from None
+                raise CellInputError(f"{{{m.group(2)}}}: {type(value).__name__} has no attribute {a!r}") from None
         if value is None or isinstance(value, bool):
             return json.dumps(value)
         return str(value)
@@ -53,7 +54,7 @@ def parse_params(values: list[str]) -> dict[str, Any]:
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InterpolationError(f"--param wants KEY=VALUE, got {item!r}")
+            raise CellInputError(f"--param wants KEY=VALUE, got {item!r}")
         try:
             out[key] = json.loads(value)
         except ValueError:

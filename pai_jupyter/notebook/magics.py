@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import display as ui
-from .cellinput import InterpolationError, deferred_interrupt, interpolate, parse_params
+from .cellinput import CellInputError, deferred_interrupt, interpolate, parse_params
 
 
 def _args(magic: Any, line: str) -> Any:
@@ -49,7 +49,7 @@ def _reported(fn: Callable[..., Any]) -> Callable[..., Any]:
                 ui.show(ui.problems_text(problems), ui.problems_html(problems))
             else:
                 ui.show(f"pai: {exc}", ui.error_html(f"pai: {exc}"))
-        except InterpolationError as exc:
+        except CellInputError as exc:
             ui.show(f"pai: {exc}", ui.error_html(f"pai: {exc}"))
         return None
 
@@ -84,7 +84,7 @@ class PaiMagics(Magics):
         if job:
             return job
         if self.last_job is None:
-            raise InterpolationError("name a job (no job was submitted from this notebook yet)")
+            raise CellInputError("name a job (no job was submitted from this notebook yet)")
         return self.last_job
 
     def _namespace(self) -> dict[str, Any]:

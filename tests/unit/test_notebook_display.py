@@ -12,7 +12,7 @@ from IPython.utils.capture import capture_output
 
 from pai_jupyter.client import JobDetail, JobSummary
 from pai_jupyter.notebook import display as ui
-from pai_jupyter.notebook.cellinput import InterpolationError, deferred_interrupt, interpolate, parse_params
+from pai_jupyter.notebook.cellinput import CellInputError, deferred_interrupt, interpolate, parse_params
 
 EVIL = '<script>alert("x")</script>'
 
@@ -84,16 +84,16 @@ def test_interpolation_fills_names_and_leaves_json_yaml_and_shell_alone() -> Non
     assert interpolate(text, ns) == ('{"jobName": "exp", "taskRoles": [{"command": "run --lr 0.1 --e 3 ${HOME} '
                                      '{name}"}]}')
     assert interpolate("a: {flag}\nb: {nothing}\nc: {x: 1}\n", ns) == "a: true\nb: null\nc: {x: 1}\n"
-    with pytest.raises(InterpolationError, match=r"'missing' is not defined.*\{\{missing\}\}"):
+    with pytest.raises(CellInputError, match=r"'missing' is not defined.*\{\{missing\}\}"):
         interpolate("echo {missing}", ns)
-    with pytest.raises(InterpolationError, match="has no attribute 'nope'"):
+    with pytest.raises(CellInputError, match="has no attribute 'nope'"):
         interpolate("{cfg.nope}", ns)
 
 
 def test_params_keep_their_types() -> None:
     assert parse_params(["lr=0.1", "n=3", "ok=true", "s=hello world", "e="]) == {
         "lr": 0.1, "n": 3, "ok": True, "s": "hello world", "e": ""}
-    with pytest.raises(InterpolationError, match="KEY=VALUE"):
+    with pytest.raises(CellInputError, match="KEY=VALUE"):
         parse_params(["novalue"])
 
 
