@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .checks import V1_EXTRAS_KEY, job_problems, role_problems
-from .errors import JobValidationError, Problem, problems_from_pydantic, type_name
+from .errors import JobValidationError, Problem, merge, problems_from_pydantic, to_wire, type_name
 from .parse import MAX_DOCUMENT_BYTES, dump_yaml
 from .rules import (
     MAX_ROLE_NAME,
@@ -297,6 +297,22 @@ def rule_problems(data: dict[str, Any]) -> list[Problem]:
     """The model's rules between fields applied to plain data shaped like ``Job.model_dump()`` that may not be a
     valid job yet (a wire document mid-translation), so that these problems come with the schema's."""
     return job_problems(data)
+
+
+def job_from_wire(data: dict[str, Any], paths: dict[str, str], schema_problems: list[Problem], *,
+                  source: str | None, source_format: Literal["v1", "v2"]) -> Job:
+    """A wire reader's last step, the same for v1 and v2: every problem at once (the document's shape from its
+    schema, the rest from the model's rules, each at the document's own path), or the Job."""
+    problems = merge(schema_problems, to_wire(rule_problems(data), paths))
+    if not problems:
+        try:
+            job = Job(**data)
+        except JobValidationError as exc:  # rules on single fields the schema does not type (nesting depth, ...)
+            problems = to_wire(exc.problems, paths)
+    if problems:
+        raise JobValidationError(problems, source)
+    job._source_format = source_format
+    return job
 
 
 def _mem(mb: int) -> str:

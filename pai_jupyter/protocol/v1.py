@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConversionError, JobValidationError, Problem, merge, problems_from_pydantic, to_wire
-from .model import DEFAULT_IMAGE_PREREQ, Job, TaskRole, rule_problems
+from .errors import ConversionError, Problem, problems_from_pydantic
+from .model import DEFAULT_IMAGE_PREREQ, Job, TaskRole, job_from_wire
 from .rules import (
     ENV_KEY,
     EXTRAS_KEY,
@@ -192,16 +192,7 @@ def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
     """Validate a v1 document and convert it the way OpenPAI's v1 -> v2 converter does: every problem at once,
     the document's shape from its schema, the rest from the model's rules."""
     data, paths = _to_model(doc)
-    problems = merge(_schema_problems(doc), to_wire(rule_problems(data), paths))
-    if not problems:
-        try:
-            job = Job(**data)
-        except JobValidationError as exc:  # rules on single fields the schema does not type (nesting depth, ...)
-            problems = to_wire(exc.problems, paths)
-    if problems:
-        raise JobValidationError(problems, source)
-    job._source_format = "v1"
-    return job
+    return job_from_wire(data, paths, _schema_problems(doc), source=source, source_format="v1")
 
 
 def _v1_command(role: TaskRole) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import ConversionError, JobValidationError, Problem, format_path, merge, problems_from_pydantic, to_wire
-from .model import V1_EXTRAS_KEY, Job, rule_problems
+from .errors import ConversionError, Problem, format_path, problems_from_pydantic
+from .model import V1_EXTRAS_KEY, Job, job_from_wire
 from .rules import V2_JOB_NAME, V2_PORT_LABEL, V2_ROLE_NAME, is_int
 from .v2schema import V2Job
 
@@ -205,16 +205,7 @@ def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
     """Validate a v2 document and build the model: every problem at once, the document's shape from its schema,
     the rest from the model's rules."""
     data, paths = _to_model(doc)
-    problems = merge(_schema_problems(doc), to_wire(rule_problems(data), paths))
-    if not problems:
-        try:
-            job = Job(**data)
-        except JobValidationError as exc:  # rules on single fields the schema does not type (nesting depth, ...)
-            problems = to_wire(exc.problems, paths)
-    if problems:
-        raise JobValidationError(problems, source)
-    job._source_format = "v2"
-    return job
+    return job_from_wire(data, paths, _schema_problems(doc), source=source, source_format="v2")
 
 
 def job_to_v2(job: Job) -> dict[str, Any]:
