@@ -236,3 +236,21 @@ def test_a_restart_while_the_attempt_is_torn_down_finishes_it(tmp_path: Path) ->
             second.store.close()
 
     asyncio.run(main())
+
+
+def test_a_max_run_time_set_while_the_attempt_is_torn_down_is_for_the_next_attempt(tmp_path: Path) -> None:
+    from pai_jupyter.cluster.core.maxruntime import set_max_run_time
+
+    async def body(h: H) -> None:
+        h.submit(two_roles("later", worker_code="exit 3", retry_count=1))
+        await h.settle()
+        h.runtime.stubborn.add(key("later", "ps"))
+        await h.finish(key("later", "worker"), 3)
+        assert set_max_run_time(h.cluster, h.row("later"), 5, "alice")["deadline"] is None
+        assert h.row("later")["deadline"] is None  # the watchdog leaves the torn-down attempt (and its retry) alone
+        await h.finish(key("later", "ps"), 143)
+        row = h.row("later")
+        assert (row["state"], row["attempt"]) == ("RUNNING", 1) and row["deadline"] is not None
+        assert row["deadline"] - row["launched_time"] / 1000 >= 5 * 60
+
+    run(tmp_path, body)
