@@ -15,6 +15,6 @@ def test_recovery_uses_only_public_members_of_cluster() -> None:
     used = {node.attr for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cluster"}
     assert used and not {name for name in used if name.startswith("_")}
-    assert {"watch", "resume_stop", "schedule"} <= used
-    for name in ("watch", "resume_stop", "schedule"):
+    assert {"watch", "resume_stop", "resume_completion", "schedule"} <= used
+    for name in ("watch", "resume_stop", "resume_completion", "schedule"):
         assert callable(getattr(Cluster, name)), name

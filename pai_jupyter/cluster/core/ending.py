@@ -17,6 +17,8 @@ from .errors import JobNotFinishedError
 from .store import loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")
+DELETION_PENDING = "AttemptDeletionPending"
+"""OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
 
 
 class Ending(ClusterBase):
@@ -53,6 +55,8 @@ class Ending(ClusterBase):
                                  t["role"], t["idx"])
             if row["state"] == "STOPPING":
                 self._maybe_stopped(row)
+            elif row["sub_state"] == DELETION_PENDING:
+                self._maybe_completed(row)
             elif not stopped and row["state"] == "RUNNING":
                 if (state == "FAILED" and not job.gang_allocation
                         and current["task_attempt"] < role.task_retry_count):
@@ -77,27 +81,54 @@ class Ending(ClusterBase):
 
     def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
                         exit_code: int | None, diagnostics: str) -> None:
-        now = now_ms()
-        self.store.update_attempt(row["id"], row["attempt"], state=state, completed_time=now, exit_code=exit_code,
-                                  exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
-                                  trigger_index=trigger and trigger["idx"])
+        """The completion rule decided the attempt: record the outcome (attempt and job rows, so a restarted
+        daemon finishes what this one began), stop what still runs, and end the attempt once none of its tasks
+        is active. Until then the job stays RUNNING in sub-state AttemptDeletionPending, as OpenPAI shows a
+        framework whose attempt is being torn down: a client that waits for a final job then reads final tasks."""
+        trigger_role, trigger_index = (trigger["role"], trigger["idx"]) if trigger else (None, None)
+        self.store.update_attempt(row["id"], row["attempt"], state=state, exit_code=exit_code,
+                                  exit_diagnostics=diagnostics, trigger_role=trigger_role, trigger_index=trigger_index)
+        decided = {"sub_state": DELETION_PENDING, "exit_code": exit_code, "exit_diagnostics": diagnostics,
+                   "trigger_role": trigger_role, "trigger_index": trigger_index, "waiting_reason": None,
+                   "deadline": None}
+        self.store.update_job(row["id"], **decided)
+        row.update(decided)
         self._stop_remaining(row)
+        self._maybe_completed(row)
+
+    def _maybe_completed(self, row: dict[str, Any]) -> None:
+        """End a decided attempt whose tasks are all gone: the job takes the attempt's outcome, or (a failed
+        attempt with retries left, and no stop asked for) waits for its next attempt at its place in the queue."""
+        if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
+            return
+        decided = self.store.attempt(row["id"], row["attempt"])
+        assert decided is not None  # every job row has its current attempt's row
+        state, diagnostics, now = decided["state"], decided["exit_diagnostics"], now_ms()
+        job = self.job_model(row)
         self._release_ports(row)
-        if state == "FAILED" and row["retries"] < job.retry_count:
+        self.store.update_attempt(row["id"], row["attempt"], completed_time=now)
+        if state == "FAILED" and row["retries"] < job.retry_count and row["execution_type"] == "START":
             attempt = row["attempt"] + 1
             self._new_attempt(row["id"], attempt, job)
             self.queue.add(row["vc"], row["submission_time"], row["id"])
-            self.store.update_job(row["id"], state="WAITING", sub_state="AttemptCreationPending", attempt=attempt,
-                                  retries=row["retries"] + 1, exit_code=exit_code, exit_diagnostics=diagnostics)
+            waiting = {"state": "WAITING", "sub_state": "AttemptCreationPending", "attempt": attempt,
+                       "retries": row["retries"] + 1}
+            self.store.update_job(row["id"], **waiting)
             self.store.add_event(row["id"], "Warning", "JobRetry", f"attempt {row['attempt']} failed: {diagnostics}; "
                                  f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})")
+            row.update(waiting)
             return
-        self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now, exit_code=exit_code,
-                              exit_diagnostics=diagnostics, trigger_role=trigger and trigger["role"],
-                              trigger_index=trigger and trigger["idx"], waiting_reason=None, deadline=None)
+        self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now)
         self.store.add_event(row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}",
-                             diagnostics)
-        row["state"] = state
+                             diagnostics or "")
+        row.update(state=state, sub_state="Completed", completed_time=now)
+
+    def resume_completion(self, row: dict[str, Any]) -> None:
+        """Carry on the end of a decided attempt (AttemptDeletionPending when the daemon went down): stop what
+        still runs, and end the attempt once nothing does."""
+        with self.store.tx():
+            self._stop_remaining(row)
+            self._maybe_completed(row)
 
     def _stop_remaining(self, row: dict[str, Any]) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
@@ -121,6 +152,13 @@ class Ending(ClusterBase):
 
     def _stop(self, row: dict[str, Any], reason: str) -> None:
         if row["state"] in FINAL or row["execution_type"] == "STOP":
+            return
+        if row["sub_state"] == DELETION_PENDING:  # the attempt already has its outcome: keep it, retry no more
+            with self.store.tx():
+                self.store.update_job(row["id"], execution_type="STOP")
+                self.store.add_event(row["id"], "Normal", "StopRequested", f"{reason} (the attempt had already "
+                                     f"ended: {row['exit_diagnostics']}; its tasks are being stopped)")
+            row["execution_type"] = "STOP"
             return
         with self.store.tx():
             self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)

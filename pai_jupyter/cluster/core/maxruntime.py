@@ -3,6 +3,8 @@
 The new limit is written into the stored job model (``extras.maxRunTimeMinutes``), so the watchdog
 (``Cluster.check_deadlines``), a retry's next attempt and a daemon restart all see it; a running attempt's
 deadline is moved to its launch time plus the new limit (a limit already passed stops it at the next check).
+An attempt that has its outcome and is being torn down (AttemptDeletionPending) gets no deadline: the new limit
+is for the next attempt, if a retry makes one.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from ...common.states import FINAL
 from ...protocol.rules import MAX_RUN_TIME_KEY, run_time_problem
+from .ending import DELETION_PENDING
 from .errors import ApiError, BadRequest
 from .service import Cluster
 
@@ -36,7 +39,7 @@ def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: 
     deadline = None
     with cluster.store.tx():
         cluster.store.set_model_text(row["id"], model.model_dump_json())
-        if row["state"] == "RUNNING":
+        if row["state"] == "RUNNING" and row["sub_state"] != DELETION_PENDING:
             launched = cluster.store.attempt(row["id"], row["attempt"])
             started_ms = (launched and launched["launched_time"]) or row["launched_time"]
             deadline = started_ms / 1000 + minutes * 60

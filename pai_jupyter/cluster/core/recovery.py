@@ -1,6 +1,7 @@
 """Start-up after a stop or a crash (kill -9 included): re-attach to the tasks that were running, collect the
 exit status of those that ended meanwhile (their shim wrote it to disk), rebuild the queue and the resource
-accounting from the database, and finish stops that were in flight, through Cluster's public methods."""
+accounting from the database, and finish stops and decided attempts (AttemptDeletionPending) that were in
+flight, through Cluster's public methods."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ..runtime.base import TaskHandle
+from .ending import DELETION_PENDING
 from .scheduler import Resources
 from .store import dumps, loads
 
@@ -38,6 +40,8 @@ def recover(cluster: Cluster) -> None:
         cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:
             cluster.runtime.stop(handle, cluster.stop_grace)
+    for row in cluster.store.jobs_in_sub_state(DELETION_PENDING):  # before the queue: its next attempt joins it
+        cluster.resume_completion(row)
     for row in cluster.store.queued_jobs():
         cluster.queue.add(row["vc"], row["submission_time"], row["id"])
     for row in cluster.store.jobs_in_state("STOPPING"):

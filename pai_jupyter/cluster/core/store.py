@@ -245,6 +245,9 @@ class Store:
     def jobs_in_state(self, state: str) -> list[dict[str, Any]]:
         return self.all("SELECT * FROM jobs WHERE state = ?", (state,))
 
+    def jobs_in_sub_state(self, sub_state: str) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM jobs WHERE sub_state = ?", (sub_state,))
+
     def queued_jobs(self) -> list[dict[str, Any]]:
         """Started jobs with a task of their current attempt still WAITING (id, vc, submission_time): the queue
         a restarted daemon rebuilds."""

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
+from ...common.states import FINAL
 from ..core.store import loads
 
 EXIT_SPECS: dict[int, tuple[str, str, str]] = {
@@ -100,12 +101,19 @@ def exit_diagnostics(diagnostics: str | None) -> dict[str, Any] | None:
     return {"diagnosticsSummary": diagnostics, "runtime": None, "launcher": diagnostics} if diagnostics else None
 
 
+def attempt_state(attempt: dict[str, Any]) -> str:
+    """An attempt that has its outcome but not yet its end (its tasks are being stopped) is RUNNING, as OpenPAI's
+    convertAttemptState shows AttemptDeletionPending; its outcome shows once it has ended."""
+    return "RUNNING" if attempt["completed_time"] is None and attempt["state"] in FINAL else attempt["state"]
+
+
 def attempt_status(attempt: dict[str, Any] | None) -> dict[str, Any]:
     """The jobStatus fields an earlier attempt answers with (state, times, exit) in a detail by attempt."""
     if attempt is None:
         return {}
     spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if attempt["completed_time"] else None
-    return {"state": attempt["state"], "attemptId": attempt["attempt"], "attemptState": attempt["state"],
+    state = attempt_state(attempt)
+    return {"state": state, "attemptId": attempt["attempt"], "attemptState": state,
             "appLaunchedTime": attempt["launched_time"], "appCompletedTime": attempt["completed_time"],
             "appExitCode": attempt["exit_code"], "appExitSpec": spec, "appExitDiagnostics": attempt["exit_diagnostics"],
             "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
@@ -123,7 +131,7 @@ def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[
     diagnostics = exit_diagnostics(attempt["exit_diagnostics"])
     return {
         "jobName": row["name"], "frameworkName": f"{row['user']}~{row['name']}", "uid": row["debug_id"],
-        "userName": row["user"], "state": attempt["state"], "originState": attempt["state"],
+        "userName": row["user"], "state": attempt_state(attempt), "originState": attempt_state(attempt),
         "attemptIndex": attempt["attempt"], "jobStartedTime": row["submission_time"],
         "attemptCreatedTime": attempt["created_time"], "attemptStartedTime": attempt["launched_time"],
         "attemptCompletedTime": attempt["completed_time"], "exitCode": attempt["exit_code"],
