@@ -11,8 +11,8 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
 	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
-	@echo "make test   install and run the whole suite (ruff + pytest)"
-	@echo "make test-fast  ruff + the tests without the docker, browser or slow marks (the inner loop)"
+	@echo "make test   install and run the whole suite (ruff check + format, mypy, eslint, vitest, pytest)"
+	@echo "make test-fast  the same lint + the tests without the docker, browser or slow marks (the inner loop)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
 
 $(BIN)/python:
@@ -35,6 +35,8 @@ demo: $(STAMP)
 
 lint: $(STAMP) lint-js
 	$(BIN)/ruff check pai_jupyter tests
+	$(BIN)/ruff format --check pai_jupyter tests
+	$(BIN)/mypy
 
 # the labextension's TypeScript: eslint + prettier, and its vitest unit tests (node_modules from the pip build)
 labextension/node_modules/.package-lock.json: labextension/package-lock.json

@@ -48,8 +48,10 @@ def main() -> int:
         if started:
             control.stop()
     if started:
-        print("\nThe demo's cluster was stopped (its jobs and logs stay); `make lab` or `pai cluster start` starts "
-              "one that schedules this machine's CPUs and memory.")
+        print(
+            "\nThe demo's cluster was stopped (its jobs and logs stay); `make lab` or `pai cluster start` starts "
+            "one that schedules this machine's CPUs and memory."
+        )
     else:
         print("\nThe cluster keeps running, as it was; stop it with: .venv/bin/pai cluster stop")
     return 0 if ok else 1
@@ -64,8 +66,11 @@ def _run_jobs(info: dict[str, Any]) -> bool:
         text = (JOBS / file).read_text()
         job = Job.from_text(text)
         name = f"{job.name}_{suffix}"
-        r = http.post("/api/v2/jobs", content=text.replace(f"name: {job.name}", f"name: {name}", 1),
-                      headers={"Content-Type": "text/yaml"})
+        r = http.post(
+            "/api/v2/jobs",
+            content=text.replace(f"name: {job.name}", f"name: {name}", 1),
+            headers={"Content-Type": "text/yaml"},
+        )
         if r.status_code != 202:
             print(f"submit {file}: {r.status_code} {r.json().get('message')}")
             ok = False
@@ -87,10 +92,13 @@ def _run_jobs(info: dict[str, Any]) -> bool:
         status = d["jobStatus"]
         for role, rs in d["taskRoles"].items():
             for t in rs["taskStatuses"]:
-                why = t.get("containerExitDiagnostics") or stopped_note(state, t["taskState"],
-                                                                        status.get("appExitDiagnostics"))
-                print(f"  {role}[{t['taskIndex']}] {t['taskState']} exit {t['containerExitCode']} "
-                      f"ports {t['containerPorts'] or '-'}" + (f" ({why})" if why else ""))
+                why = t.get("containerExitDiagnostics") or stopped_note(
+                    state, t["taskState"], status.get("appExitDiagnostics")
+                )
+                print(
+                    f"  {role}[{t['taskIndex']}] {t['taskState']} exit {t['containerExitCode']} "
+                    f"ports {t['containerPorts'] or '-'}" + (f" ({why})" if why else "")
+                )
                 logs = http.get(t["containerLog"] + "?tail-mode=true").json()["locations"]
                 text = http.get(next(loc["uri"] for loc in logs if loc["name"] == "all")).text
                 print("    | " + text.rstrip().replace("\n", "\n    | "))

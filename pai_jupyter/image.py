@@ -45,8 +45,11 @@ def _configured() -> list[ImageInfo]:
     if not path.exists():
         return []
     entries = yaml.safe_load(path.read_text()) or []
-    return [ImageInfo(str(e["framework"]), str(e.get("version", "")), str(e.get("accelerator", "cpu")), str(e["uri"]))
-            for e in entries if isinstance(e, dict) and "framework" in e and "uri" in e]
+    return [
+        ImageInfo(str(e["framework"]), str(e.get("version", "")), str(e.get("accelerator", "cpu")), str(e["uri"]))
+        for e in entries
+        if isinstance(e, dict) and "framework" in e and "uri" in e
+    ]
 
 
 def list_images(framework: str | None = None) -> list[ImageInfo]:
@@ -61,12 +64,15 @@ def list_images(framework: str | None = None) -> list[ImageInfo]:
 
 def retrieve(framework: str, version: str | None = None, accelerator: str = "cpu") -> str:
     """The uri of an image for a framework (newest version when none is given); present ones are preferred."""
-    candidates = [i for i in list_images(framework) if i.accelerator == accelerator
-                  and (version is None or i.version == version)]
+    candidates = [
+        i for i in list_images(framework) if i.accelerator == accelerator and (version is None or i.version == version)
+    ]
     if not candidates:
         versions = sorted({i.version for i in list_images(framework)})
-        raise LookupError(f"no {accelerator} image for {framework} {version or ''}".strip()
-                          + (f"; versions known: {', '.join(versions)}" if versions else "; see list_images()"))
+        raise LookupError(
+            f"no {accelerator} image for {framework} {version or ''}".strip()
+            + (f"; versions known: {', '.join(versions)}" if versions else "; see list_images()")
+        )
 
     def key(i: ImageInfo) -> tuple[bool, tuple[int, ...]]:
         nums = tuple(int(x) for x in i.version.split(".") if x.isdigit())

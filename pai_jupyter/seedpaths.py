@@ -16,12 +16,16 @@ from typing import Any
 HOME, HOME_VAR = "/userhome", "PAI_USER_HOME"
 _PATH = re.compile(r"(?<![\w.~/\\-])(/userhome|/gdata)(?=[/\s\"';|&)<>:,=]|$)")
 NOTES = {
-    "/userhome": ("/userhome is your persistent home inside containers (the Docker runtime mounts it); on the "
-                  "process runtime the commands' /userhome is rewritten to $PAI_USER_HOME, the same directory. "
-                  "A program that opens /userhome itself should use $PAI_USER_HOME instead"),
-    "/gdata": ("/gdata (the platform's shared datasets) does not exist on the local cluster: put the data in your "
-               "home ($PAI_USER_HOME, /userhome in containers) or give its directory as the job's data "
-               "prerequisite (dataDir in v1)"),
+    "/userhome": (
+        "/userhome is your persistent home inside containers (the Docker runtime mounts it); on the "
+        "process runtime the commands' /userhome is rewritten to $PAI_USER_HOME, the same directory. "
+        "A program that opens /userhome itself should use $PAI_USER_HOME instead"
+    ),
+    "/gdata": (
+        "/gdata (the platform's shared datasets) does not exist on the local cluster: put the data in your "
+        "home ($PAI_USER_HOME, /userhome in containers) or give its directory as the job's data "
+        "prerequisite (dataDir in v1)"
+    ),
 }
 
 
@@ -59,7 +63,7 @@ def rewrite(script: str) -> tuple[str, bool]:
             i, changed = m.end(1), True
             continue
         if c == "\\" and quote != "'" and i + 1 < len(script):
-            out.append(script[i:i + 2])
+            out.append(script[i : i + 2])
             i += 2
             continue
         if c in "'\"" and quote in ("", c):
@@ -74,8 +78,10 @@ def _word_char(c: str) -> bool:
 
 
 def rewrite_notice() -> str:
-    return (f"echo '[pai_jupyter] process runtime: /userhome in the commands means $PAI_USER_HOME "
-            f"('\"${HOME_VAR}\"'); programs should read that variable, /userhome exists only in containers'")
+    return (
+        f"echo '[pai_jupyter] process runtime: /userhome in the commands means $PAI_USER_HOME "
+        f"('\"${HOME_VAR}\"'); programs should read that variable, /userhome exists only in containers'"
+    )
 
 
 def submit_notes(client: Any, text: str | bytes) -> list[tuple[str, str]]:

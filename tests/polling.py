@@ -19,8 +19,12 @@ def _message(what: str | Callable[[], str], timeout: float) -> str:
     return f"timed out after {timeout:g} s waiting for {text or 'the condition'}"
 
 
-def wait_for(predicate: Callable[[], T | None], timeout: float = 90, what: str | Callable[[], str] = "",
-             interval: float = INTERVAL) -> T:
+def wait_for(
+    predicate: Callable[[], T | None],
+    timeout: float = 90,
+    what: str | Callable[[], str] = "",
+    interval: float = INTERVAL,
+) -> T:
     """Call ``predicate`` until it returns something truthy, and return that; AssertionError after ``timeout`` s.
     ``what`` names the condition in that error (a callable is asked at the time, e.g. for the last value seen)."""
     deadline = time.monotonic() + timeout
@@ -33,8 +37,12 @@ def wait_for(predicate: Callable[[], T | None], timeout: float = 90, what: str |
         time.sleep(interval)
 
 
-async def async_wait_for(predicate: Callable[[], Awaitable[T | None]], timeout: float = 90,
-                         what: str | Callable[[], str] = "", interval: float = INTERVAL) -> T:
+async def async_wait_for(
+    predicate: Callable[[], Awaitable[T | None]],
+    timeout: float = 90,
+    what: str | Callable[[], str] = "",
+    interval: float = INTERVAL,
+) -> T:
     """``wait_for`` for a test that runs on an event loop, with a coroutine function for ``predicate``: the loop
     keeps running between looks."""
     deadline = time.monotonic() + timeout

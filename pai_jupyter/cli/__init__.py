@@ -28,4 +28,3 @@ for _command in JOB_COMMANDS:
     main.add_command(_command)
 for _command in SSH_COMMANDS:
     main.add_command(_command)
-

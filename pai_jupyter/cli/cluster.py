@@ -20,21 +20,32 @@ def cluster() -> None:
 
 @cluster.command()
 @click.option("--port", type=int, default=0, show_default=True, help="Loopback port; 0 picks a free one.")
-@click.option("--runtime", type=click.Choice(["auto", "docker", "process"]), default="auto", show_default=True,
-              help="auto uses Docker when the engine answers, else plain processes.")
+@click.option(
+    "--runtime",
+    type=click.Choice(["auto", "docker", "process"]),
+    default="auto",
+    show_default=True,
+    help="auto uses Docker when the engine answers, else plain processes.",
+)
 @click.option("--cpus", type=int, help="CPUs to schedule (default: this machine's).")
 @click.option("--memory-mb", type=int, help="Memory to schedule in MB (default: this machine's).")
 @click.option("--gpus", type=int, help="GPUs to schedule (default: NVML's count, 0 without NVML).")
 @click.option("--min-free-mb", type=int, help="Refuse submits while the home's disk has less free space (default 64).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
-def start(port: int, runtime: str, cpus: int | None, memory_mb: int | None, gpus: int | None,
-          min_free_mb: int | None, quiet: bool) -> None:
+def start(
+    port: int,
+    runtime: str,
+    cpus: int | None,
+    memory_mb: int | None,
+    gpus: int | None,
+    min_free_mb: int | None,
+    quiet: bool,
+) -> None:
     """Start the daemon in the background; returns once it answers."""
     already = control.running()
     extra = ["--min-free-mb", str(min_free_mb)] if min_free_mb is not None else None
     try:
-        info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus,
-                             extra_args=extra)
+        info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus, extra_args=extra)
     except control.DaemonError as exc:
         click.echo(f"pai cluster: {exc}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
@@ -85,13 +96,21 @@ def capacity_note(cap: dict[str, int]) -> str:
     from ..cluster.core.scheduler import machine_resources
 
     machine = machine_resources()
-    diffs = [f"{cap[key]} {unit} scheduled, the machine has {have}"
-             for key, unit, have in (("cpu", "CPU", machine.cpu), ("memoryMB", "MB memory", machine.memory_mb),
-                                     ("gpu", "GPU", machine.gpu)) if cap.get(key) != have]
+    diffs = [
+        f"{cap[key]} {unit} scheduled, the machine has {have}"
+        for key, unit, have in (
+            ("cpu", "CPU", machine.cpu),
+            ("memoryMB", "MB memory", machine.memory_mb),
+            ("gpu", "GPU", machine.gpu),
+        )
+        if cap.get(key) != have
+    ]
     if not diffs:
         return ""
-    return ("capacity differs from this machine (" + "; ".join(diffs) + "): it was started with --cpus, "
-            "--memory-mb or --gpus; `pai cluster stop && pai cluster start` schedules what the machine has")
+    return (
+        "capacity differs from this machine (" + "; ".join(diffs) + "): it was started with --cpus, "
+        "--memory-mb or --gpus; `pai cluster stop && pai cluster start` schedules what the machine has"
+    )
 
 
 @cluster.group()
@@ -101,8 +120,13 @@ def user() -> None:
 
 @user.command("add")
 @click.argument("name")
-@click.option("--password", is_flag=False, flag_value="", default=None,
-              help="Also set a password for `pai profile login` (asked for when given without a value).")
+@click.option(
+    "--password",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Also set a password for `pai profile login` (asked for when given without a value).",
+)
 @click.option("--admin", is_flag=True, help="The user sees and controls every job.")
 def user_add(name: str, password: str | None, admin: bool) -> None:
     """Create user NAME (or give an existing one a new token) and print the token."""
@@ -115,8 +139,9 @@ def user_add(name: str, password: str | None, admin: bool) -> None:
     body = {"name": name, "admin": admin, **({"password": password} if password else {})}
     import httpx
 
-    r = httpx.post(f"{info['url']}/api/v2/local/users", json=body,
-                   headers={"Authorization": f"Bearer {info['token']}"}, timeout=10)
+    r = httpx.post(
+        f"{info['url']}/api/v2/local/users", json=body, headers={"Authorization": f"Bearer {info['token']}"}, timeout=10
+    )
     if r.status_code >= 400:
         click.echo(f"pai cluster: {r.json().get('message', r.text)}", err=True)
         sys.exit(2)

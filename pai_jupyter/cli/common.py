@@ -17,10 +17,17 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 F = TypeVar("F", bound=Callable[..., Any])
 
-profile_option = click.option("--profile", "-p", envvar="PAI_PROFILE",
-                              help="Cluster profile (default: the default one).")
-output_option = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                             help="json prints machine-readable output.")
+profile_option = click.option(
+    "--profile", "-p", envvar="PAI_PROFILE", help="Cluster profile (default: the default one)."
+)
+output_option = click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json prints machine-readable output.",
+)
 
 
 def handle_errors(fn: F) -> F:
@@ -56,7 +63,7 @@ def client_for(profile: str | None) -> Client:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[fmt(c, '-') for c in row] for row in rows]
+    cells = [[fmt(c, "-") for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]

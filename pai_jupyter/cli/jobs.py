@@ -98,8 +98,11 @@ def _keeps_running(job_id: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        click.echo(f"\npai: interrupted; {job_id} was submitted and keeps running. Follow it with: pai status "
-                   f"{job_id} / pai logs {job_id} -f; stop it with: pai stop {job_id}", err=True)
+        click.echo(
+            f"\npai: interrupted; {job_id} was submitted and keeps running. Follow it with: pai status "
+            f"{job_id} / pai logs {job_id} -f; stop it with: pai stop {job_id}",
+            err=True,
+        )
         sys.exit(130)
 
 
@@ -111,8 +114,9 @@ def _keeps_running(job_id: str) -> Iterator[None]:
 @output_option
 @profile_option
 @handle_errors
-def jobs_cmd(state: str | None, user: str | None, all_users: bool, limit: int, output: str,
-             profile: str | None) -> None:
+def jobs_cmd(
+    state: str | None, user: str | None, all_users: bool, limit: int, output: str, profile: str | None
+) -> None:
     """List jobs, newest first."""
     rows = client_for(profile).list_jobs(state=state, user=user, all_users=all_users, limit=limit)
     if output == "json":
@@ -121,15 +125,36 @@ def jobs_cmd(state: str | None, user: str | None, all_users: bool, limit: int, o
     if not rows:
         click.echo("no jobs")
         return
-    click.echo(table(["JOB", "STATE", "SUBMITTED", "DURATION", "VC", "RETRIES", "TASKS", "GPUS", "EXIT"],
-                     [[j.id, j.state, j.submission_time, duration(j.duration_s), j.virtual_cluster, j.retries,
-                       j.total_task_number, j.total_gpu_number, j.app_exit_code] for j in rows]))
+    click.echo(
+        table(
+            ["JOB", "STATE", "SUBMITTED", "DURATION", "VC", "RETRIES", "TASKS", "GPUS", "EXIT"],
+            [
+                [
+                    j.id,
+                    j.state,
+                    j.submission_time,
+                    duration(j.duration_s),
+                    j.virtual_cluster,
+                    j.retries,
+                    j.total_task_number,
+                    j.total_gpu_number,
+                    j.app_exit_code,
+                ]
+                for j in rows
+            ],
+        )
+    )
 
 
 @click.command()
 @click.argument("job")
-@click.option("--config", "-c", "config", is_flag=True,
-              help="Print the job's submitted config instead (v2 YAML or v1 JSON as sent; secrets masked).")
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    is_flag=True,
+    help="Print the job's submitted config instead (v2 YAML or v1 JSON as sent; secrets masked).",
+)
 @output_option
 @profile_option
 @handle_errors
@@ -142,8 +167,15 @@ def status(job: str, config: bool, output: str, profile: str | None) -> None:
         return
     d = client_for(profile).detail(job)
     if output == "json":
-        click.echo(json.dumps({**d.job_status.model_dump(mode="json", by_alias=True),
-                               "tasks": [t.model_dump(mode="json", by_alias=True) for t in d.tasks]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    **d.job_status.model_dump(mode="json", by_alias=True),
+                    "tasks": [t.model_dump(mode="json", by_alias=True) for t in d.tasks],
+                },
+                indent=2,
+            )
+        )
         return
     s = d.job_status
     click.echo(f"{d.id}: {s.state}" + (f" (exit code {s.app_exit_code})" if s.app_exit_code is not None else ""))
@@ -151,11 +183,28 @@ def status(job: str, config: bool, output: str, profile: str | None) -> None:
         click.echo(f"  waiting: {s.waiting_reason}")
     if s.app_exit_diagnostics and s.state != JobState.SUCCEEDED:
         click.echo(f"  {s.app_exit_diagnostics}")
-    click.echo(f"  submitted {s.submission_time:%Y-%m-%d %H:%M:%S}, retries {s.retries}, VC {s.virtual_cluster}"
-               if s.submission_time else "")
-    click.echo(table(["ROLE", "INDEX", "STATE", "IP", "PORTS", "EXIT", "DIAGNOSTICS"],
-                     [[t.role, t.task_index, t.task_state, t.container_ip, t.ports or None, t.container_exit_code,
-                       task_diagnostics(d, t)[:100] or None] for t in d.tasks]))
+    click.echo(
+        f"  submitted {s.submission_time:%Y-%m-%d %H:%M:%S}, retries {s.retries}, VC {s.virtual_cluster}"
+        if s.submission_time
+        else ""
+    )
+    click.echo(
+        table(
+            ["ROLE", "INDEX", "STATE", "IP", "PORTS", "EXIT", "DIAGNOSTICS"],
+            [
+                [
+                    t.role,
+                    t.task_index,
+                    t.task_state,
+                    t.container_ip,
+                    t.ports or None,
+                    t.container_exit_code,
+                    task_diagnostics(d, t)[:100] or None,
+                ]
+                for t in d.tasks
+            ],
+        )
+    )
 
 
 @click.command()

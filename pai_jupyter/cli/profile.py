@@ -33,8 +33,12 @@ def list_cmd(output: str) -> None:
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(table(["", "NAME", "URL", "USER", "TOKEN"],
-                     [["*" if r["default"] else "", r["name"], r["url"], r["username"], r["token"]] for r in rows]))
+    click.echo(
+        table(
+            ["", "NAME", "URL", "USER", "TOKEN"],
+            [["*" if r["default"] else "", r["name"], r["url"], r["username"], r["token"]] for r in rows],
+        )
+    )
 
 
 @profile.command()
@@ -50,12 +54,16 @@ def add(name: str, url: str, username: str | None, token_file: str | None, make_
     if not url.startswith(("http://", "https://")):
         _fail(ProfileError(f"the url must start with http:// or https://, got {url!r}"))
     try:
-        upsert_profile(Profile(name=name, url=url, username=username or "", token_file=token_file,
-                               default=make_default))
+        upsert_profile(
+            Profile(name=name, url=url, username=username or "", token_file=token_file, default=make_default)
+        )
     except ProfileError as exc:
         _fail(exc)
-    click.echo(f"added profile {name}" + (" (default)" if make_default else "")
-               + ("" if token_file else f"; log in with: pai profile login {name}"))
+    click.echo(
+        f"added profile {name}"
+        + (" (default)" if make_default else "")
+        + ("" if token_file else f"; log in with: pai profile login {name}")
+    )
 
 
 @profile.command()
@@ -101,4 +109,3 @@ def login(name: str | None, username: str | None, password_stdin: bool) -> None:
     token = client.login(user, password)
     upsert_profile(Profile(name=prof.name, url=prof.url, username=user, token=token, default=prof.default))
     click.echo(f"logged in to {prof.name} as {user}; token stored in the profile (mode 0600)")
-

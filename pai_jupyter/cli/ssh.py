@@ -14,8 +14,9 @@ from .common import EXIT_BAD_INPUT, client_for, handle_errors, output_option, pr
 
 role_option = click.option("--role", "-r", help="Task role (default: every role; `pai ssh`: the first).")
 index_option = click.option("--index", "-i", type=int, help="Task index (default: every task; `pai ssh`: 0).")
-identity_option = click.option("--identity", "-k", help="Private key to use instead of the job's (embedded "
-                               "cluster) or ~/.ssh/id_* (OpenPAI).")
+identity_option = click.option(
+    "--identity", "-k", help="Private key to use instead of the job's (embedded cluster) or ~/.ssh/id_* (OpenPAI)."
+)
 
 
 @click.command("ssh-info")
@@ -26,8 +27,9 @@ identity_option = click.option("--identity", "-k", help="Private key to use inst
 @profile_option
 @output_option
 @handle_errors
-def ssh_info(job: str, role: str | None, index: int | None, identity: str | None, profile: str | None,
-             output: str) -> None:
+def ssh_info(
+    job: str, role: str | None, index: int | None, identity: str | None, profile: str | None, output: str
+) -> None:
     """Where each task's sshd listens, the key, the exact ssh / scp commands and a ~/.ssh/config block."""
     from ..client.ssh import ssh_info as info
 
@@ -58,8 +60,9 @@ def ssh_info(job: str, role: str | None, index: int | None, identity: str | None
 @profile_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
-def ssh(job: str, role: str | None, index: int | None, identity: str | None, profile: str | None,
-        command: tuple[str, ...]) -> None:
+def ssh(
+    job: str, role: str | None, index: int | None, identity: str | None, profile: str | None, command: tuple[str, ...]
+) -> None:
     """Open a shell in a task (or run COMMAND there) with the system's ssh client."""
     from ..client.ssh import ssh_info as info
 
@@ -106,8 +109,11 @@ def key_list(profile: str | None, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(keys, indent=2))
         return
-    click.echo(table(["title", "key"], [[k["title"], k["value"][:60] + ("…" if len(k["value"]) > 60 else "")]
-                                        for k in keys]) if keys else "no ssh keys stored")
+    click.echo(
+        table(["title", "key"], [[k["title"], k["value"][:60] + ("…" if len(k["value"]) > 60 else "")] for k in keys])
+        if keys
+        else "no ssh keys stored"
+    )
 
 
 @ssh_key.command("remove")

@@ -12,8 +12,14 @@ EXIT_BAD_INPUT = 2
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json prints one object per file.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json prints one object per file.",
+)
 def validate(files: tuple[str, ...], output: str) -> None:
     """Check each job FILE (v1 JSON or v2 YAML; - reads stdin).
 
@@ -39,8 +45,16 @@ def validate(files: tuple[str, ...], output: str) -> None:
             continue
         notes = seedpaths.notes(job)  # container paths of the platform's docs: what to use instead
         if output == "json":
-            results.append({"file": name, "ok": True, "name": job.name, "format": job.source_format,
-                            "summary": job.summary(), "notes": [{"path": p, "message": m} for p, m in notes]})
+            results.append(
+                {
+                    "file": name,
+                    "ok": True,
+                    "name": job.name,
+                    "format": job.source_format,
+                    "summary": job.summary(),
+                    "notes": [{"path": p, "message": m} for p, m in notes],
+                }
+            )
         else:
             click.echo(f"{name}: ok ({job.source_format})")
             click.echo("  " + job.summary().replace("\n", "\n  "))

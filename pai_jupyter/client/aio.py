@@ -26,8 +26,13 @@ T = TypeVar("T")
 class AsyncClient(Calls):
     """``async with AsyncClient() as pai: await pai.submit(job)`` — same methods as Client, awaited."""
 
-    def __init__(self, profile: str | Profile | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
-                 **kw: Unpack[ClientOptions]):
+    def __init__(
+        self,
+        profile: str | Profile | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kw: Unpack[ClientOptions],
+    ):
         super().__init__(profile, **kw)
         self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
         self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=transport)
@@ -45,8 +50,14 @@ class AsyncClient(Calls):
         for attempt in range(self.retries + 1):
             base, headers = await asyncio.to_thread(self._prepare, req) if self._url is None else self._prepare(req)
             try:
-                resp = await self._http.request(req.method, request_url(base, req.path, req.location),
-                                                params=req.params, json=req.json, content=req.content, headers=headers)
+                resp = await self._http.request(
+                    req.method,
+                    request_url(base, req.path, req.location),
+                    params=req.params,
+                    json=req.json,
+                    content=req.content,
+                    headers=headers,
+                )
                 done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:
                 done, wait, err = self._outcome(req, attempt, exc=exc)
@@ -77,8 +88,9 @@ class AsyncClient(Calls):
         """Whether the server is an embedded cluster and whether it is this machine's (see ``client.locality``)."""
         return await self._drive(self._locality())
 
-    async def submit(self, job: Job | str | Path, *, name: str | None = None,
-                     params: dict[str, Any] | None = None) -> str:
+    async def submit(
+        self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None
+    ) -> str:
         return await self._drive(self._submit(job, name=name, params=params))
 
     async def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
@@ -132,15 +144,17 @@ class AsyncClient(Calls):
         base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
         return terminal_url(base, path, role, index), headers
 
-    async def follow(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all",
-                     poll: float = 1.0) -> AsyncIterator[str]:
+    async def follow(
+        self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all", poll: float = 1.0
+    ) -> AsyncIterator[str]:
         """Async twin of Client.follow: the live stream where advertised, else the polled tail."""
         if (await self.locality()).embedded:
             base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
             path, params = self._stream_request(job, role, index, stream)
             try:
-                async with self._http.stream("GET", base + path, params=params, headers=headers,
-                                             timeout=httpx.Timeout(self.timeout, read=None)) as resp:
+                async with self._http.stream(
+                    "GET", base + path, params=params, headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
+                ) as resp:
                     if resp.status_code >= 400:
                         await resp.aread()
                         raise error_for(resp, self.where)

@@ -39,9 +39,19 @@ class ClientOptions(TypedDict, total=False):
 class ClientBase:
     """Resolves where to talk to: a profile (default: the default one), or an explicit url and token."""
 
-    def __init__(self, profile: str | Profile | None = None, *, url: str | None = None, token: str | None = None,
-                 username: str | None = None, home: Path | None = None, timeout: float = 30.0, retries: int = 3,
-                 auto_start: bool = True, starter: Starter | None = None):
+    def __init__(
+        self,
+        profile: str | Profile | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        username: str | None = None,
+        home: Path | None = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        auto_start: bool = True,
+        starter: Starter | None = None,
+    ):
         self.home = home
         self.starter = starter
         if url:
@@ -69,8 +79,9 @@ class ClientBase:
         """The embedded daemon's url and token, starting it when nothing answers (first use)."""
         starter = self.starter or starter_for(self.profile.name)
         if starter is None:
-            raise ServerUnavailable("this installation has no embedded cluster; pick a profile with a url "
-                                    "(pai profile add NAME URL)")
+            raise ServerUnavailable(
+                "this installation has no embedded cluster; pick a profile with a url (pai profile add NAME URL)"
+            )
         try:
             info = starter(self.home, start=self.auto_start)
         except StartError as exc:
@@ -110,8 +121,9 @@ class ClientBase:
             return min(err.retry_after, 60.0)
         return self._backoff(attempt)
 
-    def _outcome(self, req: Req, attempt: int, resp: httpx.Response | None = None,
-                 exc: Exception | None = None) -> tuple[httpx.Response | None, float | None, PaiError | None]:
+    def _outcome(
+        self, req: Req, attempt: int, resp: httpx.Response | None = None, exc: Exception | None = None
+    ) -> tuple[httpx.Response | None, float | None, PaiError | None]:
         """The retry policy, once for both clients: (response to return) or (seconds to wait, then try again)
         or (error to raise). Only idempotent calls are retried: after a transport error, a 429 (its
         Retry-After) or a 502/503/504."""
@@ -154,7 +166,6 @@ def request_url(base: str, path: str, location: bool = False) -> str:
     return base + path if path.startswith("/") else path
 
 
-
 def terminal_url(base: str, path: str, role: str, index: int) -> str:
-    ws = "wss://" + base[len("https://"):] if base.startswith("https://") else "ws://" + base.split("://", 1)[-1]
+    ws = "wss://" + base[len("https://") :] if base.startswith("https://") else "ws://" + base.split("://", 1)[-1]
     return f"{ws}{path}/tasks/{quote(role, safe='')}/{index}/terminal"

@@ -72,8 +72,9 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def as_job_text(job: Job | str | Path, *, name: str | None = None,
-                params: dict[str, Any] | None = None) -> tuple[str, str, str]:
+def as_job_text(
+    job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None
+) -> tuple[str, str, str]:
     """(text, format v1|v2, job name) of what to submit; kept verbatim unless a name or parameters change it."""
     if isinstance(job, Job):
         text = job.source_text or job.to_yaml()
@@ -84,8 +85,9 @@ def as_job_text(job: Job | str | Path, *, name: str | None = None,
     try:
         parsed = Job.from_text(text)
     except JobValidationError as exc:
-        raise InvalidJob(str(exc), status=None, code="InvalidProtocolError",
-                         body={"problems": [p.to_dict() for p in exc.problems]}) from None
+        raise InvalidJob(
+            str(exc), status=None, code="InvalidProtocolError", body={"problems": [p.to_dict() for p in exc.problems]}
+        ) from None
     if params:
         text = with_parameters(text, params)
     if name:
@@ -124,22 +126,31 @@ class Calls(ClientBase):
         found = yield from self._locality()
         return found.embedded
 
-    def _submit(self, job: Job | str | Path, *, name: str | None = None,
-                params: dict[str, Any] | None = None) -> Op[str]:
+    def _submit(
+        self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None
+    ) -> Op[str]:
         text, fmt, job_name = as_job_text(job, name=name, params=params)
         local = yield from self._is_local_server()
         if fmt == "v1" and not local:  # OpenPAI's v2 endpoint takes YAML only
             text, ctype = Job.from_text(text).to_yaml(), "text/yaml"
         else:
             ctype = "application/json" if text.lstrip().startswith("{") else "text/yaml"
-        resp = yield Req("POST", "/api/v2/jobs", content=text.encode("utf-8"), headers={"Content-Type": ctype},
-                         idempotent=False)
+        resp = yield Req(
+            "POST", "/api/v2/jobs", content=text.encode("utf-8"), headers={"Content-Type": ctype}, idempotent=False
+        )
         body = json_object(resp) if resp.content else {}
         return f"{body.get('username') or self.username}~{body.get('name') or job_name}"
 
-    def _list_jobs(self, *, state: str | list[str] | None = None, user: str | None = None, all_users: bool = False,
-                   keyword: str | None = None, limit: int | None = None,
-                   order: str = "submissionTime,DESC") -> Op[JobList]:
+    def _list_jobs(
+        self,
+        *,
+        state: str | list[str] | None = None,
+        user: str | None = None,
+        all_users: bool = False,
+        keyword: str | None = None,
+        limit: int | None = None,
+        order: str = "submissionTime,DESC",
+    ) -> Op[JobList]:
         params: dict[str, Any] = {"order": order, "withTotalCount": "true"}
         if state:
             params["state"] = ",".join([state] if isinstance(state, str) else state).upper()
@@ -206,22 +217,35 @@ class Calls(ClientBase):
             return f"{body['username']}~{body['name']}"
         text = yield from self._config(job)
         if withholds_secrets(load_document(text)):
-            raise InvalidJob(f"{source} has secrets, which the cluster withholds from its config (secrets: ******): "
-                             "a clone cannot carry them; submit the original document with a new name instead",
-                             code="InvalidProtocolError",
-                             body={"problems": [{"path": "secrets", "message": "withheld by the cluster"}]})
+            raise InvalidJob(
+                f"{source} has secrets, which the cluster withholds from its config (secrets: ******): "
+                "a clone cannot carry them; submit the original document with a new name instead",
+                code="InvalidProtocolError",
+                body={"problems": [{"path": "secrets", "message": "withheld by the cluster"}]},
+            )
         result = yield from self._submit(text, name=new)
         return result
 
-    def _logs(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all", tail: bool = False,
-              attempt: int | None = None, task_attempt: int | None = None) -> Op[str]:
+    def _logs(
+        self,
+        job: JobRef,
+        *,
+        role: str | None = None,
+        index: int = 0,
+        stream: str = "all",
+        tail: bool = False,
+        attempt: int | None = None,
+        task_attempt: int | None = None,
+    ) -> Op[str]:
         """A task's log (stdout, stderr or all): the whole file, or its last 16 KiB with ``tail``."""
         detail = yield from self._detail(job)
         task = _pick_task(detail, role, index)
         a = detail.job_status.attempt_id if attempt is None else attempt
         ta = (task.task_attempt_id or 0) if task_attempt is None else task_attempt
-        path = (f"{self._path(job)}/attempts/{a or 0}/taskRoles/{quote(task.role, safe='')}/taskIndex/{index}"
-                f"/attempts/{ta}/logs")
+        path = (
+            f"{self._path(job)}/attempts/{a or 0}/taskRoles/{quote(task.role, safe='')}/taskIndex/{index}"
+            f"/attempts/{ta}/logs"
+        )
         resp = yield Req("GET", path, params={"tail-mode": "true"} if tail else None)
         locations = json_object(resp).get("locations") or []
         uris = {loc["name"]: loc["uri"] for loc in locations}
@@ -231,8 +255,14 @@ class Calls(ClientBase):
         resp = yield Req("GET", uri, location=True, auth=not carries_own_token(uri))
         return resp.text
 
-    def _wait(self, job: JobRef, *, until: Set[str] = FINAL_STATES, timeout: float | None = None,
-              on_update: Callable[[JobDetail], None] | None = None) -> Op[JobDetail]:
+    def _wait(
+        self,
+        job: JobRef,
+        *,
+        until: Set[str] = FINAL_STATES,
+        timeout: float | None = None,
+        on_update: Callable[[JobDetail], None] | None = None,
+    ) -> Op[JobDetail]:
         """Poll the detail (10 per second at first, then once a second) until the state is in ``until``."""
         from .errors import WaitTimeout
 
@@ -264,8 +294,9 @@ class Calls(ClientBase):
 
     def _service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> Op[dict[str, Any]]:
         path = yield from self._local_path(job, "task services")
-        resp = yield Req("POST", f"{path}/services/{quote(role, safe='')}/{index}/{name}", json={"action": action},
-                         idempotent=False)
+        resp = yield Req(
+            "POST", f"{path}/services/{quote(role, safe='')}/{index}/{name}", json={"action": action}, idempotent=False
+        )
         return json_object(resp)
 
     def _metrics(self, job: JobRef) -> Op[dict[str, Any]]:
@@ -288,8 +319,12 @@ class Calls(ClientBase):
         return self._path(job).replace("/api/v2/jobs/", "/api/v2/local/jobs/", 1) + "/logs/stream", params
 
     def _login(self, username: str, password: str) -> Op[str]:
-        resp = yield Req("POST", "/api/v2/authn/basic/login", json={"username": username, "password": password,
-                                                                     "expiration": 7 * 24 * 3600}, auth=False)
+        resp = yield Req(
+            "POST",
+            "/api/v2/authn/basic/login",
+            json={"username": username, "password": password, "expiration": 7 * 24 * 3600},
+            auth=False,
+        )
         return str(json_object(resp)["token"])
 
 

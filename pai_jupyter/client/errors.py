@@ -10,8 +10,9 @@ class PaiError(Exception):
 
     exit_code = 3
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 body: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str | None = None, body: dict[str, Any] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.status = status

@@ -70,8 +70,17 @@ class JobSummary(_Api):
     total_task_number: int = Field(0, alias="totalTaskNumber")
     total_task_role_number: int = Field(0, alias="totalTaskRoleNumber")
 
-    COLUMNS: ClassVar[tuple[str, ...]] = ("id", "state", "submission_time", "duration_s", "virtual_cluster",
-                                          "retries", "total_task_number", "total_gpu_number", "app_exit_code")
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "id",
+        "state",
+        "submission_time",
+        "duration_s",
+        "virtual_cluster",
+        "retries",
+        "total_task_number",
+        "total_gpu_number",
+        "app_exit_code",
+    )
 
     @property
     def id(self) -> str:
@@ -126,8 +135,15 @@ class TaskStatus(_Api):
     task_attempt_id: int | None = Field(None, validation_alias=AliasChoices("taskAttemptId", "retries"))
     container_log: str | None = Field(None, alias="containerLog")
 
-    COLUMNS: ClassVar[tuple[str, ...]] = ("role", "task_index", "task_state", "container_ip", "ports",
-                                          "container_exit_code", "container_exit_diagnostics")
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "role",
+        "task_index",
+        "task_state",
+        "container_ip",
+        "ports",
+        "container_exit_code",
+        "container_exit_diagnostics",
+    )
 
     @property
     def ports(self) -> str:
@@ -191,9 +207,12 @@ class JobDetail(_Api):
 
     def _repr_html_(self) -> str:
         s = self.job_status
-        head = (f"<p><b>{html.escape(self.id)}</b>: {html.escape(s.state)}"
-                + (f" — {html.escape(s.waiting_reason)}" if s.waiting_reason and s.state == JobState.WAITING else "")
-                + (f" — exit {s.app_exit_code}" if s.app_exit_code is not None else "") + "</p>")
+        head = (
+            f"<p><b>{html.escape(self.id)}</b>: {html.escape(s.state)}"
+            + (f" — {html.escape(s.waiting_reason)}" if s.waiting_reason and s.state == JobState.WAITING else "")
+            + (f" — exit {s.app_exit_code}" if s.app_exit_code is not None else "")
+            + "</p>"
+        )
         return head + _html_table(list(TaskStatus.COLUMNS), [t.row() for t in self.tasks])
 
     def __repr__(self) -> str:

@@ -47,10 +47,13 @@ class Profile:
 
     def public(self) -> dict[str, Any]:
         """What may be shown: everything but the token itself."""
-        return {"name": self.name, "url": self.url or ("(embedded daemon)" if self.is_local else ""),
-                "username": self.username or (os_user() if self.is_local else ""),
-                "token": "set" if (self.token or self.token_file or self.is_local) else "not set",
-                "default": self.default}
+        return {
+            "name": self.name,
+            "url": self.url or ("(embedded daemon)" if self.is_local else ""),
+            "username": self.username or (os_user() if self.is_local else ""),
+            "token": "set" if (self.token or self.token_file or self.is_local) else "not set",
+            "default": self.default,
+        }
 
     def __repr__(self) -> str:  # never show the token
         return f"Profile(name={self.name!r}, url={self.url!r}, username={self.username!r}, default={self.default})"
@@ -97,8 +100,10 @@ def get_profile(name: str | None = None, home: Path | None = None) -> Profile:
         for p in profiles:
             if p.name == wanted:
                 return p
-        raise ProfileError(f"no profile named {wanted!r} (known: {', '.join(p.name for p in profiles)}); "
-                           f"add one with: pai profile add NAME URL")
+        raise ProfileError(
+            f"no profile named {wanted!r} (known: {', '.join(p.name for p in profiles)}); "
+            f"add one with: pai profile add NAME URL"
+        )
     return next(p for p in profiles if p.default)
 
 

@@ -68,10 +68,17 @@ class SshTarget:
         return {
             "ssh": f"ssh{key} -p {self.port} {opts} {self.user}@{self.host}",
             "scp": f"scp{key} -P {self.port} {opts} LOCAL_FILE {self.user}@{self.host}:",
-            "config": "\n".join([f"Host {self.alias}", f"  HostName {self.host}", f"  Port {self.port}",
-                                 f"  User {self.user}", *([f"  IdentityFile {self.key}", "  IdentitiesOnly yes"]
-                                                          if self.key else []),
-                                 "  StrictHostKeyChecking no", "  UserKnownHostsFile /dev/null"]),
+            "config": "\n".join(
+                [
+                    f"Host {self.alias}",
+                    f"  HostName {self.host}",
+                    f"  Port {self.port}",
+                    f"  User {self.user}",
+                    *([f"  IdentityFile {self.key}", "  IdentitiesOnly yes"] if self.key else []),
+                    "  StrictHostKeyChecking no",
+                    "  UserKnownHostsFile /dev/null",
+                ]
+            ),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,9 +98,11 @@ def targets_html(targets: list[SshTarget]) -> str:
             rows.append(f"<p>{head}: no ssh address yet</p>")
         else:
             c = t.commands()
-            rows.append(f"<p>{head} key <code>{html.escape(t.key or '(none: use your own)')}</code></p>"
-                        f"<pre>{html.escape(c['ssh'])}\n{html.escape(c['scp'])}\n\n# ~/.ssh/config\n"
-                        f"{html.escape(c['config'])}</pre>")
+            rows.append(
+                f"<p>{head} key <code>{html.escape(t.key or '(none: use your own)')}</code></p>"
+                f"<pre>{html.escape(c['ssh'])}\n{html.escape(c['scp'])}\n\n# ~/.ssh/config\n"
+                f"{html.escape(c['config'])}</pre>"
+            )
     return "".join(rows) or "<i>no task with ssh</i>"
 
 
@@ -142,41 +151,74 @@ def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTar
             saved = key_path(job_id, client.home)
             _write_private(saved, data.content)
             key = str(saved)
-        return [SshTarget(job_id, c["taskRole"], c["taskIndex"], c["taskState"], c["sshIp"], c["sshPort"],
-                          info["user"], key, c.get("problem")) for c in info["containers"]]
+        return [
+            SshTarget(
+                job_id,
+                c["taskRole"],
+                c["taskIndex"],
+                c["taskState"],
+                c["sshIp"],
+                c["sshPort"],
+                info["user"],
+                key,
+                c.get("problem"),
+            )
+            for c in info["containers"]
+        ]
     detail = yield from client._detail(job)  # first: a missing job is JobNotFound here, a missing config below
     config = yield from client._config(job)
     doc = yaml.safe_load(config) or {}
-    plugins = ((doc.get("extras") or {}).get("com.microsoft.pai.runtimeplugin") or []) if isinstance(doc, dict) \
-        else []
+    plugins = ((doc.get("extras") or {}).get("com.microsoft.pai.runtimeplugin") or []) if isinstance(doc, dict) else []
     if not any(isinstance(p, dict) and p.get("plugin") == "ssh" for p in plugins):
-        raise NotSupported(f"job {job_id} has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
-                           "extras.com.microsoft.pai.runtimeplugin)")
+        raise NotSupported(
+            f"job {job_id} has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
+            "extras.com.microsoft.pai.runtimeplugin)"
+        )
     key = identity or default_identity()
     out: list[SshTarget] = []
     for t in detail.tasks:
         port = str((t.container_ports or {}).get("ssh") or "").split(",")[0]
-        out.append(SshTarget(job_id, t.role, t.task_index, t.task_state, t.container_ip,
-                             int(port) if port.isdigit() else None, "root", key))
+        out.append(
+            SshTarget(
+                job_id,
+                t.role,
+                t.task_index,
+                t.task_state,
+                t.container_ip,
+                int(port) if port.isdigit() else None,
+                "root",
+                key,
+            )
+        )
     return out
 
 
 def _pick(targets: list[SshTarget], role: str | None, index: int | None) -> list[SshTarget]:
     picked = [t for t in targets if (role is None or t.role == role) and (index is None or t.index == index)]
     if not picked:
-        raise BadRequest(f"no task {role or '*'}[{'*' if index is None else index}] with ssh "
-                         f"(tasks: {', '.join(f'{t.role}[{t.index}]' for t in targets) or 'none'})")
+        raise BadRequest(
+            f"no task {role or '*'}[{'*' if index is None else index}] with ssh "
+            f"(tasks: {', '.join(f'{t.role}[{t.index}]' for t in targets) or 'none'})"
+        )
     return picked
 
 
 @overload
-def ssh_info(client: Client, job: JobRef, *, role: str | None = None, index: int | None = None,
-             identity: str | None = None) -> list[SshTarget]: ...
+def ssh_info(
+    client: Client, job: JobRef, *, role: str | None = None, index: int | None = None, identity: str | None = None
+) -> list[SshTarget]: ...
 @overload
-def ssh_info(client: AsyncClient, job: JobRef, *, role: str | None = None, index: int | None = None,
-             identity: str | None = None) -> Coroutine[Any, Any, list[SshTarget]]: ...
-def ssh_info(client: Client | AsyncClient, job: JobRef, *, role: str | None = None, index: int | None = None,
-             identity: str | None = None) -> list[SshTarget] | Coroutine[Any, Any, list[SshTarget]]:
+def ssh_info(
+    client: AsyncClient, job: JobRef, *, role: str | None = None, index: int | None = None, identity: str | None = None
+) -> Coroutine[Any, Any, list[SshTarget]]: ...
+def ssh_info(
+    client: Client | AsyncClient,
+    job: JobRef,
+    *,
+    role: str | None = None,
+    index: int | None = None,
+    identity: str | None = None,
+) -> list[SshTarget] | Coroutine[Any, Any, list[SshTarget]]:
     """Every task's SshTarget (or those of ``role`` / ``index``); downloads the job key on the embedded cluster."""
 
     def op() -> Op[list[SshTarget]]:
@@ -238,8 +280,9 @@ def list_keys(client: Client | AsyncClient) -> list[dict[str, Any]] | Coroutine[
 def add_key(client: Client, title: str, value: str) -> dict[str, Any]: ...
 @overload
 def add_key(client: AsyncClient, title: str, value: str) -> Coroutine[Any, Any, dict[str, Any]]: ...
-def add_key(client: Client | AsyncClient, title: str,
-            value: str) -> dict[str, Any] | Coroutine[Any, Any, dict[str, Any]]:
+def add_key(
+    client: Client | AsyncClient, title: str, value: str
+) -> dict[str, Any] | Coroutine[Any, Any, dict[str, Any]]:
     req = Req("POST", "/api/v2/local/ssh-keys", json={"title": title, "value": value}, idempotent=False)
     return _run(client, _keys_call(client, req, json_object))
 

@@ -26,8 +26,13 @@ T = TypeVar("T")
 class Client(Calls):
     """One client for any OpenPAI-compatible server: ``Client()`` uses the default profile (``local``)."""
 
-    def __init__(self, profile: str | Profile | None = None, *, transport: httpx.BaseTransport | None = None,
-                 **kw: Unpack[ClientOptions]):
+    def __init__(
+        self,
+        profile: str | Profile | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        **kw: Unpack[ClientOptions],
+    ):
         super().__init__(profile, **kw)
         self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
         self._http = httpx.Client(timeout=self.timeout, follow_redirects=True, transport=transport)
@@ -45,8 +50,14 @@ class Client(Calls):
         for attempt in range(self.retries + 1):
             base, headers = self._prepare(req)
             try:
-                resp = self._http.request(req.method, request_url(base, req.path, req.location),
-                                          params=req.params, json=req.json, content=req.content, headers=headers)
+                resp = self._http.request(
+                    req.method,
+                    request_url(base, req.path, req.location),
+                    params=req.params,
+                    json=req.json,
+                    content=req.content,
+                    headers=headers,
+                )
                 done, wait, err = self._outcome(req, attempt, resp=resp)
             except httpx.TransportError as exc:
                 done, wait, err = self._outcome(req, attempt, exc=exc)
@@ -135,16 +146,18 @@ class Client(Calls):
         base, headers = self._prepare(Req("GET", ""))
         return terminal_url(base, path, role, index), headers
 
-    def follow(self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all",
-               poll: float = 1.0) -> Iterator[str]:
+    def follow(
+        self, job: JobRef, *, role: str | None = None, index: int = 0, stream: str = "all", poll: float = 1.0
+    ) -> Iterator[str]:
         """Yield log text as the task writes it, until the task ends. Uses the server's live stream when it
         advertises one; otherwise polls the 16 KiB tail and yields only lines not seen before."""
         if self.locality().embedded:
             base, headers = self._prepare(Req("GET", ""))
             path, params = self._stream_request(job, role, index, stream)
             try:
-                with self._http.stream("GET", base + path, params=params, headers=headers,
-                                       timeout=httpx.Timeout(self.timeout, read=None)) as resp:
+                with self._http.stream(
+                    "GET", base + path, params=params, headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
+                ) as resp:
                     if resp.status_code >= 400:
                         resp.read()
                         raise error_for(resp, self.where)

@@ -65,8 +65,9 @@ def error_for(resp: httpx.Response, where: str) -> PaiError:
     kw: _ErrorFields = {"status": status, "code": code, "body": body}
     if status in (401, 403):
         return Unauthorized(f"{message} ({where}); log in again with: pai profile login", **kw)
-    if status == 400 and (code in ("IncorrectPasswordError", "NoUserError") or
-                          "/authn/basic/login" in str(resp.request.url)):  # OpenPAI answers a failed login 400
+    if status == 400 and (
+        code in ("IncorrectPasswordError", "NoUserError") or "/authn/basic/login" in str(resp.request.url)
+    ):  # OpenPAI answers a failed login 400
         return Unauthorized(f"login refused by {where}: {message}", **kw)
     if status == 404:
         return JobNotFound(message, **kw)
@@ -80,8 +81,9 @@ def error_for(resp: httpx.Response, where: str) -> PaiError:
             seconds = float(after) if after is not None else None
         except ValueError:
             seconds = None
-        return RateLimited(f"rate limited by {where}" + (f"; retry after {seconds:g} s" if seconds else ""),
-                           retry_after=seconds, **kw)
+        return RateLimited(
+            f"rate limited by {where}" + (f"; retry after {seconds:g} s" if seconds else ""), retry_after=seconds, **kw
+        )
     if status >= 500:
         return ServerUnavailable(f"{where} answered {status}: {message}", **kw)
     return BadRequest(message, **kw)

@@ -24,8 +24,9 @@ def _answers(info: dict[str, Any], timeout: float = 1.0) -> bool:
     import httpx
 
     try:
-        r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"},
-                      timeout=timeout)
+        r = httpx.get(
+            f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"}, timeout=timeout
+        )
         return r.status_code == 200
     except (httpx.HTTPError, KeyError):
         return False
@@ -49,9 +50,18 @@ def running(home: Path | None = None) -> dict[str, Any] | None:
     return None
 
 
-def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpus: int | None = None,
-          memory_mb: int | None = None, gpus: int | None = None, stop_grace: float | None = None,
-          timeout: float = 30.0, extra_args: list[str] | None = None) -> dict[str, Any]:
+def start(
+    home: Path | None = None,
+    *,
+    port: int = 0,
+    runtime: str = "auto",
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+    gpus: int | None = None,
+    stop_grace: float | None = None,
+    timeout: float = 30.0,
+    extra_args: list[str] | None = None,
+) -> dict[str, Any]:
     """Start the daemon in the background and return its runtime.json once it answers (or the running one)."""
     home = home or pai_home()
     current = running(home)
@@ -60,8 +70,17 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
     local = local_dir(home)
     make_private_dir(home)
     make_private_dir(local)
-    cmd = [sys.executable, "-m", "pai_jupyter.cluster.daemon", "--home", str(home), "--port", str(port),
-           "--runtime", runtime]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pai_jupyter.cluster.daemon",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+        "--runtime",
+        runtime,
+    ]
     for flag, value in (("--cpus", cpus), ("--memory-mb", memory_mb), ("--gpus", gpus), ("--stop-grace", stop_grace)):
         if value is not None:
             cmd += [flag, str(value)]
@@ -71,8 +90,9 @@ def start(home: Path | None = None, *, port: int = 0, runtime: str = "auto", cpu
     # process tasks find this environment's tools first (python3, tensorboard, jupyter for their services)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env=env, close_fds=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=env, close_fds=True
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = read_runtime(home)

@@ -76,22 +76,26 @@ def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False, warm
             raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
     from .runtime.process import ProcessRuntime
 
-    return ProcessRuntime(memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2 if warm_dir else 0,
-                          warm_dir=warm_dir)
+    return ProcessRuntime(
+        memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2 if warm_dir else 0, warm_dir=warm_dir
+    )
 
 
 def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
     machine = machine_resources()
-    total = Resources(cpus if cpus is not None else machine.cpu,
-                      memory_mb if memory_mb is not None else machine.memory_mb,
-                      gpus if gpus is not None else machine.gpu)
+    total = Resources(
+        cpus if cpus is not None else machine.cpu,
+        memory_mb if memory_mb is not None else machine.memory_mb,
+        gpus if gpus is not None else machine.gpu,
+    )
     quotas: dict[str, Resources] = {}
     config = local / "cluster.yaml"
     if config.exists():
         data = yaml.safe_load(config.read_text()) or {}
         for name, q in (data.get("virtualClusters") or {}).items():
-            quotas[str(name)] = Resources(int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)),
-                                          int(q.get("gpu", total.gpu)))
+            quotas[str(name)] = Resources(
+                int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)), int(q.get("gpu", total.gpu))
+            )
     return Capacity(total=total, quotas=quotas)
 
 
@@ -111,8 +115,13 @@ async def serve(args: argparse.Namespace) -> None:
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits
     runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm")
-    cluster = Cluster(local, runtime, load_capacity(local, args.cpus, args.memory_mb, args.gpus),
-                      stop_grace=args.stop_grace, min_free_mb=args.min_free_mb)
+    cluster = Cluster(
+        local,
+        runtime,
+        load_capacity(local, args.cpus, args.memory_mb, args.gpus),
+        stop_grace=args.stop_grace,
+        min_free_mb=args.min_free_mb,
+    )
     cluster.space.at_start()
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
@@ -122,11 +131,21 @@ async def serve(args: argparse.Namespace) -> None:
     cluster.recover()
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{port}"
-    about = {"url": url, "token": token, "pid": os.getpid(), "user": os_user(), "runtime": runtime.describe(),
-             "started": time.time()}
+    about = {
+        "url": url,
+        "token": token,
+        "pid": os.getpid(),
+        "user": os_user(),
+        "runtime": runtime.describe(),
+        "started": time.time(),
+    }
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
-    log.info("pai_jupyter local cluster at %s (runtime %s, capacity %s)", url, runtime.describe(),
-             cluster.capacity.total.describe())
+    log.info(
+        "pai_jupyter local cluster at %s (runtime %s, capacity %s)",
+        url,
+        runtime.describe(),
+        cluster.capacity.total.describe(),
+    )
     runtime.begin()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -163,20 +182,32 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--runtime", choices=["auto", "docker", "process"], default="auto")
-    p.add_argument("--memory-enforcement", choices=["auto", "cgroup", "watchdog"], default="auto",
-                   help="process runtime: how memory limits are enforced (auto: cgroup where writable)")
-    p.add_argument("--cpu-limits", action="store_true",
-                   help="process runtime: also cap CPU with a cpu cgroup (costs ~5 ms per task start)")
+    p.add_argument(
+        "--memory-enforcement",
+        choices=["auto", "cgroup", "watchdog"],
+        default="auto",
+        help="process runtime: how memory limits are enforced (auto: cgroup where writable)",
+    )
+    p.add_argument(
+        "--cpu-limits",
+        action="store_true",
+        help="process runtime: also cap CPU with a cpu cgroup (costs ~5 ms per task start)",
+    )
     p.add_argument("--cpus", type=int)
     p.add_argument("--memory-mb", type=int)
     p.add_argument("--gpus", type=int)
-    p.add_argument("--min-free-mb", type=int, default=DEFAULT_FLOOR_MB,
-                   help="refuse submits while the disk holding the home has less free space than this (MB)")
+    p.add_argument(
+        "--min-free-mb",
+        type=int,
+        default=DEFAULT_FLOOR_MB,
+        help="refuse submits while the disk holding the home has less free space than this (MB)",
+    )
     p.add_argument("--stop-grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL on stop")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
     asyncio.run(serve(args))
 

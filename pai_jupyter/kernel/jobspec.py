@@ -53,8 +53,17 @@ def launcher_command(python: str) -> str:
     return f"exec {shlex.quote(python)} -c {shlex.quote(boot)}"
 
 
-def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str, workdir: str | None,
-               bind_ip: str, ports: dict[str, int] | None = None, ssh: dict[str, Any] | None = None) -> Job:
+def kernel_job(
+    name: str,
+    key: str,
+    opts: KernelJobOptions,
+    *,
+    kernel_name: str,
+    workdir: str | None,
+    bind_ip: str,
+    ports: dict[str, int] | None = None,
+    ssh: dict[str, Any] | None = None,
+) -> Job:
     """The kernel's job. ``workdir``: a host directory the task starts in (the embedded cluster's owner only:
     it is given as the role's output so a Docker task gets it mounted at the same path). ``ports``: the ports
     wanted (a new job after a restart asks for the old job's, so connected clients find the new kernel; the
@@ -68,20 +77,35 @@ def kernel_job(name: str, key: str, opts: KernelJobOptions, *, kernel_name: str,
     prereqs: list[Prerequisite] = []
     if workdir:
         q = shlex.quote(workdir)
-        commands.append(f"cd {q} || echo \"[pai_jupyter kernel] cannot enter {workdir}; the kernel runs in $PWD\"")
+        commands.append(f'cd {q} || echo "[pai_jupyter kernel] cannot enter {workdir}; the kernel runs in $PWD"')
         prereqs.append(Prerequisite(name=WORKDIR_PREREQ, type="output", uri=workdir))
     commands.append(launcher_command(opts.python))
     wanted = [Port(label=label, count=1, begin_at=(ports or {}).get(label, 0)) for label in LABELS]
-    role = TaskRole(name=ROLE, instances=1, cpu=opts.cpu, memory_mb=opts.memory_mb, gpu=opts.gpu, ports=wanted,
-                    commands=commands,
-                    output=WORKDIR_PREREQ if workdir else None, min_failed=1, min_succeeded=1)
+    role = TaskRole(
+        name=ROLE,
+        instances=1,
+        cpu=opts.cpu,
+        memory_mb=opts.memory_mb,
+        gpu=opts.gpu,
+        ports=wanted,
+        commands=commands,
+        output=WORKDIR_PREREQ if workdir else None,
+        min_failed=1,
+        min_succeeded=1,
+    )
     extras: dict[str, Any] = {EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}}
     if ssh is not None:
         extras["com.microsoft.pai.runtimeplugin"] = [{"plugin": "ssh", "parameters": ssh}]
     image = Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=opts.image)  # what roles use by default
-    return Job(name=name, task_roles=[role], prerequisites=[image, *prereqs],
-               virtual_cluster=opts.virtual_cluster, secrets={"kernelKey": key}, extras=extras,
-               description=f"Jupyter kernel {kernel_name}")
+    return Job(
+        name=name,
+        task_roles=[role],
+        prerequisites=[image, *prereqs],
+        virtual_cluster=opts.virtual_cluster,
+        secrets={"kernelKey": key},
+        extras=extras,
+        description=f"Jupyter kernel {kernel_name}",
+    )
 
 
 def ssh_parameters(public_key: str | None) -> dict[str, Any]:
@@ -99,8 +123,12 @@ def connection_info(detail: JobDetail, key: bytes, *, host: str | None = None) -
     if not tasks or not tasks[0].container_ip:
         return None
     ports = tasks[0].container_ports or {}
-    info: dict[str, Any] = {"ip": host or tasks[0].container_ip, "transport": "tcp",
-                            "signature_scheme": "hmac-sha256", "key": key}
+    info: dict[str, Any] = {
+        "ip": host or tasks[0].container_ip,
+        "transport": "tcp",
+        "signature_scheme": "hmac-sha256",
+        "key": key,
+    }
     for label in LABELS:
         value = ports.get(label)
         first = value[0] if isinstance(value, list) and value else value

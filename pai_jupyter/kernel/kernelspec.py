@@ -43,9 +43,21 @@ def display_name(profile: str | None, gpu: int, cpu: int, memory_mb: int) -> str
     return f"Python 3 on PAI{where} ({what}, {cpu} CPU, {memory_mb} MB)"
 
 
-def spec_json(*, profile: str | None, gpu: int, cpu: int, memory_mb: int, image: str | None, python: str | None,
-              virtual_cluster: str | None, display: str | None, start_timeout: float | None = None,
-              tunnel: str | None = None, ssh_plugin: bool | None = None, identity: str | None = None) -> dict[str, Any]:
+def spec_json(
+    *,
+    profile: str | None,
+    gpu: int,
+    cpu: int,
+    memory_mb: int,
+    image: str | None,
+    python: str | None,
+    virtual_cluster: str | None,
+    display: str | None,
+    start_timeout: float | None = None,
+    tunnel: str | None = None,
+    ssh_plugin: bool | None = None,
+    identity: str | None = None,
+) -> dict[str, Any]:
     """The kernel.json of a PAI kernel (argv names what runs inside the task; the provisioner starts it)."""
     if gpu < 0 or cpu < 1 or memory_mb < 100:
         raise KernelSpecError("resources must be --gpu >= 0, --cpu >= 1 and --memory-mb >= 100")
@@ -54,9 +66,15 @@ def spec_json(*, profile: str | None, gpu: int, cpu: int, memory_mb: int, image:
     if tunnel == "always" and ssh_plugin is False:
         raise KernelSpecError("tunnel: always needs the job's ssh plugin (drop --no-ssh-plugin)")
     config: dict[str, Any] = {"gpu": gpu, "cpu": cpu, "memory_mb": memory_mb}
-    for key, value in (("profile", profile), ("image", image), ("python", python),
-                       ("virtual_cluster", virtual_cluster), ("start_timeout", start_timeout), ("tunnel", tunnel),
-                       ("identity", str(Path(identity).expanduser().absolute()) if identity else None)):
+    for key, value in (
+        ("profile", profile),
+        ("image", image),
+        ("python", python),
+        ("virtual_cluster", virtual_cluster),
+        ("start_timeout", start_timeout),
+        ("tunnel", tunnel),
+        ("identity", str(Path(identity).expanduser().absolute()) if identity else None),
+    ):
         if value:
             config[key] = value
     if ssh_plugin is not None:
@@ -70,11 +88,24 @@ def spec_json(*, profile: str | None, gpu: int, cpu: int, memory_mb: int, image:
     }
 
 
-def install(name: str | None = None, *, profile: str | None = None, gpu: int = 0, cpu: int = 1,
-            memory_mb: int = 4096, image: str | None = None, python: str | None = None,
-            virtual_cluster: str | None = None, display: str | None = None, start_timeout: float | None = None,
-            user: bool = True, prefix: str | None = None, tunnel: str | None = None, ssh_plugin: bool | None = None,
-            identity: str | None = None) -> PaiKernelSpec:
+def install(
+    name: str | None = None,
+    *,
+    profile: str | None = None,
+    gpu: int = 0,
+    cpu: int = 1,
+    memory_mb: int = 4096,
+    image: str | None = None,
+    python: str | None = None,
+    virtual_cluster: str | None = None,
+    display: str | None = None,
+    start_timeout: float | None = None,
+    user: bool = True,
+    prefix: str | None = None,
+    tunnel: str | None = None,
+    ssh_plugin: bool | None = None,
+    identity: str | None = None,
+) -> PaiKernelSpec:
     """Write a PAI kernelspec (user data dir by default, or under ``prefix``) and return it."""
     from jupyter_client.kernelspec import KernelSpecManager
 
@@ -88,13 +119,23 @@ def install(name: str | None = None, *, profile: str | None = None, gpu: int = 0
     name = name or default_name(profile, gpu)
     if not NAME_RE.match(name):
         raise KernelSpecError(f"kernel name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
-    spec = spec_json(profile=profile, gpu=gpu, cpu=cpu, memory_mb=memory_mb, image=image, python=python,
-                     virtual_cluster=virtual_cluster, display=display, start_timeout=start_timeout,
-                     tunnel=tunnel, ssh_plugin=ssh_plugin, identity=identity)
+    spec = spec_json(
+        profile=profile,
+        gpu=gpu,
+        cpu=cpu,
+        memory_mb=memory_mb,
+        image=image,
+        python=python,
+        virtual_cluster=virtual_cluster,
+        display=display,
+        start_timeout=start_timeout,
+        tunnel=tunnel,
+        ssh_plugin=ssh_plugin,
+        identity=identity,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
-        dest = KernelSpecManager().install_kernel_spec(tmp, kernel_name=name, user=user and not prefix,
-                                                       prefix=prefix)
+        dest = KernelSpecManager().install_kernel_spec(tmp, kernel_name=name, user=user and not prefix, prefix=prefix)
     return PaiKernelSpec(name, spec["display_name"], dest, spec["metadata"]["kernel_provisioner"]["config"])
 
 
@@ -107,8 +148,11 @@ def list_specs() -> list[PaiKernelSpec]:
         spec = entry.get("spec") or {}
         prov = (spec.get("metadata") or {}).get("kernel_provisioner") or {}
         if prov.get("provisioner_name") == PROVISIONER:
-            out.append(PaiKernelSpec(name, spec.get("display_name", name), entry.get("resource_dir", ""),
-                                     prov.get("config") or {}))
+            out.append(
+                PaiKernelSpec(
+                    name, spec.get("display_name", name), entry.get("resource_dir", ""), prov.get("config") or {}
+                )
+            )
     return out
 
 

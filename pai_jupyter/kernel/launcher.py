@@ -48,11 +48,18 @@ def main():
     try:
         import ipykernel  # noqa: F401
     except ImportError:
-        sys.exit(f"{TAG} {sys.executable} has no ipykernel: run the kernel with a python that has it "
-                 "(an image with python and ipykernel, e.g. `pip install ipykernel`)")
+        sys.exit(
+            f"{TAG} {sys.executable} has no ipykernel: run the kernel with a python that has it "
+            "(an image with python and ipykernel, e.g. `pip install ipykernel`)"
+        )
     info = {f"{label}_port": port(label) for label in LABELS}
-    info.update(ip=os.environ.get("PAI_KERNEL_IP", "127.0.0.1"), key=key, transport="tcp",
-                signature_scheme="hmac-sha256", kernel_name=os.environ.get("PAI_KERNEL_NAME", ""))
+    info.update(
+        ip=os.environ.get("PAI_KERNEL_IP", "127.0.0.1"),
+        key=key,
+        transport="tcp",
+        signature_scheme="hmac-sha256",
+        kernel_name=os.environ.get("PAI_KERNEL_NAME", ""),
+    )
     home = tempfile.mkdtemp(prefix="pai-kernel-")
     path = os.path.join(home, "connection.json")
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
@@ -62,8 +69,9 @@ def main():
     n = 0
     while True:
         print(f"{TAG} kernel {n} starting in {os.getcwd()}", flush=True)
-        rc = subprocess.call([sys.executable, "-c", KERNEL, path, flag],
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        rc = subprocess.call(
+            [sys.executable, "-c", KERNEL, path, flag], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+        )
         if rc == 0 and os.path.exists(flag):
             os.unlink(flag)
             print(f"{TAG} kernel {n} ended for a restart", flush=True)

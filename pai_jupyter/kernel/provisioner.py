@@ -42,8 +42,8 @@ class PaiProvisioner(KernelReach):
     poll_interval = Float(1.0, config=True, help="How long a job state read by poll() is reused, in seconds.")
 
     incarnation = 0
-    _shutdown: str | None = None      # "restart" or "shutdown" while a requested shutdown is under way
-    _reuse = False                    # the job lives on after the restart shutdown: start its next kernel
+    _shutdown: str | None = None  # "restart" or "shutdown" while a requested shutdown is under way
+    _reuse = False  # the job lives on after the restart shutdown: start its next kernel
     _checked: tuple[float, int | None] = (0.0, None)
     _reported = False
 
@@ -55,8 +55,11 @@ class PaiProvisioner(KernelReach):
     # ---- start ----------------------------------------------------------------------------------------------
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         km = self.parent
-        if km is not None and getattr(km, "_transport_encryption_policy", None) is not None \
-                and km._transport_encryption_policy() == "required":
+        if (
+            km is not None
+            and getattr(km, "_transport_encryption_policy", None) is not None
+            and km._transport_encryption_policy() == "required"
+        ):
             raise KernelStartError("transport_encryption='required' is not supported by the PAI kernel provisioner")
         kwargs = await super().pre_launch(**kwargs)
         kwargs["cmd"] = list(self.kernel_spec.argv)
@@ -75,8 +78,9 @@ class PaiProvisioner(KernelReach):
         self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
         return await self._submit_and_connect(cmd, key, kwargs, wanted)
 
-    async def _submit_and_connect(self, cmd: list[str], key: bytes, kwargs: dict[str, Any],
-                                  wanted: dict[str, int]) -> KernelConnectionInfo:
+    async def _submit_and_connect(
+        self, cmd: list[str], key: bytes, kwargs: dict[str, Any], wanted: dict[str, int]
+    ) -> KernelConnectionInfo:
         from ..client.errors import InvalidJob
         from ..client.locality import locality
 
@@ -89,11 +93,16 @@ class PaiProvisioner(KernelReach):
         env = kwargs.get("env") or {}
         cwd = kwargs.get("cwd")
         name = jobspec.job_name(env.get("JPY_SESSION_NAME"), cwd)
-        job = jobspec.kernel_job(name, key.decode("ascii"), self._options(cmd, info), kernel_name=self._kernel_name(),
-                                 workdir=os.path.abspath(cwd) if (cwd and owner) else None,
-                                 bind_ip="127.0.0.1" if (self._is_local or self.tunnel == "always") else "0.0.0.0",
-                                 ports=wanted if self._is_local else None,
-                                 ssh=jobspec.ssh_parameters(self._public_key()) if self._uses_ssh() else None)
+        job = jobspec.kernel_job(
+            name,
+            key.decode("ascii"),
+            self._options(cmd, info),
+            kernel_name=self._kernel_name(),
+            workdir=os.path.abspath(cwd) if (cwd and owner) else None,
+            bind_ip="127.0.0.1" if (self._is_local or self.tunnel == "always") else "0.0.0.0",
+            ports=wanted if self._is_local else None,
+            ssh=jobspec.ssh_parameters(self._public_key()) if self._uses_ssh() else None,
+        )
         try:
             self.job_id = await self.client.submit(job)
         except InvalidJob as exc:
@@ -118,8 +127,14 @@ class PaiProvisioner(KernelReach):
         python = self.python or (cmd[0] if cmd and cmd[0] not in ("python", "python3", "{python}") else "")
         if not python:
             python = sys.executable if (self._is_local and runtime.startswith("process")) else "python3"
-        return KernelJobOptions(python=python, image=self.image, cpu=self.cpu, memory_mb=self.memory_mb,
-                                gpu=self.gpu, virtual_cluster=self.virtual_cluster)
+        return KernelJobOptions(
+            python=python,
+            image=self.image,
+            cpu=self.cpu,
+            memory_mb=self.memory_mb,
+            gpu=self.gpu,
+            virtual_cluster=self.virtual_cluster,
+        )
 
     async def _until_running(self, deadline: float) -> Any:
         """The job's detail once its task runs with its host and ports; a clear error when it ends or waits."""
@@ -130,14 +145,17 @@ class PaiProvisioner(KernelReach):
                 raise KernelStartError(await self._why_ended(detail, "could not start"))
             if detail.state == "RUNNING" and jobspec.connection_info(detail, b"") is not None:
                 return detail
-            state = detail.state + (f" ({detail.job_status.waiting_reason})" if detail.job_status.waiting_reason
-                                    else "")
+            state = detail.state + (
+                f" ({detail.job_status.waiting_reason})" if detail.job_status.waiting_reason else ""
+            )
             if state != shown:
                 self._log().info("PAI kernel %s: job %s is %s", self.kernel_id, self.job_id, state)
                 shown = state
             if time.monotonic() > deadline:
-                raise KernelStartError(f"the PAI kernel's job {self.job_id} was still {state} after "
-                                       f"{self.start_timeout:g} s; it was stopped")
+                raise KernelStartError(
+                    f"the PAI kernel's job {self.job_id} was still {state} after "
+                    f"{self.start_timeout:g} s; it was stopped"
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 
@@ -160,8 +178,7 @@ class PaiProvisioner(KernelReach):
             code = _exit_code(detail)
             if not self._reported:  # a job we stopped did not die: nothing to report
                 self._reported = True
-                self._log().error("PAI kernel %s died: %s", self.kernel_id,
-                                  await self._why_ended(detail, "ended"))
+                self._log().error("PAI kernel %s died: %s", self.kernel_id, await self._why_ended(detail, "ended"))
         elif self._tunnel is not None and not self._tunnel.alive and self._task_info is not None:
             await self._reopen_tunnel()
         self._checked = (time.monotonic(), code)
@@ -206,8 +223,12 @@ class PaiProvisioner(KernelReach):
         if signum in (signal.SIGTERM, signal.SIGKILL):
             await self._stop_job()
         elif signum != 0:
-            self._log().warning("PAI kernel %s: signal %d cannot be sent to a kernel in a PAI job; interrupts go "
-                                "through the control channel (interrupt_mode: message)", self.kernel_id, signum)
+            self._log().warning(
+                "PAI kernel %s: signal %d cannot be sent to a kernel in a PAI job; interrupts go "
+                "through the control channel (interrupt_mode: message)",
+                self.kernel_id,
+                signum,
+            )
 
     async def terminate(self, restart: bool = False) -> None:
         if self._shutdown == "restart":

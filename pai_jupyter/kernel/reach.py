@@ -22,9 +22,11 @@ from ..common.states import FINAL
 from . import jobspec
 from .tunnel import MODES, KernelTunnel, TunnelError, open_tunnel, task_ports
 
-SSH_NOTE = {"never": "the kernelspec says `tunnel: never`, so the Jupyter server must reach the task's host and ports "
-                      "directly (or reinstall it with `--tunnel auto`)",
-            "no-plugin": "no SSH tunnel was tried: the kernelspec turned the job's ssh plugin off (`--no-ssh-plugin`)"}
+SSH_NOTE = {
+    "never": "the kernelspec says `tunnel: never`, so the Jupyter server must reach the task's host and ports "
+    "directly (or reinstall it with `--tunnel auto`)",
+    "no-plugin": "no SSH tunnel was tried: the kernelspec turned the job's ssh plugin off (`--no-ssh-plugin`)",
+}
 
 
 class KernelStartError(RuntimeError):
@@ -40,30 +42,52 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
     """The job's client, the path to its kernel and the diagnosis of its end (the base of ``PaiProvisioner``)."""
 
     profile = Unicode("", config=True, help="Cluster profile; empty = the default profile.")
-    image = Unicode("jupyter/base-notebook:latest", config=True,
-                    help="Image of the kernel's task (Docker runtimes and OpenPAI): needs python and ipykernel.")
-    python = Unicode("", config=True, help="Python that runs ipykernel in the task; empty = this Jupyter server's "
-                     "own python on the embedded cluster's process runtime, else python3.")
+    image = Unicode(
+        "jupyter/base-notebook:latest",
+        config=True,
+        help="Image of the kernel's task (Docker runtimes and OpenPAI): needs python and ipykernel.",
+    )
+    python = Unicode(
+        "",
+        config=True,
+        help="Python that runs ipykernel in the task; empty = this Jupyter server's "
+        "own python on the embedded cluster's process runtime, else python3.",
+    )
     start_timeout = Float(300.0, config=True, help="Seconds to wait for the job to run and its kernel to answer.")
-    tunnel = Enum(MODES, default_value="auto", config=True,
-                  help="How the Jupyter server reaches the kernel's ports: `auto` (directly; through an SSH tunnel to "
-                       "the task's sshd where a remote task's ports do not answer), `always` (the tunnel; the kernel "
-                       "binds its task's loopback only), `never` (directly).")
-    ssh_plugin = Bool(None, allow_none=True, config=True,
-                      help="Give the job the ssh runtime plugin (the tunnel needs it). Unset: with `tunnel: always`, "
-                           "and with `auto` on a remote OpenPAI.")
-    identity = Unicode("", config=True, help="Private key the tunnel logs in with. Empty: the job's key on the "
-                       "embedded cluster; ~/.ssh/id_ed25519 (id_ecdsa, id_rsa) on OpenPAI, whose public half is put "
-                       "in the job's userssh.")
-    direct_timeout = Float(15.0, config=True, help="With `tunnel: auto`: seconds the direct path is tried, once the "
-                           "job runs, before the SSH tunnel is.")
+    tunnel = Enum(
+        MODES,
+        default_value="auto",
+        config=True,
+        help="How the Jupyter server reaches the kernel's ports: `auto` (directly; through an SSH tunnel to "
+        "the task's sshd where a remote task's ports do not answer), `always` (the tunnel; the kernel "
+        "binds its task's loopback only), `never` (directly).",
+    )
+    ssh_plugin = Bool(
+        None,
+        allow_none=True,
+        config=True,
+        help="Give the job the ssh runtime plugin (the tunnel needs it). Unset: with `tunnel: always`, "
+        "and with `auto` on a remote OpenPAI.",
+    )
+    identity = Unicode(
+        "",
+        config=True,
+        help="Private key the tunnel logs in with. Empty: the job's key on the "
+        "embedded cluster; ~/.ssh/id_ed25519 (id_ecdsa, id_rsa) on OpenPAI, whose public half is put "
+        "in the job's userssh.",
+    )
+    direct_timeout = Float(
+        15.0,
+        config=True,
+        help="With `tunnel: auto`: seconds the direct path is tried, once the job runs, before the SSH tunnel is.",
+    )
 
     job_id: str | None = None
     _client: Any = None
     _is_local: bool | None = None
     _tunnel: KernelTunnel | None = None
     _task_info: dict[str, Any] | None = None  # the kernel's ports in its task (connection_info has the local ones)
-    path = ""                                 # "direct" or "SSH tunnel via HOST:PORT"
+    path = ""  # "direct" or "SSH tunnel via HOST:PORT"
 
     @property
     def client(self) -> Any:
@@ -130,10 +154,14 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
         try:
             info = await self._open_tunnel(task_info, deadline)
         except TunnelError as exc:
-            hint = " (the kernelspec turned it off: reinstall it with --ssh-plugin)" \
-                if self.ssh_plugin is False and "no ssh plugin" in str(exc) else ""
-            raise KernelStartError(f"the PAI kernel's job {self.job_id} runs, but {exc}{hint}; it was stopped") \
-                from None
+            hint = (
+                " (the kernelspec turned it off: reinstall it with --ssh-plugin)"
+                if self.ssh_plugin is False and "no ssh plugin" in str(exc)
+                else ""
+            )
+            raise KernelStartError(
+                f"the PAI kernel's job {self.job_id} runs, but {exc}{hint}; it was stopped"
+            ) from None
         await self._until_answering(info, deadline)
         if self.tunnel == "auto" and await self._answers(task_info, 1000):  # the kernel was only slow to start
             await self._close_tunnel()
@@ -147,8 +175,14 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
         self.connection_info = cast(KernelConnectionInfo, info)
         self.path = path
         ports = ", ".join(f"{label} {info[f'{label}_port']}" for label in jobspec.LABELS)
-        self._log().info("PAI kernel %s: job %s, kernel reached %s (%s:%s)", self.kernel_id, self.job_id,
-                         "directly" if path == "direct" else f"through an {path}", info["ip"], ports)
+        self._log().info(
+            "PAI kernel %s: job %s, kernel reached %s (%s:%s)",
+            self.kernel_id,
+            self.job_id,
+            "directly" if path == "direct" else f"through an {path}",
+            info["ip"],
+            ports,
+        )
         return self.connection_info
 
     async def _open_tunnel(self, task_info: dict[str, Any], deadline: float) -> dict[str, Any]:
@@ -159,8 +193,15 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
             return self._tunnel.connection_info(task_info)
         wanted = self._tunnel.local_ports if self._tunnel is not None else {}
         await self._close_tunnel()
-        self._tunnel = await open_tunnel(self.client, str(self.job_id), ports, identity=self._ssh_identity(),
-                                         deadline=deadline, local_ports=wanted, log=self._log())
+        self._tunnel = await open_tunnel(
+            self.client,
+            str(self.job_id),
+            ports,
+            identity=self._ssh_identity(),
+            deadline=deadline,
+            local_ports=wanted,
+            log=self._log(),
+        )
         return self._tunnel.connection_info(task_info)
 
     async def _close_tunnel(self) -> None:
@@ -198,15 +239,24 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
             if detail.state in FINAL:
                 raise KernelStartError(await self._why_ended(detail, "ended before its kernel answered"))
             if time.monotonic() > deadline:
-                note = None if self._is_local or self._tunnel is not None else (
-                    SSH_NOTE["never"] if self.tunnel == "never" else SSH_NOTE["no-plugin"]
-                    if not self._uses_ssh() else None)
+                note = (
+                    None
+                    if self._is_local or self._tunnel is not None
+                    else (
+                        SSH_NOTE["never"]
+                        if self.tunnel == "never"
+                        else SSH_NOTE["no-plugin"]
+                        if not self._uses_ssh()
+                        else None
+                    )
+                )
                 where = f"; {note}" if note else ""
                 via = f" (through the SSH tunnel via {self._tunnel.via})" if self._tunnel is not None else ""
                 raise _NoAnswer(
                     f"the PAI kernel's job {self.job_id} runs but its kernel did not answer at {info['ip']}:"
                     f"{info['hb_port']}{via} within {self.start_timeout:g} s{where}; it was stopped. "
-                    f"Last lines of its log:\n{_last_lines(await self._log_tail())}")
+                    f"Last lines of its log:\n{_last_lines(await self._log_tail())}"
+                )
 
     async def _why_ended(self, detail: Any, what: str) -> str:
         """One message with everything known about an ended job: state, exit code, diagnostics, log tail."""
@@ -217,17 +267,23 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
         tail = _last_lines(await self._log_tail())
         hint = ""
         if "No module named" in tail or "has no ipykernel" in tail or "not found" in tail or code in (126, 127):
-            hint = (" The task's python could not run ipykernel: the image must have python and ipykernel "
-                    f"(this kernelspec runs {self.python or 'its python'!s} in image {self.image}); "
-                    "reinstall the kernelspec with `pai kernel install --image IMAGE --python PYTHON`.")
-        return (f"the PAI kernel's job {self.job_id} {what}: {s.state}, exit code {code}"
-                + (f": {diag}" if diag else "") + "." + hint + (f"\nLast lines of its log:\n{tail}" if tail else ""))
+            hint = (
+                " The task's python could not run ipykernel: the image must have python and ipykernel "
+                f"(this kernelspec runs {self.python or 'its python'!s} in image {self.image}); "
+                "reinstall the kernelspec with `pai kernel install --image IMAGE --python PYTHON`."
+            )
+        return (
+            f"the PAI kernel's job {self.job_id} {what}: {s.state}, exit code {code}"
+            + (f": {diag}" if diag else "")
+            + "."
+            + hint
+            + (f"\nLast lines of its log:\n{tail}" if tail else "")
+        )
 
     async def _reopen_tunnel(self) -> None:
         """The SSH connection dropped while the job runs: open it again on the same local ports."""
         assert self._tunnel is not None and self._task_info is not None
-        self._log().warning("PAI kernel %s: SSH tunnel via %s dropped; re-opening it", self.kernel_id,
-                            self._tunnel.via)
+        self._log().warning("PAI kernel %s: SSH tunnel via %s dropped; re-opening it", self.kernel_id, self._tunnel.via)
         try:
             await self._open_tunnel(self._task_info, time.monotonic() + 30)
         except TunnelError as exc:

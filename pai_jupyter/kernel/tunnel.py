@@ -73,16 +73,25 @@ def task_ports(info: dict[str, Any]) -> dict[str, int]:
     return {label: int(info[f"{label}_port"]) for label in LABELS}
 
 
-async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identity: str | None, deadline: float,
-                      local_ports: dict[str, int] | None = None, connect_timeout: float = 10.0,
-                      log: logging.Logger | Any = None) -> KernelTunnel:
+async def open_tunnel(
+    client: Any,
+    job_id: str,
+    ports: dict[str, int],
+    *,
+    identity: str | None,
+    deadline: float,
+    local_ports: dict[str, int] | None = None,
+    connect_timeout: float = 10.0,
+    log: logging.Logger | Any = None,
+) -> KernelTunnel:
     """Log into the kernel task's sshd and forward a loopback port per kernel port (``local_ports`` wanted again
     after a restart, where free). Retries while the sshd is still starting, until ``deadline``."""
     try:
         import asyncssh
     except ImportError:
-        raise TunnelError("an SSH tunnel needs the asyncssh package on the Jupyter server (pip install asyncssh)") \
-            from None
+        raise TunnelError(
+            "an SSH tunnel needs the asyncssh package on the Jupyter server (pip install asyncssh)"
+        ) from None
     from ..client.ssh import ssh_info
 
     log = log or logging.getLogger("pai_jupyter.kernel")
@@ -93,15 +102,27 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
         if target is not None:
             key = str(Path(target.key).expanduser())
             try:
-                conn = await asyncssh.connect(target.host, target.port, username=target.user, known_hosts=None,
-                                              client_keys=[key], agent_path=None, password=None, kbdint_auth=False,
-                                              preferred_auth="publickey", connect_timeout=connect_timeout,
-                                              keepalive_interval=30, keepalive_count_max=4)
+                conn = await asyncssh.connect(
+                    target.host,
+                    target.port,
+                    username=target.user,
+                    known_hosts=None,
+                    client_keys=[key],
+                    agent_path=None,
+                    password=None,
+                    kbdint_auth=False,
+                    preferred_auth="publickey",
+                    connect_timeout=connect_timeout,
+                    keepalive_interval=30,
+                    keepalive_count_max=4,
+                )
             except asyncssh.PermissionDenied:
-                raise TunnelError(f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
-                                  "its public key must be in your OpenPAI SSH keys, or beside it as KEY.pub (the "
-                                  "kernel's job then lists it in userssh); on the embedded cluster, leave the "
-                                  "kernelspec's `identity` unset to use the job's own key") from None
+                raise TunnelError(
+                    f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
+                    "its public key must be in your OpenPAI SSH keys, or beside it as KEY.pub (the "
+                    "kernel's job then lists it in userssh); on the embedded cluster, leave the "
+                    "kernelspec's `identity` unset to use the job's own key"
+                ) from None
             except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
                 last = f"the kernel task's sshd at {where} does not answer ({exc or type(exc).__name__})"
             else:
@@ -122,8 +143,10 @@ async def open_tunnel(client: Any, job_id: str, ports: dict[str, int], *, identi
         if state in FINAL:
             raise TunnelError(f"the job ended ({state}) before its sshd let the tunnel in: {last}")
         if time.monotonic() > deadline:
-            raise TunnelError(f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
-                              "reachable from the Jupyter server?")
+            raise TunnelError(
+                f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
+                "reachable from the Jupyter server?"
+            )
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, 1.0)
 
@@ -141,15 +164,18 @@ async def _target(client: Any, job_id: str, identity: str | None, ssh_info: Any)
     except PaiError as exc:
         if "ssh plugin" in str(exc):
             raise TunnelError(f"no SSH tunnel to the kernel: {exc}") from None
-        raise TunnelError(f"no SSH tunnel to the kernel: the cluster did not say where the task's sshd is: {exc}") \
-            from None
+        raise TunnelError(
+            f"no SSH tunnel to the kernel: the cluster did not say where the task's sshd is: {exc}"
+        ) from None
     if target.problem:
         raise TunnelError(f"no SSH tunnel to the kernel: {target.problem}")
     if not target.host or not target.port:
         return None
     if not target.key:
-        raise TunnelError("no SSH tunnel to the kernel: no private key on the Jupyter server (set the kernelspec's "
-                          "`identity`, or create ~/.ssh/id_ed25519 and add its public key to your OpenPAI profile)")
+        raise TunnelError(
+            "no SSH tunnel to the kernel: no private key on the Jupyter server (set the kernelspec's "
+            "`identity`, or create ~/.ssh/id_ed25519 and add its public key to your OpenPAI profile)"
+        )
     if not Path(target.key).expanduser().exists():
         raise TunnelError(f"no SSH tunnel to the kernel: the private key {target.key} does not exist")
     return target

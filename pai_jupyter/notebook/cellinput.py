@@ -33,8 +33,10 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
             return "{" + m.group(1) + "}"
         head, *attrs = m.group(2).split(".")
         if head not in namespace:
-            raise CellInputError(f"{{{m.group(2)}}}: {head!r} is not defined in the notebook; write "
-                                     f"{{{{{m.group(2)}}}}} for a literal {{{m.group(2)}}}, or use --raw")
+            raise CellInputError(
+                f"{{{m.group(2)}}}: {head!r} is not defined in the notebook; write "
+                f"{{{{{m.group(2)}}}}} for a literal {{{m.group(2)}}}, or use --raw"
+            )
         value = namespace[head]
         for a in attrs:
             try:

@@ -44,8 +44,9 @@ def from_logdir(logdir: str | Path, tags: Iterable[str] | None = None) -> Any:
             if wanted is None or tag in wanted:
                 rows += [(f"{name}/{tag}", e.step, float(e.value), e.wall_time) for e in acc.Scalars(tag)]
         for tag in found.get("tensors", []):
-            if (wanted is not None and tag not in wanted) or \
-                    acc.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            if (wanted is not None and tag not in wanted) or acc.SummaryMetadata(
+                tag
+            ).plugin_data.plugin_name != "scalars":
                 continue
             for e in acc.Tensors(tag):
                 value = tensor_util.make_ndarray(e.tensor_proto)
@@ -120,8 +121,9 @@ def from_log(text: str | Iterable[str], definitions: Mapping[str, str] | Iterabl
     return _frame(rows)
 
 
-def from_job_log(client: Any, job: Any, definitions: Any, *, role: str | None = None, index: int = 0,
-                 stream: str = "all") -> Any:
+def from_job_log(
+    client: Any, job: Any, definitions: Any, *, role: str | None = None, index: int = 0, stream: str = "all"
+) -> Any:
     return from_log(client.logs(job, role=role, index=index, stream=stream), definitions)
 
 
@@ -135,8 +137,20 @@ def plot(frame: Any, title: str = "training curves", series: Iterable[str] | Non
     marks = []
     for i, name in enumerate(names):
         part = frame[frame["series"] == name].sort_values("step")
-        marks.append(bq.Lines(x=part["step"].to_numpy(), y=part["value"].to_numpy(), scales={"x": x, "y": y},
-                              labels=[name], colors=[PALETTE[i % len(PALETTE)]], display_legend=True))
-    return bq.Figure(marks=marks, title=title, legend_location="top-right",
-                     axes=[bq.Axis(scale=x, label="step"), bq.Axis(scale=y, side="left", label="value")],
-                     layout=W.Layout(width="640px", height="360px"))
+        marks.append(
+            bq.Lines(
+                x=part["step"].to_numpy(),
+                y=part["value"].to_numpy(),
+                scales={"x": x, "y": y},
+                labels=[name],
+                colors=[PALETTE[i % len(PALETTE)]],
+                display_legend=True,
+            )
+        )
+    return bq.Figure(
+        marks=marks,
+        title=title,
+        legend_location="top-right",
+        axes=[bq.Axis(scale=x, label="step"), bq.Axis(scale=y, side="left", label="value")],
+        layout=W.Layout(width="640px", height="360px"),
+    )

@@ -17,8 +17,14 @@ from ..common.routes import service_route
 from ..common.states import JobState, TaskState
 from ..format import duration, fmt
 
-STATE_COLOURS = {"WAITING": "#8a6d00", "RUNNING": "#0b62a4", "STOPPING": "#8a6d00", "SUCCEEDED": "#1a7f37",
-                 "FAILED": "#cf222e", "STOPPED": "#6e7781"}
+STATE_COLOURS = {
+    "WAITING": "#8a6d00",
+    "RUNNING": "#0b62a4",
+    "STOPPING": "#8a6d00",
+    "SUCCEEDED": "#1a7f37",
+    "FAILED": "#cf222e",
+    "STOPPED": "#6e7781",
+}
 
 
 def esc(value: Any) -> str:
@@ -96,11 +102,25 @@ def detail_html(detail: Any) -> str:
     """A job's state, why it waits or how it ended, and a row per task."""
     s = detail.job_status
     lines = [f"<p>{status_html(detail)}</p>"]
-    facts = [("submitted", fmt(s.submission_time)), ("duration", duration(s.duration_s)),
-             ("virtual cluster", s.virtual_cluster), ("retries", s.retries)]
+    facts = [
+        ("submitted", fmt(s.submission_time)),
+        ("duration", duration(s.duration_s)),
+        ("virtual cluster", s.virtual_cluster),
+        ("retries", s.retries),
+    ]
     lines.append("<p>" + " · ".join(f"{esc(k)} {esc(v)}" for k, v in facts if v not in (None, "")) + "</p>")
-    rows = [[t.role, t.task_index, t.task_state, t.container_ip, t.ports, t.container_exit_code,
-             task_diagnostics(detail, t)[:200]] for t in detail.tasks]
+    rows = [
+        [
+            t.role,
+            t.task_index,
+            t.task_state,
+            t.container_ip,
+            t.ports,
+            t.container_exit_code,
+            task_diagnostics(detail, t)[:200],
+        ]
+        for t in detail.tasks
+    ]
     lines.append(table_html(["role", "index", "state", "IP", "ports", "exit code", "diagnostics"], rows, 2))
     return "".join(lines)
 
@@ -111,8 +131,10 @@ def config_html(job_id: str, text: str) -> str:
     json_like = text.lstrip().startswith("{")
     name = job_id.partition("~")[2] or job_id
     filename, mime = (f"{name}.json", "application/json") if json_like else (f"{name}.yaml", "text/yaml")
-    return (f"<div>submitted config of <code>{esc(job_id)}</code> · "
-            f"{download_html(filename, text, mime, f'download {filename}')}</div>{pre_html(text)}")
+    return (
+        f"<div>submitted config of <code>{esc(job_id)}</code> · "
+        f"{download_html(filename, text, mime, f'download {filename}')}</div>{pre_html(text)}"
+    )
 
 
 def detail_text(detail: Any) -> str:
@@ -120,10 +142,12 @@ def detail_text(detail: Any) -> str:
     out = [status_text(detail)]
     if s.app_exit_diagnostics and s.state != JobState.SUCCEEDED:
         out.append(f"  {s.app_exit_diagnostics}")
-    out += [f"  {t.role}[{t.task_index}] {t.task_state}" + (f" exit {t.container_exit_code}"
-                                                          if t.container_exit_code is not None else "")
-            + (f" ({why})" if (why := task_diagnostics(detail, t)) else "")
-            for t in detail.tasks]
+    out += [
+        f"  {t.role}[{t.task_index}] {t.task_state}"
+        + (f" exit {t.container_exit_code}" if t.container_exit_code is not None else "")
+        + (f" ({why})" if (why := task_diagnostics(detail, t)) else "")
+        for t in detail.tasks
+    ]
     return "\n".join(out)
 
 
@@ -148,8 +172,10 @@ def problems_text(problems: Iterable[Any], title: str = "invalid job") -> str:
 def problems_html(problems: Iterable[Any], title: str = "invalid job") -> str:
     items = problems_list(problems)
     rows = "".join(f"<li>{f'<code>{esc(path)}</code>: ' if path else ''}{esc(msg)}</li>" for path, msg in items)
-    return (f"<div style='color:#cf222e'><b>{esc(title)}</b> ({len(items)} problem{'s' * (len(items) != 1)})"
-            f"<ul>{rows}</ul></div>")
+    return (
+        f"<div style='color:#cf222e'><b>{esc(title)}</b> ({len(items)} problem{'s' * (len(items) != 1)})"
+        f"<ul>{rows}</ul></div>"
+    )
 
 
 def error_html(message: str) -> str:
@@ -213,8 +239,9 @@ def submitted_text(job_id: str) -> str:
 
 def submitted_html(job_id: str, client: Any) -> str:
     """The job id and where to look next: the portal's job page on a remote OpenPAI, else the magics."""
-    hints = " · ".join(f"<code>%pai_{m} {esc(job_id)}{extra}</code>"
-                       for m, extra in (("status", ""), ("logs", " -f"), ("stop", "")))
+    hints = " · ".join(
+        f"<code>%pai_{m} {esc(job_id)}{extra}</code>" for m, extra in (("status", ""), ("logs", " -f"), ("stop", ""))
+    )
     profile = getattr(client, "profile", None)
     portal = ""
     if profile is not None and not profile.is_local and profile.url:
@@ -225,15 +252,35 @@ def submitted_html(job_id: str, client: Any) -> str:
 
 
 # ---- the job list ------------------------------------------------------------------------------------------------
-LIST_COLUMNS = ("name", "submitted", "user", "duration", "virtual cluster", "retries", "tasks", "GPUs", "state",
-                "exit code")
+LIST_COLUMNS = (
+    "name",
+    "submitted",
+    "user",
+    "duration",
+    "virtual cluster",
+    "retries",
+    "tasks",
+    "GPUs",
+    "state",
+    "exit code",
+)
 
 
 def job_row(job: Any) -> list[Any]:
     """One job list row: seed 001's columns (name, submission time, user, duration, VC, retries, tasks, GPUs,
     state), plus the exit code."""
-    return [job.name, job.submission_time, job.username, duration(job.duration_s), job.virtual_cluster,
-            job.retries, job.total_task_number, job.total_gpu_number, job.state, job.app_exit_code]
+    return [
+        job.name,
+        job.submission_time,
+        job.username,
+        duration(job.duration_s),
+        job.virtual_cluster,
+        job.retries,
+        job.total_task_number,
+        job.total_gpu_number,
+        job.state,
+        job.app_exit_code,
+    ]
 
 
 def jobs_frame(jobs: Iterable[Any]) -> Any:
@@ -241,7 +288,8 @@ def jobs_frame(jobs: Iterable[Any]) -> Any:
     import pandas as pd
 
     jobs = list(jobs)
-    frame = pd.DataFrame([job_row(j) for j in jobs], columns=list(LIST_COLUMNS),
-                         index=pd.Index([j.id for j in jobs], name="job"))
+    frame = pd.DataFrame(
+        [job_row(j) for j in jobs], columns=list(LIST_COLUMNS), index=pd.Index([j.id for j in jobs], name="job")
+    )
     frame["submitted"] = [fmt(j.submission_time) for j in jobs]
     return frame

@@ -49,9 +49,11 @@ class JobForm(DocumentFields, W.VBox):
         self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "where to submit")
         self.gpu_type = text("GPU type", placeholder="any", tooltip="v1 gpuType; empty = any")
         self.image = text("Image", "python:3.11", tooltip="the Docker image every task runs")
-        self.max_run = Field(W.BoundedFloatText(value=0, min=0, max=1e6, step=10, layout=W.Layout(width="300px")),
-                             "Max run time (min)", "work duration: the job is stopped once it has run this long; "
-                             "0 = no limit (extras.maxRunTimeMinutes)")
+        self.max_run = Field(
+            W.BoundedFloatText(value=0, min=0, max=1e6, step=10, layout=W.Layout(width="300px")),
+            "Max run time (min)",
+            "work duration: the job is stopped once it has run this long; 0 = no limit (extras.maxRunTimeMinutes)",
+        )
         self.vc = text("Virtual cluster", "default")
         self.retry = Field(W.IntText(value=0, layout=W.Layout(width="300px")), "Retry count")
         self.env = area("Environment", placeholder="KEY=value, one a line")
@@ -61,9 +63,17 @@ class JobForm(DocumentFields, W.VBox):
         self.ssh = W.Checkbox(description="SSH", indent=False)
         self.jupyter = W.Checkbox(description="Jupyter", indent=False)
         self.plugins = Field(W.HBox([self.tensorboard, self.tb_logdir, self.ssh, self.jupyter]), "Runtime plugins")
-        self.job_fields = {"name": self.name, "image": self.image, "gpu_type": self.gpu_type, "vc": self.vc,
-                           "retry": self.retry, "env": self.env, "storages": self.storages, "plugins": self.plugins,
-                           "max_run": self.max_run}
+        self.job_fields = {
+            "name": self.name,
+            "image": self.image,
+            "gpu_type": self.gpu_type,
+            "vc": self.vc,
+            "retry": self.retry,
+            "env": self.env,
+            "storages": self.storages,
+            "plugins": self.plugins,
+            "max_run": self.max_run,
+        }
         self.roles: list[RoleFields] = []
         self.tabs = W.Tab()
         self.add_role_button = W.Button(description="Add task role", icon="plus", layout=auto())
@@ -72,8 +82,7 @@ class JobForm(DocumentFields, W.VBox):
         self.edit_json = W.ToggleButton(description="Edit JSON", icon="code", layout=auto())
         self.json = W.Textarea(rows=18, layout=W.Layout(width="100%", display="none"), continuous_update=False)
         self.json_error = W.HTML("")
-        self.upload = W.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Import",
-                                   layout=auto())
+        self.upload = W.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Import", layout=auto())
         self.imported = W.HTML("")
         self.export_button = W.Button(description="Export", icon="download", layout=auto())
         self.export_link = W.HTML("")
@@ -82,18 +91,41 @@ class JobForm(DocumentFields, W.VBox):
         self.confirm_summary = W.HTML("")
         self.confirm_button = W.Button(description="Confirm and submit", button_style="success", layout=auto())
         self.cancel_button = W.Button(description="Cancel", layout=auto())
-        self.confirm_box = W.VBox([self.confirm_summary, W.HBox([self.confirm_button, self.cancel_button])],
-                                  layout=W.Layout(display="none"))
+        self.confirm_box = W.VBox(
+            [self.confirm_summary, W.HBox([self.confirm_button, self.cancel_button])], layout=W.Layout(display="none")
+        )
         self.result = W.HTML("")
-        self.pro_box = W.VBox([self.vc.box, self.retry.box, self.env.box, self.storages.box, self.plugins.box,
-                               W.HBox([self.add_role_button, self.remove_role_button])])
+        self.pro_box = W.VBox(
+            [
+                self.vc.box,
+                self.retry.box,
+                self.env.box,
+                self.storages.box,
+                self.plugins.box,
+                W.HBox([self.add_role_button, self.remove_role_button]),
+            ]
+        )
         self.children = [
-            W.HTML("<b>Basic settings</b>"), self.name.box, self.profile.box, self.gpu_type.box, self.image.box,
+            W.HTML("<b>Basic settings</b>"),
+            self.name.box,
+            self.profile.box,
+            self.gpu_type.box,
+            self.image.box,
             self.max_run.box,
-            W.HTML("<b>Task roles</b>"), self.tabs, self.pro_box, self.general,
-            W.HBox([self.pro, self.edit_json, self.upload, self.export_button, self.submit_button, self.imported],
-                   layout=W.Layout(flex_flow="row wrap", align_items="center", grid_gap="4px")),
-            self.json, self.json_error, self.export_link, self.confirm_box, self.result]
+            W.HTML("<b>Task roles</b>"),
+            self.tabs,
+            self.pro_box,
+            self.general,
+            W.HBox(
+                [self.pro, self.edit_json, self.upload, self.export_button, self.submit_button, self.imported],
+                layout=W.Layout(flex_flow="row wrap", align_items="center", grid_gap="4px"),
+            ),
+            self.json,
+            self.json_error,
+            self.export_link,
+            self.confirm_box,
+            self.result,
+        ]
         for f in self.job_fields.values():
             if f is not self.plugins:
                 f.widget.observe(self._changed, names="value")
@@ -163,8 +195,12 @@ class JobForm(DocumentFields, W.VBox):
                 if str(job).lstrip().startswith("{"):  # meant as JSON (Edit JSON, a .json file): say what is wrong
                     raise _json_error(exc) from None
                 parsed = None
-            if isinstance(parsed, dict) and "protocolVersion" not in parsed and "taskRoles" in parsed and \
-                    not isinstance(parsed.get("taskRoles"), dict):
+            if (
+                isinstance(parsed, dict)
+                and "protocolVersion" not in parsed
+                and "taskRoles" in parsed
+                and not isinstance(parsed.get("taskRoles"), dict)
+            ):
                 doc = parsed  # v1 JSON
             else:
                 doc = job_to_form_v1(Job.from_text(job))  # v2: raises JobValidationError / ConversionError with paths
@@ -281,7 +317,7 @@ class JobForm(DocumentFields, W.VBox):
             self.result.value = error_html(f"fix the {len(self.problems)} problem(s) shown above first")
             return False
         job = Job.from_dict(self.to_v1()[0])
-        self.confirm_summary.value = (f"<b>Submit to profile {esc(self.profile.value)}?</b>" + pre_html(job.summary()))
+        self.confirm_summary.value = f"<b>Submit to profile {esc(self.profile.value)}?</b>" + pre_html(job.summary())
         self.confirm_box.layout.display = ""
         return True
 
@@ -306,7 +342,9 @@ class JobForm(DocumentFields, W.VBox):
             return None
         from ..seedpaths import submit_notes
 
-        notes = "".join(f"<div style='color:#8a6d00'>note: <code>{esc(p)}</code>: {esc(m)}</div>"
-                        for p, m in submit_notes(client, self.to_json()))
+        notes = "".join(
+            f"<div style='color:#8a6d00'>note: <code>{esc(p)}</code>: {esc(m)}</div>"
+            for p, m in submit_notes(client, self.to_json())
+        )
         self.result.value = f"submitted <code>{esc(self.job_id)}</code>{notes}"
         return self.job_id

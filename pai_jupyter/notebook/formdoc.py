@@ -37,8 +37,14 @@ class DocumentFields:
         """The v1 JSON the fields say, and problems of fields that could not be read (bad ``KEY=value`` lines)."""
         bad: list[tuple[str, str]] = []
         doc = {k: v for k, v in self._base.items() if k not in ("gpuType", "jobEnvs", "extras")}
-        doc.update({"jobName": self.name.value, "image": self.image.value, "virtualCluster": self.vc.value or "default",
-                    "retryCount": self.retry.value})
+        doc.update(
+            {
+                "jobName": self.name.value,
+                "image": self.image.value,
+                "virtualCluster": self.vc.value or "default",
+                "retryCount": self.retry.value,
+            }
+        )
         if self.gpu_type.value.strip():
             doc["gpuType"] = self.gpu_type.value.strip()
         envs, wrong = parse_pairs(self.env.value, "=", "KEY=value")
@@ -47,8 +53,11 @@ class DocumentFields:
             doc["jobEnvs"] = dict(envs)
         mounts, wrong = parse_pairs(self.storages.value, ":", "name:/mount/path")
         bad += [("extras.storages", w) for w in wrong]
-        extras = {k: v for k, v in (self._base.get("extras") or {}).items()
-                  if k not in ("storages", PLUGIN_KEY, "maxRunTimeMinutes")}
+        extras = {
+            k: v
+            for k, v in (self._base.get("extras") or {}).items()
+            if k not in ("storages", PLUGIN_KEY, "maxRunTimeMinutes")
+        }
         if self.max_run.value:  # the seed's "work duration"
             minutes = float(self.max_run.value)
             extras["maxRunTimeMinutes"] = int(minutes) if minutes.is_integer() else minutes
@@ -75,8 +84,12 @@ class DocumentFields:
 
     def _fill(self, doc: dict[str, Any]) -> None:
         self._base = dict(doc)
-        for field, key, default in ((self.name, "jobName", ""), (self.image, "image", ""), (self.vc, "virtualCluster",
-                                    "default"), (self.gpu_type, "gpuType", "")):
+        for field, key, default in (
+            (self.name, "jobName", ""),
+            (self.image, "image", ""),
+            (self.vc, "virtualCluster", "default"),
+            (self.gpu_type, "gpuType", ""),
+        ):
             value = doc.get(key, default)
             field.value = value if isinstance(value, str) else ""
         retry = doc.get("retryCount", 0)
@@ -86,27 +99,37 @@ class DocumentFields:
         extras = doc.get("extras")
         extras = extras if isinstance(extras, dict) else {}
         mounts = extras.get("storages") or []
-        self.storages.value = "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts
-                                        if isinstance(m, dict)) if isinstance(mounts, list) else ""
+        self.storages.value = (
+            "\n".join(f"{m.get('name')}:{m.get('mountPath', '')}" for m in mounts if isinstance(m, dict))
+            if isinstance(mounts, list)
+            else ""
+        )
         minutes = extras.get("maxRunTimeMinutes")
         self.max_run.value = minutes if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) else 0
         plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
-        self.tensorboard.value, self.ssh.value, self.jupyter.value = (n in plugins for n in ("tensorboard", "ssh",
-                                                                                             "jupyter"))
+        self.tensorboard.value, self.ssh.value, self.jupyter.value = (
+            n in plugins for n in ("tensorboard", "ssh", "jupyter")
+        )
         logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
         self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
         roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
         # the role widgets already shown are filled again, not replaced: a tab whose selected child is replaced
         # stays blank in the browser until clicked (ipywidgets draws the new child after the selection)
-        for old in self.roles[len(roles):]:
+        for old in self.roles[len(roles) :]:
             old.close()
         added = [RoleFields() for _ in range(len(roles) - len(self.roles))]
         for fields in added:
             fields.observe(self._changed)
-        self.roles = self.roles[:len(roles)] + added
+        self.roles = self.roles[: len(roles)] + added
         for fields, role in zip(self.roles, roles, strict=True):
             fields.from_v1(role)
         self._retab()
-        if len(roles) > 1 or envs or mounts or plugins or self.retry.value or any(
-                r.memory.value != 1024 or r.instances.value != 1 for r in self.roles):
+        if (
+            len(roles) > 1
+            or envs
+            or mounts
+            or plugins
+            or self.retry.value
+            or any(r.memory.value != 1024 or r.instances.value != 1 for r in self.roles)
+        ):
             self.pro.value = True

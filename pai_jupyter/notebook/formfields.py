@@ -15,12 +15,30 @@ DEFAULT_COMMAND = "sleep infinity"
 STYLE = {"description_width": "140px"}
 WIDE = W.Layout(width="520px")
 
-JOB_KEYS = {"jobName": "name", "name": "name", "image": "image", "gpuType": "gpu_type", "virtualCluster": "vc",
-            "retryCount": "retry", "jobEnvs": "env", "storages": "storages", PLUGIN_KEY: "plugins",
-            "maxRunTimeMinutes": "max_run"}
-ROLE_KEYS = {"name": "name", "taskNumber": "instances", "command": "command", "shmMB": "shm", "cpuNumber": "cpu",
-             "gpuNumber": "gpu", "memoryMB": "memory", "portList": "ports", "minFailedTaskCount": "min_failed",
-             "minSucceededTaskCount": "min_succeeded"}
+JOB_KEYS = {
+    "jobName": "name",
+    "name": "name",
+    "image": "image",
+    "gpuType": "gpu_type",
+    "virtualCluster": "vc",
+    "retryCount": "retry",
+    "jobEnvs": "env",
+    "storages": "storages",
+    PLUGIN_KEY: "plugins",
+    "maxRunTimeMinutes": "max_run",
+}
+ROLE_KEYS = {
+    "name": "name",
+    "taskNumber": "instances",
+    "command": "command",
+    "shmMB": "shm",
+    "cpuNumber": "cpu",
+    "gpuNumber": "gpu",
+    "memoryMB": "memory",
+    "portList": "ports",
+    "minFailedTaskCount": "min_failed",
+    "minSucceededTaskCount": "min_succeeded",
+}
 _ROLE_PATH = re.compile(r"^taskRoles\[(\d+)\](?:\.(\w+))?")
 
 
@@ -33,7 +51,7 @@ def locate(path: str) -> tuple[int | None, str | None]:
     if m:
         return int(m.group(1)), ROLE_KEYS.get(m.group(2), "name" if m.group(2) is None else None)
     if path.startswith("extras."):
-        rest = path[len("extras."):]
+        rest = path[len("extras.") :]
         if rest.startswith(PLUGIN_KEY):
             return None, "plugins"
         head = rest.split(".")[0].split("[")[0]
@@ -132,10 +150,17 @@ class RoleFields:
                 wrong.append(f"{count!r} is not a port count")
         if wrong:
             bad["ports"] = wrong
-        role = {"name": self.name.value, "taskNumber": self.instances.value, "cpuNumber": self.cpu.value,
-                "memoryMB": self.memory.value, "shmMB": self.shm.value, "gpuNumber": self.gpu.value,
-                "command": self.command.value, "minFailedTaskCount": self.min_failed.value or None,
-                "minSucceededTaskCount": self.min_succeeded.value or None}
+        role = {
+            "name": self.name.value,
+            "taskNumber": self.instances.value,
+            "cpuNumber": self.cpu.value,
+            "memoryMB": self.memory.value,
+            "shmMB": self.shm.value,
+            "gpuNumber": self.gpu.value,
+            "command": self.command.value,
+            "minFailedTaskCount": self.min_failed.value or None,
+            "minSucceededTaskCount": self.min_succeeded.value or None,
+        }
         if ports:
             role["portList"] = ports
         return role, bad
@@ -158,8 +183,11 @@ class RoleFields:
         put(self.min_failed, role.get("minFailedTaskCount", 1), 0)
         put(self.min_succeeded, role.get("minSucceededTaskCount"), 0)
         ports = role.get("portList") or []
-        self.ports.value = ", ".join(f"{p.get('label')}:{p.get('portNumber', 1)}" for p in ports
-                                     if isinstance(p, dict)) if isinstance(ports, list) else ""
+        self.ports.value = (
+            ", ".join(f"{p.get('label')}:{p.get('portNumber', 1)}" for p in ports if isinstance(p, dict))
+            if isinstance(ports, list)
+            else ""
+        )
 
     def observe(self, callback: Any) -> None:
         for f in self.fields.values():

@@ -19,8 +19,19 @@ from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_h
 from .display import service_url as route
 
 STATES = JOB_STATES
-ACTIONS = ("actions…", "detail", "config", "logs", "stop", "clone", "TensorBoard", "Jupyter", "Desktop", "terminal",
-           "SSH")
+ACTIONS = (
+    "actions…",
+    "detail",
+    "config",
+    "logs",
+    "stop",
+    "clone",
+    "TensorBoard",
+    "Jupyter",
+    "Desktop",
+    "terminal",
+    "SSH",
+)
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
 SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "Desktop": "desktop", "terminal": "terminal"}
 
@@ -61,28 +72,44 @@ class _Row:
 class JobList(W.VBox):
     """Your jobs, newest first. ``source()`` returns the rows (default: ``client.list_jobs`` with the filters)."""
 
-    def __init__(self, client: Any = None, *, source: Callable[[], Any] | None = None,
-                 states: list[str] | None = None, all_users: bool = False, limit: int = 50, interval: float = 10.0,
-                 base: str | None = None, **kw: Any):
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        source: Callable[[], Any] | None = None,
+        states: list[str] | None = None,
+        all_users: bool = False,
+        limit: int = 50,
+        interval: float = 10.0,
+        base: str | None = None,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self._client = client
         self.all_users, self.limit, self.base = all_users, limit, base
         self.source = source or self._list
-        self.filters = {s: W.ToggleButton(description=s, value=s in (states or []), layout=W.Layout(width="auto"))
-                        for s in STATES}
+        self.filters = {
+            s: W.ToggleButton(description=s, value=s in (states or []), layout=W.Layout(width="auto")) for s in STATES
+        }
         self.refresh_button = W.Button(description="Refresh", icon="refresh")
         choices = REFRESH if interval in dict(REFRESH).values() else (*REFRESH, (f"{interval:g} s", interval))
-        self.auto = W.Dropdown(options=choices, value=interval, description="Auto-refresh",
-                               layout=W.Layout(width="200px"))
+        self.auto = W.Dropdown(
+            options=choices, value=interval, description="Auto-refresh", layout=W.Layout(width="200px")
+        )
         self.status = W.HTML()
-        self.grid = W.GridBox(layout=W.Layout(grid_template_columns=f"repeat({len(LIST_COLUMNS)}, auto) 140px",
-                                              grid_gap="2px 12px"))
+        self.grid = W.GridBox(
+            layout=W.Layout(grid_template_columns=f"repeat({len(LIST_COLUMNS)}, auto) 140px", grid_gap="2px 12px")
+        )
         self.header = [W.HTML(f"<b>{esc(c)}</b>") for c in (*LIST_COLUMNS, "")]
         self.panel = W.VBox()
         self.rows: dict[str, _Row] = {}
         self.jobs: list[Any] = []
-        self.children = [W.HBox([*self.filters.values()]), W.HBox([self.refresh_button, self.auto, self.status]),
-                         self.grid, self.panel]
+        self.children = [
+            W.HBox([*self.filters.values()]),
+            W.HBox([self.refresh_button, self.auto, self.status]),
+            self.grid,
+            self.panel,
+        ]
         for b in self.filters.values():
             b.observe(lambda _: self.refresh(), names="value")
         self.refresh_button.on_click(lambda _: self.refresh())
@@ -130,8 +157,9 @@ class JobList(W.VBox):
         self._stop.set()
         self._stop = threading.Event()
         if self.auto.value:
-            self._thread = threading.Thread(target=self._loop, args=(self._stop, self.auto.value), daemon=True,
-                                            name="pai-joblist")
+            self._thread = threading.Thread(
+                target=self._loop, args=(self._stop, self.auto.value), daemon=True, name="pai-joblist"
+            )
             self._thread.start()
 
     def _loop(self, stop: threading.Event, interval: float) -> None:
@@ -196,7 +224,9 @@ class JobList(W.VBox):
             if not targets:
                 return f"<i>{esc(job_id)} has no running task ({esc(detail.state)})</i>"
         base = self.base or base_url()
-        items = [link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
-                 + (f" (watches <code>{esc(logdirs[role, idx])}</code>)" if (role, idx) in logdirs else "")
-                 for role, idx in targets]
+        items = [
+            link_html(route(job_id, role, idx, service, base), f"{service} of {role}[{idx}]")
+            + (f" (watches <code>{esc(logdirs[role, idx])}</code>)" if (role, idx) in logdirs else "")
+            for role, idx in targets
+        ]
         return " · ".join(items)

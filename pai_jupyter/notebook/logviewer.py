@@ -24,9 +24,19 @@ RENDER_EVERY = 0.2  # seconds between redraws while text streams in
 class LogViewer(W.VBox):
     """``LogViewer(job, role=, index=, stream=)``; ``follow`` (default: ``client.follow``) yields text as written."""
 
-    def __init__(self, job: Any, *, client: Any = None, role: str | None = None, index: int = 0,
-                 stream: str = "all", max_lines: int = 1000, follow: Callable[..., Iterable[str]] | None = None,
-                 start: bool = True, **kw: Any):
+    def __init__(
+        self,
+        job: Any,
+        *,
+        client: Any = None,
+        role: str | None = None,
+        index: int = 0,
+        stream: str = "all",
+        max_lines: int = 1000,
+        follow: Callable[..., Iterable[str]] | None = None,
+        start: bool = True,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self._client = client
         self.job, self.role, self.index = job, role, index
@@ -41,8 +51,9 @@ class LogViewer(W.VBox):
         self.stream = W.ToggleButtons(options=["all", "stdout", "stderr"], value=stream)
         self.view = W.HTML()
         self.status = W.HTML()
-        self.download_button = W.Button(description="Full log", icon="download",
-                                        tooltip="fetch the whole log from the server as a download link")
+        self.download_button = W.Button(
+            description="Full log", icon="download", tooltip="fetch the whole log from the server as a download link"
+        )
         self.download_link = W.HTML()
         self.children = [W.HBox([self.stream, self.download_button, self.download_link]), self.view, self.status]
         self.stream.observe(lambda _: self.restart(), names="value")
@@ -80,8 +91,9 @@ class LogViewer(W.VBox):
     def render(self) -> None:
         self._last_render = time.monotonic()
         shown = len(self.lines)
-        self.view.value = ("<pre style='max-height:420px;overflow:auto;white-space:pre-wrap;margin:0'>"
-                           f"{esc(self.text())}</pre>")
+        self.view.value = (
+            f"<pre style='max-height:420px;overflow:auto;white-space:pre-wrap;margin:0'>{esc(self.text())}</pre>"
+        )
         dropped = self.total - shown
         note = f"last {shown} of {self.total} lines (the full log is on the server)" if dropped > 0 else ""
         self.status.value = f"<small>{esc(note)}</small>" if note else ""

@@ -127,8 +127,10 @@ class PaiMagics(Magics):
         from ..seedpaths import submit_notes
 
         for path, message in submit_notes(client, text):
-            ui.show(f"note: {path}: {message}", f"<div style='color:#8a6d00'>note: <code>{ui.esc(path)}</code>: "
-                                                 f"{ui.esc(message)}</div>")
+            ui.show(
+                f"note: {path}: {message}",
+                f"<div style='color:#8a6d00'>note: <code>{ui.esc(path)}</code>: {ui.esc(message)}</div>",
+            )
         if not (args.wait or args.follow or held["hit"]):
             ui.show(ui.submitted_text(job_id), ui.submitted_html(job_id, client))
             self._store(args.var, client.detail(job_id))
@@ -184,8 +186,12 @@ class PaiMagics(Magics):
         if args.live:
             from .joblist import JobList
 
-            return JobList(client=self.client(args.profile), states=[args.state.upper()] if args.state else None,
-                           all_users=args.all_users, limit=args.limit)
+            return JobList(
+                client=self.client(args.profile),
+                states=[args.state.upper()] if args.state else None,
+                all_users=args.all_users,
+                limit=args.limit,
+            )
         rows = self.client(args.profile).list_jobs(state=args.state, all_users=args.all_users, limit=args.limit)
         return ui.jobs_frame(rows)
 
@@ -263,8 +269,11 @@ class PaiMagics(Magics):
 
     @magic_arguments()
     @argument("job", nargs="?")
-    @argument("--logdir", help="a local log directory: start (or reuse) a TensorBoard for it; one started here "
-                               "stops when this kernel shuts down")
+    @argument(
+        "--logdir",
+        help="a local log directory: start (or reuse) a TensorBoard for it; one started here "
+        "stops when this kernel shuts down",
+    )
     @argument("--role", "-r")
     @argument("--index", "-i", type=int)
     @argument("--height", type=int, default=600)
@@ -278,8 +287,9 @@ class PaiMagics(Magics):
         args = _args(self.pai_tensorboard, line)
         if args.logdir:
             return tensorboard.local(args.logdir, tied=True).embed(height=args.height)  # ends with the kernel
-        return tensorboard.for_job(self.client(args.profile), self._job(args.job), role=args.role, index=args.index,
-                                   height=args.height)
+        return tensorboard.for_job(
+            self.client(args.profile), self._job(args.job), role=args.role, index=args.index, height=args.height
+        )
 
     @magic_arguments()
     @argument("job", nargs="?")
@@ -311,9 +321,11 @@ class PaiMagics(Magics):
             r["in use"] = "*" if r["name"] == current else ""
         cols = ["in use", "name", "url", "username", "token", "default"]
         text = "\n".join(" ".join(str(r[c]) for c in cols) for r in rows)
-        ui.show(f"magics use profile {current!r}\n{text}",
-                f"<p>magics use profile <code>{ui.esc(current)}</code></p>"
-                + ui.table_html(cols, [[r[c] for c in cols] for r in rows]))
+        ui.show(
+            f"magics use profile {current!r}\n{text}",
+            f"<p>magics use profile <code>{ui.esc(current)}</code></p>"
+            + ui.table_html(cols, [[r[c] for c in cols] for r in rows]),
+        )
 
 
 def load_ipython_extension(ipython: Any) -> None:

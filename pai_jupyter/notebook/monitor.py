@@ -33,13 +33,23 @@ class _Chart:
         self.title, self.ymax = title, ymax
         # headroom above the highest value, so no line runs along the top border
         self.y = bq.LinearScale(min=0.0, max=ymax * HEADROOM if ymax else 1.0, allow_padding=False)
-        self.lines = bq.Lines(x=np.array([], dtype="datetime64[ms]"), y=np.array([]),
-                              scales={"x": self.x, "y": self.y}, display_legend=True)
-        self.figure = bq.Figure(marks=[self.lines], title=title, legend_location="top-left",
-                                axes=[bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S", num_ticks=TIME_TICKS),
-                                      bq.Axis(scale=self.y, side="left", label=unit, num_ticks=5)],
-                                layout=W.Layout(width="460px", height="280px"),
-                                fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 30})  # the last time label
+        self.lines = bq.Lines(
+            x=np.array([], dtype="datetime64[ms]"),
+            y=np.array([]),
+            scales={"x": self.x, "y": self.y},
+            display_legend=True,
+        )
+        self.figure = bq.Figure(
+            marks=[self.lines],
+            title=title,
+            legend_location="top-left",
+            axes=[
+                bq.Axis(scale=self.x, label="time", tick_format="%H:%M:%S", num_ticks=TIME_TICKS),
+                bq.Axis(scale=self.y, side="left", label=unit, num_ticks=5),
+            ],
+            layout=W.Layout(width="460px", height="280px"),
+            fig_margin={"top": 40, "bottom": 40, "left": 60, "right": 30},
+        )  # the last time label
         self.series: dict[str, deque[float]] = {}
 
     def add(self, values: dict[str, float], window: int, length: int) -> None:
@@ -86,8 +96,17 @@ def nice_ceiling(value: float) -> float:
 class ResourceMonitor(W.VBox):
     """``ResourceMonitor(job)``: samples every ``interval`` seconds (settable, pausable) from ``source(job)``."""
 
-    def __init__(self, job: Any, *, client: Any = None, source: Callable[[Any], dict[str, Any]] | None = None,
-                 interval: float = 2.0, window: int = 300, start: bool = True, **kw: Any):
+    def __init__(
+        self,
+        job: Any,
+        *,
+        client: Any = None,
+        source: Callable[[Any], dict[str, Any]] | None = None,
+        interval: float = 2.0,
+        window: int = 300,
+        start: bool = True,
+        **kw: Any,
+    ):
         super().__init__(**kw)
         self.job, self._client, self._source, self.window = job, client, source, window
         self.times: deque[int] = deque(maxlen=window)
@@ -96,18 +115,25 @@ class ResourceMonitor(W.VBox):
         self.gpu = _Chart("GPU utilisation", "%", 100.0)
         self.gpu_memory = _Chart("GPU memory", "MiB")
         self.gpu_available: bool | None = None
-        self.interval = W.BoundedFloatText(value=interval, min=0.2, max=3600.0, step=0.5, description="every (s)",
-                                           layout=W.Layout(width="170px"))
+        self.interval = W.BoundedFloatText(
+            value=interval, min=0.2, max=3600.0, step=0.5, description="every (s)", layout=W.Layout(width="170px")
+        )
         self.pause = W.ToggleButton(description="Pause", icon="pause", value=False)
         self.note = W.HTML()
         self.status = W.HTML()
         self.summary = W.HTML()  # filled when the job has ended
         self.ended = False
         self.gpu_box = W.HBox([self.gpu.figure, self.gpu_memory.figure], layout=W.Layout(display="none"))
-        self.children = [W.HBox([self.interval, self.pause, self.status]), self.note,
-                         W.HBox([self.cpu.figure, self.memory.figure]), self.gpu_box, self.summary]
-        self.pause.observe(lambda ch: setattr(self.pause, "description", "Resume" if ch["new"] else "Pause"),
-                           names="value")
+        self.children = [
+            W.HBox([self.interval, self.pause, self.status]),
+            self.note,
+            W.HBox([self.cpu.figure, self.memory.figure]),
+            self.gpu_box,
+            self.summary,
+        ]
+        self.pause.observe(
+            lambda ch: setattr(self.pause, "description", "Resume" if ch["new"] else "Pause"), names="value"
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start:
@@ -149,20 +175,40 @@ class ResourceMonitor(W.VBox):
         """Each task's last and peak CPU and memory while the job ran ("resource usage after the job ended")."""
         cpu, mem = self.cpu.last_and_peak(), self.memory.last_and_peak()
         if not cpu and not mem:
-            return ("<div style='color:#6e7781'>The job had ended before a sample was taken: the cluster measures "
-                    "running tasks only, so open the monitor while the job runs.</div>")
+            return (
+                "<div style='color:#6e7781'>The job had ended before a sample was taken: the cluster measures "
+                "running tasks only, so open the monitor while the job runs.</div>"
+            )
         rows = []
         for name in sorted(cpu.keys() | mem.keys()):
             c, m = cpu.get(name), mem.get(name)
-            rows.append(f"<tr><td style='padding:2px 10px 2px 0'>{esc(name)}</td>"
-                        + "".join(f"<td style='text-align:right;padding:2px 10px'>{v}</td>" for v in (
-                            f"{c[0]:.0f} %" if c else "-", f"{c[1]:.0f} %" if c else "-",
-                            f"{m[0]:.1f} MiB" if m else "-", f"{m[1]:.1f} MiB" if m else "-")) + "</tr>")
-        head = "".join(f"<th style='text-align:{a};padding:2px 10px'>{h}</th>" for a, h in (
-            ("left", "task"), ("right", "last CPU"), ("right", "peak CPU"), ("right", "last memory"),
-            ("right", "peak memory")))
-        return (f"<div><b>Resource usage after the job ended</b> ({len(self.times)} samples; the charts keep "
-                f"them)</div><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            rows.append(
+                f"<tr><td style='padding:2px 10px 2px 0'>{esc(name)}</td>"
+                + "".join(
+                    f"<td style='text-align:right;padding:2px 10px'>{v}</td>"
+                    for v in (
+                        f"{c[0]:.0f} %" if c else "-",
+                        f"{c[1]:.0f} %" if c else "-",
+                        f"{m[0]:.1f} MiB" if m else "-",
+                        f"{m[1]:.1f} MiB" if m else "-",
+                    )
+                )
+                + "</tr>"
+            )
+        head = "".join(
+            f"<th style='text-align:{a};padding:2px 10px'>{h}</th>"
+            for a, h in (
+                ("left", "task"),
+                ("right", "last CPU"),
+                ("right", "peak CPU"),
+                ("right", "last memory"),
+                ("right", "peak memory"),
+            )
+        )
+        return (
+            f"<div><b>Resource usage after the job ended</b> ({len(self.times)} samples; the charts keep "
+            f"them)</div><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
 
     def add(self, sample: dict[str, Any]) -> None:
         """Add one sample in the ``client.metrics`` shape and redraw."""
@@ -194,9 +240,14 @@ class ResourceMonitor(W.VBox):
             return
         self.gpu_available = available
         self.gpu_box.layout.display = "" if available else "none"
-        self.note.value = "" if available else (
-            f"<div style='color:#8a6d00'>No GPU metrics ({esc(message or 'NVML is not available')}): "
-            "showing CPU and memory only.</div>")
+        self.note.value = (
+            ""
+            if available
+            else (
+                f"<div style='color:#8a6d00'>No GPU metrics ({esc(message or 'NVML is not available')}): "
+                "showing CPU and memory only.</div>"
+            )
+        )
 
     def start(self) -> None:
         self._stop.set()

@@ -33,13 +33,17 @@ def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = 
     """The page in an iframe, a link to open it in a tab, and ``note`` (HTML) between them."""
     from IPython.display import HTML
 
-    return HTML(f'<div>{link_html(url, f"open {title} in a new tab")}</div>{note}'
-                f'<iframe src="{esc(url)}" width="100%" height="{int(height)}" frameborder="0"></iframe>')
+    return HTML(
+        f"<div>{link_html(url, f'open {title} in a new tab')}</div>{note}"
+        f'<iframe src="{esc(url)}" width="100%" height="{int(height)}" frameborder="0"></iframe>'
+    )
 
 
-NO_EVENTS = ("No event file there yet, so TensorBoard shows \"No dashboards are active\" until the program writes "
-             "summaries into that directory (e.g. SummaryWriter(os.environ[\"PAI_OUTPUT_LOGS\"]) or "
-             "tf.summary.create_file_writer(...)); it looks again every 5 s.")
+NO_EVENTS = (
+    'No event file there yet, so TensorBoard shows "No dashboards are active" until the program writes '
+    'summaries into that directory (e.g. SummaryWriter(os.environ["PAI_OUTPUT_LOGS"]) or '
+    "tf.summary.create_file_writer(...)); it looks again every 5 s."
+)
 
 
 def has_runs(url: str, timeout: float = 2.0, token: str | None = None) -> bool | None:
@@ -96,9 +100,15 @@ def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
         return []
     params = plugin.get("parameters") or {}
     logdir = params.get("logdir")
-    return [{"role": role, "index": index, "state": "",
-             "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"}
-            for role, index in service_tasks(params, [(r.name, r.instances) for r in spec.task_roles])]
+    return [
+        {
+            "role": role,
+            "index": index,
+            "state": "",
+            "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS",
+        }
+        for role, index in service_tasks(params, [(r.name, r.instances) for r in spec.task_roles])
+    ]
 
 
 def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
@@ -106,28 +116,44 @@ def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
     return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in job_services(client, job)]
 
 
-def for_job(client: Any, job: Any, *, role: str | None = None, index: int | None = None, height: int = 600,
-            base: str | None = None) -> Any:
+def for_job(
+    client: Any,
+    job: Any,
+    *,
+    role: str | None = None,
+    index: int | None = None,
+    height: int = 600,
+    base: str | None = None,
+) -> Any:
     """An iframe of the job's TensorBoard through the server extension, or a note saying why there is none.
 
     It is embedded while its task waits or runs (the proxy answers once the task is up); not once the task has
     ended, nor when the service was stopped in a running task."""
     job_id = client.job_id(job)
     detail = client.detail(job_id)  # before the services: a service listed later never predates the task state
-    targets = [s for s in job_services(client, job_id)
-               if (role is None or s["role"] == role) and (index is None or int(s["index"]) == index)]
+    targets = [
+        s
+        for s in job_services(client, job_id)
+        if (role is None or s["role"] == role) and (index is None or int(s["index"]) == index)
+    ]
     if not targets:
-        return _note(f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
-                     "(extras: com.microsoft.pai.runtimeplugin)")
+        return _note(
+            f"{job_id} runs no TensorBoard: add the tensorboard runtime plugin to the job "
+            "(extras: com.microsoft.pai.runtimeplugin)"
+        )
     found = targets[0]
     r, i, service = found["role"], int(found["index"]), str(found.get("state") or "")
     task = next((t.task_state for t in detail.tasks if t.role == r and t.task_index == i), detail.state)
     if task in FINAL or detail.state in FINAL:
-        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
-                     "files with pai_jupyter.notebook.curves instead")
+        return _note(
+            f"the TensorBoard of {job_id} ({r}[{i}]) ended with its task ({task}); plot the event "
+            "files with pai_jupyter.notebook.curves instead"
+        )
     if task == TaskState.RUNNING and service in ("stopped", "stopping"):
-        return _note(f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
-                     f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')")
+        return _note(
+            f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
+            f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')"
+        )
     runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token")) if found.get("port") else None
     if runs is None:  # not up yet: a process task's logdir is a directory on this machine
         runs = local_events(found.get("logdir"))
@@ -207,8 +233,9 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0,
-          tied: bool = False) -> LocalTensorBoard:
+def local(
+    logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0, tied: bool = False
+) -> LocalTensorBoard:
     """Start a TensorBoard for ``logdir``, or reuse the one already serving it. ``tied``: the TensorBoard this
     call starts ends with this process (``%pai_tensorboard --logdir``: with the kernel, whether it shuts down
     or is killed), so none outlives the notebook that asked for it."""
@@ -224,10 +251,26 @@ def local(logdir: str | os.PathLike[str], *, port: int | None = None, timeout: f
     info.parent.mkdir(parents=True, exist_ok=True)
     log = info.with_suffix(".log")
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", path, "--port", str(port),
-                                 "--host", "127.0.0.1", "--reload_interval", "5"], stdout=out, stderr=out,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tensorboard.main",
+                "--logdir",
+                path,
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--reload_interval",
+                "5",
+            ],
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None,
+        )
     deadline = time.monotonic() + timeout
     while not _answers(port):
         if proc.poll() is not None:

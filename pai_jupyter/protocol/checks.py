@@ -46,15 +46,21 @@ def prerequisite_problems(p: Any) -> list[Problem]:
     if not version_ok(options.get("version")):
         out.append(Problem("options.version", version_message(options["version"])))
     if kind == "dockerimage":
-        out += [Problem(f"options.{k}", "is not a known field of a dockerimage prerequisite")
-                for k in options if k not in IMAGE_FIELDS]
+        out += [
+            Problem(f"options.{k}", "is not a known field of a dockerimage prerequisite")
+            for k in options
+            if k not in IMAGE_FIELDS
+        ]
         if not isinstance(uri, str) or not uri.strip():
             out.append(Problem("uri", "is required: the image to run, e.g. python:3.11"))
         if auth is not None and not isinstance(auth, dict):
             out.append(Problem("auth", "must be a mapping of username, password, registryuri"))
         elif isinstance(auth, dict):
-            out += [Problem(f"auth.{k}", "must be a string") for k in IMAGE_AUTH_KEYS
-                    if k in auth and not isinstance(auth[k], str)]
+            out += [
+                Problem(f"auth.{k}", "must be a string")
+                for k in IMAGE_AUTH_KEYS
+                if k in auth and not isinstance(auth[k], str)
+            ]
         return out
     if kind == "data" and uri is not None and not _strings(uri):
         out.append(Problem("uri", "must be a list of strings"))
@@ -82,8 +88,11 @@ def role_problems(role: Any) -> list[Problem]:
     if isinstance(ports, list):
         # keep positions (None for a non-mapping entry) so index() is the entry's own index
         labels = [p.get("label") if isinstance(p, dict) else None for p in ports]
-        out += [Problem(f"ports[{j}].label", f"{label!r} is used twice in this role")
-                for j, label in enumerate(labels) if isinstance(label, str) and labels.index(label) != j]
+        out += [
+            Problem(f"ports[{j}].label", f"{label!r} is used twice in this role")
+            for j, label in enumerate(labels)
+            if isinstance(label, str) and labels.index(label) != j
+        ]
     count = role.get("instances", 1)
     if is_int(count) and count >= 1:
         for key in ("min_failed", "min_succeeded"):
@@ -94,8 +103,11 @@ def role_problems(role: Any) -> list[Problem]:
     if isinstance(options, dict):
         if "shmMB" in options:
             out.append(Problem("extra_container_options.shmMB", "shared memory is shm_mb"))
-        out += [Problem(f"extra_container_options.{k}", "must be true or false")  # others pass, as on OpenPAI
-                for k, v in options.items() if k in CONTAINER_OPTIONS and not isinstance(v, bool)]
+        out += [
+            Problem(f"extra_container_options.{k}", "must be true or false")  # others pass, as on OpenPAI
+            for k, v in options.items()
+            if k in CONTAINER_OPTIONS and not isinstance(v, bool)
+        ]
     return out
 
 
@@ -111,8 +123,11 @@ def _role_references(role: dict[str, Any], declared: dict[str, set[str]]) -> lis
     refs = role.get("prerequisites")
     if isinstance(refs, list):
         every = set().union(*declared.values())
-        out += [Problem(f"prerequisites[{j}]", f"{r!r} does not name a prerequisite")
-                for j, r in enumerate(refs) if isinstance(r, str) and r not in every]
+        out += [
+            Problem(f"prerequisites[{j}]", f"{r!r} does not name a prerequisite")
+            for j, r in enumerate(refs)
+            if isinstance(r, str) and r not in every
+        ]
     return out
 
 
@@ -138,8 +153,9 @@ def job_problems(job: dict[str, Any], *, roles: bool = True) -> list[Problem]:
             continue
         name = role.get("name")
         if isinstance(name, str) and names.index(name) != i:
-            out.append(Problem(f"task_roles[{i}].name",
-                               f"{name!r} is used by another task role; role names are unique"))
+            out.append(
+                Problem(f"task_roles[{i}].name", f"{name!r} is used by another task role; role names are unique")
+            )
         found = _role_references(role, declared) + (role_problems(role) if roles else [])
         out += [Problem(join_path(f"task_roles[{i}]", q.path), q.message) for q in found]
     if not declared["dockerimage"] and any(isinstance(r, dict) and r.get("docker_image") is None for r in task_roles):
@@ -147,10 +163,17 @@ def job_problems(job: dict[str, Any], *, roles: bool = True) -> list[Problem]:
     out += _deployment_problems(job, names)
     extras = job.get("extras")
     if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
-        out.append(Problem(f"extras.{V1_EXTRAS_KEY}", "is reserved: pai_jupyter keeps a v1 job's gpuType, authFile "
-                                                      "and port beginAt there when it writes v2"))
-    out += [Problem(field, f"nests more than {MAX_DEPTH} levels deep")
-            for field in ("parameters", "secrets", "extras") if nesting_depth(job.get(field)) > MAX_DEPTH]
+        out.append(
+            Problem(
+                f"extras.{V1_EXTRAS_KEY}",
+                "is reserved: pai_jupyter keeps a v1 job's gpuType, authFile and port beginAt there when it writes v2",
+            )
+        )
+    out += [
+        Problem(field, f"nests more than {MAX_DEPTH} levels deep")
+        for field in ("parameters", "secrets", "extras")
+        if nesting_depth(job.get(field)) > MAX_DEPTH
+    ]
     out += check_extras(extras, "extras")
     return out
 
@@ -168,8 +191,11 @@ def _deployment_problems(job: dict[str, Any], roles: list[Any]) -> list[Problem]
         if isinstance(name, str):
             seen.append(name)
         if isinstance(d.get("task_roles"), dict):
-            out += [Problem(f"deployments[{i}].task_roles.{r}", f"{r!r} is not a task role of this job")
-                    for r in d["task_roles"] if r not in roles]
+            out += [
+                Problem(f"deployments[{i}].task_roles.{r}", f"{r!r} is not a task role of this job")
+                for r in d["task_roles"]
+                if r not in roles
+            ]
     default = job.get("default_deployment")
     if isinstance(default, str) and default not in seen:
         out.append(Problem("default_deployment", f"{default!r} is not one of the job's deployments"))

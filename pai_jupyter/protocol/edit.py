@@ -30,8 +30,9 @@ def rename_text(text: str, new_name: str) -> str:
             pattern = re.compile(r'("' + key + r'"\s*:\s*)' + re.escape(json.dumps(old)))
             candidate = pattern.sub(lambda m: m.group(1) + json.dumps(new_name), text, count=1)
         else:
-            pattern = re.compile(r"^(" + key + r"\s*:[ \t]*)(['\"]?)" + re.escape(old) + r"\2([ \t]*(#.*)?)$",
-                                 re.MULTILINE)
+            pattern = re.compile(
+                r"^(" + key + r"\s*:[ \t]*)(['\"]?)" + re.escape(old) + r"\2([ \t]*(#.*)?)$", re.MULTILINE
+            )
             candidate = pattern.sub(lambda m: m.group(1) + new_name + m.group(3), text, count=1)
         try:
             if load_document(candidate) == {**doc, key: new_name}:

@@ -9,8 +9,17 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-__all__ = ["ConversionError", "JobValidationError", "Problem", "format_path", "join_path", "merge",
-           "problems_from_pydantic", "to_wire", "type_name"]
+__all__ = [
+    "ConversionError",
+    "JobValidationError",
+    "Problem",
+    "format_path",
+    "join_path",
+    "merge",
+    "problems_from_pydantic",
+    "to_wire",
+    "type_name",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,7 @@ PATTERN_RULES = {
         "role names must match ^[a-zA-Z_][a-zA-Z0-9_]*$ (start with a letter or '_', then letters, digits, '_')"
     ),
     r"^[A-Za-z_][A-Za-z0-9_]*$": "port labels must match ^[A-Za-z_][A-Za-z0-9_]*$ (a letter or '_', then letters, "
-                                 "digits, '_')",
+    "digits, '_')",
 }
 
 
@@ -89,8 +98,14 @@ def type_name(value: Any) -> str:
     """'an integer', 'a list', ... for messages."""
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def _message(err: ErrorDetails) -> str:
@@ -176,7 +191,7 @@ def wire_path(path: str, paths: dict[str, str]) -> str:
         if cut <= 0:
             return path
         probe = probe[:cut]
-    return paths[probe] + path[len(probe):]
+    return paths[probe] + path[len(probe) :]
 
 
 def merge(schema: list[Problem], rules: list[Problem]) -> list[Problem]:

@@ -26,8 +26,19 @@ from .rules import (
     Version,
 )
 
-__all__ = ["DEFAULT_IMAGE_PREREQ", "DEFAULT_MEMORY_MB", "DEFAULT_SHM_MB", "V1_EXTRAS_KEY", "Deployment", "Job",
-           "Port", "Prerequisite", "RoleCommands", "TaskRole", "rule_problems"]
+__all__ = [
+    "DEFAULT_IMAGE_PREREQ",
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_SHM_MB",
+    "V1_EXTRAS_KEY",
+    "Deployment",
+    "Job",
+    "Port",
+    "Prerequisite",
+    "RoleCommands",
+    "TaskRole",
+    "rule_problems",
+]
 
 DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
@@ -245,12 +256,16 @@ class Job(_Model):
         gpu = sum(r.gpu * r.instances for r in self.task_roles)
         mem = sum(r.memory_mb * r.instances for r in self.task_roles)
         nroles = len(self.task_roles)
-        lines = [f"{self.name}: {nroles} role{'s' * (nroles != 1)}, {self.total_tasks} "
-                 f"task{'s' * (self.total_tasks != 1)}, CPU {cpu}, GPU {gpu}, memory {_mem(mem)}"
-                 f" (image {self.image})"]
+        lines = [
+            f"{self.name}: {nroles} role{'s' * (nroles != 1)}, {self.total_tasks} "
+            f"task{'s' * (self.total_tasks != 1)}, CPU {cpu}, GPU {gpu}, memory {_mem(mem)}"
+            f" (image {self.image})"
+        ]
         for r in self.task_roles:
-            lines.append(f"  {r.name}: {r.instances} x (CPU {r.cpu}, GPU {r.gpu}, memory {_mem(r.memory_mb)}, "
-                         f"shm {r.shm_mb} MB{_ports(r)})")
+            lines.append(
+                f"  {r.name}: {r.instances} x (CPU {r.cpu}, GPU {r.gpu}, memory {_mem(r.memory_mb)}, "
+                f"shm {r.shm_mb} MB{_ports(r)})"
+            )
         return "\n".join(lines)
 
     # ---- I/O ------------------------------------------------------------------------------------------------
@@ -269,8 +284,9 @@ class Job(_Model):
         except OSError as exc:
             raise JobValidationError([Problem("", f"cannot read the file: {exc.strerror or exc}")], str(p)) from None
         if len(data) > MAX_DOCUMENT_BYTES:
-            raise JobValidationError([Problem("", f"the file is larger than the limit of {MAX_DOCUMENT_BYTES} bytes")],
-                                     str(p))
+            raise JobValidationError(
+                [Problem("", f"the file is larger than the limit of {MAX_DOCUMENT_BYTES} bytes")], str(p)
+            )
         return cls.from_text(data, source=str(p))
 
     @classmethod
@@ -299,8 +315,14 @@ def rule_problems(data: dict[str, Any]) -> list[Problem]:
     return job_problems(data)
 
 
-def job_from_wire(data: dict[str, Any], paths: dict[str, str], schema_problems: list[Problem], *,
-                  source: str | None, source_format: Literal["v1", "v2"]) -> Job:
+def job_from_wire(
+    data: dict[str, Any],
+    paths: dict[str, str],
+    schema_problems: list[Problem],
+    *,
+    source: str | None,
+    source_format: Literal["v1", "v2"],
+) -> Job:
     """A wire reader's last step, the same for v1 and v2: every problem at once (the document's shape from its
     schema, the rest from the model's rules, each at the document's own path), or the Job."""
     problems = merge(schema_problems, to_wire(rule_problems(data), paths))

@@ -134,8 +134,9 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
     """Parse JSON (text starting with ``{``) or YAML into a mapping; every failure is a JobValidationError."""
     raw_len = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if raw_len > MAX_DOCUMENT_BYTES:
-        raise JobValidationError([Problem("", f"the document is {raw_len} bytes; the limit is {MAX_DOCUMENT_BYTES}")],
-                                 source)
+        raise JobValidationError(
+            [Problem("", f"the document is {raw_len} bytes; the limit is {MAX_DOCUMENT_BYTES}")], source
+        )
     try:
         text = _decode(data)
         if "\x00" in text:
@@ -147,8 +148,9 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
             try:
                 doc = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise JobValidationError([Problem("", f"JSON syntax error at line {exc.lineno}, column {exc.colno}: "
-                                                      f"{exc.msg}")]) from None
+                raise JobValidationError(
+                    [Problem("", f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}")]
+                ) from None
         else:
             try:
                 doc = _load_yaml(text)
@@ -159,8 +161,15 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
                 raise JobValidationError([Problem("", f"YAML syntax error{where}: {what}")]) from None
             except yaml.reader.ReaderError as exc:  # libyaml gives the character as an int, PyYAML as a str
                 code = exc.character if isinstance(exc.character, int) else ord(exc.character)
-                raise JobValidationError([Problem("", f"YAML error at character {exc.position + 1}: unacceptable "
-                                                      f"character #x{code:04x} ({exc.reason})")]) from None
+                raise JobValidationError(
+                    [
+                        Problem(
+                            "",
+                            f"YAML error at character {exc.position + 1}: unacceptable "
+                            f"character #x{code:04x} ({exc.reason})",
+                        )
+                    ]
+                ) from None
             except yaml.YAMLError as exc:
                 raise JobValidationError([Problem("", f"YAML error: {exc}")]) from None
     except RecursionError:
@@ -175,8 +184,9 @@ def load_document(data: str | bytes, *, source: str | None = None) -> dict[str, 
         raise JobValidationError([Problem("", TOO_MANY)], source)
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a {type(doc).__name__}"
-        raise JobValidationError([Problem("", f"a job must be a mapping of fields, but the document is {kind}")],
-                                 source)
+        raise JobValidationError(
+            [Problem("", f"a job must be a mapping of fields, but the document is {kind}")], source
+        )
     bad_keys = [k for k in doc if not isinstance(k, str)]
     if bad_keys:
         raise JobValidationError([Problem("", f"field names must be strings, got {bad_keys[0]!r}")], source)

@@ -62,10 +62,16 @@ MAX_RUN_TIME_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave th
 def run_time_problem(minutes: object) -> str | None:
     """Why ``minutes`` is not a max run time (None when it is): one rule and one message for the job document,
     the daemon's REST route and the Lab's "Set work duration"."""
-    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) \
-            or not 0 < minutes <= MAX_RUN_TIME_MINUTES:
+    if (
+        isinstance(minutes, bool)
+        or not isinstance(minutes, (int, float))
+        or not math.isfinite(minutes)
+        or not 0 < minutes <= MAX_RUN_TIME_MINUTES
+    ):
         return f"{minutes!r} must be a number of minutes above 0 and at most {MAX_RUN_TIME_MINUTES} (a year)"
     return None
+
+
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
@@ -94,8 +100,12 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
                     continue
                 name = entry.get("plugin")
                 if name not in RUNTIME_PLUGINS:
-                    out.append(Problem(f"{epath}.plugin", f"{name!r} is not a known runtime plugin "
-                                                         f"(one of {', '.join(RUNTIME_PLUGINS)})"))
+                    out.append(
+                        Problem(
+                            f"{epath}.plugin",
+                            f"{name!r} is not a known runtime plugin (one of {', '.join(RUNTIME_PLUGINS)})",
+                        )
+                    )
                 elif name in seen and name != "cmd":
                     out.append(Problem(f"{epath}.plugin", f"the {name} plugin is declared twice"))
                 seen.add(str(name))
@@ -134,8 +144,11 @@ SSH_PUBLIC_KEY = r"^(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+) [A-Za
 
 def check_ssh_plugin(params: dict[str, Any], path: str) -> list[Problem]:
     """The ssh plugin's parameters (OpenPAI's: jobssh, sshbarrier, sshbarrierTimeout, userssh {custom, keys})."""
-    out = [Problem(f"{path}.{k}", "must be true or false") for k in ("jobssh", "sshbarrier")
-           if k in params and params[k] not in (True, False, "true", "false")]
+    out = [
+        Problem(f"{path}.{k}", "must be true or false")
+        for k in ("jobssh", "sshbarrier")
+        if k in params and params[k] not in (True, False, "true", "false")
+    ]
     timeout = params.get("sshbarrierTimeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         out.append(Problem(f"{path}.sshbarrierTimeout", f"{timeout!r} must be a number of minutes above 0"))
@@ -149,8 +162,11 @@ def check_ssh_plugin(params: dict[str, Any], path: str) -> list[Problem]:
             value = userssh.get("value", "")
             lines = [line.strip() for line in value.splitlines() if line.strip()] if isinstance(value, str) else None
             if lines is None or not all(re.match(SSH_PUBLIC_KEY, line) for line in lines):
-                out.append(Problem(f"{path}.userssh.value", "must be OpenSSH public keys, one per line: "
-                                                             "<type> <base64> [comment]"))
+                out.append(
+                    Problem(
+                        f"{path}.userssh.value", "must be OpenSSH public keys, one per line: <type> <base64> [comment]"
+                    )
+                )
     return out
 
 
@@ -160,8 +176,11 @@ def check_estimator(spec: Any, path: str) -> list[Problem]:
         return []
     if not isinstance(spec, dict):
         return [Problem(path, "must be a mapping of hyperparameters, inputs and sourceDir")]
-    out = [Problem(f"{path}.{k}", "is not one of hyperparameters, inputs, sourceDir")
-           for k in spec if k not in ("hyperparameters", "inputs", "sourceDir")]
+    out = [
+        Problem(f"{path}.{k}", "is not one of hyperparameters, inputs, sourceDir")
+        for k in spec
+        if k not in ("hyperparameters", "inputs", "sourceDir")
+    ]
     hps = spec.get("hyperparameters")
     if hps is not None and not isinstance(hps, dict):
         out.append(Problem(f"{path}.hyperparameters", "must be a mapping of names to values"))

@@ -24,15 +24,34 @@ from .rules import (
 )
 
 COMPAT_DEPLOYMENT = "default"
-DIR_PREREQS = (("dataDir", "data", "data", "PAI_DATA_DIR"), ("outputDir", "output", "output", "PAI_OUTPUT_DIR"),
-               ("codeDir", "script", "code", "PAI_CODE_DIR"))
+DIR_PREREQS = (
+    ("dataDir", "data", "data", "PAI_DATA_DIR"),
+    ("outputDir", "output", "output", "PAI_OUTPUT_DIR"),
+    ("codeDir", "script", "code", "PAI_CODE_DIR"),
+)
 # The model's field -> the v1 key it is read from (and the path a problem with it is reported at).
-V1_JOB_FIELDS = {"name": "jobName", "task_roles": "taskRoles", "virtual_cluster": "virtualCluster",
-                 "retry_count": "retryCount", "parameters": "jobEnvs", "extras": "extras", "gpu_type": "gpuType",
-                 "auth_file": "authFile"}
-V1_ROLE_FIELDS = {"name": "name", "instances": "taskNumber", "cpu": "cpuNumber", "memory_mb": "memoryMB",
-                  "shm_mb": "shmMB", "gpu": "gpuNumber", "ports": "portList", "commands": "command",
-                  "min_failed": "minFailedTaskCount", "min_succeeded": "minSucceededTaskCount"}
+V1_JOB_FIELDS = {
+    "name": "jobName",
+    "task_roles": "taskRoles",
+    "virtual_cluster": "virtualCluster",
+    "retry_count": "retryCount",
+    "parameters": "jobEnvs",
+    "extras": "extras",
+    "gpu_type": "gpuType",
+    "auth_file": "authFile",
+}
+V1_ROLE_FIELDS = {
+    "name": "name",
+    "instances": "taskNumber",
+    "cpu": "cpuNumber",
+    "memory_mb": "memoryMB",
+    "shm_mb": "shmMB",
+    "gpu": "gpuNumber",
+    "ports": "portList",
+    "commands": "command",
+    "min_failed": "minFailedTaskCount",
+    "min_succeeded": "minSucceededTaskCount",
+}
 V1_PORT_FIELDS = {"label": "label", "count": "portNumber", "begin_at": "beginAt"}
 
 
@@ -98,9 +117,11 @@ def v1_value_problems(envs: Any, extras: Any, envs_path: str) -> list[Problem]:
             out.append(Problem(path, "v1's isDebug must be true or false"))
         elif value is not None and not isinstance(value, SCALAR):
             out.append(Problem(path, "v1 jobEnvs values must be strings, numbers or booleans"))
-    out += [Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
-            for key in (extras if isinstance(extras, dict) else ())
-            if not isinstance(key, str) or not re.fullmatch(EXTRAS_KEY, key)]
+    out += [
+        Problem(f"extras.{key}", f"v1 extras keys must match {EXTRAS_KEY}")
+        for key in (extras if isinstance(extras, dict) else ())
+        if not isinstance(key, str) or not re.fullmatch(EXTRAS_KEY, key)
+    ]
     return out
 
 
@@ -132,8 +153,12 @@ def _role_to_model(raw: Any, i: int, refs: dict[str, str], paths: dict[str, str]
         for j, port in enumerate(raw["portList"]):
             paths[f"task_roles[{i}].ports[{j}]"] = f"taskRoles[{i}].portList[{j}]"
             if isinstance(port, dict):
-                paths.update({f"task_roles[{i}].ports[{j}].{f}": f"taskRoles[{i}].portList[{j}].{k}"
-                              for f, k in V1_PORT_FIELDS.items()})
+                paths.update(
+                    {
+                        f"task_roles[{i}].ports[{j}].{f}": f"taskRoles[{i}].portList[{j}].{k}"
+                        for f, k in V1_PORT_FIELDS.items()
+                    }
+                )
                 port = {f: port[k] for f, k in V1_PORT_FIELDS.items() if k in port}
             role["ports"].append(port)
     return role
@@ -165,11 +190,15 @@ def _to_model(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     data["task_roles"] = roles
     envs = doc.get("jobEnvs")
     exports = compat_exports(envs if isinstance(envs, dict) else {}, dirs)
-    names = [r["name"] for r in roles if isinstance(r, dict) and isinstance(r.get("name"), str)] \
-        if isinstance(roles, list) else []
+    names = (
+        [r["name"] for r in roles if isinstance(r, dict) and isinstance(r.get("name"), str)]
+        if isinstance(roles, list)
+        else []
+    )
     if exports:
-        data["deployments"] = [{"name": COMPAT_DEPLOYMENT, "task_roles": {
-            n: {"pre_commands": list(exports)} for n in names}}]
+        data["deployments"] = [
+            {"name": COMPAT_DEPLOYMENT, "task_roles": {n: {"pre_commands": list(exports)} for n in names}}
+        ]
         data["default_deployment"] = COMPAT_DEPLOYMENT
     return data, paths
 
@@ -181,11 +210,13 @@ def v1_path(path: str) -> str:
     role = re.match(r"task_roles(\[\d+\])$", head)
     if role:
         field = re.split(r"[.\[]", rest, maxsplit=1)[0]
-        return f"taskRoles{role.group(1)}" + (f".{V1_ROLE_FIELDS.get(field, field)}{rest[len(field):]}" if rest else "")
+        return f"taskRoles{role.group(1)}" + (
+            f".{V1_ROLE_FIELDS.get(field, field)}{rest[len(field) :]}" if rest else ""
+        )
     field = re.split(r"\[", head, maxsplit=1)[0]
     if field == "prerequisites":
         return "image"
-    return V1_JOB_FIELDS.get(field, field) + path[len(field):]
+    return V1_JOB_FIELDS.get(field, field) + path[len(field) :]
 
 
 def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
@@ -238,8 +269,12 @@ def job_to_v1(job: Job) -> dict[str, Any]:
             uri = found[0].uri
             value = uri[0] if isinstance(uri, list) and len(uri) == 1 else uri
             if found[0].options:
-                out.append(Problem("prerequisites", f"v1's {field} is a plain path; {found[0].name!r} has "
-                                                    f"{', '.join(found[0].options)}"))
+                out.append(
+                    Problem(
+                        "prerequisites",
+                        f"v1's {field} is a plain path; {found[0].name!r} has {', '.join(found[0].options)}",
+                    )
+                )
             if value is None or value == [] or value == "":
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has no uri"))
             elif not isinstance(value, str):
@@ -251,8 +286,9 @@ def job_to_v1(job: Job) -> dict[str, Any]:
     for d in job.deployments:
         for role, cmds in d.task_roles.items():
             if cmds.post_commands or (cmds.pre_commands and cmds.pre_commands != expected):
-                out.append(Problem(f"deployments.{d.name}.{role}",
-                                   "v1 has no pre/post commands other than its jobEnv exports"))
+                out.append(
+                    Problem(f"deployments.{d.name}.{role}", "v1 has no pre/post commands other than its jobEnv exports")
+                )
     roles = []
     for i, r in enumerate(job.task_roles):
         if r.task_retry_count:
@@ -261,13 +297,24 @@ def job_to_v1(job: Job) -> dict[str, Any]:
             out.append(Problem(f"task_roles[{i}].extra_container_options", "v1 has only shmMB"))
         if r.prerequisites:
             out.append(Problem(f"task_roles[{i}].prerequisites", "v1 has no per-role prerequisites"))
-        roles.append({
-            "name": r.name, "taskNumber": r.instances, "cpuNumber": r.cpu, "memoryMB": r.memory_mb,
-            "shmMB": r.shm_mb, "gpuNumber": r.gpu,
-            **({"portList": [{"label": p.label, "beginAt": p.begin_at, "portNumber": p.count} for p in r.ports]}
-               if r.ports else {}),
-            "command": _v1_command(r), "minFailedTaskCount": r.min_failed, "minSucceededTaskCount": r.min_succeeded,
-        })
+        roles.append(
+            {
+                "name": r.name,
+                "taskNumber": r.instances,
+                "cpuNumber": r.cpu,
+                "memoryMB": r.memory_mb,
+                "shmMB": r.shm_mb,
+                "gpuNumber": r.gpu,
+                **(
+                    {"portList": [{"label": p.label, "beginAt": p.begin_at, "portNumber": p.count} for p in r.ports]}
+                    if r.ports
+                    else {}
+                ),
+                "command": _v1_command(r),
+                "minFailedTaskCount": r.min_failed,
+                "minSucceededTaskCount": r.min_succeeded,
+            }
+        )
     if out:
         raise ConversionError(out, f"{job.name} cannot be written as v1")
     doc: dict[str, Any] = {"jobName": job.name, "image": images[0].uri}

@@ -17,28 +17,53 @@ from .v2schema import V2Job
 
 PREREQ_BASE = ("protocolVersion", "version", "contributor", "description")
 # The model's field -> the v2 path it is read from (and a problem with it is reported at).
-V2_JOB_FIELDS = {"name": "name", "version": "version", "contributor": "contributor", "description": "description",
-                 "prerequisites": "prerequisites", "parameters": "parameters", "secrets": "secrets",
-                 "retry_count": "jobRetryCount", "task_roles": "taskRoles", "deployments": "deployments",
-                 "extras": "extras", "virtual_cluster": "defaults.virtualCluster",
-                 "default_deployment": "defaults.deployment"}
-V2_ROLE_FIELDS = {"instances": "instances", "commands": "commands", "task_retry_count": "taskRetryCount",
-                  "docker_image": "dockerImage", "data": "data", "output": "output", "script": "script",
-                  "prerequisites": "prerequisites", "cpu": "resourcePerInstance.cpu",
-                  "memory_mb": "resourcePerInstance.memoryMB", "gpu": "resourcePerInstance.gpu",
-                  "ports": "resourcePerInstance.ports", "shm_mb": "extraContainerOptions.shmMB",
-                  "extra_container_options": "extraContainerOptions", "min_failed": "completion.minFailedInstances",
-                  "min_succeeded": "completion.minSucceededInstances"}
+V2_JOB_FIELDS = {
+    "name": "name",
+    "version": "version",
+    "contributor": "contributor",
+    "description": "description",
+    "prerequisites": "prerequisites",
+    "parameters": "parameters",
+    "secrets": "secrets",
+    "retry_count": "jobRetryCount",
+    "task_roles": "taskRoles",
+    "deployments": "deployments",
+    "extras": "extras",
+    "virtual_cluster": "defaults.virtualCluster",
+    "default_deployment": "defaults.deployment",
+}
+V2_ROLE_FIELDS = {
+    "instances": "instances",
+    "commands": "commands",
+    "task_retry_count": "taskRetryCount",
+    "docker_image": "dockerImage",
+    "data": "data",
+    "output": "output",
+    "script": "script",
+    "prerequisites": "prerequisites",
+    "cpu": "resourcePerInstance.cpu",
+    "memory_mb": "resourcePerInstance.memoryMB",
+    "gpu": "resourcePerInstance.gpu",
+    "ports": "resourcePerInstance.ports",
+    "shm_mb": "extraContainerOptions.shmMB",
+    "extra_container_options": "extraContainerOptions",
+    "min_failed": "completion.minFailedInstances",
+    "min_succeeded": "completion.minSucceededInstances",
+}
 
 
 def _null_problems(doc: dict[str, Any]) -> list[Problem]:
     """OpenPAI types these fields without null; our wire models default them, so an explicit null is caught here
     (the model cannot tell a null from a field left out)."""
+
     def check(item: Any, path: str, keys: tuple[str, ...]) -> list[Problem]:
         if not isinstance(item, dict):
             return []
-        return [Problem(f"{path}{'.' if path else ''}{k}", "must not be null") for k in keys
-                if k in item and item[k] is None]
+        return [
+            Problem(f"{path}{'.' if path else ''}{k}", "must not be null")
+            for k in keys
+            if k in item and item[k] is None
+        ]
 
     out = check(doc, "", PREREQ_BASE)
     if isinstance(doc.get("prerequisites"), list):
@@ -69,8 +94,9 @@ def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
     for name, role in roles.items() if isinstance(roles, dict) else ():
         res = role.get("resourcePerInstance") if isinstance(role, dict) else None
         if isinstance(res, dict) and res.get("ports") == {}:
-            out.append(Problem(f"taskRoles.{name}.resourcePerInstance.ports",
-                               "must name at least one port (or be left out)"))
+            out.append(
+                Problem(f"taskRoles.{name}.resourcePerInstance.ports", "must name at least one port (or be left out)")
+            )
     extras = doc.get("extras")
     if isinstance(extras, dict) and V1_EXTRAS_KEY in extras:
         out += _check_v1_facts(extras[V1_EXTRAS_KEY], f"extras.{V1_EXTRAS_KEY}")
@@ -81,15 +107,25 @@ def _check_v1_facts(facts: Any, path: str) -> list[Problem]:
     """The carrier of a v1 job's gpuType, authFile and port beginAt (written by job_to_v2)."""
     if not isinstance(facts, dict):
         return [Problem(path, "must be a mapping of gpuType, authFile, portBeginAt")]
-    out = [Problem(f"{path}.{k}", "is not one of gpuType, authFile, portBeginAt")
-           for k in facts if k not in ("gpuType", "authFile", "portBeginAt")]
-    out += [Problem(f"{path}.{k}", "must be a string") for k in ("gpuType", "authFile")
-            if k in facts and not isinstance(facts[k], str)]
+    out = [
+        Problem(f"{path}.{k}", "is not one of gpuType, authFile, portBeginAt")
+        for k in facts
+        if k not in ("gpuType", "authFile", "portBeginAt")
+    ]
+    out += [
+        Problem(f"{path}.{k}", "must be a string")
+        for k in ("gpuType", "authFile")
+        if k in facts and not isinstance(facts[k], str)
+    ]
     starts = facts.get("portBeginAt", {})
     if not isinstance(starts, dict) or not all(isinstance(v, dict) for v in starts.values()):
         return [*out, Problem(f"{path}.portBeginAt", "must map each role to {label: first port}")]
-    out += [Problem(f"{path}.portBeginAt.{role}.{label}", f"{port!r} must be a port number >= 0")
-            for role, ports in starts.items() for label, port in ports.items() if not is_int(port) or port < 0]
+    out += [
+        Problem(f"{path}.portBeginAt.{role}.{label}", f"{port!r} must be a port number >= 0")
+        for role, ports in starts.items()
+        for label, port in ports.items()
+        if not is_int(port) or port < 0
+    ]
     return out
 
 
@@ -110,8 +146,7 @@ def _prerequisite_to_model(raw: Any, path: str, paths: dict[str, str]) -> Any:
     paths[f"{path}.options"] = path  # the model keeps OpenPAI's other keys (plugin, require, ...) in options
     options = {k: v for k, v in raw.items() if k not in ("name", "type", "uri")}
     auth = options.pop("auth", None) if raw.get("type") == "dockerimage" else None
-    return {"name": raw.get("name"), "type": raw.get("type"), "uri": raw.get("uri"), "auth": auth,
-            "options": options}
+    return {"name": raw.get("name"), "type": raw.get("type"), "uri": raw.get("uri"), "auth": auth, "options": options}
 
 
 _MISSING = object()
@@ -151,8 +186,11 @@ def _role_to_model(name: str, raw: Any, i: int, starts: Any, paths: dict[str, st
     if "min_succeeded" in role:
         role["min_succeeded"] = _min_succeeded(role["min_succeeded"])
     if isinstance(role.get("extra_container_options"), dict):
-        role["extra_container_options"] = {k: v for k, v in role["extra_container_options"].items()
-                                           if k != "shmMB" and not (k == "infiniband" and v is False)}
+        role["extra_container_options"] = {
+            k: v
+            for k, v in role["extra_container_options"].items()
+            if k != "shmMB" and not (k == "infiniband" and v is False)
+        }
     return role
 
 
@@ -166,8 +204,12 @@ def _deployment_to_model(raw: Any, i: int, paths: dict[str, str]) -> Any:
         for r in roles:
             paths[f"deployments[{i}].task_roles.{r}.pre_commands"] = f"deployments[{i}].taskRoles.{r}.preCommands"
             paths[f"deployments[{i}].task_roles.{r}.post_commands"] = f"deployments[{i}].taskRoles.{r}.postCommands"
-        roles = {r: {"pre_commands": c.get("preCommands", []), "post_commands": c.get("postCommands", [])}
-                 if isinstance(c, dict) else c for r, c in roles.items()}
+        roles = {
+            r: {"pre_commands": c.get("preCommands", []), "post_commands": c.get("postCommands", [])}
+            if isinstance(c, dict)
+            else c
+            for r, c in roles.items()
+        }
     return {"name": raw.get("name"), "task_roles": roles}
 
 
@@ -186,11 +228,13 @@ def _to_model(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         paths[field] = f"extras.{V1_EXTRAS_KEY}.{key}"
     starts = facts.get("portBeginAt") if isinstance(facts.get("portBeginAt"), dict) else {}
     if isinstance(doc.get("prerequisites"), list):
-        data["prerequisites"] = [_prerequisite_to_model(p, f"prerequisites[{i}]", paths)
-                                 for i, p in enumerate(doc["prerequisites"])]
+        data["prerequisites"] = [
+            _prerequisite_to_model(p, f"prerequisites[{i}]", paths) for i, p in enumerate(doc["prerequisites"])
+        ]
     if isinstance(doc.get("taskRoles"), dict):
-        data["task_roles"] = [_role_to_model(str(n), r, i, starts.get(n), paths)
-                              for i, (n, r) in enumerate(doc["taskRoles"].items())]
+        data["task_roles"] = [
+            _role_to_model(str(n), r, i, starts.get(n), paths) for i, (n, r) in enumerate(doc["taskRoles"].items())
+        ]
     if isinstance(doc.get("deployments"), list):
         data["deployments"] = [_deployment_to_model(d, i, paths) for i, d in enumerate(doc["deployments"])]
     defaults = doc.get("defaults")
@@ -215,19 +259,36 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         out.append(Problem("name", f"{job.name!r} is valid in v1 but v2 names allow only letters, digits, '_' and '-'"))
     for i, r in enumerate(job.task_roles):
         if not re.match(V2_ROLE_NAME, r.name):
-            out.append(Problem(format_path(["task_roles", i, "name"]),
-                               f"{r.name!r} is valid in v1 but v2 role names must match {V2_ROLE_NAME}"))
-        out += [Problem(format_path(["task_roles", i, "ports", j, "label"]),
-                        f"{p.label!r} is valid in v1 but v2 port labels must match {V2_PORT_LABEL}")
-                for j, p in enumerate(r.ports) if not re.match(V2_PORT_LABEL, p.label)]
+            out.append(
+                Problem(
+                    format_path(["task_roles", i, "name"]),
+                    f"{r.name!r} is valid in v1 but v2 role names must match {V2_ROLE_NAME}",
+                )
+            )
+        out += [
+            Problem(
+                format_path(["task_roles", i, "ports", j, "label"]),
+                f"{p.label!r} is valid in v1 but v2 port labels must match {V2_PORT_LABEL}",
+            )
+            for j, p in enumerate(r.ports)
+            if not re.match(V2_PORT_LABEL, p.label)
+        ]
     for i, d in enumerate(job.deployments):
         if not re.match(V2_JOB_NAME, d.name):
-            out.append(Problem(format_path(["deployments", i, "name"]),
-                               f"{d.name!r}: v2 deployment names allow only letters, digits, '_' and '-'"))
+            out.append(
+                Problem(
+                    format_path(["deployments", i, "name"]),
+                    f"{d.name!r}: v2 deployment names allow only letters, digits, '_' and '-'",
+                )
+            )
     for i, p in enumerate(job.prerequisites):
         if not re.match(V2_JOB_NAME, p.name) or len(p.name) > 255:
-            out.append(Problem(format_path(["prerequisites", i, "name"]),
-                               f"{p.name!r}: v2 prerequisite names allow only letters, digits, '_' and '-'"))
+            out.append(
+                Problem(
+                    format_path(["prerequisites", i, "name"]),
+                    f"{p.name!r}: v2 prerequisite names allow only letters, digits, '_' and '-'",
+                )
+            )
     if out:
         raise ConversionError(out, f"{job.name} cannot be written as v2")
     first_image = next(p.name for p in job.prerequisites if p.type == "dockerimage")
@@ -236,8 +297,15 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         if getattr(job, field) is not None:
             doc[field] = getattr(job, field)
     doc["prerequisites"] = [
-        {"name": p.name, "type": p.type, **({"uri": p.uri} if p.uri not in (None, []) else {}),
-         **({"auth": p.auth} if p.auth is not None else {}), **p.options} for p in job.prerequisites]
+        {
+            "name": p.name,
+            "type": p.type,
+            **({"uri": p.uri} if p.uri not in (None, []) else {}),
+            **({"auth": p.auth} if p.auth is not None else {}),
+            **p.options,
+        }
+        for p in job.prerequisites
+    ]
     if job.parameters:
         doc["parameters"] = dict(job.parameters)
     if job.secrets:
@@ -249,8 +317,10 @@ def job_to_v2(job: Job) -> dict[str, Any]:
         role: dict[str, Any] = {
             "instances": r.instances,
             # the schema types both as integers (no null); leaving minSucceededInstances out means every instance
-            "completion": {"minFailedInstances": -1 if r.min_failed is None else r.min_failed,
-                           **({"minSucceededInstances": r.min_succeeded} if r.min_succeeded is not None else {})},
+            "completion": {
+                "minFailedInstances": -1 if r.min_failed is None else r.min_failed,
+                **({"minSucceededInstances": r.min_succeeded} if r.min_succeeded is not None else {}),
+            },
             "taskRetryCount": r.task_retry_count,
         }
         if r.prerequisites:
@@ -295,9 +365,13 @@ def _deployments_v2(job: Job) -> list[dict[str, Any]]:
     left out (and so is a default deployment that adds nothing)."""
     out = []
     for d in job.deployments:
-        roles = {k: {**({"preCommands": list(v.pre_commands)} if v.pre_commands else {}),
-                     **({"postCommands": list(v.post_commands)} if v.post_commands else {})}
-                 for k, v in d.task_roles.items()}
+        roles = {
+            k: {
+                **({"preCommands": list(v.pre_commands)} if v.pre_commands else {}),
+                **({"postCommands": list(v.post_commands)} if v.post_commands else {}),
+            }
+            for k, v in d.task_roles.items()
+        }
         if roles:
             out.append({"name": d.name, "taskRoles": roles})
     return out

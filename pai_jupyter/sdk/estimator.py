@@ -33,10 +33,22 @@ def _env_name(name: str) -> str:
 class Estimator:
     """A training job template. ``instance_type`` is ``"local"`` (the embedded cluster) or a profile name."""
 
-    def __init__(self, command: str, source_dir: str | Path | None = None, image_uri: str = DEFAULT_IMAGE, *,
-                 instance_type: str = LOCAL, instance_count: int = 1, hyperparameters: dict[str, Any] | None = None,
-                 base_job_name: str | None = None, cpu: int = 1, gpu: int = 0, memory: int = 2048,
-                 max_run_time_minutes: float | None = None, client: Client | None = None):
+    def __init__(
+        self,
+        command: str,
+        source_dir: str | Path | None = None,
+        image_uri: str = DEFAULT_IMAGE,
+        *,
+        instance_type: str = LOCAL,
+        instance_count: int = 1,
+        hyperparameters: dict[str, Any] | None = None,
+        base_job_name: str | None = None,
+        cpu: int = 1,
+        gpu: int = 0,
+        memory: int = 2048,
+        max_run_time_minutes: float | None = None,
+        client: Client | None = None,
+    ):
         if source_dir is not None and not Path(source_dir).expanduser().is_dir():
             raise ValueError(f"source_dir {source_dir} is not a directory")
         self.command = command
@@ -71,8 +83,10 @@ class Estimator:
 
     def build_job(self, inputs: dict[str, str | Path] | None = None, job_name: str | None = None) -> Job:
         """The job fit() submits (handy to inspect with ``.to_yaml()``)."""
-        resolved = {k: str(Path(v).expanduser().resolve()) if self.is_local and "://" not in str(v) else str(v)
-                    for k, v in (inputs or {}).items()}
+        resolved = {
+            k: str(Path(v).expanduser().resolve()) if self.is_local and "://" not in str(v) else str(v)
+            for k, v in (inputs or {}).items()
+        }
         extras: dict[str, Any] = {}
         command = self.command
         if self.is_local:
@@ -82,21 +96,40 @@ class Estimator:
             extras[ESTIMATOR_KEY] = spec
         else:  # a remote OpenPAI knows nothing of the layout: pass what can travel as environment
             if self.source_dir is not None:
-                raise ValueError("source_dir needs the embedded cluster; on a remote OpenPAI put the code in the "
-                                 "image or fetch it in the command (e.g. git clone)")
+                raise ValueError(
+                    "source_dir needs the embedded cluster; on a remote OpenPAI put the code in the "
+                    "image or fetch it in the command (e.g. git clone)"
+                )
             exports = [f"export PAI_HPS_{_env_name(k)}={shlex.quote(str(v))}" for k, v in self.hyperparameters.items()]
             exports += [f"export PAI_INPUT_{_env_name(k)}={shlex.quote(v)}" for k, v in resolved.items()]
             command = "\n".join([*exports, command])
         if self.max_run_time_minutes:
             extras[MAX_RUN_TIME_KEY] = self.max_run_time_minutes
-        role = TaskRole(name="worker", instances=self.instance_count, cpu=self.cpu, gpu=self.gpu,
-                        memory_mb=self.memory, commands=[command])
+        role = TaskRole(
+            name="worker",
+            instances=self.instance_count,
+            cpu=self.cpu,
+            gpu=self.gpu,
+            memory_mb=self.memory,
+            commands=[command],
+        )
         image = Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=self.image_uri)  # as Job(image=)
-        return Job(name=job_name or self._job_name(), prerequisites=[image], task_roles=[role], extras=extras,
-                   parameters={k: v for k, v in self.hyperparameters.items() if re.match(r"^\w+$", k)})
+        return Job(
+            name=job_name or self._job_name(),
+            prerequisites=[image],
+            task_roles=[role],
+            extras=extras,
+            parameters={k: v for k, v in self.hyperparameters.items() if re.match(r"^\w+$", k)},
+        )
 
-    def fit(self, inputs: dict[str, str | Path] | None = None, *, wait: bool = True, logs: bool = True,
-            job_name: str | None = None) -> JobDetail | str:
+    def fit(
+        self,
+        inputs: dict[str, str | Path] | None = None,
+        *,
+        wait: bool = True,
+        logs: bool = True,
+        job_name: str | None = None,
+    ) -> JobDetail | str:
         """Submit the job; with ``wait`` block until it ends (streaming logs with ``logs``) and return its detail."""
         job = self.build_job(inputs, job_name)
         self.job = self.client.submit(job)

@@ -60,10 +60,15 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from .registry import Registry
 
     config = PaiJupyter(parent=serverapp)
-    if os.environ.get("PAI_JOB_NAME") and os.environ.get("PAI_CURRENT_TASK_ROLE_NAME") and \
-            not config.enable_inside_tasks:
-        serverapp.log.info("pai_jupyter: inside a job's task; the server extension stays off "
-                           "(PaiJupyter.enable_inside_tasks=True turns it on)")
+    if (
+        os.environ.get("PAI_JOB_NAME")
+        and os.environ.get("PAI_CURRENT_TASK_ROLE_NAME")
+        and not config.enable_inside_tasks
+    ):
+        serverapp.log.info(
+            "pai_jupyter: inside a job's task; the server extension stays off "
+            "(PaiJupyter.enable_inside_tasks=True turns it on)"
+        )
         return
     try:
         client = AsyncClient(config.profile)
@@ -76,6 +81,10 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.web_app.settings.setdefault("page_config_data", {})["paiJupyterApi"] = "1"
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"], registry))
     IOLoop.current().add_callback(registry.start_culling)
-    serverapp.log.info("pai_jupyter: jobs of profile %r (user %r) under %spai/ (idle culling: %s)",
-                       client.profile.name, client.username, serverapp.web_app.settings["base_url"],
-                       f"{config.idle_timeout_minutes:g} min" if config.idle_timeout_minutes > 0 else "off")
+    serverapp.log.info(
+        "pai_jupyter: jobs of profile %r (user %r) under %spai/ (idle culling: %s)",
+        client.profile.name,
+        client.username,
+        serverapp.web_app.settings["base_url"],
+        f"{config.idle_timeout_minutes:g} min" if config.idle_timeout_minutes > 0 else "off",
+    )

@@ -29,8 +29,18 @@ from tornado.netutil import DefaultLoopResolver, Resolver
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.web import RequestHandler
 
-HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
-              "Proxy-Authorization", "Proxy-Authenticate", "Expect")
+HOP_BY_HOP = (
+    "Connection",
+    "Keep-Alive",
+    "Proxy-Connection",
+    "TE",
+    "Trailer",
+    "Transfer-Encoding",
+    "Upgrade",
+    "Proxy-Authorization",
+    "Proxy-Authenticate",
+    "Expect",
+)
 NOT_COPIED = ("Transfer-Encoding", "Connection", "Keep-Alive")
 MAX_PAGE = 4 << 20  # a larger HTML body is no Jupyter page: it streams through as it is
 TORNADO_DEFAULTS = ("Server", "Content-Type", "Date")  # what RequestHandler.clear() sets before set_default_headers
@@ -40,8 +50,9 @@ _clients: dict[asyncio.AbstractEventLoop, SimpleAsyncHTTPClient] = {}
 class LiteralResolver(Resolver):
     """An IP literal resolves to itself; anything else goes through the event loop's getaddrinfo."""
 
-    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
-                      ) -> list[tuple[int, Any]]:
+    async def resolve(
+        self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
+    ) -> list[tuple[int, Any]]:
         try:
             ip = ipaddress.ip_address(host)
         except ValueError:
@@ -53,8 +64,9 @@ def http_client() -> SimpleAsyncHTTPClient:
     """One client per event loop; no queueing (long requests must not hold up others), no body size cap."""
     loop = asyncio.get_running_loop()
     if loop not in _clients:
-        _clients[loop] = SimpleAsyncHTTPClient(force_instance=True, max_clients=10_000, resolver=LiteralResolver(),
-                                               max_body_size=1 << 50)
+        _clients[loop] = SimpleAsyncHTTPClient(
+            force_instance=True, max_clients=10_000, resolver=LiteralResolver(), max_body_size=1 << 50
+        )
     return _clients[loop]
 
 
@@ -83,9 +95,15 @@ class UpstreamFailed(Exception):
     """The service could not be reached, or failed before sending its status line (nothing was sent yet)."""
 
 
-async def forward(handler: Relaying, url: str, headers: httputil.HTTPHeaders,
-                  rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
-                  timeout: float = 3600.0, html_paths: tuple[str, str] | None = None, json_too: bool = False) -> None:
+async def forward(
+    handler: Relaying,
+    url: str,
+    headers: httputil.HTTPHeaders,
+    rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
+    timeout: float = 3600.0,
+    html_paths: tuple[str, str] | None = None,
+    json_too: bool = False,
+) -> None:
     """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
 
     ``rewrite(status, headers)`` may change the response headers before they are sent. Raises UpstreamFailed
@@ -117,8 +135,12 @@ async def forward(handler: Relaying, url: str, headers: httputil.HTTPHeaders,
                     handler.add_header(name, value)
             ctype = got.get("Content-Type", "").lower()
             encoding = got.get("Content-Encoding", "identity").strip().lower()  # TensorBoard says "identity"
-            if html_paths is not None and method != "HEAD" and encoding in ("identity", "gzip") and (
-                    ctype.startswith("text/html") or (json_too and ctype.startswith("application/json"))):
+            if (
+                html_paths is not None
+                and method != "HEAD"
+                and encoding in ("identity", "gzip")
+                and (ctype.startswith("text/html") or (json_too and ctype.startswith("application/json")))
+            ):
                 page, gzipped = bytearray(), encoding == "gzip"
                 handler.clear_header("Content-Length")
                 handler.clear_header("Content-Encoding")
@@ -138,9 +160,19 @@ async def forward(handler: Relaying, url: str, headers: httputil.HTTPHeaders,
         RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
         RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
 
-    request = HTTPRequest(url, method=method, headers=headers, body=body, follow_redirects=False,
-                          decompress_response=False, connect_timeout=20, request_timeout=timeout,
-                          header_callback=on_header, streaming_callback=on_chunk, allow_nonstandard_methods=True)
+    request = HTTPRequest(
+        url,
+        method=method,
+        headers=headers,
+        body=body,
+        follow_redirects=False,
+        decompress_response=False,
+        connect_timeout=20,
+        request_timeout=timeout,
+        header_callback=on_header,
+        streaming_callback=on_chunk,
+        allow_nonstandard_methods=True,
+    )
     response = await http_client().fetch(request, raise_error=False)
     if not sent:
         raise UpstreamFailed(str(response.error or f"no answer from {url}"))

@@ -18,12 +18,20 @@ from .registry import Registry
 
 
 def _summary(job: Any) -> dict[str, Any]:
-    return {"id": job.id, "name": job.name, "username": job.username, "state": job.state,
-            "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
-            "totalTaskNumber": job.total_task_number, "totalGpuNumber": job.total_gpu_number,
-            "launchedTime": job.launched_time.isoformat() if job.launched_time else None,
-            "completedTime": job.completed_time.isoformat() if job.completed_time else None,
-            "retries": job.retries, "virtualCluster": job.virtual_cluster, "appExitCode": job.app_exit_code}
+    return {
+        "id": job.id,
+        "name": job.name,
+        "username": job.username,
+        "state": job.state,
+        "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
+        "totalTaskNumber": job.total_task_number,
+        "totalGpuNumber": job.total_gpu_number,
+        "launchedTime": job.launched_time.isoformat() if job.launched_time else None,
+        "completedTime": job.completed_time.isoformat() if job.completed_time else None,
+        "retries": job.retries,
+        "virtualCluster": job.virtual_cluster,
+        "appExitCode": job.app_exit_code,
+    }
 
 
 class JobsHandler(SafeErrors, APIHandler):
@@ -44,12 +52,14 @@ class JobsHandler(SafeErrors, APIHandler):
         try:
             jobs = await client.list_jobs(limit=limit, state=state.split(",") if state else None)
         except BadRequest:
-            raise PaiHTTPError(400, "state must be job states separated by commas, e.g. RUNNING,WAITING",
-                               code="BadRequest") from None
+            raise PaiHTTPError(
+                400, "state must be job states separated by commas, e.g. RUNNING,WAITING", code="BadRequest"
+            ) from None
         except PaiError as exc:
             self.log.warning("pai: listing jobs: %s", exc)
-            raise PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log",
-                               code="ClusterError") from None
+            raise PaiHTTPError(
+                502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
+            ) from None
         live = [j for j in jobs if j.state not in FINAL_STATES]
         extra = await asyncio.gather(*(self._tasks(j.username, j.name) for j in live))
         by_id = {j.id: e for j, e in zip(live, extra, strict=True)}
@@ -81,17 +91,28 @@ class JobsHandler(SafeErrors, APIHandler):
         for t in detail.tasks:
             prefix = task_prefix(self.base_url, user, name, t.role, t.task_index)
             own = [s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index]
-            tasks.append({
-                "role": t.role, "index": t.task_index, "state": t.task_state,
-                "services": [{"name": s.get("name"), "state": s.get("state"),
-                              "url": f"{prefix}{s.get('name')}/" if s.get("name") != "ssh" else None}  # no web page
-                             for s in own],
-                # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
-                "terminalUrl": f"{prefix}terminal/websocket" if t.task_state == "RUNNING" and (
-                    not message or (t.container_ports or {}).get("ssh")) else None,
-                "terminalPage": f"{prefix}terminal/" if t.task_state == "RUNNING" and (
-                    not message or (t.container_ports or {}).get("ssh")) else None,
-            })
+            tasks.append(
+                {
+                    "role": t.role,
+                    "index": t.task_index,
+                    "state": t.task_state,
+                    "services": [
+                        {
+                            "name": s.get("name"),
+                            "state": s.get("state"),
+                            "url": f"{prefix}{s.get('name')}/" if s.get("name") != "ssh" else None,
+                        }  # no web page
+                        for s in own
+                    ],
+                    # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
+                    "terminalUrl": f"{prefix}terminal/websocket"
+                    if t.task_state == "RUNNING" and (not message or (t.container_ports or {}).get("ssh"))
+                    else None,
+                    "terminalPage": f"{prefix}terminal/"
+                    if t.task_state == "RUNNING" and (not message or (t.container_ports or {}).get("ssh"))
+                    else None,
+                }
+            )
         return {"tasks": tasks, "servicesMessage": message}
 
     async def _services(self, job: str) -> list[dict[str, Any]] | str:

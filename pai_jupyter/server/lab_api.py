@@ -72,22 +72,40 @@ def detail_json(base_url: str, detail: Any) -> dict[str, Any]:
     for t in detail.tasks:
         prefix = task_prefix(base_url, user, name, t.role, t.task_index)
         running = t.task_state == "RUNNING"
-        tasks.append({
-            "role": t.role, "index": t.task_index, "state": t.task_state, "ip": t.container_ip,
-            "ports": t.container_ports or {}, "exitCode": t.container_exit_code,
-            "diagnostics": t.container_exit_diagnostics, "retries": t.retries,
-            "launchedTime": _iso(t.launched_time), "completedTime": _iso(t.completed_time),
-            "terminalPage": f"{prefix}terminal/" if running else None,
-            "tensorboardPage": f"{prefix}tensorboard/" if running else None,
-            "jupyterPage": f"{prefix}jupyter/lab" if running else None,
-        })
+        tasks.append(
+            {
+                "role": t.role,
+                "index": t.task_index,
+                "state": t.task_state,
+                "ip": t.container_ip,
+                "ports": t.container_ports or {},
+                "exitCode": t.container_exit_code,
+                "diagnostics": t.container_exit_diagnostics,
+                "retries": t.retries,
+                "launchedTime": _iso(t.launched_time),
+                "completedTime": _iso(t.completed_time),
+                "terminalPage": f"{prefix}terminal/" if running else None,
+                "tensorboardPage": f"{prefix}tensorboard/" if running else None,
+                "jupyterPage": f"{prefix}jupyter/lab" if running else None,
+            }
+        )
     return {
-        "id": detail.id, "name": detail.name, "username": s.username, "state": s.state,
-        "final": s.state in FINAL_STATES, "virtualCluster": s.virtual_cluster, "retries": s.retries,
-        "submissionTime": _iso(s.submission_time), "launchedTime": _iso(s.launched_time),
-        "completedTime": _iso(s.completed_time), "exitCode": s.app_exit_code,
-        "diagnostics": s.app_exit_diagnostics, "waitingReason": s.waiting_reason,
-        "totalGpuNumber": s.total_gpu_number, "totalTaskNumber": s.total_task_number, "tasks": tasks,
+        "id": detail.id,
+        "name": detail.name,
+        "username": s.username,
+        "state": s.state,
+        "final": s.state in FINAL_STATES,
+        "virtualCluster": s.virtual_cluster,
+        "retries": s.retries,
+        "submissionTime": _iso(s.submission_time),
+        "launchedTime": _iso(s.launched_time),
+        "completedTime": _iso(s.completed_time),
+        "exitCode": s.app_exit_code,
+        "diagnostics": s.app_exit_diagnostics,
+        "waitingReason": s.waiting_reason,
+        "totalGpuNumber": s.total_gpu_number,
+        "totalTaskNumber": s.total_task_number,
+        "tasks": tasks,
         "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
     }
 
@@ -147,8 +165,9 @@ class JobConfigHandler(_Base):
                 v1 = job_to_form_v1(protocol_load.job_from_served_config(text))
                 self.send({"format": fmt, "text": json.dumps(v1, indent=2)})
             except JobValidationError as exc:
-                raise PaiHTTPError(409, f"this job cannot be written as v1 JSON: {exc.problems[0]}",
-                                   code="NotConvertible") from None
+                raise PaiHTTPError(
+                    409, f"this job cannot be written as v1 JSON: {exc.problems[0]}", code="NotConvertible"
+                ) from None
             return
         try:
             doc = load_document(text)
@@ -177,8 +196,9 @@ class JobLogHandler(_Base):
         except ValueError:
             raise PaiHTTPError(400, "index must be a number", code="BadRequest") from None
         full = self.get_argument("full", "") == "1"
-        text = await self.call(f"log of {job}", self.client.logs(job, role=role, index=index, stream=stream,
-                                                                 tail=not full))
+        text = await self.call(
+            f"log of {job}", self.client.logs(job, role=role, index=index, stream=stream, tail=not full)
+        )
         if full:
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.set_header("X-Content-Type-Options", "nosniff")
@@ -229,8 +249,10 @@ class ValidateHandler(_Base):
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     """The panel's API routes, registered before the extension's catch-all."""
     jobs = pai + "/api/jobs/" + JOB_RE
-    return [(jobs, JobHandler, args),
-            (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
-            (jobs + "/config", JobConfigHandler, args),
-            (jobs + "/log", JobLogHandler, args),
-            (pai + "/api/validate", ValidateHandler, args)]
+    return [
+        (jobs, JobHandler, args),
+        (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
+        (jobs + "/config", JobConfigHandler, args),
+        (jobs + "/log", JobLogHandler, args),
+        (pai + "/api/validate", ValidateHandler, args),
+    ]

@@ -24,8 +24,15 @@ def profile_list(current: str) -> list[dict[str, Any]]:
     out = []
     for p in profiles:
         public = p.public()
-        out.append({"name": p.name, "url": public["url"], "username": public["username"],
-                    "default": p.default, "current": p.name == current})
+        out.append(
+            {
+                "name": p.name,
+                "url": public["url"],
+                "username": public["username"],
+                "default": p.default,
+                "current": p.name == current,
+            }
+        )
     return out
 
 
@@ -50,5 +57,7 @@ class CurrentProfileHandler(_Base):
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
-    return [(pai + "/api/profiles", ProfilesHandler, args),
-            (pai + "/api/profiles/current", CurrentProfileHandler, args)]
+    return [
+        (pai + "/api/profiles", ProfilesHandler, args),
+        (pai + "/api/profiles/current", CurrentProfileHandler, args),
+    ]

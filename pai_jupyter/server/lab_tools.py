@@ -46,13 +46,24 @@ class AccessHandler(_Base):
         except PaiError as exc:
             raise self.failure(f"services of {job}", exc) from None
         base = self.base_url.rstrip("/")
-        desktops = [{"role": s.get("role"), "index": s.get("index"), "state": s.get("state"),
-                     "url": task_prefix(self.base_url, user, name, str(s.get("role")), int(s.get("index", 0)))
-                     + "desktop/"}
-                    for s in services if s.get("name") == "desktop"]
+        desktops = [
+            {
+                "role": s.get("role"),
+                "index": s.get("index"),
+                "state": s.get("state"),
+                "url": task_prefix(self.base_url, user, name, str(s.get("role")), int(s.get("index", 0))) + "desktop/",
+            }
+            for s in services
+            if s.get("name") == "desktop"
+        ]
         has_ssh = any(s.get("name") == "ssh" for s in services)
-        self.send({"sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
-                   "desktops": desktops, "message": None})
+        self.send(
+            {
+                "sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
+                "desktops": desktops,
+                "message": None,
+            }
+        )
 
 
 class SshKeyHandler(_Base):
@@ -71,6 +82,8 @@ class SshKeyHandler(_Base):
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     jobs = pai + "/api/jobs/" + JOB_RE
-    return [(jobs + "/maxRunTime", MaxRunTimeHandler, args),
-            (jobs + "/access", AccessHandler, args),
-            (jobs + "/ssh-key", SshKeyHandler, args)]
+    return [
+        (jobs + "/maxRunTime", MaxRunTimeHandler, args),
+        (jobs + "/access", AccessHandler, args),
+        (jobs + "/ssh-key", SshKeyHandler, args),
+    ]

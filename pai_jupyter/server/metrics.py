@@ -43,11 +43,13 @@ class MetricsSocket(SafeErrors, WebSocketMixin, websocket.WebSocketHandler, Jupy
         except JobNotFound:
             raise not_found() from None
         except PaiError:
-            raise PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log",
-                               code="ClusterError") from None
+            raise PaiHTTPError(
+                502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
+            ) from None
         if len(OPEN) >= self.registry.config.metrics_max_sockets:
-            raise PaiHTTPError(429, "too many metrics websockets are open on this server", retry_after=5,
-                               code="TooManySockets")
+            raise PaiHTTPError(
+                429, "too many metrics websockets are open on this server", retry_after=5, code="TooManySockets"
+            )
         await super().get(user, name)
 
     def open(self, *args: Any, **kwargs: Any) -> None:

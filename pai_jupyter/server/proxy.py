@@ -44,8 +44,7 @@ ACTIVITY_SOURCE = "pai_jupyter"  # our key in Jupyter's settings["last_activity_
 
 
 def _is_websocket(handler: web.RequestHandler) -> bool:
-    return (handler.request.method == "GET"
-            and handler.request.headers.get("Upgrade", "").lower() == "websocket")
+    return handler.request.method == "GET" and handler.request.headers.get("Upgrade", "").lower() == "websocket"
 
 
 def without_token(query: str) -> str:
@@ -102,8 +101,9 @@ class TaskProxyBase(SafeErrors, Relaying, ProxyHandler):
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
             if self.path_kwargs.get("service") != "tensorboard":
                 cross_origin_is_403(lambda: JupyterHandler.check_xsrf_cookie(self))
-            elif not self.token_authenticated and not (self.request.headers.get("Origin")
-                                                       and JupyterHandler.check_origin(self)):
+            elif not self.token_authenticated and not (
+                self.request.headers.get("Origin") and JupyterHandler.check_origin(self)
+            ):
                 raise web.HTTPError(403, "a cross-origin write to TensorBoard was refused")
         elif not ws:
             self.xsrf_token  # noqa: B018  (sets this server's _xsrf cookie, which a task's Jupyter page sends back)
@@ -135,7 +135,7 @@ class ServiceProxyHandler(TaskProxyBase):
         self.target = target
         raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
         raw_rest = raw.group("rest") if raw else rest
-        self.proxy_base = self.request.path[len(self.base_url):len(self.request.path) - len(raw_rest or "")]
+        self.proxy_base = self.request.path[len(self.base_url) : len(self.request.path) - len(raw_rest or "")]
         self.absolute_url = target.base_path != "/"
         self.host_allowlist = [target.host]
         self.backend_query = without_token(self.request.query)
@@ -160,8 +160,9 @@ class ServiceProxyHandler(TaskProxyBase):
         parts = urlsplit(location)
         if not parts.scheme and not parts.netloc and parts.path.startswith(target.base_path):
             public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-            headers["Location"] = urlunsplit(("", "", public + parts.path[len(target.base_path):], parts.query,
-                                              parts.fragment))
+            headers["Location"] = urlunsplit(
+                ("", "", public + parts.path[len(target.base_path) :], parts.query, parts.fragment)
+            )
 
     async def _forward(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
         if rest is None:  # .../tensorboard -> .../tensorboard/
@@ -176,8 +177,9 @@ class ServiceProxyHandler(TaskProxyBase):
         headers = self.proxy_request_headers()
         if not self.absolute_url:  # what jupyter-server-proxy tells apps served under a prefix
             context = url_path_join(self.base_url, self.proxy_base)
-            headers.update({"X-Forwarded-Context": context, "X-ProxyContextPath": context,
-                            "X-Forwarded-Prefix": context})
+            headers.update(
+                {"X-Forwarded-Context": context, "X-ProxyContextPath": context, "X-Forwarded-Prefix": context}
+            )
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
         if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
             pages = (self.target.base_path, public) if public != self.target.base_path else None
@@ -191,22 +193,36 @@ class ServiceProxyHandler(TaskProxyBase):
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)
-            raise PaiHTTPError(503, f"{TITLES[service]} of this task did not answer; it may be restarting, try "
-                                    "again in a few seconds", retry_after=2, code="NotAnswering") from None
+            raise PaiHTTPError(
+                503,
+                f"{TITLES[service]} of this task did not answer; it may be restarting, try again in a few seconds",
+                retry_after=2,
+                code="NotAnswering",
+            ) from None
         self.record_activity()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """A browser opening the page of a task that is not running (409) gets a page that says so, not JSON."""
         exc = (kwargs.get("exc_info") or (None, None, None))[1]
-        if (status_code == 409 and isinstance(exc, PaiHTTPError) and self.request.method == "GET"
-                and not _is_websocket(self) and "text/html" in self.request.headers.get("Accept", "")):
+        if (
+            status_code == 409
+            and isinstance(exc, PaiHTTPError)
+            and self.request.method == "GET"
+            and not _is_websocket(self)
+            and "text/html" in self.request.headers.get("Accept", "")
+        ):
             self.set_header("X-Content-Type-Options", "nosniff")
             self.set_header("Cache-Control", "no-store")
             self.set_header("Content-Type", "text/html; charset=utf-8")
             kw = self.path_kwargs
             task = f"{kw.get('user')}~{kw.get('name')} {kw.get('role')}[{kw.get('index')}]"
-            self.finish(NOT_RUNNING_PAGE.format(title=html.escape(TITLES.get(kw.get("service", ""), "Service")),
-                                                task=html.escape(task), message=html.escape(exc.message)))
+            self.finish(
+                NOT_RUNNING_PAGE.format(
+                    title=html.escape(TITLES.get(kw.get("service", ""), "Service")),
+                    task=html.escape(task),
+                    message=html.escape(exc.message),
+                )
+            )
             return
         super().write_error(status_code, **kwargs)
 

@@ -53,8 +53,9 @@ def unavailable(exc: PaiError) -> PaiHTTPError:
         return not_found()
     if isinstance(exc, NotSupported):
         return PaiHTTPError(501, f"not available on this cluster profile: {exc.message}", code="NotSupported")
-    return PaiHTTPError(502, "the cluster did not answer as expected; see the Jupyter server's log",
-                        code="ClusterError")
+    return PaiHTTPError(
+        502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
+    )
 
 
 class Registry:
@@ -146,18 +147,27 @@ class Registry:
         while item.get("state") != "running":
             if item.get("state") in ("stopped", "stopping"):
                 if started:
-                    raise PaiHTTPError(409, f"{title} of this task is stopped: the task is not running",
-                                       code="NotRunning")
+                    raise PaiHTTPError(
+                        409, f"{title} of this task is stopped: the task is not running", code="NotRunning"
+                    )
                 await self._start(key)
                 started = True
             elif time.monotonic() >= deadline:
-                raise PaiHTTPError(503, f"{title} of this task is still starting; try again in a few seconds",
-                                   retry_after=2, code="Starting")
+                raise PaiHTTPError(
+                    503,
+                    f"{title} of this task is still starting; try again in a few seconds",
+                    retry_after=2,
+                    code="Starting",
+                )
             else:
                 await asyncio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
             item = await self._item(key)
-        return Target(host=str(item["host"]), port=int(item["port"]), base_path=str(item.get("basePath") or "/"),
-                      token=item.get("token"))
+        return Target(
+            host=str(item["host"]),
+            port=int(item["port"]),
+            base_path=str(item.get("basePath") or "/"),
+            token=item.get("token"),
+        )
 
     async def _start(self, key: Key) -> None:
         """Start a stopped (culled) service again; 409 when its task is not running."""
@@ -168,8 +178,11 @@ class Registry:
         except PaiError as exc:
             if isinstance(exc, (JobNotFound, NotSupported)):
                 raise unavailable(exc) from None
-            raise PaiHTTPError(409, f"{TITLES[service]} of this task cannot start: the task is not running (yet, "
-                                    "or any more)", code="NotRunning") from None
+            raise PaiHTTPError(
+                409,
+                f"{TITLES[service]} of this task cannot start: the task is not running (yet, or any more)",
+                code="NotRunning",
+            ) from None
 
     def forget(self, key: Key) -> None:
         """Ask the cluster again next time (the service did not answer at the port we had)."""
@@ -252,8 +265,9 @@ class Registry:
                 self.log.info("pai: not culling %s of %s %s[%d]: %s", service, job, role, index, exc)
                 self.entries.pop(key, None)
                 continue
-            self.log.info("pai: stopped %s of %s %s[%d], idle for %.0f s", service, job, role, index,
-                          now - entry.last_used)
+            self.log.info(
+                "pai: stopped %s of %s %s[%d], idle for %.0f s", service, job, role, index, now - entry.last_used
+            )
             entry.target = None
             for ws in list(entry.sockets):
                 ws.close(1001, "the service was stopped after being idle")

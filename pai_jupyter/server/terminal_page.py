@@ -87,8 +87,14 @@ class TerminalPageHandler(SafeErrors, JupyterHandler):
         config = {"websocketPath": websocket, "title": title, "taskState": state}
         status = "Connecting…" if state == "RUNNING" else f"The task is {state}: a terminal needs a running task."
         static = self.base_url.rstrip("/") + "/pai/static/"
-        self.finish(PAGE.format(title=html.escape(title), status=html.escape(status), config=safe_json(config),
-                                static=html.escape(static)))
+        self.finish(
+            PAGE.format(
+                title=html.escape(title),
+                status=html.escape(status),
+                config=safe_json(config),
+                static=html.escape(static),
+            )
+        )
 
 
 class PaiStaticHandler(AuthenticatedFileHandler):
@@ -96,11 +102,19 @@ class PaiStaticHandler(AuthenticatedFileHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(safe_json({"code": "NotFound" if status_code == 404 else "Error",
-                               "message": "no such file" if status_code == 404 else "error"}))
+        self.finish(
+            safe_json(
+                {
+                    "code": "NotFound" if status_code == 404 else "Error",
+                    "message": "no such file" if status_code == 404 else "error",
+                }
+            )
+        )
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     """The page and its assets, to register before the task proxy's catch-alls."""
-    return [(pai + "/jobs/" + TERMINAL_PAGE_RE, TerminalPageHandler, args),
-            (pai + STATIC_RE, PaiStaticHandler, {"path": str(STATIC)})]
+    return [
+        (pai + "/jobs/" + TERMINAL_PAGE_RE, TerminalPageHandler, args),
+        (pai + STATIC_RE, PaiStaticHandler, {"path": str(STATIC)}),
+    ]

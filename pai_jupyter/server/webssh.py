@@ -32,10 +32,13 @@ class PaiWebSsh(Configurable):
     """How the Jupyter server logs into remote OpenPAI tasks for their web terminal."""
 
     identity = Unicode(
-        None, allow_none=True, config=True,
+        None,
+        allow_none=True,
+        config=True,
         help="Private key for web SSH into tasks of a remote OpenPAI profile. Unset: ~/.ssh/id_ed25519, "
-             "~/.ssh/id_ecdsa or ~/.ssh/id_rsa of the user running Jupyter. Its public key must be among the "
-             "user's OpenPAI SSH keys or the job's userssh value.")
+        "~/.ssh/id_ecdsa or ~/.ssh/id_rsa of the user running Jupyter. Its public key must be among the "
+        "user's OpenPAI SSH keys or the job's userssh value.",
+    )
     user = Unicode("root", config=True, help="The login user in the task (OpenPAI's containers: root).")
     connect_timeout = Float(10.0, config=True, help="Seconds to wait for a task's sshd to answer.")
 
@@ -67,8 +70,11 @@ class TaskTerminalHandler(TerminalProxyHandler):
         try:
             import asyncssh
         except ImportError:
-            raise PaiHTTPError(501, "web SSH needs the asyncssh package on the Jupyter server (pip install asyncssh)",
-                               code="NotSupported") from None
+            raise PaiHTTPError(
+                501,
+                "web SSH needs the asyncssh package on the Jupyter server (pip install asyncssh)",
+                code="NotSupported",
+            ) from None
 
         from ..client.ssh import default_identity, ssh_info
 
@@ -78,50 +84,75 @@ class TaskTerminalHandler(TerminalProxyHandler):
         except JobNotFound:
             raise not_found() from None
         except PaiError:
-            raise PaiHTTPError(502, "the cluster did not answer as expected; see the Jupyter server's log",
-                               code="ClusterError") from None
+            raise PaiHTTPError(
+                502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
+            ) from None
         try:
-            targets = await ssh_info(self.registry.client, job, role=role, index=index,
-                                     identity=settings.identity or default_identity())
+            targets = await ssh_info(
+                self.registry.client, job, role=role, index=index, identity=settings.identity or default_identity()
+            )
         except JobNotFound:  # the job is there (above), its config is not
-            raise PaiHTTPError(409, "the server has no config of this job, so no ssh plugin to log into",
-                               code="NoSshPlugin") from None
+            raise PaiHTTPError(
+                409, "the server has no config of this job, so no ssh plugin to log into", code="NoSshPlugin"
+            ) from None
         except NotSupported as exc:
             raise PaiHTTPError(409, str(exc), code="NoSshPlugin") from None
         except PaiError as exc:
             if "has no task" in str(exc):
                 raise not_found() from None
-            raise PaiHTTPError(502, "the cluster did not answer as expected; see the Jupyter server's log",
-                               code="ClusterError") from None
+            raise PaiHTTPError(
+                502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
+            ) from None
         t = targets[0]
         if t.state != "RUNNING" or not t.host or not t.port:
-            raise PaiHTTPError(409, f"task {role}[{index}] is {t.state}, not running with an ssh port",
-                               code="NotRunning")
+            raise PaiHTTPError(
+                409, f"task {role}[{index}] is {t.state}, not running with an ssh port", code="NotRunning"
+            )
         if not t.key or not Path(t.key).expanduser().exists():
-            raise PaiHTTPError(502, "no private key for web SSH on this server: set c.PaiWebSsh.identity or create "
-                               "~/.ssh/id_ed25519 (and add its public key to your OpenPAI profile)", code="NoKey")
+            raise PaiHTTPError(
+                502,
+                "no private key for web SSH on this server: set c.PaiWebSsh.identity or create "
+                "~/.ssh/id_ed25519 (and add its public key to your OpenPAI profile)",
+                code="NoKey",
+            )
         where = f"{t.host}:{t.port}"
         try:
-            return await asyncssh.connect(t.host, t.port, username=settings.user, known_hosts=None,
-                                          client_keys=[str(Path(t.key).expanduser())], agent_path=None,
-                                          password=None, kbdint_auth=False, preferred_auth="publickey",
-                                          connect_timeout=settings.connect_timeout)
+            return await asyncssh.connect(
+                t.host,
+                t.port,
+                username=settings.user,
+                known_hosts=None,
+                client_keys=[str(Path(t.key).expanduser())],
+                agent_path=None,
+                password=None,
+                kbdint_auth=False,
+                preferred_auth="publickey",
+                connect_timeout=settings.connect_timeout,
+            )
         except asyncssh.PermissionDenied:
-            raise PaiHTTPError(502, f"the task's sshd at {where} refused the key {Path(t.key).name} for user "
-                               f"{settings.user}: add its public key to your OpenPAI SSH keys or the job's userssh",
-                               code="KeyRefused") from None
+            raise PaiHTTPError(
+                502,
+                f"the task's sshd at {where} refused the key {Path(t.key).name} for user "
+                f"{settings.user}: add its public key to your OpenPAI SSH keys or the job's userssh",
+                code="KeyRefused",
+            ) from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             self.log.info("pai: web ssh to %s failed: %r", where, exc)
-            raise PaiHTTPError(502, f"the task's sshd at {where} does not answer (is the ssh plugin running, the "
-                               "port reachable from this server?)", code="SshUnreachable") from None
+            raise PaiHTTPError(
+                502,
+                f"the task's sshd at {where} does not answer (is the ssh plugin running, the "
+                "port reachable from this server?)",
+                code="SshUnreachable",
+            ) from None
 
     async def open(self, **kw: Any) -> None:
         if self.conn is None:
             await super().open(**kw)
             return
         try:
-            self.process = await self.conn.create_process(term_type="xterm-256color", term_size=(80, 24),
-                                                          encoding="utf-8", errors="replace")
+            self.process = await self.conn.create_process(
+                term_type="xterm-256color", term_size=(80, 24), encoding="utf-8", errors="replace"
+            )
         except Exception as exc:
             self.log.info("pai: web ssh session failed: %r", exc)
             self.close(1011, "the task's sshd opened no session")

@@ -47,8 +47,15 @@ class Figure:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
-        return {"value": r(self.value), "baseline": r(self.baseline), "ratio": r(self.ratio), "target": self.target,
-                "unit": self.unit, "met": self.met, "note": self.note}
+        return {
+            "value": r(self.value),
+            "baseline": r(self.baseline),
+            "ratio": r(self.ratio),
+            "target": self.target,
+            "unit": self.unit,
+            "met": self.met,
+            "note": self.note,
+        }
 
 
 def median(xs: list[float]) -> float:
@@ -63,8 +70,14 @@ def ratio(value: float | None, baseline: float | None) -> float | None:
 
 def v1(name: str, command: str, *, cpu: int = 1, memory_mb: int = 256, image: str = IMAGE) -> str:
     """A one-task v1 job as JSON text (the same shape the integration tests submit)."""
-    role = {"name": "main", "taskNumber": 1, "cpuNumber": cpu, "memoryMB": memory_mb, "gpuNumber": 0,
-            "command": command}
+    role = {
+        "name": "main",
+        "taskNumber": 1,
+        "cpuNumber": cpu,
+        "memoryMB": memory_mb,
+        "gpuNumber": 0,
+        "command": command,
+    }
     return json.dumps({"jobName": name, "image": image, "taskRoles": [role]})
 
 
@@ -86,8 +99,9 @@ class Daemon:
 
     starts: list[tuple[str, float]] = []  # (label, control.start wall seconds) of every daemon this run started
 
-    def __init__(self, label: str, *, runtime: str = "process", cpus: int = 2, memory_mb: int = 8192,
-                 stop_grace: float = 0.5):
+    def __init__(
+        self, label: str, *, runtime: str = "process", cpus: int = 2, memory_mb: int = 8192, stop_grace: float = 0.5
+    ):
         self.label, self.runtime = label, runtime
         self.kwargs = {"runtime": runtime, "cpus": cpus, "memory_mb": memory_mb, "gpus": 0, "stop_grace": stop_grace}
         self.home = Path(tempfile.mkdtemp(prefix=f"pai-bench-{label}-"))
@@ -116,8 +130,9 @@ class Daemon:
 
     # ---- REST ------------------------------------------------------------------------------------------------
     def submit(self, text: str, http: httpx.Client | None = None) -> str:
-        r = (http or self.http).post("/api/v2/jobs", content=text.encode(),
-                                     headers={"Content-Type": "application/json"})
+        r = (http or self.http).post(
+            "/api/v2/jobs", content=text.encode(), headers={"Content-Type": "application/json"}
+        )
         if r.status_code != 202:
             raise RuntimeError(f"submit answered {r.status_code}: {r.text[:300]}")
         body = r.json()
@@ -200,8 +215,11 @@ def remove_containers(*, home: Path | None = None, bench: bool = False) -> int:
             found = client.containers.list(all=True, filters={"label": BENCH_LABEL})
         else:
             prefix = str(Path(home or "/nonexistent").resolve())
-            found = [c for c in client.containers.list(all=True, filters={"label": "pai.managed=1"})
-                     if (c.labels.get("pai.task_dir") or "").startswith(prefix)]
+            found = [
+                c
+                for c in client.containers.list(all=True, filters={"label": "pai.managed=1"})
+                if (c.labels.get("pai.task_dir") or "").startswith(prefix)
+            ]
         for c in found:
             with contextlib.suppress(Exception):
                 c.remove(force=True)
@@ -229,8 +247,15 @@ class Table:
 
     def row(self, f: Figure) -> list[str]:
         met = {True: "yes", False: "NO (missed)", None: "n/a"}[f.met]
-        return [f.key, f.title, self.fmt(f.value, f.unit), self.fmt(f.baseline, f.unit),
-                "-" if f.ratio is None else f"{f.ratio:.2f}x", f.target, met]
+        return [
+            f.key,
+            f.title,
+            self.fmt(f.value, f.unit),
+            self.fmt(f.baseline, f.unit),
+            "-" if f.ratio is None else f"{f.ratio:.2f}x",
+            f.target,
+            met,
+        ]
 
     def render(self, figures: list[Figure] | None = None, notes: bool = True) -> str:
         figures = self.figures if figures is None else figures

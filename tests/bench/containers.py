@@ -49,8 +49,10 @@ def p8_docker_submit_to_running() -> Figure:
     answers: list[float] = []
     bases: list[float] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="pai-bench-p8-") as tmp, \
-                Daemon("p8", runtime="docker", memory_mb=4096) as d:
+        with (
+            tempfile.TemporaryDirectory(prefix="pai-bench-p8-") as tmp,
+            Daemon("p8", runtime="docker", memory_mb=4096) as d,
+        ):
             out = Path(tmp)
             user = None
             for i in range(P8_JOBS + 1):  # the first of each is a warm-up, not counted
@@ -66,9 +68,26 @@ def p8_docker_submit_to_running() -> Figure:
                     raise RuntimeError(f"the docker job {job} ended {state}")
                 # baseline: the same image and command from the docker CLI, one bind mount, host network
                 b0 = time.time()
-                subprocess.run(["docker", "run", "--rm", "--network", "host", "--label", BENCH_LABEL,
-                                "-v", f"{out}:/out", IMAGE, "sh", "-c", STAMP.format(path=f"/out/bare-{i}.ts")],
-                               check=True, capture_output=True, timeout=60)
+                subprocess.run(
+                    [
+                        "docker",
+                        "run",
+                        "--rm",
+                        "--network",
+                        "host",
+                        "--label",
+                        BENCH_LABEL,
+                        "-v",
+                        f"{out}:/out",
+                        IMAGE,
+                        "sh",
+                        "-c",
+                        STAMP.format(path=f"/out/bare-{i}.ts"),
+                    ],
+                    check=True,
+                    capture_output=True,
+                    timeout=60,
+                )
                 bare = _parse_adjtimex(wait_file(out / f"bare-{i}.ts", must_contain="return value"))
                 if i:
                     values.append((started - t0) * 1000)
@@ -79,9 +98,11 @@ def p8_docker_submit_to_running() -> Figure:
     fig.value, fig.baseline = median(values), median(bases)
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value - fig.baseline <= 100
-    fig.note = (f"median of {len(values)} (min {min(values):.0f}, max {max(values):.0f} ms), "
-                f"{fig.value - fig.baseline:+.0f} ms over the baseline; the 202 answer came {median(answers):.0f} ms "
-                f"after the POST (container created and started inside the request); time taken in the container "
-                f"by busybox adjtimex; baseline: `docker run --rm --network host -v DIR:/out {IMAGE} sh -c "
-                f"'adjtimex > /out/F'`")
+    fig.note = (
+        f"median of {len(values)} (min {min(values):.0f}, max {max(values):.0f} ms), "
+        f"{fig.value - fig.baseline:+.0f} ms over the baseline; the 202 answer came {median(answers):.0f} ms "
+        f"after the POST (container created and started inside the request); time taken in the container "
+        f"by busybox adjtimex; baseline: `docker run --rm --network host -v DIR:/out {IMAGE} sh -c "
+        f"'adjtimex > /out/F'`"
+    )
     return fig

@@ -113,10 +113,12 @@ def p14_kernel_start() -> Figure:
     fig = Figure("P14", "PAI kernel start: submit -> first execute_reply", "s", "<= local + 1 s")
     m = _measure()
     _starts(fig, m["pai"], m["local"])
-    fig.note = (f"median of {RUNS} starts each, alternating; PAI: AsyncKernelManager.start_kernel on a "
-                f"pai-provisioner kernelspec (submit, task RUNNING, heartbeat, kernel_info, first cell) on the "
-                f"embedded cluster's process runtime; baseline: the local python3 kernelspec (ipykernel as a child "
-                f"process); the kernels' jobs after shutdown: {', '.join(sorted(set(m['states'])))}")
+    fig.note = (
+        f"median of {RUNS} starts each, alternating; PAI: AsyncKernelManager.start_kernel on a "
+        f"pai-provisioner kernelspec (submit, task RUNNING, heartbeat, kernel_info, first cell) on the "
+        f"embedded cluster's process runtime; baseline: the local python3 kernelspec (ipykernel as a child "
+        f"process); the kernels' jobs after shutdown: {', '.join(sorted(set(m['states'])))}"
+    )
     return fig
 
 
@@ -124,8 +126,10 @@ def p14_round_trip() -> Figure:
     fig = Figure("P14R", "PAI kernel trivial cell round trip", "ms", "<= 2x local")
     m = _measure()
     _trips(fig, m["pai"], m["local"])
-    fig.note = (f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` (execute_request -> execute_reply with its iopub "
-                f"messages) on the same two kernels as P14; both are ipykernel over ZMQ on loopback")
+    fig.note = (
+        f"median of {RUNS}x{ROUND_TRIPS} cells `1 + 1` (execute_request -> execute_reply with its iopub "
+        f"messages) on the same two kernels as P14; both are ipykernel over ZMQ on loopback"
+    )
     return fig
 
 
@@ -157,9 +161,11 @@ def p14_tunnel_start() -> Figure:
     fig = Figure("P14T", "PAI kernel start through its SSH tunnel", "s", "<= direct + 1 s")
     m = _measure_tunnel()
     _starts(fig, m["tunnel"], m["direct"])
-    fig.note = (f"median of {RUNS} starts each, alternating; tunnel: a profile remote for the provisioner with "
-                "`tunnel: always` (the job's ssh plugin, its sshd, asyncssh local forwards); baseline: the same "
-                "kernel reached directly on the embedded profile; both on the process runtime")
+    fig.note = (
+        f"median of {RUNS} starts each, alternating; tunnel: a profile remote for the provisioner with "
+        "`tunnel: always` (the job's ssh plugin, its sshd, asyncssh local forwards); baseline: the same "
+        "kernel reached directly on the embedded profile; both on the process runtime"
+    )
     return fig
 
 

@@ -51,8 +51,9 @@ def _lab(tmp: Path, home: Path) -> JupyterServer:
 def _browser(p: Any) -> Any:
     if not CHROMIUM.exists():
         raise RuntimeError(f"no browser at {CHROMIUM}")
-    return p.chromium.launch(executable_path=str(CHROMIUM),
-                             args=[*CHROMIUM_FLAGS, "--enable-precise-memory-info", "--js-flags=--expose-gc"])
+    return p.chromium.launch(
+        executable_path=str(CHROMIUM), args=[*CHROMIUM_FLAGS, "--enable-precise-memory-info", "--js-flags=--expose-gc"]
+    )
 
 
 def _open(page: Any, server: JupyterServer, workspace: str) -> None:
@@ -64,13 +65,26 @@ def _open(page: Any, server: JupyterServer, workspace: str) -> None:
 
 
 def _synthetic_list(n: int) -> str:
-    jobs = [{"id": f"root~job-{i}", "name": f"job-{i}", "username": "root",
-             "state": ("RUNNING", "SUCCEEDED", "FAILED", "WAITING", "STOPPED")[i % 5],
-             "submissionTime": "2026-01-01T00:00:00+00:00", "launchedTime": "2026-01-01T00:00:01+00:00",
-             "completedTime": None if i % 5 in (0, 3) else "2026-01-01T00:10:00+00:00", "retries": i % 3,
-             "totalTaskNumber": 1, "totalGpuNumber": 0, "virtualCluster": "default", "appExitCode": None,
-             "metricsUrl": f"/pai/api/jobs/root~job-{i}/metrics", "tasks": [], "servicesMessage": None}
-            for i in range(n)]
+    jobs = [
+        {
+            "id": f"root~job-{i}",
+            "name": f"job-{i}",
+            "username": "root",
+            "state": ("RUNNING", "SUCCEEDED", "FAILED", "WAITING", "STOPPED")[i % 5],
+            "submissionTime": "2026-01-01T00:00:00+00:00",
+            "launchedTime": "2026-01-01T00:00:01+00:00",
+            "completedTime": None if i % 5 in (0, 3) else "2026-01-01T00:10:00+00:00",
+            "retries": i % 3,
+            "totalTaskNumber": 1,
+            "totalGpuNumber": 0,
+            "virtualCluster": "default",
+            "appExitCode": None,
+            "metricsUrl": f"/pai/api/jobs/root~job-{i}/metrics",
+            "tasks": [],
+            "servicesMessage": None,
+        }
+        for i in range(n)
+    ]
     return json.dumps({"profile": "local", "user": "root", "jobs": jobs})
 
 
@@ -114,13 +128,15 @@ def run_p11() -> tuple[Figure, Figure]:
                     if route.request.headers.get("if-none-match") == '"p11"':
                         route.fulfill(status=304, headers={"ETag": '"p11"'})
                     else:
-                        route.fulfill(status=200, body=body, headers={"ETag": '"p11"',
-                                                                      "Content-Type": "application/json"})
+                        route.fulfill(
+                            status=200, body=body, headers={"ETag": '"p11"', "Content-Type": "application/json"}
+                        )
 
                 page.route(re.compile(r"/pai/api/jobs(\?\d*)?$"), answer)  # Lab adds a cache-busting ?<time>
                 _open(page, server, "p11")
                 page.locator("#pai-jobs-panel .pai-JobsPanel-status", has_text=f"{P11_JOBS} jobs").wait_for(
-                    timeout=60_000)
+                    timeout=60_000
+                )
                 renders = page.evaluate("performance.getEntriesByName('pai:jobs-render').map(e => e.duration)")
                 rows = page.locator("#pai-jobs-panel .pai-JobRow").count()
                 plain = [page.evaluate(PLAIN_RENDER, P11_JOBS) for _ in range(3)]
@@ -134,9 +150,11 @@ def run_p11() -> tuple[Figure, Figure]:
         fig.value, fig.baseline = renders[0], median(plain)
         fig.ratio = ratio(fig.value, fig.baseline)
         fig.met = fig.value <= 150
-        fig.note = (f"the panel's own measure (parse {len(body) / 1e6:.1f} MB of JSON + filter + draw the rows in "
-                    f"view: {rows} row elements for {P11_JOBS} jobs); list body served by Playwright's router; "
-                    f"baseline: 10,000 plain rows drawn without virtualisation in the same page (median of 3)")
+        fig.note = (
+            f"the panel's own measure (parse {len(body) / 1e6:.1f} MB of JSON + filter + draw the rows in "
+            f"view: {rows} row elements for {P11_JOBS} jobs); list body served by Playwright's router; "
+            f"baseline: 10,000 plain rows drawn without virtualisation in the same page (median of 3)"
+        )
         unchanged = [s for s in sizes[1:] if s[0] == 304]
         full = [s for s in sizes if s[0] == 200]
         if unchanged:
@@ -144,9 +162,11 @@ def run_p11() -> tuple[Figure, Figure]:
             ref.baseline = float(full[0][1]) if full else None
             ref.ratio = ratio(ref.value, ref.baseline)
             ref.met = ref.value <= 1024
-            ref.note = (f"Resource Timing transferSize of {len(unchanged)} unchanged refreshes (HTTP 304, If-None-Match"
-                        f" / ETag) against the real server extension; baseline: the first, full answer for its "
-                        "3 jobs")
+            ref.note = (
+                f"Resource Timing transferSize of {len(unchanged)} unchanged refreshes (HTTP 304, If-None-Match"
+                f" / ETag) against the real server extension; baseline: the first, full answer for its "
+                "3 jobs"
+            )
         else:
             ref.note = f"no 304 among the refreshes: {sizes}"
             ref.met = False
@@ -207,8 +227,10 @@ def run_p12() -> tuple[Figure, Figure]:
         fig.value, fig.baseline = took, median(bare)
         fig.ratio = ratio(fig.value, fig.baseline)
         fig.met = fig.value <= 300
-        fig.note = (f"click on the row -> the log view holds the tail ({shown} characters of 100 MB; the page also "
-                    f"loads the detail, events and config); baseline: fetch() of the same tail route, median of 5")
+        fig.note = (
+            f"click on the row -> the log view holds the tail ({shown} characters of 100 MB; the page also "
+            f"loads the detail, events and config); baseline: fetch() of the same tail route, median of 5"
+        )
         heap.value = (after - before) / 2**20
         heap.met = heap.value <= 20
         heap.note = "performance.memory.usedJSHeapSize after gc(), before the click and once the tail shows"
@@ -263,8 +285,9 @@ class _BareRelay(WebSocketHandler):
     async def open(self) -> None:
         self.set_nodelay(True)
         headers = {k: v for k, v in self.request.headers.items() if k == "Authorization"}
-        self.up = await websocket_connect(HTTPRequest(self.request.headers["X-Target"], headers=headers),
-                                          on_message_callback=self._down)
+        self.up = await websocket_connect(
+            HTTPRequest(self.request.headers["X-Target"], headers=headers), on_message_callback=self._down
+        )
         self.up.protocol.set_nodelay(True)
 
     def _down(self, message: Any) -> None:
@@ -312,11 +335,13 @@ def run_p13() -> Figure:
         fig.ratio = ratio(fig.value, fig.baseline)
         fig.met = fig.ratio is not None and fig.ratio <= 1.5
         p90 = statistics.quantiles(via, n=10)[-1] * 1000
-        fig.note = (f"one character sent -> echoed by the task's shell, {len(via)} keystrokes each way in 3 "
-                    f"alternating rounds (first 10 of each round dropped); p90 via {p90:.2f} ms; "
-                    f"baseline: the daemon's terminado websocket directly (with the profile's token); the floor "
-                    f"of any Python relay, a bare tornado websocket relay (no auth, TCP_NODELAY) in the same "
-                    f"rounds: {median(floor) * 1000:.2f} ms ({median(floor) / median(direct):.2f}x)")
+        fig.note = (
+            f"one character sent -> echoed by the task's shell, {len(via)} keystrokes each way in 3 "
+            f"alternating rounds (first 10 of each round dropped); p90 via {p90:.2f} ms; "
+            f"baseline: the daemon's terminado websocket directly (with the profile's token); the floor "
+            f"of any Python relay, a bare tornado websocket relay (no auth, TCP_NODELAY) in the same "
+            f"rounds: {median(floor) * 1000:.2f} ms ({median(floor) / median(direct):.2f}x)"
+        )
     finally:
         if server is not None:
             server.stop()

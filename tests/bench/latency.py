@@ -50,9 +50,11 @@ def p1_submit_to_start() -> Figure:
     fig.value, fig.baseline = median(values), median(bases)
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value <= 1.5 * fig.baseline + 10
-    fig.note = (f"median of {len(values)} one-task jobs (min {min(values):.1f}, max {max(values):.1f} ms); "
-                f"the 202 answer came {median(answers):.1f} ms after the POST (median), i.e. the task is spawned "
-                f"inside the submit request; baseline: Popen('sh -c \"date +%s.%N > FILE\"'), same command")
+    fig.note = (
+        f"median of {len(values)} one-task jobs (min {min(values):.1f}, max {max(values):.1f} ms); "
+        f"the 202 answer came {median(answers):.1f} ms after the POST (median), i.e. the task is spawned "
+        f"inside the submit request; baseline: Popen('sh -c \"date +%s.%N > FILE\"'), same command"
+    )
     return fig
 
 
@@ -66,8 +68,9 @@ def p3_log_latency() -> Figure:
         job = d.submit(v1("p3-stream", cmd))
         follower = d.client()
         buf = b""
-        with follower.stream("GET", f"/api/v2/local/jobs/{job}/logs/stream", params={"stream": "stdout"},
-                             timeout=60) as r:
+        with follower.stream(
+            "GET", f"/api/v2/local/jobs/{job}/logs/stream", params={"stream": "stdout"}, timeout=60
+        ) as r:
             r.raise_for_status()
             for chunk in r.iter_raw():
                 arrived = time.time()
@@ -89,8 +92,10 @@ def p3_log_latency() -> Figure:
     p90 = lat_sorted[min(len(lat) - 1, int(0.9 * len(lat)))]
     fig.value = median(lat)
     fig.met = fig.value <= 50
-    fig.note = (f"{got}/{P3_LINES} lines, ~100 ms apart, followed over GET .../logs/stream?stream=stdout; "
-                f"min {lat_sorted[0]:.1f}, p90 {p90:.1f}, max {lat_sorted[-1]:.1f} ms; no baseline (absolute target)")
+    fig.note = (
+        f"{got}/{P3_LINES} lines, ~100 ms apart, followed over GET .../logs/stream?stream=stdout; "
+        f"min {lat_sorted[0]:.1f}, p90 {p90:.1f}, max {lat_sorted[-1]:.1f} ms; no baseline (absolute target)"
+    )
     return fig
 
 
@@ -115,6 +120,8 @@ def p6_idle_rss() -> Figure:
         bare.wait()
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value <= 80
-    fig.note = (f"psutil RSS of the daemon pid from runtime.json after one GET /api/v2/jobs (USS {uss:.1f} MB); "
-                f"baseline: `{Path(sys.executable).name} -c \"import time; time.sleep(5)\"`, for scale")
+    fig.note = (
+        f"psutil RSS of the daemon pid from runtime.json after one GET /api/v2/jobs (USS {uss:.1f} MB); "
+        f'baseline: `{Path(sys.executable).name} -c "import time; time.sleep(5)"`, for scale'
+    )
     return fig

@@ -71,14 +71,34 @@ def _durable_rows(store: Store, n: int) -> None:
             job_id = db.execute(
                 "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
                 "total_gpu, total_tasks, total_roles, config_format) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                ("bench", f"floor-{i}", f"{i:032x}", "WAITING", "AttemptCreationPending", "default", now + i,
-                 now, 0, 1, 1, "v1")).lastrowid
-            db.execute("INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)",
-                       (job_id, v1(f"floor-{i}", "true"), "{}"))
-            db.execute("INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
-                       (job_id, 0, "WAITING", now))
-            db.execute("INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
-                       "VALUES (?,?,?,?,?,?,?,?,?)", (job_id, 0, "main", 0, "WAITING", 1, 256, 0, now))
+                (
+                    "bench",
+                    f"floor-{i}",
+                    f"{i:032x}",
+                    "WAITING",
+                    "AttemptCreationPending",
+                    "default",
+                    now + i,
+                    now,
+                    0,
+                    1,
+                    1,
+                    "v1",
+                ),
+            ).lastrowid
+            db.execute(
+                "INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)",
+                (job_id, v1(f"floor-{i}", "true"), "{}"),
+            )
+            db.execute(
+                "INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
+                (job_id, 0, "WAITING", now),
+            )
+            db.execute(
+                "INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
+                (job_id, 0, "main", 0, "WAITING", 1, 256, 0, now),
+            )
             store.add_event(job_id, "Normal", "Submitted", "job submitted by bench (v1)")
 
 
@@ -95,18 +115,27 @@ async def _durable_loop(store: Store, root: Path, n: int, slots: int) -> None:
             td = root / f"job-{job_id}" / "main-0"
             with store.tx() as db:
                 now = now_ms()
-                db.execute(f"UPDATE tasks SET state = 'STARTING', gpus = '[]', task_dir = ?, runtime = 'process', "
-                           f"launched_time = ? {task_key}", (str(td), now, job_id))
-                db.execute("UPDATE jobs SET state = 'RUNNING', sub_state = 'AttemptRunning', waiting_reason = NULL, "
-                           "launched_time = ? WHERE id = ?", (now, job_id))
-                db.execute("UPDATE attempts SET state = 'RUNNING', launched_time = ? WHERE job_id = ? AND attempt = 0",
-                           (now, job_id))
+                db.execute(
+                    f"UPDATE tasks SET state = 'STARTING', gpus = '[]', task_dir = ?, runtime = 'process', "
+                    f"launched_time = ? {task_key}",
+                    (str(td), now, job_id),
+                )
+                db.execute(
+                    "UPDATE jobs SET state = 'RUNNING', sub_state = 'AttemptRunning', waiting_reason = NULL, "
+                    "launched_time = ? WHERE id = ?",
+                    (now, job_id),
+                )
+                db.execute(
+                    "UPDATE attempts SET state = 'RUNNING', launched_time = ? WHERE job_id = ? AND attempt = 0",
+                    (now, job_id),
+                )
             td.mkdir(parents=True)
             with open(td / "stdout", "wb") as out, open(td / "stderr", "wb") as err:
                 (td / "all").touch()
                 (td / "exit_code").touch()
-                proc = await asyncio.create_subprocess_exec("sh", "-c", "true", stdout=out, stderr=err,
-                                                            cwd=td, start_new_session=True)
+                proc = await asyncio.create_subprocess_exec(
+                    "sh", "-c", "true", stdout=out, stderr=err, cwd=td, start_new_session=True
+                )
             handle = json.dumps({"runtime": "process", "id": str(proc.pid), "info": {"memory": "none"}})
             (td / "handle.json").write_text(handle)
             with store.tx() as db:
@@ -117,16 +146,22 @@ async def _durable_loop(store: Store, root: Path, n: int, slots: int) -> None:
             state = "SUCCEEDED" if code == 0 else "FAILED"
             with store.tx() as db:
                 now = now_ms()
-                db.execute(f"UPDATE tasks SET state = ?, exit_code = ?, exit_diagnostics = '', completed_time = ? "
-                           f"{task_key}", (state, code, now, job_id))
-                store.add_event(job_id, "Normal", f"Task{state.title()}", f"main[0] exited with code {code}",
-                                "main", 0)
-                db.execute("UPDATE attempts SET state = ?, completed_time = ?, exit_code = ?, exit_diagnostics = '', "
-                           "trigger_role = 'main', trigger_index = 0 WHERE job_id = ? AND attempt = 0",
-                           (state, now, code, job_id))
-                db.execute("UPDATE jobs SET state = ?, sub_state = 'Completed', completed_time = ?, exit_code = ?, "
-                           "exit_diagnostics = '', trigger_role = 'main', trigger_index = 0, deadline = NULL "
-                           "WHERE id = ?", (state, now, code, job_id))
+                db.execute(
+                    f"UPDATE tasks SET state = ?, exit_code = ?, exit_diagnostics = '', completed_time = ? {task_key}",
+                    (state, code, now, job_id),
+                )
+                store.add_event(job_id, "Normal", f"Task{state.title()}", f"main[0] exited with code {code}", "main", 0)
+                db.execute(
+                    "UPDATE attempts SET state = ?, completed_time = ?, exit_code = ?, exit_diagnostics = '', "
+                    "trigger_role = 'main', trigger_index = 0 WHERE job_id = ? AND attempt = 0",
+                    (state, now, code, job_id),
+                )
+                db.execute(
+                    "UPDATE jobs SET state = ?, sub_state = 'Completed', completed_time = ?, exit_code = ?, "
+                    "exit_diagnostics = '', trigger_role = 'main', trigger_index = 0, deadline = NULL "
+                    "WHERE id = ?",
+                    (state, now, code, job_id),
+                )
                 store.add_event(job_id, "Normal", f"Job{state.title()}", "")
 
     ids = [r[0] for r in store.db.execute("SELECT id FROM jobs ORDER BY submission_time, id").fetchall()]
@@ -192,19 +227,22 @@ def p2_throughput() -> Figure:
     fig.value = max(it["completedTime"] for it in jobs) / 1000 - opened
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value <= 1.5 * fig.baseline
-    fig.note = (f"{P2_JOBS / fig.value:.0f} jobs/s vs {P2_JOBS / fig.baseline:.0f} jobs/s for the durable floor "
-                f"and {P2_JOBS / bare:.0f} jobs/s for the bare loop ({bare:.2f} s; the daemon is "
-                f"{fig.value / bare:.2f}x that); {queued} jobs queued "
-                f"behind a gate job holding both CPUs, clock from the gate's end to the last completedTime (the "
-                f"first queued job launched {1000 * (first_start - opened):.1f} ms after the gate ended); "
-                f"states " + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
-                + f"; submitting them took {submit_s:.2f} s from {P2_THREADS} REST client threads "
-                f"({P2_JOBS / submit_s:.0f} jobs/s, not counted); bare loop: asyncio.Semaphore(2) + "
-                f"create_subprocess_exec('sh','-c','true'); baseline (durable floor): the same loop plus the "
-                f"daemon's per-job state for surviving kill -9, in its own schema (store.SCHEMA, WAL, "
-                f"synchronous=NORMAL): 3 commits per job in the clock and stdout, stderr, all, exit_code, "
-                f"handle.json in a task directory per task (the {P2_JOBS} submissions inserted before the clock); "
-                f"the mean of one run before the daemon's ({floors[0]:.2f} s) and one after ({floors[1]:.2f} s)")
+    fig.note = (
+        f"{P2_JOBS / fig.value:.0f} jobs/s vs {P2_JOBS / fig.baseline:.0f} jobs/s for the durable floor "
+        f"and {P2_JOBS / bare:.0f} jobs/s for the bare loop ({bare:.2f} s; the daemon is "
+        f"{fig.value / bare:.2f}x that); {queued} jobs queued "
+        f"behind a gate job holding both CPUs, clock from the gate's end to the last completedTime (the "
+        f"first queued job launched {1000 * (first_start - opened):.1f} ms after the gate ended); "
+        f"states "
+        + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        + f"; submitting them took {submit_s:.2f} s from {P2_THREADS} REST client threads "
+        f"({P2_JOBS / submit_s:.0f} jobs/s, not counted); bare loop: asyncio.Semaphore(2) + "
+        f"create_subprocess_exec('sh','-c','true'); baseline (durable floor): the same loop plus the "
+        f"daemon's per-job state for surviving kill -9, in its own schema (store.SCHEMA, WAL, "
+        f"synchronous=NORMAL): 3 commits per job in the clock and stdout, stderr, all, exit_code, "
+        f"handle.json in a task directory per task (the {P2_JOBS} submissions inserted before the clock); "
+        f"the mean of one run before the daemon's ({floors[0]:.2f} s) and one after ({floors[1]:.2f} s)"
+    )
     return fig
 
 
@@ -226,13 +264,16 @@ def _sqlite_floor(d: Daemon, reps: int = 5) -> float:
     """The same rows straight from state.db (read-only) to a JSON text, in-process: the floor without HTTP."""
     db = sqlite3.connect(f"file:{d.home / 'local' / 'state.db'}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
-    cols = ("id, user, name, state, sub_state, execution_type, vc, retries, submission_time, created_time, "
-            "launched_time, completed_time, exit_code, total_gpu, total_tasks, total_roles")
+    cols = (
+        "id, user, name, state, sub_state, execution_type, vc, retries, submission_time, created_time, "
+        "launched_time, completed_time, exit_code, total_gpu, total_tasks, total_roles"
+    )
     walls = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        rows = db.execute(f"SELECT {cols} FROM jobs ORDER BY submission_time DESC, id DESC LIMIT ?",
-                          (P4_JOBS,)).fetchall()
+        rows = db.execute(
+            f"SELECT {cols} FROM jobs ORDER BY submission_time DESC, id DESC LIMIT ?", (P4_JOBS,)
+        ).fetchall()
         json.dumps([dict(r) for r in rows])
         walls.append((time.perf_counter() - t0) * 1000)
     db.close()
@@ -277,10 +318,12 @@ def p4_list() -> Figure:
         fig.baseline = _sqlite_floor(d)
     fig.ratio = ratio(fig.value, fig.baseline)
     rates = _rates(progress)
-    note = (f"{count[0]} jobs submitted by {P4_THREADS} client threads in {fill_s:.1f} s ({count[0] / fill_s:.0f} "
-            f"jobs/s overall; {rates}); median of {P4_LISTS} lists of {listed} items ({size / 1e6:.1f} MB) "
-            f"behind 1 running `sleep 600` on --cpus 1 (body received, not parsed); baseline: the same SELECT from "
-            f"state.db + json.dumps in-process (no HTTP)")
+    note = (
+        f"{count[0]} jobs submitted by {P4_THREADS} client threads in {fill_s:.1f} s ({count[0] / fill_s:.0f} "
+        f"jobs/s overall; {rates}); median of {P4_LISTS} lists of {listed} items ({size / 1e6:.1f} MB) "
+        f"behind 1 running `sleep 600` on --cpus 1 (body received, not parsed); baseline: the same SELECT from "
+        f"state.db + json.dumps in-process (no HTTP)"
+    )
     if n_jobs >= P4_JOBS + 1:
         fig.met = fig.value <= 100
     else:
@@ -288,9 +331,11 @@ def p4_list() -> Figure:
         slope = max(late_min - early_min, 0.0) / max(listed - early_n, 1)
         est = late_min + slope * (P4_JOBS - listed)
         fig.met = est <= 100
-        note = (f"REDUCED to {listed} jobs: filling stopped at the {P4_FILL_BUDGET_S:.0f} s budget; fastest list of "
-                f"{early_n} items {early_min:.1f} ms, of {listed} {late_min:.1f} ms -> 10,000 extrapolated "
-                f"linearly to {est:.0f} ms (met judged on that); " + note)
+        note = (
+            f"REDUCED to {listed} jobs: filling stopped at the {P4_FILL_BUDGET_S:.0f} s budget; fastest list of "
+            f"{early_n} items {early_min:.1f} ms, of {listed} {late_min:.1f} ms -> 10,000 extrapolated "
+            f"linearly to {est:.0f} ms (met judged on that); " + note
+        )
     fig.note = note
     return fig
 
@@ -302,5 +347,7 @@ def _rates(progress: list[tuple[float, int]]) -> str:
     steps = [(n, 250 / (t1 - t0)) for (t0, _), (t1, n) in itertools.pairwise(progress) if t1 > t0]
     if not steps:
         return "too few jobs to show the trend"
-    return (f"rate {steps[0][1]:.0f}/s at {steps[0][0]} queued, {steps[len(steps) // 2][1]:.0f}/s at "
-            f"{steps[len(steps) // 2][0]}, {steps[-1][1]:.0f}/s at {steps[-1][0]}")
+    return (
+        f"rate {steps[0][1]:.0f}/s at {steps[0][0]} queued, {steps[len(steps) // 2][1]:.0f}/s at "
+        f"{steps[len(steps) // 2][0]}, {steps[-1][1]:.0f}/s at {steps[-1][0]}"
+    )

@@ -34,8 +34,13 @@ print(json.dumps({{"shell": t1 - t0, "load": t2 - t1, "first_magic": t3 - t2, "h
 
 
 def _sample(home: str) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", SCRIPT.format(heavy=HEAVY)], capture_output=True, text=True,
-                         check=True, env={**os.environ, "PAI_JUPYTER_HOME": home})
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PAI_JUPYTER_HOME": home},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -50,8 +55,10 @@ def p7_load_ext() -> Figure:
     fig.met = fig.value <= 0.5
     heavy = sorted({m for s in samples for m in s["heavy"]})  # type: ignore[attr-defined]
     first = median([float(s["first_magic"]) for s in samples])  # type: ignore[arg-type]
-    fig.note = (f"median of {RUNS} fresh `python -c` runs of InteractiveShell.instance() then "
-                f"`%load_ext pai_jupyter`; baseline: the InteractiveShell start itself; heavy modules imported by "
-                f"the load: {', '.join(heavy) or 'none'}; the first magic afterwards (%pai_profile, which imports "
-                f"the client) takes {first:.2f} s")
+    fig.note = (
+        f"median of {RUNS} fresh `python -c` runs of InteractiveShell.instance() then "
+        f"`%load_ext pai_jupyter`; baseline: the InteractiveShell start itself; heavy modules imported by "
+        f"the load: {', '.join(heavy) or 'none'}; the first magic afterwards (%pai_profile, which imports "
+        f"the client) takes {first:.2f} s"
+    )
     return fig

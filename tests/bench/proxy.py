@@ -56,8 +56,12 @@ def _fetch(client: httpx.Client, url: str, headers: dict[str, str] | None = None
 
 def run_p5() -> tuple[Figure, Figure]:
     """Both P5 figures from one set-up (a daemon, the job's services, a Jupyter server with the extension)."""
-    lat = Figure("P5", "TensorBoard data request via the extension", "ms",
-                 "median <= jupyter-server-proxy and <= direct + api/status + 0.5 ms")
+    lat = Figure(
+        "P5",
+        "TensorBoard data request via the extension",
+        "ms",
+        "median <= jupyter-server-proxy and <= direct + api/status + 0.5 ms",
+    )
     thr = Figure("P5T", "100 MB body via the extension", "MB/s", ">= 200 MB/s")
     tmp = Path(tempfile.mkdtemp(prefix="pai-bench-p5-"))
     server = None
@@ -95,21 +99,26 @@ def run_p5() -> tuple[Figure, Figure]:
             lat.value, lat.baseline = median(b), median(peer)
             lat.ratio = ratio(lat.value, lat.baseline)
             lat.met = lat.value <= lat.baseline and lat.value <= bound
-            lat.note = (f"median of {P5_REQUESTS} GET data/runs each way, alternating, keep-alive clients; "
-                        f"baseline: the same request through jupyter-server-proxy's own /proxy/{{port}}/ route on "
-                        f"the same Jupyter server (p90 {_p90(peer):.2f} ms); proxied p90 {_p90(b):.2f} ms; "
-                        f"direct to TensorBoard's own port {m_direct:.2f} ms (p90 {_p90(a):.2f} ms); the same "
-                        f"server's authenticated no-op GET api/status {m_floor:.2f} ms (p90 {_p90(floor):.2f} ms); "
-                        f"second bound direct + no-op + 0.5 ms = {bound:.2f} ms "
-                        f"({'met' if lat.value <= bound else 'missed'}); the extension adds "
-                        f"{lat.value - m_direct:.2f} ms to direct, jupyter-server-proxy {lat.baseline - m_direct:.2f} "
-                        f"ms. Proxied: Jupyter's token auth, the extension's lookup (cached 1 s) and its streaming "
-                        f"forward")
+            lat.note = (
+                f"median of {P5_REQUESTS} GET data/runs each way, alternating, keep-alive clients; "
+                f"baseline: the same request through jupyter-server-proxy's own /proxy/{{port}}/ route on "
+                f"the same Jupyter server (p90 {_p90(peer):.2f} ms); proxied p90 {_p90(b):.2f} ms; "
+                f"direct to TensorBoard's own port {m_direct:.2f} ms (p90 {_p90(a):.2f} ms); the same "
+                f"server's authenticated no-op GET api/status {m_floor:.2f} ms (p90 {_p90(floor):.2f} ms); "
+                f"second bound direct + no-op + 0.5 ms = {bound:.2f} ms "
+                f"({'met' if lat.value <= bound else 'missed'}); the extension adds "
+                f"{lat.value - m_direct:.2f} ms to direct, jupyter-server-proxy {lat.baseline - m_direct:.2f} "
+                f"ms. Proxied: Jupyter's token auth, the extension's lookup (cached 1 s) and its streaming "
+                f"forward"
+            )
 
             body_direct = f"http://{jp['host']}:{jp['port']}{jp['basePath']}files/p5-body.bin"
             auth = {"Authorization": f"token {jp['token']}"}
-            wait_for(lambda: direct.head(body_direct, headers=auth).headers.get("Content-Length") == str(P5_BODY),
-                     120, "the 100 MB file in the task")
+            wait_for(
+                lambda: direct.head(body_direct, headers=auth).headers.get("Content-Length") == str(P5_BODY),
+                120,
+                "the 100 MB file in the task",
+            )
             rates_direct: list[float] = []
             rates_proxied: list[float] = []
             for _ in range(P5_BODIES + 1):  # the first of each is a warm-up
@@ -121,9 +130,11 @@ def run_p5() -> tuple[Figure, Figure]:
             thr.value, thr.baseline = median(rates_proxied[1:]), median(rates_direct[1:])
             thr.ratio = ratio(thr.value, thr.baseline)
             thr.met = thr.value >= 200
-            thr.note = (f"median of {P5_BODIES} GETs of a {P5_BODY // 10**6} MB file served by the task's Jupyter "
-                        f"(files/), body read to the last byte (proxied min {min(rates_proxied[1:]):.0f}, max "
-                        f"{max(rates_proxied[1:]):.0f} MB/s); baseline: the same GET to the task's Jupyter port")
+            thr.note = (
+                f"median of {P5_BODIES} GETs of a {P5_BODY // 10**6} MB file served by the task's Jupyter "
+                f"(files/), body read to the last byte (proxied min {min(rates_proxied[1:]):.0f}, max "
+                f"{max(rates_proxied[1:]):.0f} MB/s); baseline: the same GET to the task's Jupyter port"
+            )
             direct.close()
             d.http.put(f"/api/v2/jobs/{job}/executionType", json={"value": "STOP"})
     finally:

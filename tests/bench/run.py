@@ -68,31 +68,40 @@ def d1_daemon_ready() -> Figure:
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value <= 1.0
     each = ", ".join(f"{k} {s:.2f}" for k, s in starts)
-    fig.note = (f"median of the {len(starts)} daemon starts in this run ({each}"
-                f" s; slowest {max(s for _, s in starts):.2f} s; start polls every 50 ms); "
-                f"baseline: `python -c pass`, for scale")
+    fig.note = (
+        f"median of the {len(starts)} daemon starts in this run ({each}"
+        f" s; slowest {max(s for _, s in starts):.2f} s; start polls every 50 ms); "
+        f"baseline: `python -c pass`, for scale"
+    )
     return fig
 
 
 def _header() -> str:
     """What the figures were measured on; a busy machine (other test runs) skews every timing."""
     try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=5).stdout.strip() or "?"
+        rev = (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or "?"
+        )
     except (OSError, subprocess.TimeoutExpired):
         rev = "?"
     cpus = os.cpu_count() or 1
     load = os.getloadavg()[0]
-    text = (f"pai_jupyter benchmarks at {rev}: {cpus} CPUs, load average {load:.2f}, Python "
-            f"{sys.version.split()[0]} (figures are medians unless said otherwise)\n")
+    text = (
+        f"pai_jupyter benchmarks at {rev}: {cpus} CPUs, load average {load:.2f}, Python "
+        f"{sys.version.split()[0]} (figures are medians unless said otherwise)\n"
+    )
     if load > 0.5 * cpus:
         text += f"WARNING: the machine is busy (load {load:.1f} on {cpus} CPUs): timings will be slower than usual\n"
     return text
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tests.bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--only", help="comma-separated ids to run (default: all)")
     p.add_argument("--out", default=str(ROOT / ".bench" / "results.json"))
     args = p.parse_args(argv)
@@ -125,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table.render())
     missed = [f.key for f in table.figures if f.met is False]
     which = f": {', '.join(missed)}" if missed else ""
-    print(f"\n{len(table.figures)} figures, {len(missed)} target(s) missed{which}; run took {wall:.0f} s, "
-          f"load average now {os.getloadavg()[0]:.2f}")
+    print(
+        f"\n{len(table.figures)} figures, {len(missed)} target(s) missed{which}; run took {wall:.0f} s, "
+        f"load average now {os.getloadavg()[0]:.2f}"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({f.key: f.as_json() for f in table.figures}, indent=2) + "\n")

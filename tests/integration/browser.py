@@ -19,9 +19,17 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[2] / ".test-screenshots"
 """Where a failing page test leaves its screenshot (git-ignored)."""
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 def launch() -> Iterator[Any]:
@@ -53,8 +61,9 @@ class Watched:
 
 def watched_page(browser: Any) -> Watched:
     w = Watched(browser.new_page())
-    w.page.on("request", lambda r: r.url.startswith("http")
-              and w.paths.append(r.url.split("//", 1)[1].split("/", 1)[1]))
+    w.page.on(
+        "request", lambda r: r.url.startswith("http") and w.paths.append(r.url.split("//", 1)[1].split("/", 1)[1])
+    )
     w.page.on("response", lambda r: r.status >= 400 and w.failed.append(f"{r.status} {r.url}"))
 
     def dialog(d: Any) -> None:

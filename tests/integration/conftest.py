@@ -59,13 +59,22 @@ class Api:
 
         return wait_for(reached, timeout, lambda: f"{job} to reach {sorted(states)}, still: {seen[-1]}")
 
-    def log(self, job: str, role: str = "main", index: int = 0, name: str = "all", attempt: int | None = None,
-            task_attempt: int = 0, tail: bool = False) -> str:
+    def log(
+        self,
+        job: str,
+        role: str = "main",
+        index: int = 0,
+        name: str = "all",
+        attempt: int | None = None,
+        task_attempt: int = 0,
+        tail: bool = False,
+    ) -> str:
         if attempt is None:
             attempt = self.detail(job)["jobStatus"]["attemptId"]
         q = "?tail-mode=true" if tail else ""
-        r = self.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts/"
-                          f"{task_attempt}/logs{q}")
+        r = self.http.get(
+            f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts/{task_attempt}/logs{q}"
+        )
         assert r.status_code == 200, r.text
         uri = {loc["name"]: loc["uri"] for loc in r.json()["locations"]}[name]
         r = self.http.get(uri)

@@ -18,9 +18,21 @@ def make_spec(task_dir: Path, script: str, **over: Any) -> TaskSpec:
     """A TaskSpec with a key unique to this test run (cgroup and container names derive from it)."""
     n = next(_seq)
     fields: dict[str, Any] = {
-        "key": f"tester~rt{n}.a0.main.0.t0", "user": "tester", "job_name": f"rt{n}", "role": "main", "index": 0,
-        "job_attempt": 0, "task_attempt": 0, "script": script, "env": {"PAI_TEST": "1"}, "image": None,
-        "cpu": 1, "memory_mb": 0, "shm_mb": 64, "gpus": [], "task_dir": task_dir,
+        "key": f"tester~rt{n}.a0.main.0.t0",
+        "user": "tester",
+        "job_name": f"rt{n}",
+        "role": "main",
+        "index": 0,
+        "job_attempt": 0,
+        "task_attempt": 0,
+        "script": script,
+        "env": {"PAI_TEST": "1"},
+        "image": None,
+        "cpu": 1,
+        "memory_mb": 0,
+        "shm_mb": 64,
+        "gpus": [],
+        "task_dir": task_dir,
     }
     fields.update(over)
     return TaskSpec(**fields)
@@ -33,10 +45,12 @@ def wait(runtime: Runtime, handle: TaskHandle, task_dir: Path, timeout: float = 
     return asyncio.run(go())
 
 
-def stop_when_ready(runtime: Runtime, handle: TaskHandle, task_dir: Path, grace: float,
-                    end_within: float = 10) -> tuple[float, TaskExit]:
+def stop_when_ready(
+    runtime: Runtime, handle: TaskHandle, task_dir: Path, grace: float, end_within: float = 10
+) -> tuple[float, TaskExit]:
     """Once the task's command has touched ``ready`` (it has started its children), stop it with ``grace`` s;
     how long the stop took to end it, and its exit. The task is waited on from before the stop, as the daemon does."""
+
     async def go() -> tuple[float, TaskExit]:
         waiter = asyncio.ensure_future(runtime.wait(handle, task_dir))
 

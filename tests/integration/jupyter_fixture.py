@@ -24,8 +24,13 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 from tests.polling import wait_for
 
 # other server extensions installed in the venv are off: quicker starts, and nothing but ours under test
-OTHERS_OFF = {"jupyterlab": False, "jupyter_lsp": False, "notebook_shim": False, "jupyter_server_terminals": False,
-              "jupyter_server_proxy": False}
+OTHERS_OFF = {
+    "jupyterlab": False,
+    "jupyter_lsp": False,
+    "notebook_shim": False,
+    "jupyter_server_terminals": False,
+    "jupyter_server_proxy": False,
+}
 
 
 def task_url(job: str, what: str) -> str:
@@ -58,13 +63,15 @@ class JupyterServer:
 
     def ws_url(self, path: str, token: str | None = "own") -> str:
         value = self.token if token == "own" else token
-        url = "ws" + self.url[len("http"):] + path.lstrip("/")
+        url = "ws" + self.url[len("http") :] + path.lstrip("/")
         return url + (("&" if "?" in url else "?") + f"token={value}" if value else "")
 
-    async def ws(self, path: str, token: str | None = "own", headers: dict[str, str] | None = None
-                 ) -> WebSocketClientConnection:
-        return await websocket_connect(HTTPRequest(self.ws_url(path, token), headers=headers or {},
-                                                   connect_timeout=30, request_timeout=30))
+    async def ws(
+        self, path: str, token: str | None = "own", headers: dict[str, str] | None = None
+    ) -> WebSocketClientConnection:
+        return await websocket_connect(
+            HTTPRequest(self.ws_url(path, token), headers=headers or {}, connect_timeout=30, request_timeout=30)
+        )
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -83,9 +90,15 @@ class JupyterServer:
                 self.proc.wait(10)
 
 
-def start_jupyter(workdir: Path, pai_home: Path, pai_config: dict[str, Any] | None = None,
-                  timeout: float = 60, base_url: str = "/", lab: bool = False,
-                  extensions: dict[str, bool] | None = None) -> JupyterServer:
+def start_jupyter(
+    workdir: Path,
+    pai_home: Path,
+    pai_config: dict[str, Any] | None = None,
+    timeout: float = 60,
+    base_url: str = "/",
+    lab: bool = False,
+    extensions: dict[str, bool] | None = None,
+) -> JupyterServer:
     """Start ``python -m jupyter_server`` with the extension enabled by its own config file (not the installed
     jupyter-config data file, so an editable install needs nothing else) and wait until it answers. Its url
     ends with ``base_url`` (JupyterHub serves each user's server under /user/NAME/). ``lab`` turns JupyterLab's
@@ -94,21 +107,41 @@ def start_jupyter(workdir: Path, pai_home: Path, pai_config: dict[str, Any] | No
     config_dir, root = workdir / "config", workdir / "root"
     config_dir.mkdir(exist_ok=True)
     root.mkdir(exist_ok=True)
-    config = {"ServerApp": {"jpserver_extensions": {**OTHERS_OFF, "jupyterlab": lab, "pai_jupyter.server": True,
-                                                **(extensions or {})}},
-              "PaiJupyter": pai_config or {}}
+    config = {
+        "ServerApp": {
+            "jpserver_extensions": {**OTHERS_OFF, "jupyterlab": lab, "pai_jupyter.server": True, **(extensions or {})}
+        },
+        "PaiJupyter": pai_config or {},
+    }
     (config_dir / "jupyter_server_config.json").write_text(json.dumps(config))
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "PAI_JUPYTER_HOME": str(pai_home), "JUPYTER_CONFIG_DIR": str(config_dir),
-           "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"), "JUPYTER_PLATFORM_DIRS": "1"}
+    env = {
+        **os.environ,
+        "PAI_JUPYTER_HOME": str(pai_home),
+        "JUPYTER_CONFIG_DIR": str(config_dir),
+        "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
     env.pop("PAI_PROFILE", None)
-    cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", f"--ServerApp.base_url={base_url}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.base_url={base_url}",
+    ]
     log = workdir / "jupyter.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=root,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=root, start_new_session=True
+        )
     server = JupyterServer(f"http://127.0.0.1:{port}{base_url}", token, proc, log)
     deadline = time.monotonic() + timeout
     while True:
@@ -148,8 +181,14 @@ def write_events(logdir: Path, run: str = "run_a", steps: int = 5) -> Path:
     return logdir
 
 
-def services_job(name: str, command: str = "sleep 600", *, tensorboard: str | None = None, jupyter: bool = False,
-                 image: str = "pai-test/busybox:latest") -> str:
+def services_job(
+    name: str,
+    command: str = "sleep 600",
+    *,
+    tensorboard: str | None = None,
+    jupyter: bool = False,
+    image: str = "pai-test/busybox:latest",
+) -> str:
     """A one-task v1 job with the tensorboard (logdir) and/or jupyter runtime plugins."""
     plugins: list[dict[str, Any]] = []
     if tensorboard:
@@ -166,6 +205,7 @@ def services_job(name: str, command: str = "sleep 600", *, tensorboard: str | No
 def services_up(pai: Any, job: str, names: tuple[str, ...], timeout: float = 120) -> dict[str, dict[str, Any]]:
     """Wait until each service in ``names`` of ``job`` is running (``pai``: a pai_jupyter Client); all of the
     job's services by name."""
+
     def up() -> dict[str, dict[str, Any]] | None:
         svc = {s["name"]: s for s in pai.services(job)}
         return svc if all(svc.get(n, {}).get("state") == "running" for n in names) else None
@@ -196,12 +236,32 @@ async def execute(ws: WebSocketClientConnection, code: str, timeout: float = 90)
     import uuid
 
     msg_id = uuid.uuid4().hex
-    ws.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex, "msg_type": "execute_request",
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                    "allow_stdin": False, "stop_on_error": True}}))
+    ws.write_message(
+        json.dumps(
+            {
+                "header": {
+                    "msg_id": msg_id,
+                    "username": "test",
+                    "session": uuid.uuid4().hex,
+                    "msg_type": "execute_request",
+                    "version": "5.3",
+                    "date": "",
+                },
+                "parent_header": {},
+                "metadata": {},
+                "channel": "shell",
+                "buffers": [],
+                "content": {
+                    "code": code,
+                    "silent": False,
+                    "store_history": False,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": True,
+                },
+            }
+        )
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         raw = await asyncio.wait_for(ws.read_message(), timeout)

@@ -26,13 +26,14 @@ class _Forward(tornado.web.RequestHandler):
         pass
 
     async def _forward(self) -> None:
-        path = self.request.uri[len(PREFIX):] if self.request.uri else "/"
+        path = self.request.uri[len(PREFIX) :] if self.request.uri else "/"
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in ("host", "content-length")}
         headers["X-Forwarded-Prefix"] = PREFIX
         self.seen.append((self.request.method or "", path, "Authorization" in self.request.headers))
         async with httpx.AsyncClient(timeout=30) as client:
-            r = await client.request(self.request.method or "GET", self.target + path, headers=headers,
-                                     content=self.request.body or None)
+            r = await client.request(
+                self.request.method or "GET", self.target + path, headers=headers, content=self.request.body or None
+            )
         self.set_status(r.status_code)
         for k, v in r.headers.items():
             if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):

@@ -34,8 +34,9 @@ def test_the_environment_has_python_node_and_pip() -> None:
 
 
 def clean_copy(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.splitlines()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     for name in files:
         src = ROOT / name
         if src.is_file():
@@ -62,14 +63,27 @@ def test_post_build_installs_and_start_runs_the_cluster(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env["PAI_JUPYTER_HOME"] = str(home)
     try:
-        started = subprocess.run(["bash", "binder/start", "pai", "cluster", "status"], cwd=repo, env=env,
-                                 capture_output=True, text=True, timeout=120)
+        started = subprocess.run(
+            ["bash", "binder/start", "pai", "cluster", "status"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert started.returncode == 0, started.stdout + started.stderr
         assert "runtime:  process" in started.stdout  # start handed over to the command it was given
-        job = subprocess.run(["pai", "submit", "--wait", "-"], cwd=repo, env=env, capture_output=True, text=True,
-                             timeout=120, input='{"jobName": "binder-hello", "image": "python:3.11", "taskRoles": '
-                             '[{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, '
-                             '"command": "echo hello from binder"}]}')
+        job = subprocess.run(
+            ["pai", "submit", "--wait", "-"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            input='{"jobName": "binder-hello", "image": "python:3.11", "taskRoles": '
+            '[{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, '
+            '"command": "echo hello from binder"}]}',
+        )
         assert job.returncode == 0 and "SUCCEEDED" in job.stdout + job.stderr, job.stdout + job.stderr
     finally:
         control.stop(home)

@@ -47,12 +47,15 @@ def test_submit_wait_status_logs_and_exit_codes(daemon: Api, tmp_path: Path) -> 
 
 def test_follow_params_name_and_invalid_input(daemon: Api, tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
-    job.write_text("protocolVersion: 2\nname: tmpl\ntype: job\nparameters: {who: nobody}\n"
-                   "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
-                   "taskRoles: {main: {dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0},\n"
-                   "  commands: ['echo hello <% $parameters.who %> $n']}}\n")
-    r = pai("submit", str(job), "--follow", "--param", "who=world", "--param", "n=3", "--name", "renamed",
-            home=daemon.home)
+    job.write_text(
+        "protocolVersion: 2\nname: tmpl\ntype: job\nparameters: {who: nobody}\n"
+        "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+        "taskRoles: {main: {dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0},\n"
+        "  commands: ['echo hello <% $parameters.who %> $n']}}\n"
+    )
+    r = pai(
+        "submit", str(job), "--follow", "--param", "who=world", "--param", "n=3", "--name", "renamed", home=daemon.home
+    )
     assert r.returncode == 0, r.stderr
     assert "hello world 3" in r.stdout and r.stdout.splitlines()[0].endswith("~renamed")
     r = pai("submit", "-", home=daemon.home, stdin='{"jobName": "x", "image": "i", "taskRoles": []}')
@@ -81,8 +84,17 @@ def test_unavailable_server_exits_3(tmp_path: Path) -> None:
     home = tmp_path / "h"
     assert pai("profile", "add", "dead", "http://127.0.0.1:9", "--username", "u", home=home).returncode == 0
     (tmp_path / "tok").write_text("x")
-    pai("profile", "add", "dead", "http://127.0.0.1:9", "--username", "u", "--token-file", str(tmp_path / "tok"),
-        home=home)
+    pai(
+        "profile",
+        "add",
+        "dead",
+        "http://127.0.0.1:9",
+        "--username",
+        "u",
+        "--token-file",
+        str(tmp_path / "tok"),
+        home=home,
+    )
     r = pai("jobs", "--profile", "dead", home=home)
     assert r.returncode == 3 and "http://127.0.0.1:9" in r.stderr
 

@@ -85,10 +85,12 @@ def test_stop_and_wait_with_timeout(daemon: Api) -> None:
 
 
 def test_clone_keeps_the_exact_config_and_secrets(daemon: Api) -> None:
-    text = ("protocolVersion: 2\nname: secretive   # a comment kept verbatim\ntype: job\n"
-            "secrets: {token: abc123}\nprerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
-            "taskRoles:\n  main:\n    dockerImage: i\n    resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}\n"
-            "    commands: ['echo token=<% $secrets.token %>']\n")
+    text = (
+        "protocolVersion: 2\nname: secretive   # a comment kept verbatim\ntype: job\n"
+        "secrets: {token: abc123}\nprerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+        "taskRoles:\n  main:\n    dockerImage: i\n    resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}\n"
+        "    commands: ['echo token=<% $secrets.token %>']\n"
+    )
     with Client() as pai:
         first = pai.submit(text)
         pai.wait(first)

@@ -21,17 +21,19 @@ from .conftest import kill_leftovers, start_daemon, v1
 SECRET = "root-secret-planted-91ab"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
 
-ATTACK = " ; ".join([
-    "echo uid=$(id -u)",
-    'L="$PAI_USER_HOME/../../.."',
-    'cat "$L/runtime.json" 2>/dev/null || echo DENIED-runtime',
-    'cat "$L/state.db" >/dev/null 2>&1 || echo DENIED-state',
-    'cat "$L/daemon.log" >/dev/null 2>&1 || echo DENIED-log',
-    f'found=$(grep -r -l {SECRET} "$L" 2>/dev/null || true); echo "FOUND[$found]"',
-    'echo mine > "$PAI_USER_HOME/note" && echo HOME-OK',
-    "echo here > work-file && echo WORK-OK",
-    'echo "home=$HOME"',
-])
+ATTACK = " ; ".join(
+    [
+        "echo uid=$(id -u)",
+        'L="$PAI_USER_HOME/../../.."',
+        'cat "$L/runtime.json" 2>/dev/null || echo DENIED-runtime',
+        'cat "$L/state.db" >/dev/null 2>&1 || echo DENIED-state',
+        'cat "$L/daemon.log" >/dev/null 2>&1 || echo DENIED-log',
+        f'found=$(grep -r -l {SECRET} "$L" 2>/dev/null || true); echo "FOUND[$found]"',
+        'echo mine > "$PAI_USER_HOME/note" && echo HOME-OK',
+        "echo here > work-file && echo WORK-OK",
+        'echo "home=$HOME"',
+    ]
+)
 
 
 @root_only
@@ -39,12 +41,23 @@ def test_a_users_task_cannot_read_the_admin_token_or_other_users_files(tmp_path:
     home = tmp_path / "pai-home"
     try:
         admin = start_daemon(home)
-        secret_job = json.dumps({"protocolVersion": 2, "name": "rootjob", "type": "job",
-                                 "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-                                 "secrets": {"pw": SECRET},
-                                 "taskRoles": {"main": {"instances": 1, "dockerImage": "img",
-                                                        "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
-                                                        "commands": ["echo <% $secrets.pw %> > mine.txt"]}}})
+        secret_job = json.dumps(
+            {
+                "protocolVersion": 2,
+                "name": "rootjob",
+                "type": "job",
+                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+                "secrets": {"pw": SECRET},
+                "taskRoles": {
+                    "main": {
+                        "instances": 1,
+                        "dockerImage": "img",
+                        "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
+                        "commands": ["echo <% $secrets.pw %> > mine.txt"],
+                    }
+                },
+            }
+        )
         assert admin.wait(admin.submit_ok(secret_job))["jobStatus"]["state"] == "SUCCEEDED"
         r = admin.http.post("/api/v2/local/users", json={"name": "hbob"})
         assert r.status_code == 201, r.text

@@ -15,17 +15,30 @@ from .conftest import Api, v1
 
 def test_every_route_needs_a_valid_token(daemon: Api) -> None:
     name = daemon.submit_ok(v1("private", "true"))
-    routes = [("GET", "/api/v2/jobs"), ("POST", "/api/v2/jobs"), ("GET", f"/api/v2/jobs/{name}"),
-              ("PUT", f"/api/v2/jobs/{name}/executionType"), ("GET", f"/api/v2/jobs/{name}/config"),
-              ("GET", f"/api/v2/jobs/{name}/job-attempts"), ("GET", f"/api/v2/jobs/{name}/events"),
-              ("GET", f"/api/v2/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
-              ("GET", f"/api/v2/local/logs/{name}/0/main/0/0/all"), ("GET", f"/api/v2/local/jobs/{name}/logs/stream"),
-              ("GET", "/api/v2/tokens"), ("GET", "/api/v2/users"), ("GET", "/api/v2/virtual-clusters"),
-              ("GET", f"/api/v2/jobs/{name}/attempts/0"), ("PUT", f"/api/v2/jobs/{name}/tag"),
-              ("GET", f"/api/v2/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts"),
-              ("GET", f"/api/v2/jobs/{name}/job-attempts/0"), ("GET", "/api/v1/user/x"), ("GET", "/api/v1/token"),
-              ("POST", "/api/v2/local/users"),
-              ("DELETE", f"/api/v2/jobs/{name}"), ("GET", "/api/v2/nope")]
+    routes = [
+        ("GET", "/api/v2/jobs"),
+        ("POST", "/api/v2/jobs"),
+        ("GET", f"/api/v2/jobs/{name}"),
+        ("PUT", f"/api/v2/jobs/{name}/executionType"),
+        ("GET", f"/api/v2/jobs/{name}/config"),
+        ("GET", f"/api/v2/jobs/{name}/job-attempts"),
+        ("GET", f"/api/v2/jobs/{name}/events"),
+        ("GET", f"/api/v2/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
+        ("GET", f"/api/v2/local/logs/{name}/0/main/0/0/all"),
+        ("GET", f"/api/v2/local/jobs/{name}/logs/stream"),
+        ("GET", "/api/v2/tokens"),
+        ("GET", "/api/v2/users"),
+        ("GET", "/api/v2/virtual-clusters"),
+        ("GET", f"/api/v2/jobs/{name}/attempts/0"),
+        ("PUT", f"/api/v2/jobs/{name}/tag"),
+        ("GET", f"/api/v2/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts"),
+        ("GET", f"/api/v2/jobs/{name}/job-attempts/0"),
+        ("GET", "/api/v1/user/x"),
+        ("GET", "/api/v1/token"),
+        ("POST", "/api/v2/local/users"),
+        ("DELETE", f"/api/v2/jobs/{name}"),
+        ("GET", "/api/v2/nope"),
+    ]
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
         for method, path in routes:
             r = httpx.request(method, daemon.url + path, headers=headers)
@@ -46,10 +59,14 @@ def test_users_see_and_control_only_their_own_jobs(daemon: Api) -> None:
     assert bobs == "bob~mine"
     assert [j["name"] for j in bob.http.get("/api/v2/jobs").json()] == ["mine"]
     assert bob.http.get("/api/v2/jobs", params={"username": mine.split("~")[0]}).json() == []
-    for method, path in (("GET", f"/api/v2/jobs/{mine}"), ("GET", f"/api/v2/jobs/{mine}/config"),
-                         ("PUT", f"/api/v2/jobs/{mine}/executionType"), ("DELETE", f"/api/v2/jobs/{mine}"),
-                         ("GET", f"/api/v2/jobs/{mine}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
-                         ("GET", f"/api/v2/local/logs/{mine}/0/main/0/0/all")):
+    for method, path in (
+        ("GET", f"/api/v2/jobs/{mine}"),
+        ("GET", f"/api/v2/jobs/{mine}/config"),
+        ("PUT", f"/api/v2/jobs/{mine}/executionType"),
+        ("DELETE", f"/api/v2/jobs/{mine}"),
+        ("GET", f"/api/v2/jobs/{mine}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
+        ("GET", f"/api/v2/local/logs/{mine}/0/main/0/0/all"),
+    ):
         r = bob.http.request(method, path, json={"value": "STOP"} if method == "PUT" else None)
         assert r.status_code == 404 and r.json()["code"] in ("NoJobError", "NotFoundError"), (path, r.text)
     assert daemon.detail(mine)["jobStatus"]["state"] in ("WAITING", "RUNNING")
@@ -65,16 +82,20 @@ def test_users_see_and_control_only_their_own_jobs(daemon: Api) -> None:
     daemon.stop(mine)
 
 
-@pytest.mark.parametrize(("body", "ctype", "status", "code"), [
-    (b"{not json", "application/json", 400, "InvalidProtocolError"),
-    (b"name: [unclosed", "text/yaml", 400, "InvalidProtocolError"),
-    (b"jobName: x", "application/xml", 415, "UnsupportedMediaTypeError"),
-    (b"jobName=x", "application/x-www-form-urlencoded", 415, "UnsupportedMediaTypeError"),
-    (b"", "text/yaml", 400, "InvalidProtocolError"),
-    (b"\xff\xfe", "text/yaml", 400, "InvalidProtocolError"),
-])
-def test_bad_submissions_are_refused_and_nothing_is_written(daemon: Api, body: bytes, ctype: str, status: int,
-                                                             code: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "ctype", "status", "code"),
+    [
+        (b"{not json", "application/json", 400, "InvalidProtocolError"),
+        (b"name: [unclosed", "text/yaml", 400, "InvalidProtocolError"),
+        (b"jobName: x", "application/xml", 415, "UnsupportedMediaTypeError"),
+        (b"jobName=x", "application/x-www-form-urlencoded", 415, "UnsupportedMediaTypeError"),
+        (b"", "text/yaml", 400, "InvalidProtocolError"),
+        (b"\xff\xfe", "text/yaml", 400, "InvalidProtocolError"),
+    ],
+)
+def test_bad_submissions_are_refused_and_nothing_is_written(
+    daemon: Api, body: bytes, ctype: str, status: int, code: str
+) -> None:
     r = daemon.http.post("/api/v2/jobs", content=body, headers={"Content-Type": ctype})
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
@@ -82,8 +103,13 @@ def test_bad_submissions_are_refused_and_nothing_is_written(daemon: Api, body: b
 
 
 def test_invalid_protocol_lists_every_field_path(daemon: Api) -> None:
-    bad = {"jobName": "bad name", "image": "x", "taskRoles": [
-        {"name": "main", "taskNumber": 0, "cpuNumber": 1, "memoryMB": 50, "gpuNumber": 0, "command": "true"}]}
+    bad = {
+        "jobName": "bad name",
+        "image": "x",
+        "taskRoles": [
+            {"name": "main", "taskNumber": 0, "cpuNumber": 1, "memoryMB": 50, "gpuNumber": 0, "command": "true"}
+        ],
+    }
     r = daemon.submit(json.dumps(bad))
     assert r.status_code == 400 and r.json()["code"] == "InvalidProtocolError"
     paths = {p["path"] for p in r.json()["problems"]}
@@ -113,17 +139,32 @@ def test_list_filters_paging_order_and_total(daemon: Api) -> None:
         daemon.submit_ok(v1(f"list{i}", "true" if i % 2 else "exit 1"))
     for i in range(5):
         daemon.wait(f"{daemon.http.get('/api/v2/info').json()['user']}~list{i}")
-    r = daemon.http.get("/api/v2/jobs", params={"withTotalCount": "true", "limit": 2, "offset": 1,
-                                                "order": "jobName,ASC"})
+    r = daemon.http.get(
+        "/api/v2/jobs", params={"withTotalCount": "true", "limit": 2, "offset": 1, "order": "jobName,ASC"}
+    )
     body = r.json()
     assert body["totalCount"] == 5 and [j["name"] for j in body["data"]] == ["list1", "list2"]
     failed = daemon.http.get("/api/v2/jobs", params={"state": "FAILED"}).json()
     assert sorted(j["name"] for j in failed) == ["list0", "list2", "list4"]
     assert [j["name"] for j in daemon.http.get("/api/v2/jobs", params={"keyword": "st3"}).json()] == ["list3"]
     item = failed[0]
-    for key in ("name", "username", "state", "subState", "executionType", "retries", "submissionTime",
-                "createdTime", "launchedTime", "completedTime", "appExitCode", "virtualCluster", "totalGpuNumber",
-                "totalTaskNumber", "totalTaskRoleNumber"):
+    for key in (
+        "name",
+        "username",
+        "state",
+        "subState",
+        "executionType",
+        "retries",
+        "submissionTime",
+        "createdTime",
+        "launchedTime",
+        "completedTime",
+        "appExitCode",
+        "virtualCluster",
+        "totalGpuNumber",
+        "totalTaskNumber",
+        "totalTaskRoleNumber",
+    ):
         assert key in item
     assert daemon.http.get("/api/v2/jobs", params={"limit": "x"}).status_code == 400
 
@@ -142,7 +183,7 @@ def test_events_tell_the_story(daemon: Api) -> None:
 
 
 def test_logs_tail_is_the_last_16_kib_on_a_line_boundary(daemon: Api) -> None:
-    name = daemon.submit_ok(v1("chatty", "i=0; while [ $i -lt 3000 ]; do echo \"line $i ✓\"; i=$((i+1)); done"))
+    name = daemon.submit_ok(v1("chatty", 'i=0; while [ $i -lt 3000 ]; do echo "line $i ✓"; i=$((i+1)); done'))
     daemon.wait(name)
     full = daemon.log(name, name="stdout")
     tail = daemon.log(name, name="stdout", tail=True)
@@ -169,15 +210,18 @@ def test_many_concurrent_clients_get_no_duplicates(daemon: Api) -> None:
     lock = threading.Lock()
 
     def client(n: int) -> None:
-        with httpx.Client(base_url=daemon.url, headers={"Authorization": f"Bearer {daemon.token}"},
-                          timeout=60) as http:
+        with httpx.Client(base_url=daemon.url, headers={"Authorization": f"Bearer {daemon.token}"}, timeout=60) as http:
             for i in range(50):
-                r = http.post("/api/v2/jobs", content=v1(f"c{n}-{i}", "true").encode(),
-                              headers={"Content-Type": "application/json"})
+                r = http.post(
+                    "/api/v2/jobs",
+                    content=v1(f"c{n}-{i}", "true").encode(),
+                    headers={"Content-Type": "application/json"},
+                )
                 with lock:
                     results.append(r.status_code)
-            r = http.post("/api/v2/jobs", content=v1(f"c{n}-0", "true").encode(),
-                          headers={"Content-Type": "application/json"})
+            r = http.post(
+                "/api/v2/jobs", content=v1(f"c{n}-0", "true").encode(), headers={"Content-Type": "application/json"}
+            )
             with lock:
                 results.append(r.status_code)
 

@@ -31,9 +31,17 @@ def job(name: str, shared: Path, *, code: int = 0, retry_count: int = 0) -> str:
     ps = f"trap '' TERM; touch {up}; while [ ! -f {release} ]; do sleep 0.05; done; rm -f {release} {up}; exit 0"
     worker = f"until [ -f {up} ]; do sleep 0.05; done; exit {code}"
     role = {"taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0}
-    return json.dumps({"jobName": name, "image": "pai-test/busybox:latest", "retryCount": retry_count, "taskRoles": [
-        {"name": "worker", "command": worker, "minSucceededTaskCount": 1, **role},
-        {"name": "ps", "command": ps, **role}]})
+    return json.dumps(
+        {
+            "jobName": name,
+            "image": "pai-test/busybox:latest",
+            "retryCount": retry_count,
+            "taskRoles": [
+                {"name": "worker", "command": worker, "minSucceededTaskCount": 1, **role},
+                {"name": "ps", "command": ps, **role},
+            ],
+        }
+    )
 
 
 def tasks(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -105,11 +113,17 @@ def test_a_failed_attempt_is_retried_once_its_tasks_are_gone(pai_home: Path, tmp
         assert status["appExitCode"] == 3 and status["appExitTriggerTaskRoleName"] == "worker"
         assert len(api.http.get(f"/api/v2/jobs/{name}/job-attempts").json()) == 1
         (shared / "release").touch()
-        d = watch(api, name, lambda d: d["jobStatus"]["attemptId"] == 1 and tearing_down(d),
-                  "the retry to fail while its ps ignores its stop")
+        d = watch(
+            api,
+            name,
+            lambda d: d["jobStatus"]["attemptId"] == 1 and tearing_down(d),
+            "the retry to fail while its ps ignores its stop",
+        )
         assert (d["jobStatus"]["state"], d["jobStatus"]["retries"]) == ("RUNNING", 1)
-        first = {role: t["taskStatuses"][0] for role, t in
-                 api.http.get(f"/api/v2/jobs/{name}/job-attempts/0").json()["taskRoles"].items()}
+        first = {
+            role: t["taskStatuses"][0]
+            for role, t in api.http.get(f"/api/v2/jobs/{name}/job-attempts/0").json()["taskRoles"].items()
+        }
         assert (first["worker"]["taskState"], first["ps"]["taskState"]) == ("FAILED", "STOPPED")
         assert min(t["launchedTime"] for t in tasks(d).values()) >= first["ps"]["completedTime"]
         (shared / "release").touch()

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.docker
 def test_hello_world_in_a_container(docker_daemon: Api) -> None:
     info = docker_daemon.http.get("/api/v2/info").json()
     assert info["runtime"].startswith("docker")
-    name = docker_daemon.submit_ok(v1("dhello", "echo hello from $PAI_CURRENT_TASK_ROLE_NAME; ls /userhome >/dev/null; "
-                                               "echo err >&2", taskNumber=2))
+    name = docker_daemon.submit_ok(
+        v1("dhello", "echo hello from $PAI_CURRENT_TASK_ROLE_NAME; ls /userhome >/dev/null; echo err >&2", taskNumber=2)
+    )
     d = docker_daemon.wait(name, timeout=60)
     assert d["jobStatus"]["state"] == "SUCCEEDED", d
     for t in docker_daemon.tasks(d):
@@ -31,9 +32,14 @@ def test_hello_world_in_a_container(docker_daemon: Api) -> None:
 def test_a_container_sees_its_task_dir_and_no_gpu(docker_daemon: Api) -> None:
     """PAI_TASK_DIR is the mount; without GPUs the Docker runtime's NVIDIA_VISIBLE_DEVICES=void applies (a CUDA
     image's own =all must not expose the host's GPUs), not a value the daemon's task environment forced."""
-    name = docker_daemon.submit_ok(v1("dvis", 'echo "nvidia=${NVIDIA_VISIBLE_DEVICES-unset} '
-                                              'cuda=[${CUDA_VISIBLE_DEVICES-unset}] dir=$PAI_TASK_DIR"; '
-                                              'test -f "$PAI_TASK_DIR/command.sh"'))
+    name = docker_daemon.submit_ok(
+        v1(
+            "dvis",
+            'echo "nvidia=${NVIDIA_VISIBLE_DEVICES-unset} '
+            'cuda=[${CUDA_VISIBLE_DEVICES-unset}] dir=$PAI_TASK_DIR"; '
+            'test -f "$PAI_TASK_DIR/command.sh"',
+        )
+    )
     d = docker_daemon.wait(name, timeout=60)
     assert d["jobStatus"]["state"] == "SUCCEEDED", d
     assert docker_daemon.log(name, name="stdout").strip() == "nvidia=void cuda=[] dir=/pai/task"
@@ -41,16 +47,30 @@ def test_a_container_sees_its_task_dir_and_no_gpu(docker_daemon: Api) -> None:
 
 def test_two_roles_talk_over_host_network_ports(docker_daemon: Api) -> None:
     job = {
-        "jobName": "dnet", "image": "pai-test/busybox:latest",
+        "jobName": "dnet",
+        "image": "pai-test/busybox:latest",
         "taskRoles": [
-            {"name": "server", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
-             "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}], "minSucceededTaskCount": None,
-             "command": "mkdir -p /tmp/www && echo pong > /tmp/www/ping && "
-                        "httpd -f -p $PAI_PORT_LIST_server_0_http -h /tmp/www"},
-            {"name": "client", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
-             "minSucceededTaskCount": 1,
-             "command": "for i in $(seq 50); do wget -qO- http://$PAI_HOST_IP_server_0:$PAI_PORT_LIST_server_0_http/ping"
-                        " && exit 0; sleep 0.1; done; exit 4"},
+            {
+                "name": "server",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 128,
+                "gpuNumber": 0,
+                "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}],
+                "minSucceededTaskCount": None,
+                "command": "mkdir -p /tmp/www && echo pong > /tmp/www/ping && "
+                "httpd -f -p $PAI_PORT_LIST_server_0_http -h /tmp/www",
+            },
+            {
+                "name": "client",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 128,
+                "gpuNumber": 0,
+                "minSucceededTaskCount": 1,
+                "command": "for i in $(seq 50); do wget -qO- http://$PAI_HOST_IP_server_0:$PAI_PORT_LIST_server_0_http/ping"
+                " && exit 0; sleep 0.1; done; exit 4",
+            },
         ],
     }
     name = docker_daemon.submit_ok(json.dumps(job))
@@ -60,8 +80,9 @@ def test_two_roles_talk_over_host_network_ports(docker_daemon: Api) -> None:
 
 
 def test_oom_in_a_container_fails_with_a_diagnostic(docker_daemon: Api) -> None:
-    name = docker_daemon.submit_ok(v1("doom", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived",
-                                      memoryMB=128, shmMB=16))
+    name = docker_daemon.submit_ok(
+        v1("doom", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived", memoryMB=128, shmMB=16)
+    )
     d = docker_daemon.wait(name, timeout=60)
     assert d["jobStatus"]["state"] == "FAILED"
     task = docker_daemon.tasks(d)[0]
@@ -123,8 +144,13 @@ def test_the_owners_data_and_output_dirs_are_mounted_in_the_container(docker_dae
     data.mkdir()
     out.mkdir()
     (data / "in.txt").write_text("from the host\n")
-    job = json.loads(v1("ddirs", "cat $PAI_DATA_DIR/in.txt > $PAI_OUTPUT_DIR/copy.txt; "
-                                 "touch $PAI_DATA_DIR/nope 2>/dev/null && exit 9 || exit 0"))
+    job = json.loads(
+        v1(
+            "ddirs",
+            "cat $PAI_DATA_DIR/in.txt > $PAI_OUTPUT_DIR/copy.txt; "
+            "touch $PAI_DATA_DIR/nope 2>/dev/null && exit 9 || exit 0",
+        )
+    )
     job.update(dataDir=str(data), outputDir=str(out))
     name = docker_daemon.submit_ok(json.dumps(job))
     d = docker_daemon.wait(name, timeout=60)

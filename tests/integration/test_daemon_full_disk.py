@@ -66,10 +66,25 @@ def test_a_full_disk_gives_clear_errors_and_running_tasks_still_finish(small_dis
         assert r.status_code == 200, r.text  # before: 409, the job never finished
         # the daemon restarts on the full disk (here from the CLI) and says it is short of space
         control.stop(home)
-        cli = subprocess.run([sys.executable, "-m", "pai_jupyter.cli", "cluster", "start", "--runtime", "process",
-                              "--cpus", "8", "--min-free-mb", str(FLOOR_MB)], capture_output=True, text=True,
-                             timeout=120, env={**os.environ, "PAI_JUPYTER_HOME": str(home),
-                                               "PYTHONPATH": str(Path(__file__).parents[2])})
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pai_jupyter.cli",
+                "cluster",
+                "start",
+                "--runtime",
+                "process",
+                "--cpus",
+                "8",
+                "--min-free-mb",
+                str(FLOOR_MB),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PAI_JUPYTER_HOME": str(home), "PYTHONPATH": str(Path(__file__).parents[2])},
+        )
         assert cli.returncode == 0, cli.stderr
         info = read_runtime(home)
         assert info is not None

@@ -31,12 +31,28 @@ def test_hello_world_end_to_end(daemon: Api) -> None:
 
 def test_env_of_a_multi_role_job(daemon: Api) -> None:
     job = {
-        "jobName": "envs", "image": "busybox", "jobEnvs": {"LR": 0.1, "isDebug": False},
+        "jobName": "envs",
+        "image": "busybox",
+        "jobEnvs": {"LR": 0.1, "isDebug": False},
         "taskRoles": [
-            {"name": "ps", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
-             "portList": [{"label": "grpc", "beginAt": 0, "portNumber": 2}], "command": "env | sort"},
-            {"name": "worker", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0,
-             "minSucceededTaskCount": 2, "command": "env | sort"},
+            {
+                "name": "ps",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 128,
+                "gpuNumber": 0,
+                "portList": [{"label": "grpc", "beginAt": 0, "portNumber": 2}],
+                "command": "env | sort",
+            },
+            {
+                "name": "worker",
+                "taskNumber": 2,
+                "cpuNumber": 1,
+                "memoryMB": 128,
+                "gpuNumber": 0,
+                "minSucceededTaskCount": 2,
+                "command": "env | sort",
+            },
         ],
     }
     name = daemon.submit_ok(json.dumps(job))
@@ -62,15 +78,19 @@ def test_env_of_a_multi_role_job(daemon: Api) -> None:
 
 
 def test_workers_reach_the_ps_over_its_allocated_port(daemon: Api) -> None:
-    server = ("python3 -c \"import http.server as h, os; s=h.HTTPServer(('127.0.0.1', "
-              "int(os.environ['PAI_PORT_LIST_ps_0_grpc'])), h.SimpleHTTPRequestHandler); s.timeout=20; "
-              "[s.handle_request() for _ in range(2)]\"")
-    client = ("python3 -c \"import os, time, urllib.request as u\n"
-              "url='http://%s:%s/' % (os.environ['PAI_HOST_IP_ps_0'], os.environ['PAI_PORT_LIST_ps_0_grpc'])\n"
-              "for i in range(100):\n"
-              "    try: print('ps answered', u.urlopen(url).status); break\n"
-              "    except OSError: time.sleep(0.1)\n"
-              "else: raise SystemExit(3)\"")
+    server = (
+        "python3 -c \"import http.server as h, os; s=h.HTTPServer(('127.0.0.1', "
+        "int(os.environ['PAI_PORT_LIST_ps_0_grpc'])), h.SimpleHTTPRequestHandler); s.timeout=20; "
+        '[s.handle_request() for _ in range(2)]"'
+    )
+    client = (
+        'python3 -c "import os, time, urllib.request as u\n'
+        "url='http://%s:%s/' % (os.environ['PAI_HOST_IP_ps_0'], os.environ['PAI_PORT_LIST_ps_0_grpc'])\n"
+        "for i in range(100):\n"
+        "    try: print('ps answered', u.urlopen(url).status); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        'else: raise SystemExit(3)"'
+    )
     job = f"""
 protocolVersion: 2
 name: psworker
@@ -131,8 +151,11 @@ def test_non_gang_tasks_start_as_they_fit(daemon: Api) -> None:
     job = json.loads(v1("nogang", "sleep 0.5", taskNumber=3, cpuNumber=4))
     job["extras"] = {"gangAllocation": False}
     name = daemon.submit_ok(json.dumps(job))
-    wait_for(lambda: [t["taskState"] for t in daemon.tasks(daemon.detail(name))].count("RUNNING") == 2, 10,
-             "two of the tasks to run")
+    wait_for(
+        lambda: [t["taskState"] for t in daemon.tasks(daemon.detail(name))].count("RUNNING") == 2,
+        10,
+        "two of the tasks to run",
+    )
     states = sorted(t["taskState"] for t in daemon.tasks(daemon.detail(name)))
     assert states == ["RUNNING", "RUNNING", "WAITING"]
     assert daemon.wait(name)["jobStatus"]["state"] == "SUCCEEDED"
@@ -148,14 +171,21 @@ def test_failing_job_reports_exit_code_and_trigger(daemon: Api) -> None:
 
 
 def test_min_succeeded_ends_the_job_early_and_stops_the_rest(daemon: Api) -> None:
-    job = json.loads(v1("early", 'if [ "$PAI_TASK_INDEX" = 0 ]; then exit 0; else sleep 30; fi',
-                        taskNumber=3, minSucceededTaskCount=1))
+    job = json.loads(
+        v1(
+            "early",
+            'if [ "$PAI_TASK_INDEX" = 0 ]; then exit 0; else sleep 30; fi',
+            taskNumber=3,
+            minSucceededTaskCount=1,
+        )
+    )
     name = daemon.submit_ok(json.dumps(job))
     d = daemon.wait(name, timeout=15)
     assert d["jobStatus"]["state"] == "SUCCEEDED"
     # the other two end after their stop grace period
-    wait_for(lambda: all(t["taskState"] in FINAL for t in daemon.tasks(daemon.detail(name))), 15,
-             "the stopped tasks to end")
+    wait_for(
+        lambda: all(t["taskState"] in FINAL for t in daemon.tasks(daemon.detail(name))), 15, "the stopped tasks to end"
+    )
     states = sorted(t["taskState"] for t in daemon.tasks(daemon.detail(name)))
     assert states == ["STOPPED", "STOPPED", "SUCCEEDED"]
 
@@ -233,7 +263,7 @@ def test_max_run_time_stops_the_job_with_a_reason(daemon: Api) -> None:
 
 
 def test_oom_fails_the_task_with_a_diagnostic(daemon: Api) -> None:
-    cmd = "python3 -c \"b = bytearray(400 * 1024 * 1024); import time; time.sleep(2)\""
+    cmd = 'python3 -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(2)"'
     name = daemon.submit_ok(v1("oom", cmd, memoryMB=128, shmMB=64))
     d = daemon.wait(name, timeout=30)
     assert d["jobStatus"]["state"] == "FAILED"

@@ -57,7 +57,7 @@ def test_auth_owner_or_admin_and_values(daemon: Api) -> None:
     assert r.status_code == 404  # someone else's job is as absent as a missing one
     anon = daemon.as_user("not-a-token")
     assert _put(anon, name, {"minutes": 1}).status_code == 401
-    for bad in ({"minutes": 0}, {"minutes": -3}, {"minutes": "5"}, {"minutes": True}, {}, {"minutes": 10 ** 9}):
+    for bad in ({"minutes": 0}, {"minutes": -3}, {"minutes": "5"}, {"minutes": True}, {}, {"minutes": 10**9}):
         r = _put(daemon, name, bad)
         assert r.status_code == 400, (bad, r.text)
         assert str(run_time_problem(bad.get("minutes"))) in r.json()["message"]  # the document's rule and words

@@ -20,8 +20,9 @@ from .conftest import Api, kill_leftovers, start_daemon
 
 SECRET = "pw-planted-6c0ffee"
 REGISTRY_PASSWORD = "reg-planted-badc0de"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
-                                reason="needs root and runuser to act as another account")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root and runuser to act as another account"
+)
 
 
 @pytest.fixture
@@ -38,16 +39,33 @@ def as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def secret_job() -> str:
-    return json.dumps({
-        "protocolVersion": 2, "name": "private", "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest",
-                           "auth": {"username": "me", "password": REGISTRY_PASSWORD, "registryuri": "example.com"}}],
-        "secrets": {"pw": SECRET},
-        "taskRoles": {"main": {"instances": 1, "dockerImage": "img",
-                               "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
-                               "commands": ['test "<% $secrets.pw %>" = pw-planted-6c0ffee',
-                                            "echo the secret is <% $secrets.pw %>"]}},
-    })
+    return json.dumps(
+        {
+            "protocolVersion": 2,
+            "name": "private",
+            "type": "job",
+            "prerequisites": [
+                {
+                    "name": "img",
+                    "type": "dockerimage",
+                    "uri": "pai-test/busybox:latest",
+                    "auth": {"username": "me", "password": REGISTRY_PASSWORD, "registryuri": "example.com"},
+                }
+            ],
+            "secrets": {"pw": SECRET},
+            "taskRoles": {
+                "main": {
+                    "instances": 1,
+                    "dockerImage": "img",
+                    "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
+                    "commands": [
+                        'test "<% $secrets.pw %>" = pw-planted-6c0ffee',
+                        "echo the secret is <% $secrets.pw %>",
+                    ],
+                }
+            },
+        }
+    )
 
 
 def test_another_account_finds_no_secret_in_the_home(open_parent: Path) -> None:

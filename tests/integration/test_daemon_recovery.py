@@ -14,7 +14,7 @@ from .conftest import kill_leftovers, start_daemon, v1
 
 
 def _script(lines: int, code: int) -> str:
-    return f"i=1; while [ $i -le {lines} ]; do echo \"line $i\"; i=$((i+1)); sleep 0.1; done; exit {code}"
+    return f'i=1; while [ $i -le {lines} ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done; exit {code}'
 
 
 def test_kill_9_with_20_running_tasks_loses_nothing(pai_home: Path) -> None:
@@ -29,8 +29,11 @@ def test_kill_9_with_20_running_tasks_loses_nothing(pai_home: Path) -> None:
             api.wait(job, ("RUNNING",), timeout=20)
         pid = read_runtime(pai_home)["pid"]
         os.kill(pid, signal.SIGKILL)
-        short = [next(pai_home.rglob(f"*~{job.split('~')[1]}")) / "a0.main-0.t0" / "exit_code"
-                 for job, (lines, _) in expected.items() if lines == 10]
+        short = [
+            next(pai_home.rglob(f"*~{job.split('~')[1]}")) / "a0.main-0.t0" / "exit_code"
+            for job, (lines, _) in expected.items()
+            if lines == 10
+        ]
         wait_for(lambda: all(f.exists() for f in short), 20, "the short tasks to end while the daemon is down")
         api = start_daemon(pai_home, cpus=40)
         for job, (lines, code) in expected.items():
@@ -90,8 +93,11 @@ def test_warm_shims_of_a_killed_daemon_go_away(pai_home: Path) -> None:
         # a zombie's command line is empty
         wait_for(lambda: not _warm_shims(warm), 10, "the warm shims to exit with their daemon")
         api = start_daemon(pai_home)
-        wait_for(lambda: not old & {d.name for d in warm.glob("warm-*")} and len(list(warm.glob("warm-*"))) >= 2,
-                 20, "the old warm directories swept and two new ones")
+        wait_for(
+            lambda: not old & {d.name for d in warm.glob("warm-*")} and len(list(warm.glob("warm-*"))) >= 2,
+            20,
+            "the old warm directories swept and two new ones",
+        )
         assert not old & {d.name for d in warm.glob("warm-*")}  # swept
         assert len(list(warm.glob("warm-*"))) == 2  # and refilled
         job = api.submit_ok(v1("warm-after", "echo ok"))

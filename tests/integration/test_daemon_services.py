@@ -19,13 +19,28 @@ from .conftest import Api, v1
 
 
 def _services_job(name: str) -> str:
-    return json.dumps({
-        "jobName": name, "image": "busybox",
-        "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard", "parameters": {"logdir": "tb"}},
-                                                       {"plugin": "jupyter"}]},
-        "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 1024, "gpuNumber": 0,
-                       "command": "echo user command runs at once; sleep 300"}],
-    })
+    return json.dumps(
+        {
+            "jobName": name,
+            "image": "busybox",
+            "extras": {
+                "com.microsoft.pai.runtimeplugin": [
+                    {"plugin": "tensorboard", "parameters": {"logdir": "tb"}},
+                    {"plugin": "jupyter"},
+                ]
+            },
+            "taskRoles": [
+                {
+                    "name": "main",
+                    "taskNumber": 1,
+                    "cpuNumber": 1,
+                    "memoryMB": 1024,
+                    "gpuNumber": 0,
+                    "command": "echo user command runs at once; sleep 300",
+                }
+            ],
+        }
+    )
 
 
 def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
@@ -71,8 +86,12 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
 
 def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
     pai = Client()
-    job = pai.submit(v1("busy", "python3 -c \"import time\nb = bytearray(50 * 2**20)\nt = time.time()\n"
-                                "while time.time() - t < 30: pass\""))
+    job = pai.submit(
+        v1(
+            "busy",
+            'python3 -c "import time\nb = bytearray(50 * 2**20)\nt = time.time()\nwhile time.time() - t < 30: pass"',
+        )
+    )
     pai.wait(job, until={"RUNNING"})
     wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
     m = pai.metrics(job)

@@ -18,10 +18,16 @@ from .conftest import kill_leftovers
 ROOT = Path(__file__).parents[2]
 STARTERS = {
     "cli": [sys.executable, "-m", "pai_jupyter.cli", "cluster", "start", "--runtime", "process", "--cpus", "8"],
-    "control": [sys.executable, "-c", "from pai_jupyter.cluster import control; "
-                "print('pid', control.start(runtime='process', cpus=8)['pid'])"],
-    "kernel": [sys.executable, "-c", "from pai_jupyter.client import Client; c = Client(); "
-               "print('jobs', len(c.list_jobs()))"],
+    "control": [
+        sys.executable,
+        "-c",
+        "from pai_jupyter.cluster import control; print('pid', control.start(runtime='process', cpus=8)['pid'])",
+    ],
+    "kernel": [
+        sys.executable,
+        "-c",
+        "from pai_jupyter.client import Client; c = Client(); print('jobs', len(c.list_jobs()))",
+    ],
 }
 
 
@@ -39,8 +45,10 @@ def test_parallel_starts_give_one_daemon_and_stop_stops_it(tmp_path: Path) -> No
     env = {**os.environ, "PAI_JUPYTER_HOME": str(home), "PYTHONPATH": str(ROOT)}
     try:
         for round_ in range(3):
-            procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for argv in (*STARTERS.values(), STARTERS["cli"], STARTERS["control"])]
+            procs = [
+                subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for argv in (*STARTERS.values(), STARTERS["cli"], STARTERS["control"])
+            ]
             outs = [p.communicate(timeout=120) for p in procs]
             assert all(p.returncode == 0 for p in procs), outs
             info = read_runtime(home)
@@ -61,16 +69,24 @@ def test_a_second_daemon_on_a_held_home_exits_and_says_why(tmp_path: Path) -> No
     home = tmp_path / "pai-home"
     try:
         info = control.start(home, runtime="process", cpus=8)
-        done = subprocess.run([sys.executable, "-m", "pai_jupyter.cluster.daemon", "--home", str(home),
-                               "--runtime", "process"], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        done = subprocess.run(
+            [sys.executable, "-m", "pai_jupyter.cluster.daemon", "--home", str(home), "--runtime", "process"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert done.returncode == 75
         assert f"another daemon (pid {info['pid']}) already serves" in done.stderr
         assert control.running(home)["pid"] == info["pid"]  # type: ignore[index]
         # `pai cluster status` says which enforcement is in force (issue 12 item 7)
-        status = subprocess.run([sys.executable, "-m", "pai_jupyter.cli", "cluster", "status"], capture_output=True,
-                                text=True, timeout=60, env={**os.environ, "PAI_JUPYTER_HOME": str(home),
-                                                            "PYTHONPATH": str(ROOT)})
+        status = subprocess.run(
+            [sys.executable, "-m", "pai_jupyter.cli", "cluster", "status"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PAI_JUPYTER_HOME": str(home), "PYTHONPATH": str(ROOT)},
+        )
         assert "memory limit:" in status.stdout and "escaped processes:" in status.stdout, status.stdout
     finally:
         control.stop(home)

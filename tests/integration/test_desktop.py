@@ -27,16 +27,32 @@ from .jupyter_fixture import jupyter, task_url
 def need_desktop() -> None:
     missing = [b for b in ("Xvnc", "vncpasswd", "websockify") if not shutil.which(b)]
     if missing or not Path("/usr/share/novnc/core/rfb.js").exists():
-        pytest.skip(f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
-                    "websockify novnc xterm openbox; .ci/run does)")
+        pytest.skip(
+            f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
+            "websockify novnc xterm openbox; .ci/run does)"
+        )
 
 
 def _job(name: str) -> str:
-    return json.dumps({"jobName": name, "image": "pai-test/busybox:latest",
-                       "extras": {"com.microsoft.pai.runtimeplugin": [
-                           {"plugin": "desktop", "parameters": {"geometry": "800x600"}}]},
-                       "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512,
-                                      "gpuNumber": 0, "command": "sleep 600"}]})
+    return json.dumps(
+        {
+            "jobName": name,
+            "image": "pai-test/busybox:latest",
+            "extras": {
+                "com.microsoft.pai.runtimeplugin": [{"plugin": "desktop", "parameters": {"geometry": "800x600"}}]
+            },
+            "taskRoles": [
+                {
+                    "name": "main",
+                    "taskNumber": 1,
+                    "cpuNumber": 1,
+                    "memoryMB": 512,
+                    "gpuNumber": 0,
+                    "command": "sleep 600",
+                }
+            ],
+        }
+    )
 
 
 def _colors(png: bytes) -> int:
@@ -51,8 +67,11 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
     pai = Client()
     job = pai.submit(_job("desk"))
     pai.wait(job, until={"RUNNING"})
-    svc = wait_for(lambda: next((s for s in pai.services(job) if s["name"] == "desktop" and s["state"] == "running"),
-                                None), 60, "the desktop service")
+    svc = wait_for(
+        lambda: next((s for s in pai.services(job) if s["name"] == "desktop" and s["state"] == "running"), None),
+        60,
+        "the desktop service",
+    )
     assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 200
     with jupyter(tmp_path / "jupyter", pai_home) as js:
         with opened(browser) as w:
@@ -90,6 +109,7 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         assert run("mallory~desk", "own") == 404
         assert run(job, "own") == 101
         assert svc["token"][:8] not in js.log_text()
+
     # stopping (what idle culling does) takes the display and everything on it down
     def on_display() -> bool:
         return any("pai-desktop." in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
@@ -105,7 +125,10 @@ def test_an_image_without_the_desktop_programs_says_so(docker_daemon: Api) -> No
     pai = Client()
     job = pai.submit(_job("nodesk"))  # pai-test/busybox has no Xvnc, websockify or noVNC
     pai.wait(job, until={"RUNNING"}, timeout=60)
-    svc = wait_for(lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None), 60,
-                   "the desktop service to say why it cannot start")
+    svc = wait_for(
+        lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None),
+        60,
+        "the desktop service to say why it cannot start",
+    )
     assert svc["name"] == "desktop" and "needs Xvnc" in svc["message"] and "tigervnc" in svc["message"]
     pai.stop(job)

@@ -12,7 +12,7 @@ from pai_jupyter.client import Client
 
 from .conftest import Api
 
-TRAIN = '''
+TRAIN = """
 import json, os, sys
 hps = json.load(open(os.path.join(os.environ["PAI_CONFIG_DIR"], "hyperparameters.json")))
 train = os.environ["PAI_INPUT_TRAIN"]
@@ -24,7 +24,7 @@ print("env", os.environ["PAI_HPS_EPOCHS"], os.environ["PAI_HPS_LEARNING_RATE"], 
 print("cwd", os.getcwd() == os.environ["PAI_WORKING_DIR"].rstrip("/"), "helper", __import__("helper").VALUE)
 model = os.path.join(os.environ["PAI_OUTPUT_MODEL"], "model.json")
 json.dump({"rows": len(rows), "test_files": files, "epochs": hps["epochs"]}, open(model, "w"))
-'''
+"""
 
 
 def test_fit_reads_hyperparameters_and_inputs_and_writes_a_model(daemon: Api, tmp_path: Path) -> None:
@@ -37,8 +37,14 @@ def test_fit_reads_hyperparameters_and_inputs_and_writes_a_model(daemon: Api, tm
     (data / "train.csv").write_text("1\n2\n3\n")
     (data / "test" / "a.csv").write_text("x")
     (data / "test" / "b.csv").write_text("y")
-    est = Estimator(command="python3 train.py", source_dir=src, image_uri="busybox",
-                    hyperparameters={"epochs": 10, "learning-rate": 0.001}, base_job_name="mnist", memory=512)
+    est = Estimator(
+        command="python3 train.py",
+        source_dir=src,
+        image_uri="busybox",
+        hyperparameters={"epochs": 10, "learning-rate": 0.001},
+        base_job_name="mnist",
+        memory=512,
+    )
     detail = est.fit({"train": data / "train.csv", "test": data / "test"}, logs=False)
     assert detail.state == "SUCCEEDED"
     model = Path(est.model_data()) / "model.json"
@@ -74,8 +80,11 @@ def test_missing_input_is_refused_at_submit(daemon: Api, tmp_path: Path) -> None
 
 def test_other_users_may_not_name_host_paths(daemon: Api, tmp_path: Path) -> None:
     token = daemon.http.post("/api/v2/local/users", json={"name": "dave"}).json()["token"]
-    est = Estimator(command="cat $PAI_INPUT_SECRET", image_uri="busybox",
-                    client=Client(url=daemon.url, token=token, username="dave"))
+    est = Estimator(
+        command="cat $PAI_INPUT_SECRET",
+        image_uri="busybox",
+        client=Client(url=daemon.url, token=token, username="dave"),
+    )
     from pai_jupyter.client import Unauthorized
 
     with pytest.raises(Unauthorized):

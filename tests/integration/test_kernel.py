@@ -98,8 +98,9 @@ async def running_kernel(now: bool = False) -> AsyncIterator[tuple[Any, Any]]:
 async def interrupt_a_loop(km: Any, kc: Any) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Run an endless loop, interrupt it once it runs, then a cell that reads its counter: (the loop's execute
     reply, the next cell's reply, what that cell printed: "True 42" where the kernel lived on)."""
-    msg_id = kc.execute("import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n"
-                        "    time.sleep(0.001)")
+    msg_id = kc.execute(
+        "import time\nn = 0\nprint('looping', flush=True)\nwhile True:\n    n += 1\n    time.sleep(0.001)"
+    )
     while True:  # the loop runs once the cell has said so
         msg = await kc.get_iopub_msg(timeout=60)
         if msg["parent_header"].get("msg_id") == msg_id and "looping" in msg["content"].get("text", ""):
@@ -134,11 +135,14 @@ def test_nbclient_runs_a_notebook_in_a_pai_job(daemon: Api, kernelspecs: Path, t
     nbdir.mkdir()
     (nbdir / "data.txt").write_text("beside the notebook")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'], os.getcwd(), sep='|')"),
-                nbformat.v4.new_code_cell("print(open('data.txt').read()); open('written.txt', 'w').write('x')"),
-                nbformat.v4.new_code_cell("print('PAI_KERNEL_KEY' in os.environ, 'PAI_JOB_NAME' in os.environ)")]
-    client = NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
-                            resources={"metadata": {"path": str(nbdir)}})
+    nb.cells = [
+        nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'], os.getcwd(), sep='|')"),
+        nbformat.v4.new_code_cell("print(open('data.txt').read()); open('written.txt', 'w').write('x')"),
+        nbformat.v4.new_code_cell("print('PAI_KERNEL_KEY' in os.environ, 'PAI_JOB_NAME' in os.environ)"),
+    ]
+    client = NotebookClient(
+        nb, kernel_name="pai-test", timeout=120, startup_timeout=120, resources={"metadata": {"path": str(nbdir)}}
+    )
     client.execute()
     job_name, cwd = nb.cells[0].outputs[0]["text"].strip().split("|")
     assert cwd == str(nbdir)  # the embedded cluster's owner: the kernel works in the notebook's directory
@@ -191,8 +195,7 @@ def test_restart_keeps_the_job_and_starts_a_fresh_kernel(kernel: Any, daemon: Ap
     assert daemon.detail(job)["jobStatus"]["state"] == "RUNNING"
 
 
-def test_restart_of_a_dead_kernel_submits_a_new_job(kernel: Any, daemon: Api, caplog: pytest.LogCaptureFixture
-                                                    ) -> None:
+def test_restart_of_a_dead_kernel_submits_a_new_job(kernel: Any, daemon: Api, caplog: pytest.LogCaptureFixture) -> None:
     loop, (km, kc), _ = kernel
     first = km.provisioner.job_id
     kc.execute("import os; os._exit(3)")
@@ -262,16 +265,22 @@ def remote_profile(api: Api) -> str:
     return "faraway"
 
 
-def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kernelspecs: Path, tmp_path: Path,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_a_remote_profile_connects_to_the_tasks_host_and_ports(
+    daemon: Api, kernelspecs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from nbclient import NotebookClient
 
     install_spec(profile=remote_profile(daemon))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')")]
     with caplog.at_level(logging.INFO):
-        NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(
+            nb,
+            kernel_name="pai-test",
+            timeout=120,
+            startup_timeout=120,
+            resources={"metadata": {"path": str(tmp_path)}},
+        ).execute()
     assert "kernel reached directly (127.0.0.1:" in caplog.text  # tunnel: auto, and the ports answer
     cwd, task_dir = nb.cells[0].outputs[0]["text"].strip().split("|")
     assert cwd != str(tmp_path) and cwd.startswith(task_dir)  # not the notebook's folder: the job's own dir
@@ -279,8 +288,9 @@ def test_a_remote_profile_connects_to_the_tasks_host_and_ports(daemon: Api, kern
     assert [j["state"] for j in (body["data"] if isinstance(body, dict) else body)] == ["STOPPED"]
 
 
-def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(daemon: Api, kernelspecs: Path,
-                                                                    tmp_path: Path) -> None:
+def test_a_kernel_that_never_answers_says_how_the_server_reaches_it(
+    daemon: Api, kernelspecs: Path, tmp_path: Path
+) -> None:
     from jupyter_client.manager import AsyncKernelManager
 
     from pai_jupyter.kernel.provisioner import KernelStartError
@@ -337,8 +347,9 @@ def test_a_cluster_that_does_not_answer_is_a_clear_start_error(pai_home: Path, k
         asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())
 
 
-def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(daemon: Api, kernelspecs: Path,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_kernel_out_of_memory_is_reported_with_the_jobs_diagnostics(
+    daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
 
     install_spec(memory_mb=300)
 

@@ -13,24 +13,37 @@ pytestmark = pytest.mark.usefixtures("kernelspecs")
 
 
 def pai(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pai_jupyter.cli", "kernel", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pai_jupyter.cli", "kernel", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_install_list_and_remove(tmp_path: Path) -> None:
     from jupyter_client.kernelspec import KernelSpecManager
 
-    r = pai("install", "--gpu", "1", "--cpu", "4", "--memory-mb", "8192", "--image", "my/torch:2",
-            "--python", "/opt/conda/bin/python")
+    r = pai(
+        "install",
+        "--gpu",
+        "1",
+        "--cpu",
+        "4",
+        "--memory-mb",
+        "8192",
+        "--image",
+        "my/torch:2",
+        "--python",
+        "/opt/conda/bin/python",
+    )
     assert r.returncode == 0, r.stderr
     assert "installed kernelspec pai-1gpu (Python 3 on PAI (1 GPU, 4 CPU, 8192 MB))" in r.stdout
     spec = KernelSpecManager().get_kernel_spec("pai-1gpu")  # what Jupyter (and Lab's launcher) reads
     assert spec.display_name == "Python 3 on PAI (1 GPU, 4 CPU, 8192 MB)"
     assert spec.interrupt_mode == "message" and spec.argv[0] == "/opt/conda/bin/python"
     prov = spec.metadata["kernel_provisioner"]
-    assert prov == {"provisioner_name": "pai-provisioner",
-                    "config": {"gpu": 1, "cpu": 4, "memory_mb": 8192, "image": "my/torch:2",
-                               "python": "/opt/conda/bin/python"}}
+    assert prov == {
+        "provisioner_name": "pai-provisioner",
+        "config": {"gpu": 1, "cpu": 4, "memory_mb": 8192, "image": "my/torch:2", "python": "/opt/conda/bin/python"},
+    }
     assert pai("install", "--name", "small").returncode == 0
     listed = json.loads(pai("list", "-o", "json").stdout)
     assert [k["name"] for k in listed] == ["pai-1gpu", "small"]

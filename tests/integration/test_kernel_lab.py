@@ -42,7 +42,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServe
 
 
 def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a_job(
-        lab: tuple[JupyterServer, Api], browser: Any) -> None:
+    lab: tuple[JupyterServer, Api], browser: Any
+) -> None:
     server, api = lab
     with opened(browser) as w:
         page = w.page
@@ -81,17 +82,26 @@ def test_idle_culling_stops_the_kernels_job(lab: tuple[JupyterServer, Api]) -> N
 
     def jobs() -> dict[str, str]:  # a kernel started without a notebook or folder: notebook-kernel-<hex>
         body = api.http.get("/api/v2/jobs", params={"username": user}).json()
-        return {j["name"]: j["state"] for j in (body["data"] if isinstance(body, dict) else body)
-                if j["name"].startswith("notebook-kernel-")}
+        return {
+            j["name"]: j["state"]
+            for j in (body["data"] if isinstance(body, dict) else body)
+            if j["name"].startswith("notebook-kernel-")
+        }
 
     before = set(jobs())
     r = http.post("api/kernels", json={"name": "pai-lab"})
     assert r.status_code == 201, r.text
     kernel_id = r.json()["id"]
-    job = wait_for(lambda: [n for n, s in jobs().items() if n not in before and s == "RUNNING"], timeout=60,
-                   what="the kernel's job to run")[0]
-    wait_for(lambda: kernel_id not in [k["id"] for k in http.get("api/kernels").json()], timeout=120,
-             what="the idle PAI kernel to be culled")
+    job = wait_for(
+        lambda: [n for n, s in jobs().items() if n not in before and s == "RUNNING"],
+        timeout=60,
+        what="the kernel's job to run",
+    )[0]
+    wait_for(
+        lambda: kernel_id not in [k["id"] for k in http.get("api/kernels").json()],
+        timeout=120,
+        what="the idle PAI kernel to be culled",
+    )
     wait_for(lambda: jobs()[job] == "STOPPED", timeout=60, what="the culled kernel's job to be STOPPED")
     assert not job_processes(job)
     assert "Culling kernel" in server.log_text() and kernel_id in server.log_text()

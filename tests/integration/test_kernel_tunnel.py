@@ -50,8 +50,9 @@ def ports(km: Any) -> list[int]:
 
 
 @pytest.fixture
-def tunnelled(daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture
-              ) -> Iterator[tuple[asyncio.AbstractEventLoop, Any, Any, str]]:
+def tunnelled(
+    daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Any, Any, str]]:
     """A started PAI kernel on a remote profile with `tunnel: always` (and its start's log); shut down at the end."""
     need_sshd()
     pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
@@ -65,16 +66,18 @@ def tunnelled(daemon: Api, kernelspecs: Path, caplog: pytest.LogCaptureFixture
         stop_kernel(loop, km, kc)
 
 
-def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, daemon: Api,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(
+    tunnelled: Any, daemon: Api, caplog: pytest.LogCaptureFixture
+) -> None:
     loop, km, kc, started = tunnelled
     prov = km.provisioner
     job = prov.job_id
     detail = daemon.detail(job)
     task = detail["taskRoles"]["kernel"]["taskStatuses"][0]
     ssh_port = int(str(task["containerPorts"]["ssh"]).split(",")[0])
-    task_ports = [int(str(task["containerPorts"][label]).split(",")[0])
-                  for label in ("shell", "iopub", "stdin", "control", "hb")]
+    task_ports = [
+        int(str(task["containerPorts"][label]).split(",")[0]) for label in ("shell", "iopub", "stdin", "control", "hb")
+    ]
     # the path is said: in the provisioner's info and the server's log
     assert prov.path == f"SSH tunnel via 127.0.0.1:{ssh_port}"
     assert f"kernel reached through an SSH tunnel via 127.0.0.1:{ssh_port}" in started, started
@@ -133,8 +136,9 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(tunnelled: Any, da
     assert "SSH tunnel via" in caplog.text and "closed" in caplog.text
 
 
-def test_nbclient_runs_a_notebook_through_the_tunnel(daemon: Api, kernelspecs: Path, tmp_path: Path,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_nbclient_runs_a_notebook_through_the_tunnel(
+    daemon: Api, kernelspecs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from nbclient import NotebookClient
 
     need_sshd()
@@ -142,8 +146,13 @@ def test_nbclient_runs_a_notebook_through_the_tunnel(daemon: Api, kernelspecs: P
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'])")]
     with caplog.at_level(logging.INFO):
-        NotebookClient(nb, kernel_name="pai-test", timeout=120, startup_timeout=120,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(
+            nb,
+            kernel_name="pai-test",
+            timeout=120,
+            startup_timeout=120,
+            resources={"metadata": {"path": str(tmp_path)}},
+        ).execute()
     name = nb.cells[0].outputs[0]["text"].strip()
     assert name.startswith(f"{tmp_path.name}-kernel-") or "-kernel-" in name
     assert "through an SSH tunnel via 127.0.0.1:" in caplog.text
@@ -164,8 +173,7 @@ def start_error(kernel_name: str = "pai-test") -> str:
 def all_stopped(daemon: Api) -> bool:
     body = daemon.http.get("/api/v2/jobs").json()
     jobs = body["data"] if isinstance(body, dict) else body
-    return bool(jobs) and all(j["state"] == "STOPPED" for j in jobs) and \
-        not any(job_processes(j["name"]) for j in jobs)
+    return bool(jobs) and all(j["state"] == "STOPPED" for j in jobs) and not any(job_processes(j["name"]) for j in jobs)
 
 
 def test_a_job_without_the_ssh_plugin_is_a_clear_start_error(daemon: Api, kernelspecs: Path) -> None:
@@ -208,13 +216,19 @@ class Rewriting(tornado.web.RequestHandler):
     async def _relay(self) -> None:
         headers = {k: v for k, v in self.request.headers.items() if k.lower() in ("authorization", "content-type")}
         async with httpx.AsyncClient(timeout=60) as http:
-            r = await http.request(self.request.method, self.upstream + self.request.uri, headers=headers,
-                                   content=self.request.body or None)
+            r = await http.request(
+                self.request.method,
+                self.upstream + self.request.uri,
+                headers=headers,
+                content=self.request.body or None,
+            )
         body = r.content
         if self.request.path.startswith("/api/v2/jobs/") and r.headers.get("content-type", "").startswith(
-                "application/json"):
+            "application/json"
+        ):
             body = body.replace(b'"containerIp": "127.0.0.1"', b'"containerIp": "127.0.0.2"').replace(
-                b'"containerIp":"127.0.0.1"', b'"containerIp":"127.0.0.2"')
+                b'"containerIp":"127.0.0.1"', b'"containerIp":"127.0.0.2"'
+            )
         if self.ssh_port and self.request.path.endswith("/ssh") and r.status_code == 200:
             doc = json.loads(body)  # the task's sshd said to be on a port where nothing answers
             for c in doc["containers"]:
@@ -246,13 +260,13 @@ def unreachable_profile(daemon: Api, ssh_port: list[int]) -> Iterator[str]:
         yield "walled"
 
 
-def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, kernelspecs: Path,
-                                                                   unreachable_profile: str, tmp_path: Path,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(
+    daemon: Api, kernelspecs: Path, unreachable_profile: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
 
     need_sshd()
     loopback_only = tmp_path / "python-on-loopback"  # the kernel binds its task's loopback only
-    loopback_only.write_text(f"#!/bin/sh\nPAI_KERNEL_IP=127.0.0.1 exec {sys.executable} \"$@\"\n")
+    loopback_only.write_text(f'#!/bin/sh\nPAI_KERNEL_IP=127.0.0.1 exec {sys.executable} "$@"\n')
     loopback_only.chmod(0o755)
     install_spec(profile=unreachable_profile, python=str(loopback_only))  # tunnel: auto, the default
     spec = kernelspecs / "kernels" / "pai-test" / "kernel.json"
@@ -273,8 +287,9 @@ def test_auto_tunnels_when_the_tasks_ports_do_not_answer_directly(daemon: Api, k
     assert daemon.detail(job)["jobStatus"]["state"] == "STOPPED"
 
 
-def test_an_sshd_that_does_not_answer_is_a_clear_start_error(daemon: Api, kernelspecs: Path,
-                                                             unreachable_profile: str, ssh_port: list[int]) -> None:
+def test_an_sshd_that_does_not_answer_is_a_clear_start_error(
+    daemon: Api, kernelspecs: Path, unreachable_profile: str, ssh_port: list[int]
+) -> None:
     need_sshd()
     ssh_port.append(free_port())  # nothing listens there
     install_spec(profile=unreachable_profile, tunnel="always", start_timeout=5)

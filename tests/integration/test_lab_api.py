@@ -54,10 +54,12 @@ def test_detail_config_and_logs_of_an_own_job(env: Env) -> None:
     as_json = json.loads(http.get(f"pai/api/jobs/{env.done}/config", params={"format": "json"}).json()["text"])
     assert as_json["jobName"] == "api-done"
     assert http.get(f"pai/api/jobs/{env.done}/config", params={"format": "xml"}).status_code == 400
-    v2 = env.api.submit_ok("protocolVersion: 2\nname: api-v2\ntype: job\nprerequisites:\n"
-                           "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n"
-                           "    instances: 1\n    dockerImage: image\n"
-                           "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n    commands: [echo v2]\n")
+    v2 = env.api.submit_ok(
+        "protocolVersion: 2\nname: api-v2\ntype: job\nprerequisites:\n"
+        "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n"
+        "    instances: 1\n    dockerImage: image\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n    commands: [echo v2]\n"
+    )
     as_v1 = json.loads(http.get(f"pai/api/jobs/{v2}/config", params={"format": "v1"}).json()["text"])
     assert as_v1["jobName"] == "api-v2" and as_v1["taskRoles"][0]["command"] == "echo v2"  # Clone to form
     tail = http.get(f"pai/api/jobs/{env.done}/log", params={"role": "main", "index": 0, "stream": "stdout"})
@@ -74,8 +76,12 @@ def test_detail_config_and_logs_of_an_own_job(env: Env) -> None:
 
 def test_other_users_jobs_and_anonymous_calls_are_refused(env: Env) -> None:
     http = env.jupyter.http()
-    for path in (f"pai/api/jobs/{env.bobs}", f"pai/api/jobs/{env.bobs}/config", f"pai/api/jobs/{env.bobs}/log",
-                 "pai/api/jobs/root~nosuchjob"):
+    for path in (
+        f"pai/api/jobs/{env.bobs}",
+        f"pai/api/jobs/{env.bobs}/config",
+        f"pai/api/jobs/{env.bobs}/log",
+        "pai/api/jobs/root~nosuchjob",
+    ):
         assert http.get(path).status_code == 404, path
     assert http.post(f"pai/api/jobs/{env.bobs}/stop").status_code == 404
     assert http.delete(f"pai/api/jobs/{env.bobs}").status_code == 404

@@ -148,10 +148,18 @@ def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: A
         "protocolVersion: 2\nname: from-the-menu\ntype: job\nprerequisites:\n"
         "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n    instances: 1\n"
         "    dockerImage: image\n    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
-        "    commands: [echo from the menu]\n")
-    (env.root / "editor-job.json").write_text(json.dumps(json.loads(
-        '{"jobName": "from-the-editor", "image": "python:3.11", "taskRoles": [{"name": "main", "taskNumber": 1, '
-        '"cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": "echo from the editor"}]}'), indent=2))
+        "    commands: [echo from the menu]\n"
+    )
+    (env.root / "editor-job.json").write_text(
+        json.dumps(
+            json.loads(
+                '{"jobName": "from-the-editor", "image": "python:3.11", '
+                '"taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, '
+                '"command": "echo from the editor"}]}'
+            ),
+            indent=2,
+        )
+    )
     lab.locator(".jp-SideBar [data-id='filebrowser']").click()
     item = lab.locator(".jp-DirListing-item", has_text="menu-job.yaml")
     item.click(button="right")
@@ -187,8 +195,11 @@ def test_the_dark_theme_applies_to_the_sidebar_and_the_job_page(env: Env, lab: A
         lab.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
         row(lab, "lab-live").click()
         lab.locator(".pai-JobPage .pai-Tasks td").first.wait_for(timeout=30_000)
-        for selector in ("#pai-jobs-panel .pai-JobRow-name", ".pai-JobPage .pai-Tasks td",
-                         ".pai-JobPage .pai-Section-title"):
+        for selector in (
+            "#pai-jobs-panel .pai-JobRow-name",
+            ".pai-JobPage .pai-Tasks td",
+            ".pai-JobPage .pai-Section-title",
+        ):
             fg, bg = lab.evaluate(LUMINANCE, selector)
             assert bg < 0.3 < 0.6 < fg, (selector, fg, bg)  # light text on a dark background
     finally:
@@ -211,7 +222,8 @@ def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) ->
     r.focus()
     lab.keyboard.press("Enter")  # opens its job page
     lab.locator(".pai-JobPage").filter(has_text=job).locator(".pai-Tasks td", has_text="main").first.wait_for(
-        timeout=30_000)
+        timeout=30_000
+    )
     lab.get_by_text("PAI job lab-notify SUCCEEDED").first.wait_for(timeout=60_000)
     assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
 

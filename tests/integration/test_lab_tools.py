@@ -39,13 +39,23 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 def _ssh_job(name: str) -> str:
-    return yaml.safe_dump({
-        "protocolVersion": 2, "name": name, "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
-        "taskRoles": {"main": {"instances": 1, "dockerImage": "img", "commands": ["sleep 300"],
-                               "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}},
-        "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]},
-    })
+    return yaml.safe_dump(
+        {
+            "protocolVersion": 2,
+            "name": name,
+            "type": "job",
+            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
+            "taskRoles": {
+                "main": {
+                    "instances": 1,
+                    "dockerImage": "img",
+                    "commands": ["sleep 300"],
+                    "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                }
+            },
+            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]},
+        }
+    )
 
 
 def test_set_work_duration_stops_the_job_with_the_reason(env: Env) -> None:

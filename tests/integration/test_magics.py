@@ -51,8 +51,16 @@ def submit(ip: InteractiveShell, line: str, cell: str) -> Any:
 def test_load_ext_registers_every_magic() -> None:
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "pai_jupyter")
-    for name in ("pai_jobs", "pai_status", "pai_logs", "pai_stop", "pai_clone", "pai_tensorboard", "pai_monitor",
-                 "pai_profile"):
+    for name in (
+        "pai_jobs",
+        "pai_status",
+        "pai_logs",
+        "pai_stop",
+        "pai_clone",
+        "pai_tensorboard",
+        "pai_monitor",
+        "pai_profile",
+    ):
         assert shell.find_line_magic(name) is not None, name
     assert shell.find_cell_magic("pai_submit") is not None
     shell.run_line_magic("unload_ext", "pai_jupyter")
@@ -123,6 +131,7 @@ def test_name_and_params(ip: InteractiveShell) -> None:
 def _interrupt_once(entered: threading.Event) -> threading.Thread:
     """Ctrl-C (SIGINT to this process) as soon as ``entered`` is set: the cell is then blocked where the test wants
     it (not after a fixed time, which a slow machine could spend still submitting)."""
+
     def run() -> None:
         if entered.wait(60):
             os.kill(os.getpid(), signal.SIGINT)
@@ -133,7 +142,8 @@ def _interrupt_once(entered: threading.Event) -> threading.Thread:
 
 
 def test_interrupting_a_waiting_cell_leaves_the_job_running_and_says_how_to_stop(
-        ip: InteractiveShell, daemon: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    ip: InteractiveShell, daemon: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     entered, real = threading.Event(), Client.wait
 
     def waiting(self: Client, *a: Any, **kw: Any) -> Any:  # the cell's status line, until the job ends
@@ -170,8 +180,9 @@ def test_stop_on_interrupt_stops_the_job(ip: InteractiveShell, daemon: Api, monk
     assert daemon.wait(job_id)["jobStatus"]["state"] == "STOPPED"
 
 
-def test_an_interrupt_during_the_submit_is_held_until_the_job_is_in(ip: InteractiveShell, daemon: Api,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupt_during_the_submit_is_held_until_the_job_is_in(
+    ip: InteractiveShell, daemon: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Never half-submitted: Ctrl-C while the request is in flight waits for the answer, then reports the job."""
     real = Client.submit
 
@@ -193,8 +204,17 @@ def test_line_magics(ip: InteractiveShell, daemon: Api) -> None:
     with capture_output():
         frame = ip.run_line_magic("pai_jobs", "")
     assert list(frame["name"]) == ["two", "one"]
-    assert list(frame.columns[:9]) == ["name", "submitted", "user", "duration", "virtual cluster", "retries",
-                                       "tasks", "GPUs", "state"]
+    assert list(frame.columns[:9]) == [
+        "name",
+        "submitted",
+        "user",
+        "duration",
+        "virtual cluster",
+        "retries",
+        "tasks",
+        "GPUs",
+        "state",
+    ]
     assert list(ip.run_line_magic("pai_jobs", "--state failed")["name"]) == ["two"]
     with capture_output() as c:
         ip.run_line_magic("pai_status", "two")
@@ -251,8 +271,9 @@ def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell
         daemon.stop(ip.find_line_magic("pai_stop").__self__.last_job)
 
 
-def test_live_job_list_and_a_local_tensorboard(ip: InteractiveShell, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_live_job_list_and_a_local_tensorboard(
+    ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pai_jupyter.notebook import tensorboard
 
     submit(ip, "--wait", v1("listed", "true"))

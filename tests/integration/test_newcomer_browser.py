@@ -43,8 +43,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
         server = s.jupyter(lab=True)
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"),
-                    nbformat.v4.new_code_cell(MONITOR)]
+        nb.cells = [
+            nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"),
+            nbformat.v4.new_code_cell(MONITOR),
+        ]
         nbformat.write(nb, tmp / "jupyter" / "root" / "widgets.ipynb")
         yield server
 
@@ -56,8 +58,9 @@ def _shot(page: Any, locator: Any, name: str) -> None:
         locator.screenshot(path=str(Path(folder) / f"{name}.png"))
 
 
-def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(lab: JupyterServer, browser: Any,
-                                                                      tmp_path: Path) -> None:
+def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(
+    lab: JupyterServer, browser: Any, tmp_path: Path
+) -> None:
     with opened(browser, viewport=(1400, 2400)) as w:
         page = w.page
         page.goto(f"{lab.url}lab/tree/widgets.ipynb?token={lab.token}")

@@ -22,10 +22,12 @@ from tests.polling import wait_for
 from .conftest import Api, v1
 from .test_cli import PAI, pai
 
-SECRET_JOB = ("protocolVersion: 2\nname: withconf\ntype: job\nsecrets: {token: hunter2}\n"
-              "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
-              "taskRoles:\n  main: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0},"
-              " commands: [echo configured]}\n")
+SECRET_JOB = (
+    "protocolVersion: 2\nname: withconf\ntype: job\nsecrets: {token: hunter2}\n"
+    "prerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+    "taskRoles:\n  main: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0},"
+    " commands: [echo configured]}\n"
+)
 
 
 def test_the_submitted_config_is_shown_everywhere_secrets_masked(daemon: Api, tmp_path: Path) -> None:
@@ -59,8 +61,9 @@ def test_ctrl_c_during_submit_wait_says_the_job_keeps_running(daemon: Api, tmp_p
     path.write_text(v1("longwait", "sleep 120"))
     env = {**os.environ, "PAI_JUPYTER_HOME": str(daemon.home)}
     env.pop("PAI_PROFILE", None)
-    proc = subprocess.Popen([*PAI, "submit", str(path), "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [*PAI, "submit", str(path), "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         job = proc.stdout.readline().strip()  # type: ignore[union-attr]
         assert job.endswith("~longwait")
@@ -97,5 +100,8 @@ def test_a_logdir_tensorboard_ends_with_its_kernel(pai_home: Path, tmp_path: Pat
                 os.kill(km.provisioner.pid, signal.SIGKILL)  # no clean exit: the TensorBoard goes all the same
                 km.cleanup_resources()
         pid = int(info["pid"])
-        wait_for(lambda pid=pid: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
-                  30, f"TensorBoard to end after the kernel's {how}")
+        wait_for(
+            lambda pid=pid: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
+            30,
+            f"TensorBoard to end after the kernel's {how}",
+        )

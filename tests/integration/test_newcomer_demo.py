@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def demo(home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAI_JUPYTER_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pai_jupyter.demo"], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "pai_jupyter.demo"], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
 
 
 def test_demo_stops_the_cluster_it_started_and_says_why_ps_was_stopped(tmp_path: Path) -> None:
@@ -60,8 +61,10 @@ def test_cluster_status_says_when_capacity_differs_from_the_machine(tmp_path: Pa
     try:
         r = pai("cluster", "status", home=home)
         assert r.returncode == 0, r.stderr
-        assert (f"note:     capacity differs from this machine ({machine.cpu + 2} CPU scheduled, the machine has "
-                f"{machine.cpu})") in r.stdout
+        assert (
+            f"note:     capacity differs from this machine ({machine.cpu + 2} CPU scheduled, the machine has "
+            f"{machine.cpu})"
+        ) in r.stdout
     finally:
         control.stop(home)
         kill_leftovers(home)

@@ -41,8 +41,11 @@ def test_jupyter_link_opens_lab_and_says_when_the_task_has_ended(env: tuple[obje
 
     api.stop(job)  # type: ignore[attr-defined]
     api.wait(job)  # type: ignore[attr-defined]
-    ended = wait_for(lambda: (r := http.get(task_url(job, "jupyter/lab"), headers=PAGE)).status_code == 409 and r,
-                     60, "409 once the task has ended")
+    ended = wait_for(
+        lambda: (r := http.get(task_url(job, "jupyter/lab"), headers=PAGE)).status_code == 409 and r,
+        60,
+        "409 once the task has ended",
+    )
     assert ended.headers["Content-Type"].startswith("text/html")
     assert f"Jupyter of {job} main[0] is not running" in ended.text and "cannot start" in ended.text
     assert "{" not in ended.text  # no JSON, no template left over

@@ -56,8 +56,7 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
         finally:
             jl.close()
         _write_scalar(host / "train")
-        wait_for(lambda: httpx.get(runs_url, timeout=10, headers=auth).json(), 60,
-                  "TensorBoard to find the event file")
+        wait_for(lambda: httpx.get(runs_url, timeout=10, headers=auth).json(), 60, "TensorBoard to find the event file")
         shown = tensorboard.for_job(pai, job).data
         assert "TensorBoard watches" in shown and "No event file there yet" not in shown
     finally:

@@ -24,7 +24,7 @@ def test_seed_userhome_job_writes_into_the_persistent_home(daemon: Api) -> None:
     assert f"{home}\nfinished" in log
     assert "/userhome in the commands means $PAI_USER_HOME" in log
     # a program opening the path itself (single quotes in the command) also lands there once rewritten
-    job = pai_.submit(v1("seedhome2", "python3 -c 'print(open(\"/userhome/output/out.txt\").read() != \"\")'"))
+    job = pai_.submit(v1("seedhome2", 'python3 -c \'print(open("/userhome/output/out.txt").read() != "")\''))
     assert daemon.wait(job)["jobStatus"]["state"] == "SUCCEEDED"
     assert "True" in daemon.log(job)
 

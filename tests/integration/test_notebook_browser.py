@@ -29,9 +29,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
         server = s.jupyter(lab=True)
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [nbformat.v4.new_code_cell("%load_ext pai_jupyter"),
-                    nbformat.v4.new_code_cell("%%pai_submit --wait\n" + v1("browser-hello", f"echo '{MARKUP}'")),
-                    nbformat.v4.new_code_cell("%pai_jobs --live")]
+        nb.cells = [
+            nbformat.v4.new_code_cell("%load_ext pai_jupyter"),
+            nbformat.v4.new_code_cell("%%pai_submit --wait\n" + v1("browser-hello", f"echo '{MARKUP}'")),
+            nbformat.v4.new_code_cell("%pai_jobs --live"),
+        ]
         nbformat.write(nb, tmp / "jupyter" / "root" / "jobs.ipynb")
         yield server
 

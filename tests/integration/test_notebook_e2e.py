@@ -54,8 +54,9 @@ def notebook() -> Any:
 
 def test_a_notebook_runs_end_to_end_in_a_real_kernel(daemon: Api, tmp_path: Path) -> None:
     nb = notebook()
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb, timeout=120, kernel_name="python3", store_widget_state=True, resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # the kernel inherits PAI_JUPYTER_HOME (set by the pai_home fixture): the test's daemon
     out = [cell_text(c) for c in nb.cells]
     assert out[0] == "" and f"{USER}~nb-ok: SUCCEEDED, exit code 0" in out[2]
@@ -109,8 +110,13 @@ def test_the_quickstart_runs_headless(daemon: Api) -> None:
     section shows its feature working; then, in the same kernel, the monitor stops on its own when its job ends
     and the TensorBoard job's curve reaches its TensorBoard."""
     nb = nbformat.read(QUICKSTART, as_version=4)
-    runner = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(QUICKSTART.parent)}})
+    runner = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(QUICKSTART.parent)}},
+    )
     with runner.setup_kernel():
         for index, cell in enumerate(nb.cells):
             runner.execute_cell(cell, index)
@@ -186,9 +192,11 @@ def test_widgets_import_lazily() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, pai_jupyter; from IPython.core.interactiveshell import InteractiveShell; "
-            "pai_jupyter.load_ipython_extension(InteractiveShell.instance()); "
-            "print(sorted(m for m in ('ipywidgets', 'bqplot', 'httpx', 'pandas', 'pai_jupyter.client') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, pai_jupyter; from IPython.core.interactiveshell import InteractiveShell; "
+        "pai_jupyter.load_ipython_extension(InteractiveShell.instance()); "
+        "print(sorted(m for m in ('ipywidgets', 'bqplot', 'httpx', 'pandas', 'pai_jupyter.client') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

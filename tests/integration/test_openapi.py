@@ -56,18 +56,27 @@ SPEC: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
 METHODS = ("get", "post", "put", "delete", "patch", "head", "options")
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
-CONFIG = schemathesis.Config.from_dict({
-    "generation": {"max-examples": 25, "database": "none", "deterministic": True},
-    "request-timeout": 15,
-    # The coverage phase walks every keyword of the job schemas under six media types (thousands of submissions,
-    # half a minute); submissions get more fuzzed examples instead, and test_error_answers_match_the_spec covers
-    # the 409/413/415 answers.
-    "operations": [{"include-operation-id": "submitJob", "phases": {"coverage": {"enabled": False}},
-                    "generation": {"max-examples": 60}}] + [
-        # failed logins count against the client's limit (100 in 5 minutes; all of this test is one client)
-        {"include-operation-id": op, "phases": {"coverage": {"enabled": False}}, "generation": {"max-examples": 10}}
-        for op in ("login", "loginV1", "loginV1Token")],
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "generation": {"max-examples": 25, "database": "none", "deterministic": True},
+        "request-timeout": 15,
+        # The coverage phase walks every keyword of the job schemas under six media types (thousands of submissions,
+        # half a minute); submissions get more fuzzed examples instead, and test_error_answers_match_the_spec covers
+        # the 409/413/415 answers.
+        "operations": [
+            {
+                "include-operation-id": "submitJob",
+                "phases": {"coverage": {"enabled": False}},
+                "generation": {"max-examples": 60},
+            }
+        ]
+        + [
+            # failed logins count against the client's limit (100 in 5 minutes; all of this test is one client)
+            {"include-operation-id": op, "phases": {"coverage": {"enabled": False}}, "generation": {"max-examples": 10}}
+            for op in ("login", "loginV1", "loginV1Token")
+        ],
+    }
+)
 TERMINAL_OPERATION = "openTaskTerminal"  # a websocket: described in the spec, checked in (a) and (c), never fuzzed
 schema = schemathesis.openapi.from_path(SPEC_PATH, config=CONFIG).exclude(operation_id=TERMINAL_OPERATION)
 
@@ -89,7 +98,7 @@ def _route_templates() -> dict[str, set[str]]:
             for v in variants:
                 m = re.search(r"\[([A-Za-z0-9]+)\]", v)
                 assert m, f"cannot expand {v!r}"
-                expanded += [v[:m.start()] + ch + v[m.end():] for ch in m.group(1)]
+                expanded += [v[: m.start()] + ch + v[m.end() :] for ch in m.group(1)]
             variants = expanded
         for v in variants:
             assert "\\" not in v and "[" not in v, f"route {pattern!r} has regex syntax outside its groups"
@@ -132,8 +141,12 @@ def test_bearer_auth_everywhere_but_login_and_every_status_has_a_body_schema() -
     for path, item in SPEC["paths"].items():
         for method in (m for m in item if m in METHODS):
             op = item[method]
-            public = path.endswith("/authn/basic/login") or path in ("/api/v1", "/api/v2", "/api/v2/info") or (
-                path == "/api/v1/token" and method == "post") or path.startswith("/api/v2/local/logs/")
+            public = (
+                path.endswith("/authn/basic/login")
+                or path in ("/api/v1", "/api/v2", "/api/v2/info")
+                or (path == "/api/v1/token" and method == "post")
+                or path.startswith("/api/v2/local/logs/")
+            )
             assert (op.get("security") == []) is public, (method, path)
             assert "401" in op["responses"], (method, path)
             for status, response in op["responses"].items():
@@ -184,8 +197,10 @@ def conforms(r: httpx.Response, path: str, method: str | None = None) -> Any:
     content = _resolve(responses[str(r.status_code)])["content"]
     assert media in content, f"{method.upper()} {path} {r.status_code}: {media} is not one of {list(content)}"
     body = r.json() if media == "application/json" else yaml.safe_load(r.text) if media == "text/yaml" else r.text
-    errors = [f"{'/'.join(map(str, e.instance_path))}: {e.message}"
-              for e in _validator(path, method, r.status_code, media).iter_errors(body)]
+    errors = [
+        f"{'/'.join(map(str, e.instance_path))}: {e.message}"
+        for e in _validator(path, method, r.status_code, media).iter_errors(body)
+    ]
     assert not errors, f"{method.upper()} {path} {r.status_code} does not match the spec:\n" + "\n".join(errors[:20])
     return body
 
@@ -297,21 +312,25 @@ def test_the_daemon_conforms_to_its_spec(case: Any, seeded: Seeded) -> None:
 
 # Numbers past what a task, attempt or offset can be (2**31 - 1) once reached SQLite and overflowed (500): a query
 # value is now 400, a path value names nothing (404).
-@pytest.mark.parametrize("request_", [
-    ("GET", "/api/v2/jobs?offset=9223372036854775808", 400),
-    ("GET", "/api/v2/jobs?offset=2147483648", 400),
-    ("GET", "/api/v2/jobs/{job}/attempts/9223372036854775808/taskRoles/main/taskIndex/0/attempts/0/logs", 404),
-    ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/99999999999999999999/attempts/0/logs", 404),
-    ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/9223372036854775808/logs", 404),
-    ("GET", "/api/v2/local/logs/{job}/9223372036854775808/main/0/0/all", 404),
-    ("GET", "/api/v2/local/logs/{job}/0/main/9223372036854775808/0/all", 404),
-    ("GET", "/api/v2/local/logs/{job}/0/main/0/9223372036854775808/all", 404),
-    ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=9223372036854775808", 400),
-    ("GET", "/api/v2/local/jobs/{job}/logs/stream?attempt=9223372036854775808", 400),
-    ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=2147483648", 400),
-    ("POST", "/api/v2/local/jobs/{job}/services/main/9223372036854775808/tensorboard", 404),
-    ("GET", "/api/v2/local/jobs/{job}/tasks/main/99999999999999999999/terminal", 404),
-], ids=lambda r: r[1].split("{job}")[-1])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("GET", "/api/v2/jobs?offset=9223372036854775808", 400),
+        ("GET", "/api/v2/jobs?offset=2147483648", 400),
+        ("GET", "/api/v2/jobs/{job}/attempts/9223372036854775808/taskRoles/main/taskIndex/0/attempts/0/logs", 404),
+        ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/99999999999999999999/attempts/0/logs", 404),
+        ("GET", "/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/9223372036854775808/logs", 404),
+        ("GET", "/api/v2/local/logs/{job}/9223372036854775808/main/0/0/all", 404),
+        ("GET", "/api/v2/local/logs/{job}/0/main/9223372036854775808/0/all", 404),
+        ("GET", "/api/v2/local/logs/{job}/0/main/0/9223372036854775808/all", 404),
+        ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=9223372036854775808", 400),
+        ("GET", "/api/v2/local/jobs/{job}/logs/stream?attempt=9223372036854775808", 400),
+        ("GET", "/api/v2/local/jobs/{job}/logs/stream?index=2147483648", 400),
+        ("POST", "/api/v2/local/jobs/{job}/services/main/9223372036854775808/tensorboard", 404),
+        ("GET", "/api/v2/local/jobs/{job}/tasks/main/99999999999999999999/terminal", 404),
+    ],
+    ids=lambda r: r[1].split("{job}")[-1],
+)
 def test_integers_past_int32_are_refused_not_a_server_error(seeded: Seeded, request_: tuple[str, str, int]) -> None:
     method, path, status = request_
     kwargs: dict[str, Any] = {"json": {"action": "stop"}} if method == "POST" else {}
@@ -341,8 +360,12 @@ def test_job_routes_answer_as_the_spec_says(seeded: Seeded, which: str) -> None:
         assert status["appExitSpec"]["type"] == "SUCCEEDED" and task["runtime"] == "process"
     elif which == "failed":
         assert status["appExitCode"] == 3 and status["appExitType"] == "PERMANENT"
-        assert task["containerExitSpec"] == {"code": 3, "phrase": "UserCommandFailed", "type": "PERMANENT",
-                                             "reason": "The user's command exited with a non-zero code."}
+        assert task["containerExitSpec"] == {
+            "code": 3,
+            "phrase": "UserCommandFailed",
+            "type": "PERMANENT",
+            "reason": "The user's command exited with a non-zero code.",
+        }
     elif which == "waiting":
         assert status["waitingReason"] and task["taskState"] == "WAITING" and task["containerId"] is None
         assert status["launchedTime"] is None and status["appExitSpec"] is None
@@ -380,10 +403,16 @@ def test_job_routes_answer_as_the_spec_says(seeded: Seeded, which: str) -> None:
 def test_list_info_tokens_and_login_answer_as_the_spec_says(seeded: Seeded) -> None:
     http = seeded.api.http
     items = conforms(http.get("/api/v2/jobs"), "/api/v2/jobs")
-    assert isinstance(items, list) and {seeded.succeeded, seeded.waiting} <= {f"{j['username']}~{j['name']}"
-                                                                            for j in items}
-    page = conforms(http.get("/api/v2/jobs", params={"withTotalCount": "true", "limit": 2, "order": "jobName,ASC",
-                                                      "state": "SUCCEEDED,failed"}), "/api/v2/jobs")
+    assert isinstance(items, list) and {seeded.succeeded, seeded.waiting} <= {
+        f"{j['username']}~{j['name']}" for j in items
+    }
+    page = conforms(
+        http.get(
+            "/api/v2/jobs",
+            params={"withTotalCount": "true", "limit": 2, "order": "jobName,ASC", "state": "SUCCEEDED,failed"},
+        ),
+        "/api/v2/jobs",
+    )
     assert page["totalCount"] >= 2 and len(page["data"]) == 2
     assert {j["state"] for j in page["data"]} <= {"SUCCEEDED", "FAILED"}
     info = conforms(http.get("/api/v2/info"), "/api/v2/info")
@@ -393,23 +422,30 @@ def test_list_info_tokens_and_login_answer_as_the_spec_says(seeded: Seeded) -> N
     created = conforms(r, "/api/v2/local/users")
     for version in ("v1", "v2"):
         path = f"/api/{version}/authn/basic/login"
-        logged_in = conforms(httpx.post(seeded.api.url + path, json={"username": "contract-carol",
-                                                                      "password": "secret-pw"}), path)
+        logged_in = conforms(
+            httpx.post(seeded.api.url + path, json={"username": "contract-carol", "password": "secret-pw"}), path
+        )
         assert logged_in["user"] == created["name"] and logged_in["admin"] is False
 
 
 def test_error_answers_match_the_spec(seeded: Seeded) -> None:
     api, http = seeded.api, seeded.api.http
     assert conforms(httpx.get(api.url + "/api/v2/jobs"), "/api/v2/jobs")["code"] == "UnauthorizedUserError"
-    assert conforms(httpx.post(api.url + "/api/v2/authn/basic/login", json={"username": seeded.user,
-                                                                          "password": "nope00"}),
-                    "/api/v2/authn/basic/login")["code"] == "IncorrectPasswordError"
+    assert (
+        conforms(
+            httpx.post(api.url + "/api/v2/authn/basic/login", json={"username": seeded.user, "password": "nope00"}),
+            "/api/v2/authn/basic/login",
+        )["code"]
+        == "IncorrectPasswordError"
+    )
     assert conforms(http.get("/api/v2/jobs", params={"limit": 0}), "/api/v2/jobs")["code"] == "InvalidParametersError"
     assert conforms(http.get("/api/v2/jobs/nobody~nothing"), JOB)["code"] == "NoJobError"
     r = http.get(f"/api/v2/jobs/{seeded.succeeded}/attempts/0/taskRoles/nope/taskIndex/0/attempts/0/logs")
     assert conforms(r, LOGS)["code"] == "NoJobError"
-    assert conforms(http.get(f"/api/v2/local/logs/{seeded.succeeded}/0/main/0/7/all"), LOG_FILE)["code"] == \
-        "NoTaskLogError"
+    assert (
+        conforms(http.get(f"/api/v2/local/logs/{seeded.succeeded}/0/main/0/7/all"), LOG_FILE)["code"]
+        == "NoTaskLogError"
+    )
     r = http.get(f"/api/v2/local/jobs/{seeded.succeeded}/logs/stream", params={"stream": "nope"})
     assert conforms(r, STREAM)["code"] == "InvalidParametersError"
     assert conforms(http.delete(f"/api/v2/jobs/{seeded.waiting}"), JOB)["code"] == "JobNotFinishedError"
@@ -418,11 +454,19 @@ def test_error_answers_match_the_spec(seeded: Seeded) -> None:
     r = http.post(f"/api/v2/jobs/{seeded.succeeded}/clone", json={"name": seeded.failed.split("~", 1)[1]})
     assert conforms(r, JOB + "/clone")["code"] == "ConflictJobError"
     # submissions: 400 with every problem, 409, 413, 415
-    bad = json.dumps({"jobName": "bad name", "image": "x", "taskRoles": [
-        {"name": "main", "taskNumber": 0, "cpuNumber": 1, "memoryMB": 50, "gpuNumber": 0, "command": "true"}]})
+    bad = json.dumps(
+        {
+            "jobName": "bad name",
+            "image": "x",
+            "taskRoles": [
+                {"name": "main", "taskNumber": 0, "cpuNumber": 1, "memoryMB": 50, "gpuNumber": 0, "command": "true"}
+            ],
+        }
+    )
     body = conforms(api.submit(bad), "/api/v2/jobs")
     assert body["code"] == "InvalidProtocolError" and {"jobName", "taskRoles[0].memoryMB"} <= {
-        p["path"] for p in body["problems"]}
+        p["path"] for p in body["problems"]
+    }
     too_big = conforms(api.submit(v1("too-big", "true", cpuNumber=64)), "/api/v2/jobs")
     assert too_big["code"] == "NoEnoughQuotaError"
     assert conforms(api.submit(v1("seed-ok", "true")), "/api/v2/jobs")["code"] == "ConflictJobError"
@@ -432,8 +476,9 @@ def test_error_answers_match_the_spec(seeded: Seeded) -> None:
     r = http.post("/api/v2/jobs", content=b"<job/>", headers={"Content-Type": "application/xml"})
     assert conforms(r, "/api/v2/jobs")["code"] == "UnsupportedMediaTypeError"
     # someone else's job is as absent as a missing one; only an admin adds users
-    dave = api.as_user(conforms(http.post("/api/v2/local/users", json={"name": "contract-dave"}),
-                                "/api/v2/local/users")["token"])
+    dave = api.as_user(
+        conforms(http.post("/api/v2/local/users", json={"name": "contract-dave"}), "/api/v2/local/users")["token"]
+    )
     assert conforms(dave.http.get(f"/api/v2/jobs/{seeded.succeeded}/config"), JOB + "/config")["code"] == "NoJobError"
     r = dave.http.post("/api/v2/local/users", json={"name": "contract-eve"})
     assert conforms(r, "/api/v2/local/users")["code"] == "ForbiddenUserError"
@@ -457,13 +502,15 @@ def _until_service(seeded: Seeded, job: str, state: str, timeout: float = 60) ->
         seen[:] = [_services(seeded, job)["tensorboard"]]
         return seen[0] if seen[0]["state"] == state else None
 
-    return wait_for(reached, timeout, lambda: f"TensorBoard of {job} to be {state}, still {seen[0]['state']}",
-                    interval=0.2)
+    return wait_for(
+        reached, timeout, lambda: f"TensorBoard of {job} to be {state}, still {seen[0]['state']}", interval=0.2
+    )
 
 
 def _service_action(api: Api, job: str, action: Any, task: str = "main/0", service: str = "tensorboard") -> Any:
-    return conforms(api.http.post(f"/api/v2/local/jobs/{job}/services/{task}/{service}", json={"action": action}),
-                    SERVICE)
+    return conforms(
+        api.http.post(f"/api/v2/local/jobs/{job}/services/{task}/{service}", json={"action": action}), SERVICE
+    )
 
 
 def test_metrics_answer_as_the_spec_says(seeded: Seeded) -> None:
@@ -486,9 +533,17 @@ def test_services_and_their_stop_and_start_answer_as_the_spec_says(seeded: Seede
     api, job = seeded.api, seeded.running
     tb = _until_service(seeded, job, "running")  # TensorBoard takes a few seconds to answer
     ports = api.detail(job)["taskRoles"]["main"]["taskStatuses"][0]["containerPorts"]
-    assert tb == {"role": "main", "index": 0, "name": "tensorboard", "host": tb["host"],
-                  "port": int(ports["tensorboard"]), "state": "running", "token": tb["token"], "basePath": "/",
-                  "logdir": f"{api.home}/local/jobs/{job}/output/logs/"}  # the job's $PAI_OUTPUT_LOGS
+    assert tb == {
+        "role": "main",
+        "index": 0,
+        "name": "tensorboard",
+        "host": tb["host"],
+        "port": int(ports["tensorboard"]),
+        "state": "running",
+        "token": tb["token"],
+        "basePath": "/",
+        "logdir": f"{api.home}/local/jobs/{job}/output/logs/",
+    }  # the job's $PAI_OUTPUT_LOGS
     runs = f"http://{tb['host']}:{tb['port']}/data/runs"
     assert isinstance(tb["token"], str) and len(tb["token"]) >= 32
     assert httpx.get(runs, timeout=10).status_code == 403  # only the proxy's credential opens it (issue 12 item 3)
@@ -516,14 +571,19 @@ def _handshake(api: Api, path: str, token: str | None) -> httpx.Response:
 
     async def connect() -> httpx.Response:
         url = api.url.replace("http", "ws", 1) + path
-        request = HTTPRequest(url, headers={"Authorization": f"Bearer {token}"} if token else {}, connect_timeout=10,
-                              request_timeout=10)
+        request = HTTPRequest(
+            url, headers={"Authorization": f"Bearer {token}"} if token else {}, connect_timeout=10, request_timeout=10
+        )
         try:
             ws = await websocket_connect(request)
         except HTTPClientError as exc:
             assert exc.response is not None, exc
-            return httpx.Response(exc.code, headers=dict(exc.response.headers), content=exc.response.body,
-                                  request=httpx.Request("GET", api.url + path))
+            return httpx.Response(
+                exc.code,
+                headers=dict(exc.response.headers),
+                content=exc.response.body,
+                request=httpx.Request("GET", api.url + path),
+            )
         try:  # terminado greets with ["setup", {}]; then a shell answers
             assert json.loads(await asyncio.wait_for(ws.read_message(), 10)) == ["setup", {}]
             ws.write_message(json.dumps(["stdin", "echo $((6*7))MARK\r"]))
@@ -560,15 +620,17 @@ def test_terminal_handshake_answers_as_the_spec_says(seeded: Seeded) -> None:
 def test_task_routes_refuse_strangers_and_missing_tokens(seeded: Seeded) -> None:
     """Another user's job is 404 NoJobError on every task route, and no token is 401 on each, websocket included."""
     api, job = seeded.api, seeded.running
-    grace = api.as_user(conforms(api.http.post("/api/v2/local/users", json={"name": "contract-grace"}),
-                                 "/api/v2/local/users")["token"])
+    grace = api.as_user(
+        conforms(api.http.post("/api/v2/local/users", json={"name": "contract-grace"}), "/api/v2/local/users")["token"]
+    )
     anonymous = httpx.Client(base_url=api.url, timeout=30)
     for who, status, code in ((grace.http, 404, "NoJobError"), (anonymous, 401, "UnauthorizedUserError")):
-        for r, path in ((who.get(f"/api/v2/local/jobs/{job}/services"), SERVICES),
-                        (who.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", json={"action": "stop"}),
-                         SERVICE),
-                        (who.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS),
-                        (who.get(f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"), TERMINAL)):
+        for r, path in (
+            (who.get(f"/api/v2/local/jobs/{job}/services"), SERVICES),
+            (who.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", json={"action": "stop"}), SERVICE),
+            (who.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS),
+            (who.get(f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"), TERMINAL),
+        ):
             assert r.status_code == status and conforms(r, path)["code"] == code, (r.request.url, r.text)
     url = api.url.replace("http", "ws", 1) + f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"
 
@@ -631,7 +693,12 @@ def test_spec_examples_are_accepted_as_they_are(seeded: Seeded) -> None:
 def test_no_fuzzed_job_ever_ran(seeded: Seeded) -> None:
     """Guard for the safety argument above: only the seeded jobs ever started a task."""
     db = sqlite3.connect(f"file:{seeded.api.home / 'local' / 'state.db'}?mode=ro", uri=True)
-    started = {r[0] for r in db.execute("SELECT DISTINCT j.user || '~' || j.name FROM tasks t JOIN jobs j "
-                                        "ON j.id = t.job_id WHERE t.launched_time IS NOT NULL")}
+    started = {
+        r[0]
+        for r in db.execute(
+            "SELECT DISTINCT j.user || '~' || j.name FROM tasks t JOIN jobs j "
+            "ON j.id = t.job_id WHERE t.launched_time IS NOT NULL"
+        )
+    }
     db.close()
     assert started <= {seeded.succeeded, seeded.failed, seeded.running, *seeded.deletable}, started

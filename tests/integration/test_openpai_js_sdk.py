@@ -23,13 +23,20 @@ def test_openpai_js_sdk_drives_the_daemon_behind_a_gateway_prefix(daemon: Api) -
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (CI installs it; the SDK runs on node)")
-    assert (JS / "node_modules" / "@microsoft" / "openpai-js-sdk").is_dir(), \
+    assert (JS / "node_modules" / "@microsoft" / "openpai-js-sdk").is_dir(), (
         "the SDK is not installed: run `npm ci` in tests/js (.ci/run does)"
+    )
     r = daemon.http.post("/api/v2/local/users", json={"name": "sdkuser", "password": "sdk-pass-1"})
     assert r.status_code == 201, r.text
     with prefix_proxy(daemon.url) as (base, seen):
-        run = subprocess.run([node, str(JS / "sdk_check.js")], cwd=JS, capture_output=True, text=True, timeout=240,
-                             env={**os.environ, "PAI_URL": base, "PAI_USER": "sdkuser", "PAI_PASSWORD": "sdk-pass-1"})
+        run = subprocess.run(
+            [node, str(JS / "sdk_check.js")],
+            cwd=JS,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "PAI_URL": base, "PAI_USER": "sdkuser", "PAI_PASSWORD": "sdk-pass-1"},
+        )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
     assert out["info"]["launcherType"] == "k8s"

@@ -29,14 +29,17 @@ def test_login_takes_form_bodies_and_answers_with_openpais_codes(daemon: Api) ->
     login = daemon.url + "/api/v2/authn/basic/login"
     r = httpx.post(login, data={"username": "bob", "password": "hunter22", "expiration": "3600"})
     assert r.status_code == 200 and r.json()["user"] == "bob" and r.json()["admin"] is False
-    assert httpx.get(daemon.url + "/api/v2/jobs", headers={"Authorization": f"Bearer {r.json()['token']}"}
-                     ).status_code == 200
-    for body, status, code in (({"username": "nobody", "password": "hunter22"}, 400, "NoUserError"),
-                               ({"username": "bob", "password": "wrong-pw"}, 400, "IncorrectPasswordError"),
-                               ({"username": "bob", "password": "short"}, 400, "InvalidParametersError"),
-                               ({"username": "b ob", "password": "hunter22"}, 400, "InvalidParametersError"),
-                               ({"username": "bob", "password": "hunter22", "expiration": "5"}, 400,
-                                "InvalidParametersError")):
+    assert (
+        httpx.get(daemon.url + "/api/v2/jobs", headers={"Authorization": f"Bearer {r.json()['token']}"}).status_code
+        == 200
+    )
+    for body, status, code in (
+        ({"username": "nobody", "password": "hunter22"}, 400, "NoUserError"),
+        ({"username": "bob", "password": "wrong-pw"}, 400, "IncorrectPasswordError"),
+        ({"username": "bob", "password": "short"}, 400, "InvalidParametersError"),
+        ({"username": "b ob", "password": "hunter22"}, 400, "InvalidParametersError"),
+        ({"username": "bob", "password": "hunter22", "expiration": "5"}, 400, "InvalidParametersError"),
+    ):
         r = httpx.post(login, data=body)
         assert (r.status_code, r.json()["code"]) == (status, code), (body, r.text)
     # v1's token route logs in too, and lists tokens with a bearer token
@@ -57,8 +60,7 @@ def test_failed_logins_are_limited_per_user_with_retry_after(daemon: Api) -> Non
     _user(daemon, "carol")
     _user(daemon, "dave")
     login = daemon.url + "/api/v2/authn/basic/login"
-    codes = [httpx.post(login, data={"username": "carol", "password": f"guess-{i}"}).json()["code"]
-             for i in range(10)]
+    codes = [httpx.post(login, data={"username": "carol", "password": f"guess-{i}"}).json()["code"] for i in range(10)]
     assert codes == ["IncorrectPasswordError"] * 10
     r = httpx.post(login, data={"username": "carol", "password": "hunter22"})  # even the right one, for now
     assert r.status_code == 429 and r.json()["code"] == "TooManyRequestsError"
@@ -73,8 +75,14 @@ def test_failed_logins_made_at_once_cannot_slip_under_the_limit(daemon: Api) -> 
     _user(daemon, "erin")
     login = daemon.url + "/api/v2/authn/basic/login"
     with ThreadPoolExecutor(20) as pool:
-        codes = list(pool.map(lambda i: httpx.post(login, data={"username": "erin", "password": f"guess-{i}"},
-                                                   timeout=60).status_code, range(20)))
+        codes = list(
+            pool.map(
+                lambda i: (
+                    httpx.post(login, data={"username": "erin", "password": f"guess-{i}"}, timeout=60).status_code
+                ),
+                range(20),
+            )
+        )
     assert sorted(codes) == [400] * 10 + [429] * 10
     assert daemon.http.get("/api/v2/jobs").status_code == 200
 
@@ -124,7 +132,8 @@ def test_routes_official_clients_call(daemon: Api) -> None:
     attempt = daemon.http.get(f"/api/v2/jobs/{job}/job-attempts/0").json()
     assert attempt["isLatest"] and attempt["uid"] and attempt["totalTaskNumber"] == 1
     assert (attempt["jobStartedTime"] and attempt["exitDiagnostics"] is None) or isinstance(
-        attempt["exitDiagnostics"], dict)
+        attempt["exitDiagnostics"], dict
+    )
     assert daemon.http.get(f"/api/v2/jobs/{job}/job-attempts/healthz").text == "ok"
     # tags show in the list item and the detail; deleting a missing one is NoTagError
     assert daemon.http.put(f"/api/v2/jobs/{job}/tag", json={"value": "best"}).status_code == 200
@@ -194,7 +203,7 @@ def test_log_locations_work_with_no_header_for_that_task_only(daemon: Api) -> No
 
 
 def test_full_logs_are_sent_in_chunks_and_in_ranges(daemon: Api) -> None:
-    job = daemon.submit_ok(v1("biglog", "i=0; while [ $i -lt 20000 ]; do echo \"line $i\"; i=$((i+1)); done"))
+    job = daemon.submit_ok(v1("biglog", 'i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); done'))
     daemon.wait(job)
     uri = daemon.url + _locations(daemon, job)["stdout"]
     whole = httpx.get(uri)
@@ -202,8 +211,11 @@ def test_full_logs_are_sent_in_chunks_and_in_ranges(daemon: Api) -> None:
     assert expected == "".join(f"line {i}\n" for i in range(20000))
     assert whole.headers["Accept-Ranges"] == "bytes" and int(whole.headers["Content-Length"]) == len(expected)
     part = httpx.get(uri, headers={"Range": "bytes=3-12"})
-    assert (part.status_code, part.text, part.headers["Content-Range"]) == (206, expected[3:13],
-                                                                           f"bytes 3-12/{len(expected)}")
+    assert (part.status_code, part.text, part.headers["Content-Range"]) == (
+        206,
+        expected[3:13],
+        f"bytes 3-12/{len(expected)}",
+    )
     assert httpx.get(uri, headers={"Range": "bytes=-8"}).text == "e 19999\n"
     bad = httpx.get(uri, headers={"Range": f"bytes={len(expected)}-"})
     assert bad.status_code == 416 and bad.headers["Content-Range"] == f"bytes */{len(expected)}"
@@ -233,8 +245,10 @@ def test_client_request_url_resolves_locations_against_the_origin() -> None:
 
     base = "https://pai.example.com/rest-server"
     assert request_url(base, "/api/v2/jobs") == base + "/api/v2/jobs"
-    assert request_url(base, "/log-manager/10.0.0.1:9103/api/v1/tail?token=x", location=True) == \
-        "https://pai.example.com/log-manager/10.0.0.1:9103/api/v1/tail?token=x"
+    assert (
+        request_url(base, "/log-manager/10.0.0.1:9103/api/v1/tail?token=x", location=True)
+        == "https://pai.example.com/log-manager/10.0.0.1:9103/api/v1/tail?token=x"
+    )
     sas = "https://acct.blob.core.windows.net/logs/job-1.stdout?sv=2020&sig=abc"
     assert request_url(base, sas, location=True) == sas
     assert carries_own_token(sas) and carries_own_token("/log-manager/x?token=t&tail-mode=true")
@@ -267,8 +281,7 @@ def test_v1_lengths_and_fixed_ports_are_checked_at_submit(daemon: Api) -> None:
     fixed = [{"label": "web", "beginAt": 20000, "portNumber": 1}]
     r = bob.submit(v1("fixed", "true", portList=fixed))
     assert r.status_code == 400 and "only an admin" in r.json()["message"], r.text
-    assert bob.submit(v1("free", "true", portList=[{"label": "web", "beginAt": 0, "portNumber": 2}])
-                      ).status_code == 202
+    assert bob.submit(v1("free", "true", portList=[{"label": "web", "beginAt": 0, "portNumber": 2}])).status_code == 202
     job = daemon.submit_ok(v1("fixed", "true", portList=fixed))
     task = daemon.tasks(daemon.wait(job))[0]
     assert int(task["containerPorts"]["web"]) >= 20000

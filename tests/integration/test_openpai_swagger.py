@@ -27,18 +27,28 @@ PROTOCOL: dict[str, Any] = yaml.safe_load((DATA / "protocol-schema.yaml").read_t
 # the swagger names the protocol schema by a remote URL; the same file is here
 SWAGGER["components"]["schemas"].update(PROTOCOL["components"]["schemas"])
 SERVED = {  # swagger path -> methods we serve there (see README: the routes we do not serve, and why)
-    "/api/v2/info": {"get"}, "/api/v2/tokens": {"get"}, "/api/v2/tokens/{token}": {"delete"},
-    "/api/v2/authn/basic/login": {"post"}, "/api/v2/authn/basic/logout": {"delete"},
-    "/api/v2/users": {"get"}, "/api/v2/users/{user}": {"get"},
-    "/api/v2/virtual-clusters": {"get"}, "/api/v2/virtual-clusters/{vc}": {"get"},
-    "/api/v2/jobs": {"get", "post"}, "/api/v2/jobs/{user}~{job}": {"get"},
-    "/api/v2/jobs/{user}~{job}/attempts/{jobAttemptId}": {"get"}, "/api/v2/jobs/{user}~{job}/config": {"get"},
-    "/api/v2/jobs/{user}~{job}/executionType": {"put"}, "/api/v2/jobs/{user}~{job}/tag": {"put", "delete"},
-    "/api/v2/jobs/{user}~{job}/events": {"get"}, "/api/v2/jobs/{user}~{job}/job-attempts/healthz": {"get"},
+    "/api/v2/info": {"get"},
+    "/api/v2/tokens": {"get"},
+    "/api/v2/tokens/{token}": {"delete"},
+    "/api/v2/authn/basic/login": {"post"},
+    "/api/v2/authn/basic/logout": {"delete"},
+    "/api/v2/users": {"get"},
+    "/api/v2/users/{user}": {"get"},
+    "/api/v2/virtual-clusters": {"get"},
+    "/api/v2/virtual-clusters/{vc}": {"get"},
+    "/api/v2/jobs": {"get", "post"},
+    "/api/v2/jobs/{user}~{job}": {"get"},
+    "/api/v2/jobs/{user}~{job}/attempts/{jobAttemptId}": {"get"},
+    "/api/v2/jobs/{user}~{job}/config": {"get"},
+    "/api/v2/jobs/{user}~{job}/executionType": {"put"},
+    "/api/v2/jobs/{user}~{job}/tag": {"put", "delete"},
+    "/api/v2/jobs/{user}~{job}/events": {"get"},
+    "/api/v2/jobs/{user}~{job}/job-attempts/healthz": {"get"},
     "/api/v2/jobs/{user}~{job}/job-attempts": {"get"},
     "/api/v2/jobs/{user}~{job}/job-attempts/{attemptIndex}": {"get"},
-    "/api/v2/jobs/{user}~{job}/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskIndex}/attempts":
-        {"get"},
+    "/api/v2/jobs/{user}~{job}/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskIndex}/attempts": {
+        "get"
+    },
     "/api/v2/jobs/{user}~{job}/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskIndex}/attempts/"
     "{taskAttemptId}/logs": {"get"},
 }
@@ -49,8 +59,10 @@ CODE_WINS = [
 ]
 # Deliberate differences (README, "OpenPAI compatibility"):
 DIFFERENCES = [
-    (r"^/data/\d+/(podUid|taskroleName|taskName|taskIndex)$",
-     "job-level events (submitted, stopped, finished) are about no pod or task: those fields are null"),
+    (
+        r"^/data/\d+/(podUid|taskroleName|taskName|taskIndex)$",
+        "job-level events (submitted, stopped, finished) are about no pod or task: those fields are null",
+    ),
 ]
 
 
@@ -91,9 +103,13 @@ def check(r: httpx.Response, path: str) -> Any:
         return r.text
     body = r.json()
     validator = jsonschema.Draft7Validator({**_json_schema(schema), "definitions": DEFINITIONS})
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(body)
-              if not any(re.search(pattern, "/" + "/".join(map(str, e.absolute_path)))
-                         for pattern, _ in CODE_WINS + DIFFERENCES)]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(body)
+        if not any(
+            re.search(pattern, "/" + "/".join(map(str, e.absolute_path))) for pattern, _ in CODE_WINS + DIFFERENCES
+        )
+    ]
     assert not errors, f"{method} {path} {r.status_code}:\n" + "\n".join(errors[:15])
     return body
 
@@ -102,8 +118,11 @@ def check(r: httpx.Response, path: str) -> Any:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, dict[str, str]]]:
     home = tmp_path_factory.mktemp("swagger-home")
     api = start_daemon(home)
-    jobs = {"succeeded": api.submit_ok(v1("sw-ok", "echo ok")), "failed": api.submit_ok(v1("sw-failed", "exit 4")),
-            "running": api.submit_ok(v1("sw-running", "sleep 300"))}
+    jobs = {
+        "succeeded": api.submit_ok(v1("sw-ok", "echo ok")),
+        "failed": api.submit_ok(v1("sw-failed", "exit 4")),
+        "running": api.submit_ok(v1("sw-running", "sleep 300")),
+    }
     api.wait(jobs["succeeded"])
     api.wait(jobs["failed"])
     api.wait(jobs["running"], ("RUNNING",))
@@ -138,8 +157,10 @@ def test_job_routes_answer_in_the_swaggers_shapes(cluster: tuple[Api, dict[str, 
     check(http.get(f"/api/v2/jobs/{job}/job-attempts/healthz"), base + "/job-attempts/healthz")
     task = base + "/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskIndex}/attempts"
     check(http.get(f"/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts"), task)
-    logs = check(http.get(f"/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
-                 task + "/{taskAttemptId}/logs")
+    logs = check(
+        http.get(f"/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"),
+        task + "/{taskAttemptId}/logs",
+    )
     assert {loc["name"] for loc in logs["locations"]} >= {"stdout", "stderr", "all"}
     config = http.get(f"/api/v2/jobs/{job}/config")
     assert config.status_code == 200 and config.headers["content-type"].startswith("text/yaml")
@@ -159,18 +180,40 @@ def test_cluster_routes_answer_in_the_swaggers_shapes(cluster: tuple[Api, dict[s
     check(http.get(f"/api/v2/users/{me}"), "/api/v2/users/{user}")
     check(http.get("/api/v2/tokens"), "/api/v2/tokens")
     http.post("/api/v2/local/users", json={"name": "swagger-sam", "password": "sam-pass-1"})
-    login = check(httpx.post(api.url + "/api/v2/authn/basic/login",
-                             data={"username": "swagger-sam", "password": "sam-pass-1", "expiration": 3600}),
-                  "/api/v2/authn/basic/login")
+    login = check(
+        httpx.post(
+            api.url + "/api/v2/authn/basic/login",
+            data={"username": "swagger-sam", "password": "sam-pass-1", "expiration": 3600},
+        ),
+        "/api/v2/authn/basic/login",
+    )
     sam = {"Authorization": f"Bearer {login['token']}"}
-    check(httpx.post(api.url + "/api/v2/authn/basic/login", data={"username": "swagger-sam", "password": "wrongpw"}),
-          "/api/v2/authn/basic/login")
+    check(
+        httpx.post(api.url + "/api/v2/authn/basic/login", data={"username": "swagger-sam", "password": "wrongpw"}),
+        "/api/v2/authn/basic/login",
+    )
     check(httpx.delete(api.url + "/api/v2/authn/basic/logout", headers=sam), "/api/v2/authn/basic/logout")
-    check(http.put(f"/api/v2/jobs/{jobs['running']}/executionType", json={"value": "STOP"}),
-          "/api/v2/jobs/{user}~{job}/executionType")
-    submitted = http.post("/api/v2/jobs", content=json.dumps({
-        "protocolVersion": 2, "name": "sw_v2", "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
-        "taskRoles": {"main": {"dockerImage": "img", "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-                               "commands": ["true"]}}}).encode(), headers={"Content-Type": "text/yaml"})
+    check(
+        http.put(f"/api/v2/jobs/{jobs['running']}/executionType", json={"value": "STOP"}),
+        "/api/v2/jobs/{user}~{job}/executionType",
+    )
+    submitted = http.post(
+        "/api/v2/jobs",
+        content=json.dumps(
+            {
+                "protocolVersion": 2,
+                "name": "sw_v2",
+                "type": "job",
+                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
+                "taskRoles": {
+                    "main": {
+                        "dockerImage": "img",
+                        "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                        "commands": ["true"],
+                    }
+                },
+            }
+        ).encode(),
+        headers={"Content-Type": "text/yaml"},
+    )
     check(submitted, "/api/v2/jobs")

@@ -68,9 +68,16 @@ def spec(tmp_path: Path, script: str, image: str = IMAGE, **over):  # type: igno
 
 def test_hello_world(rt: Tracked, image: str, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    s = spec(tmp_path / "task", "echo hello $WHO; sleep 0.05; echo err >&2; sleep 0.05; cat /userhome/greeting; pwd",
-             env={"WHO": "world", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"},
-             memory_mb=128, cpu=1, shm_mb=32, work_dir="/tmp", mounts=[Mount(str(home), "/userhome", True)])
+    s = spec(
+        tmp_path / "task",
+        "echo hello $WHO; sleep 0.05; echo err >&2; sleep 0.05; cat /userhome/greeting; pwd",
+        env={"WHO": "world", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"},
+        memory_mb=128,
+        cpu=1,
+        shm_mb=32,
+        work_dir="/tmp",
+        mounts=[Mount(str(home), "/userhome", True)],
+    )
     home.mkdir()
     (home / "greeting").write_text("hi from home\n")
     handle = rt.start(s)
@@ -82,8 +89,12 @@ def test_hello_world(rt: Tracked, image: str, tmp_path: Path) -> None:
     assert read(s.task_dir, "all").splitlines()[:2] == ["hello world", "err"]
     labels = attrs["Config"]["Labels"]
     assert labels["pai.managed"] == "1" and labels["pai.job"] == f"tester~{s.job_name}"
-    assert (labels["pai.user"], labels["pai.role"], labels["pai.index"], labels["pai.key"]) == \
-        ("tester", "main", "0", s.key)
+    assert (labels["pai.user"], labels["pai.role"], labels["pai.index"], labels["pai.key"]) == (
+        "tester",
+        "main",
+        "0",
+        s.key,
+    )
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "host"
     assert host["Memory"] == host["MemorySwap"] == 128 << 20
@@ -162,8 +173,9 @@ def test_recover_and_remove(rt: Tracked, image: str, tmp_path: Path) -> None:
 def test_gpu_environment(tmp_path: Path) -> None:
     none = DockerRuntime._environment(spec(tmp_path, "true"))
     assert none["NVIDIA_VISIBLE_DEVICES"] == "void"  # a CUDA image's NVIDIA_VISIBLE_DEVICES=all must not apply
-    two = DockerRuntime._environment(spec(tmp_path, "true", gpus=[2, 3],
-                                          env={"CUDA_VISIBLE_DEVICES": "2,3", "NVIDIA_VISIBLE_DEVICES": "2,3"}))
+    two = DockerRuntime._environment(
+        spec(tmp_path, "true", gpus=[2, 3], env={"CUDA_VISIBLE_DEVICES": "2,3", "NVIDIA_VISIBLE_DEVICES": "2,3"})
+    )
     assert two["NVIDIA_VISIBLE_DEVICES"] == "2,3"  # host ids, for the NVIDIA runtime
     assert two["CUDA_VISIBLE_DEVICES"] == "0,1"  # as numbered inside the container
 

@@ -92,6 +92,7 @@ def group_members(pgid: int) -> list[int]:
 
 def gone(pids: list[int], timeout: float = 1.0) -> bool:
     """Whether every process of ``pids`` has ended (or is a zombie) within ``timeout`` s."""
+
     def ended() -> bool:
         return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
 
@@ -139,8 +140,14 @@ def test_the_image_notice_goes_to_the_runtime_log_not_the_users_streams(runtimes
 def test_env_cwd_and_image_recorded(runtimes: Runtimes, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    handle, result = run(runtimes.make(), tmp_path, 'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
-                         env={"GREETING": "hi there", "PAI_TEST": "1"}, work_dir=str(work), image="some/image:1")
+    handle, result = run(
+        runtimes.make(),
+        tmp_path,
+        'echo "$GREETING|$PAI_TEST|$(pwd)"; command -v tee',
+        env={"GREETING": "hi there", "PAI_TEST": "1"},
+        work_dir=str(work),
+        image="some/image:1",
+    )
     assert result.exit_code == 0
     first, second = read(tmp_path, "stdout").splitlines()
     assert "'some/image:1' was not used" in read(tmp_path, "runtime")
@@ -181,8 +188,9 @@ def test_c_shim_does_not_wait_forever_for_a_child_that_ignores_sigterm(tmp_path:
 
 def test_stop_terminates_the_whole_tree(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
-    handle = rt.start(make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; "
-                                          "touch ready; wait"))
+    handle = rt.start(
+        make_spec(tmp_path, "sleep 1000 & echo $! > bg; sh -c 'sleep 1000' & echo $! >> bg; touch ready; wait")
+    )
     _, result = stop_when_ready(rt, handle, tmp_path, grace=5)
     assert result.exit_code == 143  # type: ignore[attr-defined]  (SIGTERM ended it, not the SIGKILL after 5 s)
     assert gone([int(x) for x in read(tmp_path, "bg").split()])
@@ -259,8 +267,9 @@ def test_a_setsid_escape_is_still_counted_by_the_watchdog(tmp_path: Path, warm: 
     try:
         rt = r.make("watchdog")
         assert "subreaper" in rt.describe()
-        handle, result = run(rt, tmp_path / "td", f"( setsid {ESCAPE_ALLOC} & ); sleep 30; echo not reached",
-                             memory_mb=128)
+        handle, result = run(
+            rt, tmp_path / "td", f"( setsid {ESCAPE_ALLOC} & ); sleep 30; echo not reached", memory_mb=128
+        )
         assert handle.info["memory"] == "watchdog"
         assert result.oom and result.exit_code == 137, result
         assert "not reached" not in read(tmp_path / "td", "all")
@@ -296,14 +305,17 @@ def _start_in_another_process(task_dir: Path, script: str) -> TaskHandle:
     """Start a task from a short-lived Python process, as a daemon that is then killed: the shim is no child of
     ours and gets reparented when that process exits."""
     spec = json.dumps({"task_dir": str(task_dir), "script": script})
-    code = ("import json, sys; from pathlib import Path\n"
-            "from pai_jupyter.cluster.runtime.process import ProcessRuntime\n"
-            "from tests.integration.conftest_runtime import make_spec\n"
-            "a = json.loads(sys.argv[1])\n"
-            "h = ProcessRuntime().start(make_spec(Path(a['task_dir']), a['script'], memory_mb=256))\n"
-            "print(json.dumps(h.to_dict()))\n")
-    out = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parents[2])
+    code = (
+        "import json, sys; from pathlib import Path\n"
+        "from pai_jupyter.cluster.runtime.process import ProcessRuntime\n"
+        "from tests.integration.conftest_runtime import make_spec\n"
+        "a = json.loads(sys.argv[1])\n"
+        "h = ProcessRuntime().start(make_spec(Path(a['task_dir']), a['script'], memory_mb=256))\n"
+        "print(json.dumps(h.to_dict()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, spec], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2]
+    )
     return TaskHandle.from_dict(json.loads(out.stdout))
 
 
@@ -404,8 +416,15 @@ def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
         td = tmp_path / "jobs" / "t0"
         td.parent.mkdir()
         work = td / "work"
-        handle = rt.start(make_spec(td, 'echo "$PAI_TEST|$(pwd)"; grep SigBlk /proc/self/status; sleep 1',
-                                    memory_mb=96, work_dir=str(work), env={"PAI_TEST": "1", "SECRET": "x"}))
+        handle = rt.start(
+            make_spec(
+                td,
+                'echo "$PAI_TEST|$(pwd)"; grep SigBlk /proc/self/status; sleep 1',
+                memory_mb=96,
+                work_dir=str(work),
+                env={"PAI_TEST": "1", "SECRET": "x"},
+            )
+        )
         assert int(handle.id) == ready.pid and ready.directory == td  # its directory was moved into place
         assert handle.info["memory"] == "cgroup"
         assert json.loads(read(td, "handle.json"))["info"]["memory_mb"] == 96  # written before the hand-over

@@ -90,8 +90,11 @@ def test_an_image_without_bash_says_so(runner: tuple[str, object], tmp_path: Pat
 def test_the_script_and_its_secrets_never_touch_the_disk(runner: tuple[str, object], tmp_path: Path) -> None:
     kind, run = runner
     secret = "s3cr3t-planted-7f1c"
-    result = run(tmp_path, f'test "{secret}" = "$(printf s3cr3t-planted-7f1c)"; echo ok',  # type: ignore[operator]
-                 shown_script='test "******" = "$(printf ******)"; echo ok')
+    result = run(
+        tmp_path,
+        f'test "{secret}" = "$(printf s3cr3t-planted-7f1c)"; echo ok',  # type: ignore[operator]
+        shown_script='test "******" = "$(printf ******)"; echo ok',
+    )
     assert result.exit_code == 0, read(tmp_path, "all")
     assert read(tmp_path, "stdout") == "ok\n"
     for path in tmp_path.rglob("*"):

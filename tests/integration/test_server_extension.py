@@ -71,6 +71,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 def ws_status(env: Env, path: str, token: str | None = "own") -> int:
     """The HTTP status a websocket handshake got (101 when it was accepted)."""
+
     async def go() -> int:
         try:
             ws = await env.jupyter.ws(path, token)
@@ -85,17 +86,30 @@ def ws_status(env: Env, path: str, token: str | None = "own") -> int:
 def test_tensorboard_page_and_data_through_the_proxy(env: Env) -> None:
     tb = env.running(env.job, ("tensorboard",))["tensorboard"]
     http = env.jupyter.http()
-    runs = wait_for(lambda: "run_a" in (r := http.get(task_url(env.job, "tensorboard/data/runs"))).text and r, 60,
-                    "TensorBoard to load the event file")
+    runs = wait_for(
+        lambda: "run_a" in (r := http.get(task_url(env.job, "tensorboard/data/runs"))).text and r,
+        60,
+        "TensorBoard to load the event file",
+    )
     assert runs.status_code == 200 and runs.json() == ["run_a"]
     direct = f"http://{tb['host']}:{tb['port']}/data/runs"
     assert httpx.get(direct, timeout=10).status_code == 403  # only through the proxy, which holds the token
     assert runs.json() == httpx.get(direct, headers={"Authorization": f"token {tb['token']}"}, timeout=10).json()
     page = http.get(task_url(env.job, "tensorboard/"))
     assert page.status_code == 200 and "tb-relative-root" in page.text
-    scalars = wait_for(lambda: (r := http.get(task_url(env.job, "tensorboard/data/plugin/scalars/scalars"),
-                                              params={"run": "run_a", "tag": "loss"})).status_code == 200 and r,
-                       30, "the loss scalars")
+    scalars = wait_for(
+        lambda: (
+            (
+                r := http.get(
+                    task_url(env.job, "tensorboard/data/plugin/scalars/scalars"), params={"run": "run_a", "tag": "loss"}
+                )
+            ).status_code
+            == 200
+            and r
+        ),
+        30,
+        "the loss scalars",
+    )
     assert [p[1] for p in scalars.json()] == [0, 1, 2, 3, 4]
     bare = http.get(task_url(env.job, "tensorboard"), params={"x": "1"})
     assert bare.status_code == 302 and bare.headers["Location"] == f"/{task_url(env.job, 'tensorboard/')}?x=1"
@@ -159,8 +173,10 @@ def test_bodies_both_ways_through_the_in_job_jupyter(env: Env) -> None:
     env.running(env.job, ("jupyter",))
     http = env.jupyter.http()
     blob = os.urandom(3 * 2**20 + 17)
-    put = http.put(task_url(env.job, "jupyter/api/contents/blob.bin"),
-                   json={"type": "file", "format": "base64", "content": base64.b64encode(blob).decode()})
+    put = http.put(
+        task_url(env.job, "jupyter/api/contents/blob.bin"),
+        json={"type": "file", "format": "base64", "content": base64.b64encode(blob).decode()},
+    )
     assert put.status_code in (200, 201), put.text
     got = http.get(task_url(env.job, "jupyter/files/blob.bin"))
     assert got.status_code == 200 and got.content == blob and got.headers["Content-Length"] == str(len(blob))
@@ -189,15 +205,19 @@ def test_jobs_route_lists_the_profiles_jobs_with_service_urls(env: Env) -> None:
     assert set(jobs) == {env.job, env.plain}  # not bob's
     task = jobs[env.job]["tasks"][0]
     assert {s["name"]: s["url"] for s in task["services"]} == {
-        "tensorboard": f"/{task_url(env.job, 'tensorboard/')}", "jupyter": f"/{task_url(env.job, 'jupyter/')}"}
+        "tensorboard": f"/{task_url(env.job, 'tensorboard/')}",
+        "jupyter": f"/{task_url(env.job, 'jupyter/')}",
+    }
     assert task["terminalUrl"] == f"/{task_url(env.job, 'terminal/websocket')}"
     assert jobs[env.job]["metricsUrl"] == f"/pai/api/jobs/{env.job}/metrics"
     assert jobs[env.plain]["tasks"][0]["services"] == []
     secrets = [s["token"] for s in env.pai.services(env.job) if s["token"]] + [env.api.token]
     assert not any(s in json.dumps(body) for s in secrets)
     http = env.jupyter.http()
-    assert {j["id"] for j in http.get("pai/api/jobs", params={"state": "RUNNING", "limit": 5}).json()["jobs"]} == \
-        {env.job, env.plain}
+    assert {j["id"] for j in http.get("pai/api/jobs", params={"state": "RUNNING", "limit": 5}).json()["jobs"]} == {
+        env.job,
+        env.plain,
+    }
     odd = http.get("pai/api/jobs", params={"state": MARKUP})
     assert odd.status_code in (200, 400) and "<script" not in odd.text
 
@@ -239,8 +259,11 @@ def test_every_route_needs_jupyters_auth(env: Env) -> None:
         assert http.post(task_url(env.job, "jupyter/api/kernels"), json={}).status_code == 403
         assert http.get("pai/api/jobs").status_code == 403
         assert http.get("pai/nothing/here").status_code == 302
-        for path in (task_url(env.job, "jupyter/api/kernels/x/channels"), task_url(env.plain, "terminal/websocket"),
-                     f"pai/api/jobs/{env.plain}/metrics"):
+        for path in (
+            task_url(env.job, "jupyter/api/kernels/x/channels"),
+            task_url(env.plain, "terminal/websocket"),
+            f"pai/api/jobs/{env.plain}/metrics",
+        ):
             assert ws_status(env, path, token) == 403, path
 
 
@@ -284,11 +307,18 @@ def test_another_users_job_is_not_found(env: Env) -> None:
 def test_unknown_jobs_tasks_services_and_ports_are_not_found(env: Env) -> None:
     tb = env.running(env.job, ("tensorboard",))["tensorboard"]
     http = env.jupyter.http()
-    for path in ("pai/jobs/root~nope/main/0/tensorboard/", task_url(env.plain, "tensorboard/"),
-                 task_url(env.plain, "jupyter/api/status"), f"pai/jobs/{env.job}/main/1/tensorboard/",
-                 f"pai/jobs/{env.job}/other/0/tensorboard/", task_url(env.job, f"{tb['port']}/"),
-                 task_url(env.job, f"tensorboard:{tb['port']}/"), f"pai/jobs/{env.job}/main/0/ssh/",
-                 f"pai/proxy/{tb['port']}/", f"pai/jobs/127.0.0.1:{tb['port']}/data/runs"):
+    for path in (
+        "pai/jobs/root~nope/main/0/tensorboard/",
+        task_url(env.plain, "tensorboard/"),
+        task_url(env.plain, "jupyter/api/status"),
+        f"pai/jobs/{env.job}/main/1/tensorboard/",
+        f"pai/jobs/{env.job}/other/0/tensorboard/",
+        task_url(env.job, f"{tb['port']}/"),
+        task_url(env.job, f"tensorboard:{tb['port']}/"),
+        f"pai/jobs/{env.job}/main/0/ssh/",
+        f"pai/proxy/{tb['port']}/",
+        f"pai/jobs/127.0.0.1:{tb['port']}/data/runs",
+    ):
         r = http.get(path)
         assert r.status_code == 404, path
         assert r.headers["Content-Type"].startswith("application/json")
@@ -300,8 +330,10 @@ def raw_get(url: str, path: str, token: str) -> tuple[int, bytes]:
     """GET with the path sent byte for byte (httpx would percent-encode the markup)."""
     host, port = url.split("//")[1].rstrip("/").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: token {token}\r\n"
-                  "Connection: close\r\n\r\n".encode())
+        s.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: token {token}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -311,9 +343,14 @@ def raw_get(url: str, path: str, token: str) -> tuple[int, bytes]:
 
 def test_markup_in_the_path_is_refused_and_not_reflected(env: Env) -> None:
     http = env.jupyter.http()
-    paths = [f"/pai/jobs/{MARKUP}~x/main/0/tensorboard/", f"/pai/jobs/root~{MARKUP}/main/0/tensorboard/",
-             f"/pai/jobs/{env.job}/{MARKUP}/0/tensorboard/", f"/pai/jobs/{env.job}/main/0/{MARKUP}/",
-             f"/pai/{MARKUP}", f"/pai/api/jobs/root~{MARKUP}/metrics"]
+    paths = [
+        f"/pai/jobs/{MARKUP}~x/main/0/tensorboard/",
+        f"/pai/jobs/root~{MARKUP}/main/0/tensorboard/",
+        f"/pai/jobs/{env.job}/{MARKUP}/0/tensorboard/",
+        f"/pai/jobs/{env.job}/main/0/{MARKUP}/",
+        f"/pai/{MARKUP}",
+        f"/pai/api/jobs/root~{MARKUP}/metrics",
+    ]
     for path in paths:
         status, body = raw_get(env.jupyter.url, path, env.jupyter.token)
         assert status == 404, path

@@ -28,9 +28,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, Jupy
 
 
 def routes(job: str) -> list[str]:
-    return ["pai/api/jobs", task_url(job, "jupyter/api/kernels"), task_url("root~nope", "jupyter/api/kernels"),
-            task_url(job, "tensorboard/data"), task_url(job, "terminal/x"), f"pai/api/jobs/{job}/metrics",
-            "pai/whatever"]
+    return [
+        "pai/api/jobs",
+        task_url(job, "jupyter/api/kernels"),
+        task_url("root~nope", "jupyter/api/kernels"),
+        task_url(job, "tensorboard/data"),
+        task_url(job, "terminal/x"),
+        f"pai/api/jobs/{job}/metrics",
+        "pai/whatever",
+    ]
 
 
 def test_a_cookie_write_from_a_foreign_origin_is_403(served: tuple[Api, JupyterServer, str]) -> None:

@@ -24,8 +24,7 @@ from .standin import serving
 pytestmark = pytest.mark.slow
 
 
-def test_idle_services_and_terminals_are_culled_and_started_again(daemon: Api, pai_home: Path,
-                                                                  tmp_path: Path) -> None:
+def test_idle_services_and_terminals_are_culled_and_started_again(daemon: Api, pai_home: Path, tmp_path: Path) -> None:
     job = daemon.submit_ok(services_job("cull", tensorboard=str(write_events(tmp_path / "tb"))))
     pai = Client()
     config = {"idle_timeout_minutes": 0.05, "service_start_timeout": 0}  # 3 s idle; never wait for a start
@@ -64,6 +63,7 @@ def test_terminal_round_trip_in_a_docker_task(docker_daemon: Api, pai_home: Path
     job = docker_daemon.submit_ok(services_job("dterm"))
     docker_daemon.wait(job, ("RUNNING",), timeout=60)
     with jupyter(tmp_path / "jupyter", pai_home) as js:
+
         async def run() -> str:
             ws = await js.ws(task_url(job, "terminal/websocket"))
             try:
@@ -103,8 +103,9 @@ def openpai() -> Iterator[str]:
 
 def test_a_remote_openpai_profile_says_what_it_cannot_do(openpai: str, pai_home: Path, tmp_path: Path) -> None:
     pai_home.mkdir(parents=True, exist_ok=True)
-    (pai_home / "clusters.yaml").write_text(yaml.safe_dump(
-        {"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]}))
+    (pai_home / "clusters.yaml").write_text(
+        yaml.safe_dump({"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]})
+    )
     with jupyter(tmp_path / "jupyter", pai_home, {"profile": "remote"}) as js:
         http = js.http()
         body = http.get("pai/api/jobs").json()

@@ -57,19 +57,27 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
 def test_tensorboard_and_the_jobs_route_under_a_prefix(hub: Hub) -> None:
     hub.running()
     http = hub.jupyter.http()
-    runs = wait_for(lambda: "run_a" in (r := http.get(task_url(hub.job, "tensorboard/data/runs"))).text and r, 60,
-                    "TensorBoard to load the event file")
+    runs = wait_for(
+        lambda: "run_a" in (r := http.get(task_url(hub.job, "tensorboard/data/runs"))).text and r,
+        60,
+        "TensorBoard to load the event file",
+    )
     assert runs.json() == ["run_a"]
     page = http.get(task_url(hub.job, "tensorboard/"), headers={"Accept-Encoding": "gzip"})  # TensorBoard zips it
     assert page.status_code == 200 and "url(font-roboto/" in page.text and "url(/font-roboto/" not in page.text
     assert "Content-Encoding" not in page.headers  # unzipped to be rewritten, and sent on as it now is
-    assert http.get(task_url(hub.job, "tensorboard/data/runs"), headers={"Accept-Encoding": "gzip"}).headers.get(
-        "Content-Encoding") == "gzip"  # data keeps its encoding
+    assert (
+        http.get(task_url(hub.job, "tensorboard/data/runs"), headers={"Accept-Encoding": "gzip"}).headers.get(
+            "Content-Encoding"
+        )
+        == "gzip"
+    )  # data keeps its encoding
     bare = http.get(task_url(hub.job, "tensorboard"))
     assert bare.status_code == 302 and bare.headers["Location"] == f"{PREFIX}{task_url(hub.job, 'tensorboard/')}"
     task = next(j for j in http.get("pai/api/jobs").json()["jobs"] if j["id"] == hub.job)["tasks"][0]
     assert {s["name"]: s["url"] for s in task["services"]} == {
-        name: f"{PREFIX}{task_url(hub.job, name + '/')}" for name in ("tensorboard", "jupyter")}
+        name: f"{PREFIX}{task_url(hub.job, name + '/')}" for name in ("tensorboard", "jupyter")
+    }
     assert task["terminalUrl"] == f"{PREFIX}{task_url(hub.job, 'terminal/websocket')}"
 
 

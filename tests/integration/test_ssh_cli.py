@@ -22,15 +22,27 @@ PAI = [sys.executable, "-m", "pai_jupyter.cli"]
 def pai(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAI_JUPYTER_HOME": str(home)}
     env.pop("PAI_PROFILE", None)
-    return subprocess.run([*PAI, *args], capture_output=True, text=True, env=env, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run([*PAI, *args], capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def _job(name: str) -> str:
-    return json.dumps({"jobName": name, "image": "pai-test/busybox:latest",
-                       "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh"}]},
-                       "taskRoles": [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256,
-                                      "gpuNumber": 0, "command": "sleep 300"}]})
+    return json.dumps(
+        {
+            "jobName": name,
+            "image": "pai-test/busybox:latest",
+            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh"}]},
+            "taskRoles": [
+                {
+                    "name": "main",
+                    "taskNumber": 1,
+                    "cpuNumber": 1,
+                    "memoryMB": 256,
+                    "gpuNumber": 0,
+                    "command": "sleep 300",
+                }
+            ],
+        }
+    )
 
 
 def test_stored_key_job_key_and_ssh_info(daemon: Api, tmp_path: Path) -> None:
@@ -89,8 +101,13 @@ def test_routes_refuse_strangers_and_other_users(daemon: Api) -> None:
     base = f"/api/v2/local/jobs/{job}/ssh"
     assert daemon.http.get(base + "/key").status_code == 200  # the owner
     anon = httpx.Client(base_url=daemon.url, timeout=30)
-    for method, path in (("GET", base), ("GET", base + "/key"), ("GET", "/api/v2/local/ssh-keys"),
-                         ("POST", "/api/v2/local/ssh-keys"), ("DELETE", "/api/v2/local/ssh-keys/x")):
+    for method, path in (
+        ("GET", base),
+        ("GET", base + "/key"),
+        ("GET", "/api/v2/local/ssh-keys"),
+        ("POST", "/api/v2/local/ssh-keys"),
+        ("DELETE", "/api/v2/local/ssh-keys/x"),
+    ):
         assert anon.request(method, path).status_code == 401, (method, path)
     mallory = daemon.new_user("mallory")
     assert mallory.http.get(base).status_code == 404
@@ -99,8 +116,24 @@ def test_routes_refuse_strangers_and_other_users(daemon: Api) -> None:
     boss = daemon.new_user("boss", admin=True)
     assert boss.http.get(base).status_code == 200  # an admin sees the job...
     assert boss.http.get(base + "/key").status_code == 404  # ...but never its owner's private key
-    nossh = daemon.submit_ok(json.dumps({"jobName": "plain", "image": "x", "taskRoles": [
-        {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0, "command": "true"}]}))
+    nossh = daemon.submit_ok(
+        json.dumps(
+            {
+                "jobName": "plain",
+                "image": "x",
+                "taskRoles": [
+                    {
+                        "name": "main",
+                        "taskNumber": 1,
+                        "cpuNumber": 1,
+                        "memoryMB": 128,
+                        "gpuNumber": 0,
+                        "command": "true",
+                    }
+                ],
+            }
+        )
+    )
     r = daemon.http.get(f"/api/v2/local/jobs/{nossh}/ssh")
     assert r.status_code == 404 and "no ssh plugin" in r.json()["message"]
     daemon.stop(job)

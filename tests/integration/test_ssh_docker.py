@@ -29,10 +29,29 @@ def _image() -> None:
 def _job(name: str, image: str, main: str, worker: str | None = None) -> str:
     roles = [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0, "command": main}]
     if worker:
-        roles.append({"name": "worker", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0,
-                      "command": worker, "minSucceededTaskCount": 1})
-    return json.dumps({"jobName": name, "image": image, "taskRoles": roles, "extras": {
-        "com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True, "sshbarrier": True}}]}})
+        roles.append(
+            {
+                "name": "worker",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 256,
+                "gpuNumber": 0,
+                "command": worker,
+                "minSucceededTaskCount": 1,
+            }
+        )
+    return json.dumps(
+        {
+            "jobName": name,
+            "image": image,
+            "taskRoles": roles,
+            "extras": {
+                "com.microsoft.pai.runtimeplugin": [
+                    {"plugin": "ssh", "parameters": {"jobssh": True, "sshbarrier": True}}
+                ]
+            },
+        }
+    )
 
 
 def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
@@ -61,8 +80,11 @@ def test_an_image_without_sshd_says_so(docker_daemon: Api) -> None:
     pai = Client()
     job = pai.submit(_job("nosshd", "pai-test/busybox:latest", "echo still runs; sleep 300"))
     pai.wait(job, until={"RUNNING"}, timeout=120)
-    svc = wait_for(lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None), 60,
-                   "the ssh service to say it cannot start")
+    svc = wait_for(
+        lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None),
+        60,
+        "the ssh service to say it cannot start",
+    )
     assert "openssh-server" in svc["message"]
     wait_for(lambda: "still runs" in pai.logs(job, stream="all"), 30, "the command")
     assert "[pai ssh plugin] no sshd in this task" in pai.logs(job, stream="all")

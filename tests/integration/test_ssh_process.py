@@ -16,18 +16,32 @@ from .ssh_helpers import keypair, need_sshd, scp, ssh
 
 
 def _job(name: str, command: str, params: dict, instances: int = 1, worker: str | None = None) -> str:
-    roles = {"main": {"instances": instances, "dockerImage": "img", "commands": [command],
-                      "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}}
+    roles = {
+        "main": {
+            "instances": instances,
+            "dockerImage": "img",
+            "commands": [command],
+            "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+        }
+    }
     if worker:
-        roles["worker"] = {"instances": 1, "dockerImage": "img", "commands": [worker],
-                           "completion": {"minSucceededInstances": 1},
-                           "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}
-    return yaml.safe_dump({
-        "protocolVersion": 2, "name": name, "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
-        "taskRoles": roles,
-        "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": params}]},
-    })
+        roles["worker"] = {
+            "instances": 1,
+            "dockerImage": "img",
+            "commands": [worker],
+            "completion": {"minSucceededInstances": 1},
+            "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+        }
+    return yaml.safe_dump(
+        {
+            "protocolVersion": 2,
+            "name": name,
+            "type": "job",
+            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
+            "taskRoles": roles,
+            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": params}]},
+        }
+    )
 
 
 def _ssh_port(pai: Client, job: str, role: str = "main", index: int = 0) -> int:
@@ -36,6 +50,7 @@ def _ssh_port(pai: Client, job: str, role: str = "main", index: int = 0) -> int:
             if s["name"] == "ssh" and s["role"] == role and s["index"] == index and s["state"] == "running":
                 return int(s["port"])
         return None
+
     return wait_for(up, 60, "the task's sshd")
 
 
@@ -44,8 +59,9 @@ def test_login_lands_in_the_task_with_its_env_and_scp_copies_in(daemon: Api, tmp
     key, pub = keypair(tmp_path)
     wrong, _ = keypair(tmp_path, "id_wrong")
     pai = Client()
-    job = pai.submit(_job("sshin", "echo command ran at once; sleep 300",
-                          {"userssh": {"type": "custom", "value": pub}}))
+    job = pai.submit(
+        _job("sshin", "echo command ran at once; sleep 300", {"userssh": {"type": "custom", "value": pub}})
+    )
     pai.wait(job, until={"RUNNING"})
     wait_for(lambda: "command ran at once" in pai.logs(job, stream="stdout"), 20, "the user's command")
     port = _ssh_port(pai, job)
@@ -70,11 +86,16 @@ def test_login_lands_in_the_task_with_its_env_and_scp_copies_in(daemon: Api, tmp
 def test_jobssh_tasks_reach_each_other_by_name_after_the_barrier(daemon: Api) -> None:
     need_sshd()
     pai = Client()
-    job = pai.submit(_job("mpi", "sleep 300", {"jobssh": True, "sshbarrier": True, "sshbarrierTimeout": 2},
-                          worker="ssh main-0 'echo from main: $PAI_CURRENT_TASK_ROLE_NAME-$PAI_TASK_INDEX'"))
+    job = pai.submit(
+        _job(
+            "mpi",
+            "sleep 300",
+            {"jobssh": True, "sshbarrier": True, "sshbarrierTimeout": 2},
+            worker="ssh main-0 'echo from main: $PAI_CURRENT_TASK_ROLE_NAME-$PAI_TASK_INDEX'",
+        )
+    )
     detail = pai.wait(job, until=FINAL, timeout=150)
     out = pai.logs(job, role="worker", stream="all")
     assert "pai ssh barrier: every task answers" in out, out
     assert "from main: main-0" in out, out
     assert detail.state == "SUCCEEDED", out
-

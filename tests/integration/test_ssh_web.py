@@ -33,13 +33,29 @@ def _sshd(d: Path, authorized: str) -> tuple[subprocess.Popen[bytes], int]:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host")], check=True)
     (d / "authorized_keys").write_text(authorized + "\n")
     port = free_port()
-    (d / "sshd_config").write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host'}", f"AuthorizedKeysFile {d}/authorized_keys",
-        "UsePAM no", "StrictModes no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-        "PermitRootLogin prohibit-password", "PidFile none", ""]))
+    (d / "sshd_config").write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {d / 'host'}",
+                f"AuthorizedKeysFile {d}/authorized_keys",
+                "UsePAM no",
+                "StrictModes no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PermitRootLogin prohibit-password",
+                "PidFile none",
+                "",
+            ]
+        )
+    )
     Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=open(d / "log", "wb"))  # noqa: SIM115
+    proc = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+        stdout=subprocess.DEVNULL,
+        stderr=open(d / "log", "wb"),  # noqa: SIM115 (the child writes it; closed with the process)
+    )
     return proc, port
 
 
@@ -47,8 +63,11 @@ def _job(name: str, port: int, plugin: bool = True) -> dict[str, Any]:
     status = {"name": name, "username": "root", "state": "RUNNING", "totalTaskNumber": 1, "totalGpuNumber": 0}
     task = {"taskIndex": 0, "taskState": "RUNNING", "containerIp": "127.0.0.1", "containerPorts": {"ssh": str(port)}}
     config = {"protocolVersion": 2, "name": name, "type": "job", **(SSH_PLUGIN if plugin else {})}
-    return {"detail": {"name": name, "jobStatus": status, "taskRoles": {"main": {"taskStatuses": [task]}}},
-            "status": status, "config": yaml.safe_dump(config)}
+    return {
+        "detail": {"name": name, "jobStatus": status, "taskRoles": {"main": {"taskStatuses": [task]}}},
+        "status": status,
+        "config": yaml.safe_dump(config),
+    }
 
 
 class OpenPai(tornado.web.RequestHandler):
@@ -88,14 +107,19 @@ def sshds(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def openpai(sshds: dict[str, Any]) -> Iterator[str]:
-    jobs = {"web": _job("web", sshds["good"]), "nossh": _job("nossh", sshds["good"], plugin=False),
-            "down": _job("down", sshds["closed"]), "locked": _job("locked", sshds["locked"])}
+    jobs = {
+        "web": _job("web", sshds["good"]),
+        "nossh": _job("nossh", sshds["good"], plugin=False),
+        "down": _job("down", sshds["closed"]),
+        "locked": _job("locked", sshds["locked"]),
+    }
     with serving(tornado.web.Application([(r"/api/v2/(.*)", OpenPai, {"jobs": jobs})])) as url:
         yield url
 
 
-def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], pai_home: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_web_ssh_to_a_remote_openpai_task(
+    openpai: str, sshds: dict[str, Any], pai_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -103,10 +127,12 @@ def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], p
     (home / ".ssh" / "id_ed25519").chmod(0o600)
     monkeypatch.setenv("HOME", str(home))  # the Jupyter server's default identity: ~/.ssh/id_ed25519
     pai_home.mkdir(parents=True, exist_ok=True)
-    (pai_home / "clusters.yaml").write_text(yaml.safe_dump(
-        {"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]}))
+    (pai_home / "clusters.yaml").write_text(
+        yaml.safe_dump({"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]})
+    )
     assert getpass.getuser() == "root"  # the stand-in task's sshd lets in root, as OpenPAI's containers do
     with jupyter(tmp_path / "jupyter", pai_home, {"profile": "remote"}) as js:
+
         async def session() -> str:
             ws = await js.ws(task_url("root~web", "terminal/websocket"))
             try:
@@ -116,8 +142,12 @@ def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], p
 
         assert "42MARK" in asyncio.run(session())
 
-        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
-                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        upgrade = {
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        }
         http = js.http()
 
         def refused(job: str) -> tuple[int, dict[str, Any]]:
@@ -148,8 +178,9 @@ def test_web_ssh_to_a_remote_openpai_task(openpai: str, sshds: dict[str, Any], p
 
 def test_ssh_info_and_pai_ssh_on_a_remote_profile(openpai: str, sshds: dict[str, Any], pai_home: Path) -> None:
     pai_home.mkdir(parents=True, exist_ok=True)
-    (pai_home / "clusters.yaml").write_text(yaml.safe_dump(
-        {"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]}))
+    (pai_home / "clusters.yaml").write_text(
+        yaml.safe_dump({"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]})
+    )
     env = {**os.environ, "PAI_JUPYTER_HOME": str(pai_home)}
 
     def pai(*args: str) -> subprocess.CompletedProcess[str]:
@@ -159,8 +190,12 @@ def test_ssh_info_and_pai_ssh_on_a_remote_profile(openpai: str, sshds: dict[str,
     r = pai("ssh-info", "web", "-k", str(sshds["key"]), "-o", "json")
     assert r.returncode == 0, r.stderr
     [info] = json.loads(r.stdout)
-    assert (info["host"], info["port"], info["user"], info["key"]) == ("127.0.0.1", sshds["good"], "root",
-                                                                       str(sshds["key"]))
+    assert (info["host"], info["port"], info["user"], info["key"]) == (
+        "127.0.0.1",
+        sshds["good"],
+        "root",
+        str(sshds["key"]),
+    )
     r = pai("ssh", "web", "-k", str(sshds["key"]), "--", "echo", "$((6*7))")
     assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
     r = pai("ssh-info", "nossh")

@@ -54,8 +54,11 @@ def test_the_page_runs_a_command_in_the_task(env: Env, browser: Any) -> None:
         page.locator(".xterm").click()
         page.keyboard.type("echo $((6*7))")
         page.keyboard.press("Enter")
-        page.wait_for_function("""() => [...document.querySelectorAll('.xterm-rows > div')]
-                                    .some(row => row.textContent.trim() === '42')""", timeout=30_000)
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('.xterm-rows > div')]
+                                    .some(row => row.textContent.trim() === '42')""",
+            timeout=30_000,
+        )
     assert not w.failed, w.failed
     assert w.paths and all(p.startswith(PREFIX.lstrip("/")) for p in w.paths), w.paths  # never leaves the prefix
 

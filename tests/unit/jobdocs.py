@@ -23,15 +23,21 @@ def v1_doc(*roles: dict[str, Any], **over: Any) -> dict[str, Any]:
 
 
 def v2_role(**over: Any) -> dict[str, Any]:
-    role: dict[str, Any] = {"instances": 1, "dockerImage": "img",
-                            "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0}, "commands": ["echo hi"]}
+    role: dict[str, Any] = {
+        "instances": 1,
+        "dockerImage": "img",
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0},
+        "commands": ["echo hi"],
+    }
     role.update(over)
     return role
 
 
 def v2_doc(roles: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "protocolVersion": 2, "name": "job1", "type": "job",
+        "protocolVersion": 2,
+        "name": "job1",
+        "type": "job",
         "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "python:3.11"}],
         "taskRoles": roles if roles is not None else {"worker": v2_role()},
     }
@@ -50,7 +56,7 @@ def problems_of(doc: Any) -> list[str]:
 def assert_problem(doc: Any, path: str, fragment: str) -> list[str]:
     """The document is rejected with a problem at exactly ``path`` whose message contains ``fragment``."""
     found = problems_of(doc)
-    matches = [p for p in found if p.startswith(f"{path}: ") and fragment in p[len(path) + 2:]]
+    matches = [p for p in found if p.startswith(f"{path}: ") and fragment in p[len(path) + 2 :]]
     assert matches, f"no problem at {path!r} containing {fragment!r}; got {found}"
     return found
 

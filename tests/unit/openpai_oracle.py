@@ -15,8 +15,11 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "openpai"
 NAME = {"type": "string", "pattern": "^[a-zA-Z0-9_-]+$", "maxLength": 255}
 IDENT = "^[a-zA-Z_][a-zA-Z0-9_]*$"
 BASE = {
-    "protocolVersion": {"enum": ["2", 2]}, "name": NAME, "version": {"type": ["string", "number"]},
-    "contributor": {"type": "string"}, "description": {"type": "string"},
+    "protocolVersion": {"enum": ["2", 2]},
+    "name": NAME,
+    "version": {"type": ["string", "number"]},
+    "contributor": {"type": "string"},
+    "description": {"type": "string"},
 }
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
@@ -31,53 +34,123 @@ SERVER_SCHEMA: dict[str, Any] = {
     "properties": {
         **BASE,
         "type": {"type": "string", "enum": ["job"]},
-        "prerequisites": {"type": "array", "minItems": 1, "items": {"type": "object", "oneOf": [
-            _prereq({"type": {"type": "string", "enum": ["script", "output"]}, "plugin": {"type": "string"},
-                     "require": STRINGS, "uri": {"type": "string"}}, ["name", "type"], True),
-            _prereq({"type": {"type": "string", "enum": ["data"]}, "plugin": {"type": "string"},
-                     "require": STRINGS, "uri": STRINGS}, ["name", "type"], True),
-            _prereq({"type": {"type": "string", "enum": ["dockerimage"]},
-                     "auth": {"type": "object", "properties": {k: {"type": "string"}
-                                                               for k in ("username", "password", "registryuri")}},
-                     "uri": {"type": "string"}}, ["name", "type", "uri"], False),
-        ]}},
+        "prerequisites": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "oneOf": [
+                    _prereq(
+                        {
+                            "type": {"type": "string", "enum": ["script", "output"]},
+                            "plugin": {"type": "string"},
+                            "require": STRINGS,
+                            "uri": {"type": "string"},
+                        },
+                        ["name", "type"],
+                        True,
+                    ),
+                    _prereq(
+                        {
+                            "type": {"type": "string", "enum": ["data"]},
+                            "plugin": {"type": "string"},
+                            "require": STRINGS,
+                            "uri": STRINGS,
+                        },
+                        ["name", "type"],
+                        True,
+                    ),
+                    _prereq(
+                        {
+                            "type": {"type": "string", "enum": ["dockerimage"]},
+                            "auth": {
+                                "type": "object",
+                                "properties": {k: {"type": "string"} for k in ("username", "password", "registryuri")},
+                            },
+                            "uri": {"type": "string"},
+                        },
+                        ["name", "type", "uri"],
+                        False,
+                    ),
+                ],
+            },
+        },
         "parameters": {"type": "object"},
         "secrets": {"type": "object"},
         "jobRetryCount": {"type": "integer", "minimum": 0},
-        "taskRoles": {"patternProperties": {IDENT: {
-            "type": "object",
-            "properties": {
-                "protocolVersion": BASE["protocolVersion"],
-                "instances": {"type": "integer", "minimum": 1},
-                "completion": {"type": "object", "additionalProperties": False, "properties": {
-                    "minFailedInstances": {"type": ["integer", "null"]},
-                    "minSucceededInstances": {"type": ["integer", "null"]}}},
-                "taskRetryCount": {"type": "integer"},
-                "prerequisites": STRINGS,
-                "dockerImage": {"type": "string"}, "data": {"type": "string"}, "output": {"type": "string"},
-                "script": {"type": "string"},
-                # (protocol.js puts its additionalProperties: false inside properties: other options pass)
-                "extraContainerOptions": {"type": "object", "properties": {"shmMB": {"type": "integer"}}},
-                "resourcePerInstance": {
-                    "type": "object", "required": ["cpu", "memoryMB", "gpu"], "additionalProperties": False,
-                    "properties": {"cpu": {"type": "integer"}, "memoryMB": {"type": "integer"},
-                                   "gpu": {"type": "integer"},
-                                   "ports": {"patternProperties": {IDENT: {"type": "integer"}}, "minProperties": 1,
-                                             "additionalProperties": False}}},
-                "commands": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "taskRoles": {
+            "patternProperties": {
+                IDENT: {
+                    "type": "object",
+                    "properties": {
+                        "protocolVersion": BASE["protocolVersion"],
+                        "instances": {"type": "integer", "minimum": 1},
+                        "completion": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "minFailedInstances": {"type": ["integer", "null"]},
+                                "minSucceededInstances": {"type": ["integer", "null"]},
+                            },
+                        },
+                        "taskRetryCount": {"type": "integer"},
+                        "prerequisites": STRINGS,
+                        "dockerImage": {"type": "string"},
+                        "data": {"type": "string"},
+                        "output": {"type": "string"},
+                        "script": {"type": "string"},
+                        # (protocol.js puts its additionalProperties: false inside properties: other options pass)
+                        "extraContainerOptions": {"type": "object", "properties": {"shmMB": {"type": "integer"}}},
+                        "resourcePerInstance": {
+                            "type": "object",
+                            "required": ["cpu", "memoryMB", "gpu"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "cpu": {"type": "integer"},
+                                "memoryMB": {"type": "integer"},
+                                "gpu": {"type": "integer"},
+                                "ports": {
+                                    "patternProperties": {IDENT: {"type": "integer"}},
+                                    "minProperties": 1,
+                                    "additionalProperties": False,
+                                },
+                            },
+                        },
+                        "commands": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    },
+                    "required": ["dockerImage", "resourcePerInstance", "commands"],
+                    "additionalProperties": False,
+                }
             },
-            "required": ["dockerImage", "resourcePerInstance", "commands"],
+            "minProperties": 1,
             "additionalProperties": False,
-        }}, "minProperties": 1, "additionalProperties": False},
-        "deployments": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["name", "taskRoles"],
-            "properties": {
-                "protocolVersion": BASE["protocolVersion"], "name": NAME,
-                "taskRoles": {"patternProperties": {IDENT: {
-                    "type": "object", "additionalProperties": False,
-                    "properties": {"preCommands": {**STRINGS, "minItems": 1},
-                                   "postCommands": {**STRINGS, "minItems": 1}}}},
-                    "minProperties": 1, "additionalProperties": False}}}},
+        },
+        "deployments": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["name", "taskRoles"],
+                "properties": {
+                    "protocolVersion": BASE["protocolVersion"],
+                    "name": NAME,
+                    "taskRoles": {
+                        "patternProperties": {
+                            IDENT: {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "preCommands": {**STRINGS, "minItems": 1},
+                                    "postCommands": {**STRINGS, "minItems": 1},
+                                },
+                            }
+                        },
+                        "minProperties": 1,
+                        "additionalProperties": False,
+                    },
+                },
+            },
+        },
         "defaults": {"type": "object", "properties": {"deployment": {"type": "string"}}},
         "extras": {"type": "object"},
     },
@@ -104,7 +177,7 @@ def server_problems(doc: Any) -> list[str]:
     try:
         return _cross_problems(doc)
     except (TypeError, AttributeError, KeyError) as exc:  # e.g. taskRoles: null passes the schema, then the
-        return [f"the server fails on it ({exc!r})"]     # middleware's Object.keys(null) throws (a 500)
+        return [f"the server fails on it ({exc!r})"]  # middleware's Object.keys(null) throws (a 500)
 
 
 def _cross_problems(doc: dict[str, Any]) -> list[str]:
@@ -122,8 +195,9 @@ def _cross_problems(doc: dict[str, Any]) -> list[str]:
         deployments.add(item["name"])
     for role in doc["taskRoles"].values():
         missing = [p for p in role.get("prerequisites", []) if p not in names]
-        missing += [role[f] for f in ("script", "output", "data", "dockerImage")
-                    if f in role and role[f] not in seen[f.lower()]]
+        missing += [
+            role[f] for f in ("script", "output", "data", "dockerImage") if f in role and role[f] not in seen[f.lower()]
+        ]
         if missing:
             return [f"Prerequisite {missing[0]} does not exist."]
     if "deployment" in doc.get("defaults", {}) and doc["defaults"]["deployment"] not in deployments:
@@ -133,5 +207,7 @@ def _cross_problems(doc: dict[str, Any]) -> list[str]:
 
 def official_problems(doc: Any) -> list[str]:
     """Why the official protocol schema file refuses ``doc`` (empty when it validates)."""
-    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in _official_validator.iter_errors(copy.deepcopy(doc))]
+    return [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in _official_validator.iter_errors(copy.deepcopy(doc))
+    ]

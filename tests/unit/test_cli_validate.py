@@ -26,8 +26,9 @@ def pai_executable() -> str:
 
 def pai(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([pai_executable(), *args], input=stdin, capture_output=True, text=True, timeout=60,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [pai_executable(), *args], input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd, env=env
+    )
 
 
 @pytest.fixture
@@ -36,16 +37,16 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "good.json": json.dumps(v1_doc(v1_role(taskNumber=2, cpuNumber=2, memoryMB=1024, gpuNumber=1)), indent=2),
         "bad.json": json.dumps(v1_doc(v1_role(memoryMB=50, shmMB=10), jobName="bad name")),
         "bad.yaml": "protocolVersion: 2\nname: x\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: a}]\n"
-                    "taskRoles:\n  1worker:\n    dockerImage: i\n"
-                    "    resourcePerInstance: {cpu: 1, memoryMB: 99, gpu: 0}\n    commands: [echo]\n",
+        "taskRoles:\n  1worker:\n    dockerImage: i\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 99, gpu: 0}\n    commands: [echo]\n",
         "good.yaml": "# a v2 job\nprotocolVersion: 2\nname: job1\ntype: job\n"
-                     "prerequisites:\n  - {name: img, type: dockerimage, uri: 'python:3.11'}\n"
-                     "taskRoles:\n  worker:\n    instances: 3\n    dockerImage: img\n"
-                     "    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0, ports: {http: 1}}\n"
-                     "    commands: [echo hi]\n",
+        "prerequisites:\n  - {name: img, type: dockerimage, uri: 'python:3.11'}\n"
+        "taskRoles:\n  worker:\n    instances: 3\n    dockerImage: img\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0, ports: {http: 1}}\n"
+        "    commands: [echo hi]\n",
         "empty.yaml": "",
         "syntax.json": '{\n  "jobName": "x",\n  "image": "i",,\n}',
-        "binary.json": b"{\"jobName\": \"\xff\"}",
+        "binary.json": b'{"jobName": "\xff"}',
     }
     paths = {}
     for name, content in out.items():
@@ -59,6 +60,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 # Each run of the console script costs about a second here, so one run checks several files where it can.
+
 
 def test_valid_files_print_ok_and_a_summary_and_exit_0(files: dict[str, Path]) -> None:
     res = pai("validate", str(files["good.json"]), str(files["good.yaml"]))
@@ -85,11 +87,13 @@ def test_invalid_files_list_every_problem_with_its_field_and_exit_2(files: dict[
     ]
     assert lines[3] == f"{files['good.json']}: ok (v1)"  # a bad file does not stop the others
     start = lines.index(f"{files['bad.yaml']}: invalid")
-    assert sorted(lines[start + 1:]) == sorted([
-        "  taskRoles.1worker: role names must match ^[a-zA-Z_][a-zA-Z0-9_]*$ (start with a letter or '_', "
-        "then letters, digits, '_')",
-        "  taskRoles.1worker.resourcePerInstance.memoryMB: 99 is below the minimum 100",
-    ])
+    assert sorted(lines[start + 1 :]) == sorted(
+        [
+            "  taskRoles.1worker: role names must match ^[a-zA-Z_][a-zA-Z0-9_]*$ (start with a letter or '_', "
+            "then letters, digits, '_')",
+            "  taskRoles.1worker.resourcePerInstance.memoryMB: 99 is below the minimum 100",
+        ]
+    )
     assert "Traceback" not in res.stderr
 
 
@@ -98,10 +102,12 @@ def test_empty_and_unparsable_files_exit_2(files: dict[str, Path]) -> None:
     res = pai("validate", *(str(files[n]) for n in names))
     assert res.returncode == 2
     assert res.stdout.splitlines() == [
-        f"{files['empty.yaml']}: invalid", "  the document is empty",
+        f"{files['empty.yaml']}: invalid",
+        "  the document is empty",
         f"{files['syntax.json']}: invalid",
         "  JSON syntax error at line 3, column 16: Expecting property name enclosed in double quotes",
-        f"{files['binary.json']}: invalid", "  the document is not valid UTF-8 (byte 13)",
+        f"{files['binary.json']}: invalid",
+        "  the document is not valid UTF-8 (byte 13)",
     ]
     assert "Traceback" not in res.stderr
 

@@ -1,4 +1,4 @@
-""""Is this the local server?", decided once (``client.locality``) for the client, the kernel provisioner and the
+"""Is this the local server? Decided once (``client.locality``) for the client, the kernel provisioner and the
 server extension: only the profile and the server's own /api/v2/info decide, never the URL's host."""
 
 from __future__ import annotations
@@ -29,8 +29,16 @@ def test_a_local_profile_answered_by_something_else_is_neither() -> None:
     assert locality(LOCAL, OPENPAI_INFO) == REMOTE
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9186", "http://[::1]:9186", "http://localhost:9186",
-                                 "https://pai.example.com/rest-server", "http://10.0.0.5"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9186",
+        "http://[::1]:9186",
+        "http://localhost:9186",
+        "https://pai.example.com/rest-server",
+        "http://10.0.0.5",
+    ],
+)
 def test_a_url_profile_is_never_this_machine_and_embedded_only_when_its_info_says(url: str) -> None:
     # a loopback url may be an SSH port forward to a remote OpenPAI, or a daemon run for others: the host is
     # no evidence either way (the kernel's tunnel tests rely on a loopback profile counting as remote)

@@ -37,10 +37,12 @@ def test_nothing_outside_the_cluster_package_imports_it() -> None:
 
 
 def test_a_client_loads_no_daemon_code() -> None:
-    code = ("import sys, httpx; from pai_jupyter.client import Client; import pai_jupyter.server.common; "
-            "c = Client(url='http://x.test', token='t', transport=httpx.MockTransport("
-            "lambda r: httpx.Response(200, json={'launcherType': 'k8s'}))); c.info(); "
-            "print(sorted(m for m in sys.modules if m.startswith('pai_jupyter.cluster')))")
+    code = (
+        "import sys, httpx; from pai_jupyter.client import Client; import pai_jupyter.server.common; "
+        "c = Client(url='http://x.test', token='t', transport=httpx.MockTransport("
+        "lambda r: httpx.Response(200, json={'launcherType': 'k8s'}))); c.info(); "
+        "print(sorted(m for m in sys.modules if m.startswith('pai_jupyter.cluster')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

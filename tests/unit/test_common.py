@@ -53,17 +53,21 @@ def test_home_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_common_imports_none_of_the_layers_above() -> None:
-    code = ("import sys, pai_jupyter.common.states, pai_jupyter.common.home, pai_jupyter.common.routes; "
-            "print(sorted(m for m in sys.modules if m.startswith('pai_jupyter.') and not m.startswith("
-            "'pai_jupyter.common')))")
+    code = (
+        "import sys, pai_jupyter.common.states, pai_jupyter.common.home, pai_jupyter.common.routes; "
+        "print(sorted(m for m in sys.modules if m.startswith('pai_jupyter.') and not m.startswith("
+        "'pai_jupyter.common')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_one_route_for_a_service() -> None:
     assert routes.service_route("/", "alice", "j1", "main", 0, "jupyter") == "/pai/jobs/alice~j1/main/0/jupyter/"
-    assert routes.service_route("/hub/user/a", "a b", "c/d", "r?1", 2, "tensorboard") == \
-        "/hub/user/a/pai/jobs/a%20b~c%2Fd/r%3F1/2/tensorboard/"
+    assert (
+        routes.service_route("/hub/user/a", "a b", "c/d", "r?1", 2, "tensorboard")
+        == "/hub/user/a/pai/jobs/a%20b~c%2Fd/r%3F1/2/tensorboard/"
+    )
     # the daemon's base path for the in-task Jupyter, the server extension's prefix and the notebook's link agree
     daemon = services.base_path("alice", "j1", "main", 1, "jupyter")
     assert daemon == task_prefix("/", "alice", "j1", "main", 1) + "jupyter/"
@@ -74,13 +78,16 @@ def test_one_route_for_a_service() -> None:
 ROLES = [("main", 1), ("worker", 3)]
 
 
-@pytest.mark.parametrize(("params", "tasks"), [
-    (None, [("main", 0)]),
-    ({"taskRole": "worker"}, [("worker", 0)]),
-    ({"taskRole": "nope"}, [("main", 0)]),
-    ({"taskRole": "worker", "allTasks": True}, [("worker", 0), ("worker", 1), ("worker", 2)]),
-    ({"taskRole": "worker", "allTasks": "true"}, [("worker", 0)]),  # OpenPAI wants the boolean
-])
+@pytest.mark.parametrize(
+    ("params", "tasks"),
+    [
+        (None, [("main", 0)]),
+        ({"taskRole": "worker"}, [("worker", 0)]),
+        ({"taskRole": "nope"}, [("main", 0)]),
+        ({"taskRole": "worker", "allTasks": True}, [("worker", 0), ("worker", 1), ("worker", 2)]),
+        ({"taskRole": "worker", "allTasks": "true"}, [("worker", 0)]),  # OpenPAI wants the boolean
+    ],
+)
 def test_which_tasks_run_a_service(params: dict[str, Any] | None, tasks: list[tuple[str, int]]) -> None:
     assert routes.service_tasks(params, ROLES) == tasks
     assert routes.service_tasks(params, []) == []
@@ -97,14 +104,28 @@ class _NoServices:
 
 
 def test_the_notebook_and_the_daemon_pick_the_same_tensorboard_tasks() -> None:
-    doc = {"protocolVersion": 2, "name": "j", "type": "job",
-           "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-           "taskRoles": {r: {"instances": n, "dockerImage": "img", "commands": ["true"],
-                             "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}
-                         for r, n in ROLES},
-           "extras": {"com.microsoft.pai.runtimeplugin": [
-               {"plugin": "tensorboard", "parameters": {"taskRole": "worker", "allTasks": True}}]}}
-    daemon = sorted(task for task, own in services.planned(Job.from_text(yaml.safe_dump(doc))).items()
-                    if "tensorboard" in own)
+    doc = {
+        "protocolVersion": 2,
+        "name": "j",
+        "type": "job",
+        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+        "taskRoles": {
+            r: {
+                "instances": n,
+                "dockerImage": "img",
+                "commands": ["true"],
+                "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+            }
+            for r, n in ROLES
+        },
+        "extras": {
+            "com.microsoft.pai.runtimeplugin": [
+                {"plugin": "tensorboard", "parameters": {"taskRole": "worker", "allTasks": True}}
+            ]
+        },
+    }
+    daemon = sorted(
+        task for task, own in services.planned(Job.from_text(yaml.safe_dump(doc))).items() if "tensorboard" in own
+    )
     assert daemon == [("worker", 0), ("worker", 1), ("worker", 2)]
     assert tensorboard.job_targets(_NoServices(doc), "alice~j") == [(r, i, "") for r, i in daemon]

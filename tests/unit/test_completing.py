@@ -41,9 +41,18 @@ def two_roles(name: str, *, worker_code: str = "exit 0", retry_count: int = 0, c
     """A ``worker`` whose one success (or failure) decides the job and a ``ps`` that would run on."""
     import json
 
-    roles = [{"name": "worker", "taskNumber": 1, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0,
-              "command": worker_code, "minSucceededTaskCount": 1},
-             {"name": "ps", "taskNumber": 1, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0, "command": "sleep 1d"}]
+    roles = [
+        {
+            "name": "worker",
+            "taskNumber": 1,
+            "cpuNumber": cpu,
+            "memoryMB": 256,
+            "gpuNumber": 0,
+            "command": worker_code,
+            "minSucceededTaskCount": 1,
+        },
+        {"name": "ps", "taskNumber": 1, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0, "command": "sleep 1d"},
+    ]
     return json.dumps({"jobName": name, "image": "img", "retryCount": retry_count, "taskRoles": roles}).encode()
 
 
@@ -61,8 +70,13 @@ class H(ts.Harness):
 
     def detail(self, name: str) -> dict[str, Any]:
         row = self.row(name)
-        return views.detail(row, self.cluster.store.list_item(row["id"]), self.cluster.store.tasks(row["id"],
-                            row["attempt"]), ["worker", "ps"], self.cluster.waiting_reason(row))
+        return views.detail(
+            row,
+            self.cluster.store.list_item(row["id"]),
+            self.cluster.store.tasks(row["id"], row["attempt"]),
+            ["worker", "ps"],
+            self.cluster.waiting_reason(row),
+        )
 
     async def finish(self, k: str, code: int) -> None:
         await self.settle()
@@ -147,8 +161,12 @@ def test_a_failed_attempt_is_retried_only_once_its_tasks_are_gone(tmp_path: Path
         h.runtime.stubborn.add(key("retry", "ps"))
         await h.finish(key("retry", "worker"), 3)
         row = h.row("retry")
-        assert (row["state"], row["sub_state"], row["attempt"], row["retries"]) == \
-               ("RUNNING", "AttemptDeletionPending", 0, 0)
+        assert (row["state"], row["sub_state"], row["attempt"], row["retries"]) == (
+            "RUNNING",
+            "AttemptDeletionPending",
+            0,
+            0,
+        )
         assert h.detail("retry")["jobStatus"]["retries"] == 0
         assert (row["exit_code"], row["trigger_role"]) == (3, "worker")
         assert h.cluster.store.attempts(row["id"])[0]["attempt"] == 0  # no new attempt yet
@@ -164,8 +182,10 @@ def test_a_failed_attempt_is_retried_only_once_its_tasks_are_gone(tmp_path: Path
         new = h.tasks("retry")
         assert all(t["state"] == "RUNNING" for t in new.values())
         assert min(t["launched_time"] for t in new.values()) >= old["ps"]["completed_time"]
-        assert [(a["attempt"], a["state"]) for a in h.cluster.store.attempts(row["id"])] == [(1, "RUNNING"),
-                                                                                              (0, "FAILED")]
+        assert [(a["attempt"], a["state"]) for a in h.cluster.store.attempts(row["id"])] == [
+            (1, "RUNNING"),
+            (0, "FAILED"),
+        ]
         reasons = [e["reason"] for e in h.cluster.store.events(row["id"])]
         assert reasons.index("TaskStopped") < reasons.index("JobRetry")
         assert h.state("after") == "WAITING"

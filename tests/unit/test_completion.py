@@ -14,9 +14,17 @@ def job(**role: Any) -> Job:
 
 
 def tasks(*states: str) -> list[dict[str, Any]]:
-    return [{"role": "w", "idx": i, "state": s, "exit_code": 0 if s == "SUCCEEDED" else 3,
-             "exit_diagnostics": None, "completed_time": i if s in FINAL else None}
-            for i, s in enumerate(states)]
+    return [
+        {
+            "role": "w",
+            "idx": i,
+            "state": s,
+            "exit_code": 0 if s == "SUCCEEDED" else 3,
+            "exit_diagnostics": None,
+            "completed_time": i if s in FINAL else None,
+        }
+        for i, s in enumerate(states)
+    ]
 
 
 def test_the_first_failure_fails_the_job_by_default() -> None:
@@ -43,10 +51,19 @@ def test_waiting_tasks_keep_the_attempt_open() -> None:
 
 
 def test_roles_are_decided_in_order_and_a_stopped_attempt_with_all_tasks_ended_succeeds() -> None:
-    two = Job(name="j", image="i", task_roles=[TaskRole(name="ps", command="x", min_succeeded=1),
-                                               TaskRole(name="w", command="x", instances=2)])
-    ps = {"role": "ps", "idx": 0, "state": "RUNNING", "exit_code": None, "exit_diagnostics": None,
-          "completed_time": None}
+    two = Job(
+        name="j",
+        image="i",
+        task_roles=[TaskRole(name="ps", command="x", min_succeeded=1), TaskRole(name="w", command="x", instances=2)],
+    )
+    ps = {
+        "role": "ps",
+        "idx": 0,
+        "state": "RUNNING",
+        "exit_code": None,
+        "exit_diagnostics": None,
+        "completed_time": None,
+    }
     rows = [ps, *tasks("SUCCEEDED", "FAILED")]
     d = decide(two, rows)
     assert d is not None and d.state == "FAILED" and d.trigger["role"] == "w" and "w[1] failed" in d.message

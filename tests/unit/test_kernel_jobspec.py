@@ -16,8 +16,14 @@ KEY = "0123456789abcdef-secret-key"
 
 
 def test_the_key_is_a_secret_masked_in_the_config_and_only_in_the_rendered_script() -> None:
-    job = jobspec.kernel_job("nb-kernel-abc123", KEY, jobspec.KernelJobOptions(python="/venv/bin/python", gpu=1),
-                             kernel_name="pai-1gpu", workdir="/home/me/project", bind_ip="127.0.0.1")
+    job = jobspec.kernel_job(
+        "nb-kernel-abc123",
+        KEY,
+        jobspec.KernelJobOptions(python="/venv/bin/python", gpu=1),
+        kernel_name="pai-1gpu",
+        workdir="/home/me/project",
+        bind_ip="127.0.0.1",
+    )
     text = job.to_yaml()
     parsed = Job.from_text(text)
     assert parsed.secrets == {"kernelKey": KEY}
@@ -32,18 +38,28 @@ def test_the_key_is_a_secret_masked_in_the_config_and_only_in_the_rendered_scrip
 
 
 def test_a_restarted_kernel_asks_for_its_old_ports() -> None:
-    job = jobspec.kernel_job("n", KEY, jobspec.KernelJobOptions(), kernel_name="k", workdir=None, bind_ip="0.0.0.0",
-                             ports={"shell": 40001, "hb": 40005})
+    job = jobspec.kernel_job(
+        "n",
+        KEY,
+        jobspec.KernelJobOptions(),
+        kernel_name="k",
+        workdir=None,
+        bind_ip="0.0.0.0",
+        ports={"shell": 40001, "hb": 40005},
+    )
     ports = {p.label: p.begin_at for p in job.role("kernel").ports}
     assert ports == {"shell": 40001, "iopub": 0, "stdin": 0, "control": 0, "hb": 40005}
 
 
-@pytest.mark.parametrize(("notebook", "cwd", "prefix"), [
-    ("work/My Analysis (v2).ipynb", None, "My_Analysis_v2-kernel-"),
-    (None, "/home/me/proj.x", "proj_x-kernel-"),
-    (None, None, "notebook-kernel-"),
-    ("ünïcode.ipynb", None, "n_code-kernel-"),
-])
+@pytest.mark.parametrize(
+    ("notebook", "cwd", "prefix"),
+    [
+        ("work/My Analysis (v2).ipynb", None, "My_Analysis_v2-kernel-"),
+        (None, "/home/me/proj.x", "proj_x-kernel-"),
+        (None, None, "notebook-kernel-"),
+        ("ünïcode.ipynb", None, "n_code-kernel-"),
+    ],
+)
 def test_job_names_are_valid_v2_names_after_the_notebook(notebook: str | None, cwd: str | None, prefix: str) -> None:
     name = jobspec.job_name(notebook, cwd)
     assert name.startswith(prefix) and len(name) == len(prefix) + 6
@@ -51,24 +67,43 @@ def test_job_names_are_valid_v2_names_after_the_notebook(notebook: str | None, c
 
 
 def detail(ports: dict[str, str], ip: str | None = "10.0.0.5") -> JobDetail:
-    return JobDetail.from_api({"name": "n", "jobStatus": {"username": "u", "state": "RUNNING"},
-                               "taskRoles": {"kernel": {"taskStatuses": [
-                                   {"taskIndex": 0, "taskState": "RUNNING", "containerIp": ip,
-                                    "containerPorts": ports}]}}})
+    return JobDetail.from_api(
+        {
+            "name": "n",
+            "jobStatus": {"username": "u", "state": "RUNNING"},
+            "taskRoles": {
+                "kernel": {
+                    "taskStatuses": [
+                        {"taskIndex": 0, "taskState": "RUNNING", "containerIp": ip, "containerPorts": ports}
+                    ]
+                }
+            },
+        }
+    )
 
 
 def test_connection_info_needs_every_port_and_the_host() -> None:
     ports = {"shell": "1", "iopub": "2", "stdin": "3", "control": "4", "hb": "5"}
     info = jobspec.connection_info(detail(ports), b"k")
-    assert info == {"ip": "10.0.0.5", "transport": "tcp", "signature_scheme": "hmac-sha256", "key": b"k",
-                    "shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+    assert info == {
+        "ip": "10.0.0.5",
+        "transport": "tcp",
+        "signature_scheme": "hmac-sha256",
+        "key": b"k",
+        "shell_port": 1,
+        "iopub_port": 2,
+        "stdin_port": 3,
+        "control_port": 4,
+        "hb_port": 5,
+    }
     assert jobspec.connection_info(detail({k: v for k, v in ports.items() if k != "hb"}), b"k") is None
     assert jobspec.connection_info(detail(ports, ip=None), b"k") is None
 
 
 def test_kernelspec_resources_are_checked() -> None:
-    spec = spec_json(profile="prod", gpu=2, cpu=8, memory_mb=65536, image=None, python=None, virtual_cluster=None,
-                     display=None)
+    spec = spec_json(
+        profile="prod", gpu=2, cpu=8, memory_mb=65536, image=None, python=None, virtual_cluster=None, display=None
+    )
     assert spec["display_name"] == "Python 3 on PAI prod (2 GPU, 8 CPU, 65536 MB)"
     assert spec["interrupt_mode"] == "message"
     for bad in ({"gpu": -1}, {"cpu": 0}, {"memory_mb": 99}):
@@ -79,11 +114,22 @@ def test_kernelspec_resources_are_checked() -> None:
 
 def test_a_tunnelled_kernels_job_has_the_ssh_plugin_with_the_tunnel_key() -> None:
     opts = jobspec.KernelJobOptions()
-    job = jobspec.kernel_job("n", KEY, opts, kernel_name="k", workdir=None, bind_ip="127.0.0.1",
-                             ssh=jobspec.ssh_parameters("ssh-ed25519 AAAAC3Nz me@laptop"))
+    job = jobspec.kernel_job(
+        "n",
+        KEY,
+        opts,
+        kernel_name="k",
+        workdir=None,
+        bind_ip="127.0.0.1",
+        ssh=jobspec.ssh_parameters("ssh-ed25519 AAAAC3Nz me@laptop"),
+    )
     parsed = Job.from_text(job.to_yaml())
-    assert parsed.runtime_plugins == [{"plugin": "ssh", "parameters": {
-        "jobssh": False, "userssh": {"type": "custom", "value": "ssh-ed25519 AAAAC3Nz me@laptop"}}}]
+    assert parsed.runtime_plugins == [
+        {
+            "plugin": "ssh",
+            "parameters": {"jobssh": False, "userssh": {"type": "custom", "value": "ssh-ed25519 AAAAC3Nz me@laptop"}},
+        }
+    ]
     assert "PAI_KERNEL_IP=127.0.0.1" in "\n".join(parsed.role("kernel").commands)
     plain = jobspec.kernel_job("n", KEY, opts, kernel_name="k", workdir=None, bind_ip="0.0.0.0")
     assert Job.from_text(plain.to_yaml()).runtime_plugins == []
@@ -91,8 +137,16 @@ def test_a_tunnelled_kernels_job_has_the_ssh_plugin_with_the_tunnel_key() -> Non
 
 
 def test_kernelspec_tunnel_options() -> None:
-    base = {"profile": None, "gpu": 0, "cpu": 1, "memory_mb": 1024, "image": None, "python": None,
-            "virtual_cluster": None, "display": None}
+    base = {
+        "profile": None,
+        "gpu": 0,
+        "cpu": 1,
+        "memory_mb": 1024,
+        "image": None,
+        "python": None,
+        "virtual_cluster": None,
+        "display": None,
+    }
     config = spec_json(**base, tunnel="always", identity="/keys/id")["metadata"]["kernel_provisioner"]["config"]
     assert config["tunnel"] == "always" and config["identity"] == "/keys/id" and "ssh_plugin" not in config
     config = spec_json(**base, ssh_plugin=False)["metadata"]["kernel_provisioner"]["config"]

@@ -74,8 +74,9 @@ def local_tb(logdir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> I
     tb.stop()
 
 
-def test_a_local_tensorboard_is_started_once_per_logdir_and_read_over_http(local_tb: Any, logdir: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_tensorboard_is_started_once_per_logdir_and_read_over_http(
+    local_tb: Any, logdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert not local_tb.reused and local_tb.alive()
     again = tensorboard.local(str(logdir) + "/")
     assert again.reused and (again.pid, again.port) == (local_tb.pid, local_tb.port)
@@ -113,8 +114,13 @@ class JobClient:
 
     def detail(self, job: str) -> JobDetail:
         tasks = [{"taskIndex": i, "taskState": self.task_state} for i in range(2)]
-        return JobDetail.from_api({"name": "j", "jobStatus": {"username": "ann", "state": self.task_state},
-                                   "taskRoles": {"ps": {"taskStatuses": tasks}, "w": {"taskStatuses": tasks}}})
+        return JobDetail.from_api(
+            {
+                "name": "j",
+                "jobStatus": {"username": "ann", "state": self.task_state},
+                "taskRoles": {"ps": {"taskStatuses": tasks}, "w": {"taskStatuses": tasks}},
+            }
+        )
 
 
 def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,9 +134,11 @@ def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monke
     assert 'src="/user/ann/pai/jobs/ann~j/w/1/tensorboard/"' in tensorboard.for_job(waiting, "j").data
     ended = JobClient([{**svc, "state": "stopped"}], task_state="SUCCEEDED")
     assert "ended with its task (SUCCEEDED)" in tensorboard.for_job(ended, "j").data
-    v2 = ("protocolVersion: 2\nname: j\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
-          "taskRoles:\n  ps: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0},"
-          " commands: [sleep 1]}\nextras:\n  com.microsoft.pai.runtimeplugin: [{plugin: tensorboard}]\n")
+    v2 = (
+        "protocolVersion: 2\nname: j\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: busybox}]\n"
+        "taskRoles:\n  ps: {instances: 1, dockerImage: i, resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0},"
+        " commands: [sleep 1]}\nextras:\n  com.microsoft.pai.runtimeplugin: [{plugin: tensorboard}]\n"
+    )
     html = tensorboard.for_job(JobClient(None, v2), "j").data  # a remote OpenPAI: the job's plugin says where
     assert 'src="/user/ann/pai/jobs/ann~j/ps/0/tensorboard/"' in html
 
@@ -138,8 +146,15 @@ def test_a_jobs_tensorboard_is_embedded_through_the_server_extension_route(monke
 def test_the_embedded_view_says_where_tensorboard_looks_and_hints_while_it_is_empty(tmp_path: Path) -> None:
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    svc = {"role": "w", "index": 1, "name": "tensorboard", "host": "127.0.0.1", "port": 9, "state": "starting",
-           "logdir": str(logdir)}  # port 9: nothing answers yet, the directory is on this machine
+    svc = {
+        "role": "w",
+        "index": 1,
+        "name": "tensorboard",
+        "host": "127.0.0.1",
+        "port": 9,
+        "state": "starting",
+        "logdir": str(logdir),
+    }  # port 9: nothing answers yet, the directory is on this machine
     html = tensorboard.for_job(JobClient([svc]), "j").data
     assert f"TensorBoard watches <code>{logdir}</code>" in html and "No event file there yet" in html
     write_scalars(logdir / "train", "loss", [1.0])

@@ -18,9 +18,15 @@ EVIL = '<script>alert("x")</script>'
 
 
 def detail(state: str = "WAITING", **status: object) -> JobDetail:
-    return JobDetail.from_api({"name": "j", "jobStatus": {"username": "alice", "state": state, **status},
-                               "taskRoles": {"main": {"taskStatuses": [
-                                   {"taskIndex": 0, "taskState": state, "containerExitDiagnostics": EVIL}]}}})
+    return JobDetail.from_api(
+        {
+            "name": "j",
+            "jobStatus": {"username": "alice", "state": state, **status},
+            "taskRoles": {
+                "main": {"taskStatuses": [{"taskIndex": 0, "taskState": state, "containerExitDiagnostics": EVIL}]}
+            },
+        }
+    )
 
 
 def test_status_line_text_and_html_escape_what_the_server_says() -> None:
@@ -39,8 +45,10 @@ def test_problems_tables_links_and_routes_are_escaped() -> None:
     assert ui.problems_text(probs) == f"invalid job (2 problems)\n  - taskRoles[0].command: {EVIL}\n  - whole <doc>"
     assert "<script>" not in ui.problems_html(probs) and "<doc>" not in ui.problems_html(probs)
     assert "<script>" not in ui.table_html(["a<b>"], [[EVIL]]) and "a&lt;b&gt;" in ui.table_html(["a<b>"], [[1]])
-    assert ui.link_html('x" onclick="y', EVIL) == ('<a href="x&quot; onclick=&quot;y" target="_blank" '
-                                                  'rel="noopener">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</a>')
+    assert ui.link_html('x" onclick="y', EVIL) == (
+        '<a href="x&quot; onclick=&quot;y" target="_blank" '
+        'rel="noopener">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</a>'
+    )
     url = ui.service_url("a b~n/x", "r?1", 2, "tensorboard", "/hub/")
     assert url == "/hub/pai/jobs/a%20b~n%2Fx/r%3F1/2/tensorboard/"
     assert "<script>" not in ui.pre_html(EVIL) and "<script>" not in ui.download_html(EVIL, "x", "text/plain", EVIL)
@@ -57,9 +65,21 @@ def test_base_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_jobs_frame_has_the_seed_columns_and_escapes_in_html() -> None:
-    jobs = [JobSummary.model_validate({"name": EVIL, "username": "u", "state": "RUNNING", "totalGpuNumber": 2,
-                                       "totalTaskNumber": 3, "virtualCluster": "vc1", "submissionTime": 1.7e12,
-                                       "launchedTime": 1.7e12, "completedTime": 1.7e12 + 61_000})]
+    jobs = [
+        JobSummary.model_validate(
+            {
+                "name": EVIL,
+                "username": "u",
+                "state": "RUNNING",
+                "totalGpuNumber": 2,
+                "totalTaskNumber": 3,
+                "virtualCluster": "vc1",
+                "submissionTime": 1.7e12,
+                "launchedTime": 1.7e12,
+                "completedTime": 1.7e12 + 61_000,
+            }
+        )
+    ]
     frame = ui.jobs_frame(jobs)
     assert list(frame.columns) == list(ui.LIST_COLUMNS) and frame.index[0] == f"u~{EVIL}"
     assert frame.iloc[0]["duration"] == "1m01s" and frame.iloc[0]["GPUs"] == 2
@@ -81,8 +101,9 @@ def test_status_line_is_one_output_updated_in_place_only_on_change() -> None:
 def test_interpolation_fills_names_and_leaves_json_yaml_and_shell_alone() -> None:
     ns = {"lr": 0.1, "name": "exp", "flag": True, "nothing": None, "cfg": SimpleNamespace(epochs=3)}
     text = '{"jobName": "{name}", "taskRoles": [{"command": "run --lr {lr} --e {cfg.epochs} ${HOME} {{name}}"}]}'
-    assert interpolate(text, ns) == ('{"jobName": "exp", "taskRoles": [{"command": "run --lr 0.1 --e 3 ${HOME} '
-                                     '{name}"}]}')
+    assert interpolate(text, ns) == (
+        '{"jobName": "exp", "taskRoles": [{"command": "run --lr 0.1 --e 3 ${HOME} {name}"}]}'
+    )
     assert interpolate("a: {flag}\nb: {nothing}\nc: {x: 1}\n", ns) == "a: true\nb: null\nc: {x: 1}\n"
     with pytest.raises(CellInputError, match=r"'missing' is not defined.*\{\{missing\}\}"):
         interpolate("echo {missing}", ns)
@@ -92,7 +113,12 @@ def test_interpolation_fills_names_and_leaves_json_yaml_and_shell_alone() -> Non
 
 def test_params_keep_their_types() -> None:
     assert parse_params(["lr=0.1", "n=3", "ok=true", "s=hello world", "e="]) == {
-        "lr": 0.1, "n": 3, "ok": True, "s": "hello world", "e": ""}
+        "lr": 0.1,
+        "n": 3,
+        "ok": True,
+        "s": "hello world",
+        "e": "",
+    }
     with pytest.raises(CellInputError, match="KEY=VALUE"):
         parse_params(["novalue"])
 

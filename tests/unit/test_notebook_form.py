@@ -56,9 +56,19 @@ def doc(form: JobForm) -> dict[str, Any]:
 def test_defaults_are_seed_001s_basic_form() -> None:
     form = JobForm()
     d = doc(form)
-    assert d["taskRoles"] == [{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 1024, "shmMB": 64,
-                               "gpuNumber": 0, "command": "sleep infinity", "minFailedTaskCount": 1,
-                               "minSucceededTaskCount": None}]
+    assert d["taskRoles"] == [
+        {
+            "name": "main",
+            "taskNumber": 1,
+            "cpuNumber": 1,
+            "memoryMB": 1024,
+            "shmMB": 64,
+            "gpuNumber": 0,
+            "command": "sleep infinity",
+            "minFailedTaskCount": 1,
+            "minSucceededTaskCount": None,
+        }
+    ]
     assert form.problems == [] and form.pro.value is False
     assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
     form.pro.value = True
@@ -75,11 +85,14 @@ def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
     form.tensorboard.value, form.tb_logdir.value, form.jupyter.value = True, "/out/tb", True
     d = json.loads(form.json.value)
     assert d["jobName"] == "exp1" and d["jobEnvs"] == {"LR": "0.1", "MODE": "fast"}
-    assert d["taskRoles"][0]["portList"] == [{"label": "http", "beginAt": 0, "portNumber": 1},
-                                             {"label": "ssh", "beginAt": 0, "portNumber": 2}]
-    assert d["extras"] == {"storages": [{"name": "team", "mountPath": "/mnt/team"}],
-                           PLUGIN_KEY: [{"plugin": "tensorboard", "parameters": {"logdir": "/out/tb"}},
-                                        {"plugin": "jupyter"}]}
+    assert d["taskRoles"][0]["portList"] == [
+        {"label": "http", "beginAt": 0, "portNumber": 1},
+        {"label": "ssh", "beginAt": 0, "portNumber": 2},
+    ]
+    assert d["extras"] == {
+        "storages": [{"name": "team", "mountPath": "/mnt/team"}],
+        PLUGIN_KEY: [{"plugin": "tensorboard", "parameters": {"logdir": "/out/tb"}}, {"plugin": "jupyter"}],
+    }
     d["taskRoles"][0]["cpuNumber"] = 4
     d["taskRoles"].append({**d["taskRoles"][0], "name": "worker", "taskNumber": 3})
     d["extras"][PLUGIN_KEY] = [{"plugin": "ssh"}]
@@ -136,8 +149,19 @@ def test_general_problems_go_above_the_buttons_escaped() -> None:
 def test_import_fills_the_form_from_a_v1_file_and_a_v2_file(comm: list[dict[str, Any]]) -> None:
     form = JobForm()
     v1 = (ROOT / "notebooks/jobs/tensorflow-cifar10.json").read_bytes()
-    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
-                                      "content": memoryview(v1), "last_modified": 0}]})
+    form.upload.set_state(
+        {
+            "value": [
+                {
+                    "name": "cifar.json",
+                    "type": "application/json",
+                    "size": len(v1),
+                    "content": memoryview(v1),
+                    "last_modified": 0,
+                }
+            ]
+        }
+    )
     source = json.loads(v1)
     assert form.name.value == source["jobName"] and form.image.value == source["image"]
     assert form.roles[0].command.value == source["taskRoles"][0]["command"]
@@ -153,8 +177,15 @@ def test_a_document_that_cannot_be_read_leaves_the_fields_and_says_why() -> None
     form.edit_json.value = True
     form.json.value = "{not json"
     assert form.name.value == "my-job" and "cannot load" in form.json_error.value
-    form.json.value = json.dumps({"jobName": "x", "image": "i", "taskRoles": [{"name": "r", "taskNumber": 1,
-                                  "cpuNumber": 1, "memoryMB": 10, "gpuNumber": 0, "command": "true"}]})
+    form.json.value = json.dumps(
+        {
+            "jobName": "x",
+            "image": "i",
+            "taskRoles": [
+                {"name": "r", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 10, "gpuNumber": 0, "command": "true"}
+            ],
+        }
+    )
     assert form.json_error.value == "" and form.name.value == "x"
     assert "10 is below the minimum 100" in form.roles[0].memory.error.value
 
@@ -199,8 +230,12 @@ def test_submit_confirms_then_sends_and_shows_the_id() -> None:
 
 
 def test_the_servers_problems_land_beside_the_fields_too() -> None:
-    refused = InvalidJob("bad", status=400, code="InvalidProtocolError",
-                         body={"problems": [{"path": "taskRoles[0].gpuNumber", "message": "no GPU <here>"}]})
+    refused = InvalidJob(
+        "bad",
+        status=400,
+        code="InvalidProtocolError",
+        body={"problems": [{"path": "taskRoles[0].gpuNumber", "message": "no GPU <here>"}]},
+    )
     form = JobForm(client_factory=lambda profile: Submitter(refused))
     form.submit()
     assert form.confirm() is None
@@ -212,16 +247,38 @@ def test_import_redraws_the_role_tab_and_the_button_keeps_its_count(comm: list[d
     first = form.roles[0].box
     v1 = (ROOT / "notebooks/jobs/tensorflow-cifar10.json").read_bytes()
     comm.clear()
-    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
-                                      "content": memoryview(v1), "last_modified": 0}]})
+    form.upload.set_state(
+        {
+            "value": [
+                {
+                    "name": "cifar.json",
+                    "type": "application/json",
+                    "size": len(v1),
+                    "content": memoryview(v1),
+                    "last_modified": 0,
+                }
+            ]
+        }
+    )
     # the role's tab keeps its child (filled again): the frontend has nothing to redraw, so nothing stays blank
     assert form.tabs.children == (first,) and form.roles[0].box is first
     assert not any("children" in (m or {}).get("state", {}) for m in comm)
     # the frontend's upload value was never reset to [] (it would read "Import (0)" after a good import)
     assert not any("value" in (m or {}).get("state", {}) and m["state"]["value"] == [] for m in comm)
     assert form.upload.value == () and "imported <code>cifar.json</code>" in form.imported.value
-    form.upload.set_state({"value": [{"name": "cifar.json", "type": "application/json", "size": len(v1),
-                                      "content": memoryview(v1), "last_modified": 0}]})
+    form.upload.set_state(
+        {
+            "value": [
+                {
+                    "name": "cifar.json",
+                    "type": "application/json",
+                    "size": len(v1),
+                    "content": memoryview(v1),
+                    "last_modified": 0,
+                }
+            ]
+        }
+    )
     assert form.name.value == json.loads(v1)["jobName"]  # the same file again is imported again
 
 

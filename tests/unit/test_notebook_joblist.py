@@ -98,9 +98,20 @@ class Client:
         return self._services
 
     def detail(self, job_id: str) -> JobDetail:
-        return JobDetail.from_api({"name": "a", "jobStatus": {"username": "ann", "state": "RUNNING"},
-                                   "taskRoles": {"w": {"taskStatuses": [{"taskIndex": 0, "taskState": "RUNNING"},
-                                                                        {"taskIndex": 1, "taskState": "WAITING"}]}}})
+        return JobDetail.from_api(
+            {
+                "name": "a",
+                "jobStatus": {"username": "ann", "state": "RUNNING"},
+                "taskRoles": {
+                    "w": {
+                        "taskStatuses": [
+                            {"taskIndex": 0, "taskState": "RUNNING"},
+                            {"taskIndex": 1, "taskState": "WAITING"},
+                        ]
+                    }
+                },
+            }
+        )
 
 
 def test_service_actions_link_to_the_server_extension_routes() -> None:

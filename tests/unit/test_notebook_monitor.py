@@ -19,8 +19,15 @@ def sample(t: int, tasks: list[dict[str, Any]], gpu: dict[str, Any] | None = Non
 
 
 def task(index: int, cpu: float | None, mem: int | None, state: str = "RUNNING", gpus: Any = ()) -> dict[str, Any]:
-    return {"role": "w", "index": index, "state": state, "cpuPercent": cpu, "memoryBytes": mem,
-            "memoryLimitBytes": 1 << 30, "gpus": list(gpus)}
+    return {
+        "role": "w",
+        "index": index,
+        "state": state,
+        "cpuPercent": cpu,
+        "memoryBytes": mem,
+        "memoryLimitBytes": 1 << 30,
+        "gpus": list(gpus),
+    }
 
 
 class Source:
@@ -108,8 +115,13 @@ def test_axes_have_headroom_and_few_time_ticks() -> None:
 
 
 def test_after_the_job_ended_the_last_samples_stay_and_are_summed_up() -> None:
-    src = Source([sample(1000, [task(0, 80.0, 10 * MIB)]), sample(2000, [task(0, 95.0, 30 * MIB)]),
-                  sample(3000, [task(0, None, None, "SUCCEEDED")])])
+    src = Source(
+        [
+            sample(1000, [task(0, 80.0, 10 * MIB)]),
+            sample(2000, [task(0, 95.0, 30 * MIB)]),
+            sample(3000, [task(0, None, None, "SUCCEEDED")]),
+        ]
+    )
     m = ResourceMonitor("j", source=src, start=False)
     assert m.poll() and m.poll() and not m.poll()
     assert m.ended and len(m.cpu.lines.x) == 2 and list(np.asarray(m.cpu.lines.y)) == [80.0, 95.0]

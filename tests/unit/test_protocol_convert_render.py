@@ -32,11 +32,27 @@ from .jobdocs import v1_doc, v1_role, v2_doc, v2_role, valid
 JOBS = Path(__file__).resolve().parents[2] / "notebooks" / "jobs"
 
 FULL_V1 = v1_doc(
-    v1_role(name="worker", taskNumber=2, cpuNumber=2, memoryMB=1000, shmMB=128, gpuNumber=1,
-            portList=[{"label": "http", "beginAt": 0, "portNumber": 2}], command="python t.py",
-            minFailedTaskCount=None, minSucceededTaskCount=2),
-    jobName="cifar", image="tf:1", dataDir="hdfs://d", outputDir="hdfs://o", codeDir="hdfs://c",
-    virtualCluster="vc", retryCount=2, jobEnvs={"LR": "0.1", "N": 3})
+    v1_role(
+        name="worker",
+        taskNumber=2,
+        cpuNumber=2,
+        memoryMB=1000,
+        shmMB=128,
+        gpuNumber=1,
+        portList=[{"label": "http", "beginAt": 0, "portNumber": 2}],
+        command="python t.py",
+        minFailedTaskCount=None,
+        minSucceededTaskCount=2,
+    ),
+    jobName="cifar",
+    image="tf:1",
+    dataDir="hdfs://d",
+    outputDir="hdfs://o",
+    codeDir="hdfs://c",
+    virtualCluster="vc",
+    retryCount=2,
+    jobEnvs={"LR": "0.1", "N": 3},
+)
 
 
 def problem_paths(exc: JobValidationError) -> list[str]:
@@ -44,6 +60,7 @@ def problem_paths(exc: JobValidationError) -> list[str]:
 
 
 # ---- v1 -> v2 -----------------------------------------------------------------------------------------------
+
 
 def test_v1_to_v2_follows_openpai_converter() -> None:
     v2 = valid(FULL_V1).to_v2()
@@ -57,19 +74,37 @@ def test_v1_to_v2_follows_openpai_converter() -> None:
     ]
     assert v2["parameters"] == {"LR": "0.1", "N": 3}  # jobEnvs -> parameters
     assert v2["defaults"] == {"virtualCluster": "vc", "deployment": "default"}
-    assert v2["taskRoles"] == {"worker": {
-        "instances": 2,  # taskNumber
-        "completion": {"minFailedInstances": -1, "minSucceededInstances": 2},  # min*TaskCount (null: never fail)
-        "taskRetryCount": 0,
-        "dockerImage": "default", "data": "data", "output": "output", "script": "code",
-        "extraContainerOptions": {"shmMB": 128},  # shmMB
-        "resourcePerInstance": {"cpu": 2, "memoryMB": 1000, "gpu": 1, "ports": {"http": 2}},  # portList
-        "commands": ["python t.py"],  # command
-    }}
+    assert v2["taskRoles"] == {
+        "worker": {
+            "instances": 2,  # taskNumber
+            "completion": {"minFailedInstances": -1, "minSucceededInstances": 2},  # min*TaskCount (null: never fail)
+            "taskRetryCount": 0,
+            "dockerImage": "default",
+            "data": "data",
+            "output": "output",
+            "script": "code",
+            "extraContainerOptions": {"shmMB": 128},  # shmMB
+            "resourcePerInstance": {"cpu": 2, "memoryMB": 1000, "gpu": 1, "ports": {"http": 2}},  # portList
+            "commands": ["python t.py"],  # command
+        }
+    }
     # jobEnvs and the dirs become export pre-commands of the "default" deployment
-    assert v2["deployments"] == [{"name": "default", "taskRoles": {"worker": {
-        "preCommands": ["export PAI_DATA_DIR=hdfs://d", "export PAI_OUTPUT_DIR=hdfs://o",
-                        "export PAI_CODE_DIR=hdfs://c", "export LR=0.1", "export N=3"]}}}]  # no empty postCommands
+    assert v2["deployments"] == [
+        {
+            "name": "default",
+            "taskRoles": {
+                "worker": {
+                    "preCommands": [
+                        "export PAI_DATA_DIR=hdfs://d",
+                        "export PAI_OUTPUT_DIR=hdfs://o",
+                        "export PAI_CODE_DIR=hdfs://c",
+                        "export LR=0.1",
+                        "export N=3",
+                    ]
+                }
+            },
+        }
+    ]  # no empty postCommands
     assert "extras" not in v2
 
 
@@ -89,13 +124,21 @@ def test_exports_are_shell_quoted() -> None:
 
 
 def test_v1_only_facts_survive_a_v2_round_trip() -> None:
-    doc = v1_doc(v1_role(portList=[{"label": "ssh", "beginAt": 2222, "portNumber": 1},
-                                   {"label": "http", "beginAt": 0, "portNumber": 2}]),
-                 gpuType="K80", authFile="hdfs://x/auth")
+    doc = v1_doc(
+        v1_role(
+            portList=[
+                {"label": "ssh", "beginAt": 2222, "portNumber": 1},
+                {"label": "http", "beginAt": 0, "portNumber": 2},
+            ]
+        ),
+        gpuType="K80",
+        authFile="hdfs://x/auth",
+    )
     job = valid(doc)
     v2 = job.to_v2()
-    assert v2["extras"] == {"pai_jupyter.v1": {"gpuType": "K80", "authFile": "hdfs://x/auth",
-                                               "portBeginAt": {"main": {"ssh": 2222}}}}
+    assert v2["extras"] == {
+        "pai_jupyter.v1": {"gpuType": "K80", "authFile": "hdfs://x/auth", "portBeginAt": {"main": {"ssh": 2222}}}
+    }
     back = Job.from_text(job.to_yaml())
     assert back == job
     assert (back.gpu_type, back.auth_file) == ("K80", "hdfs://x/auth")
@@ -129,50 +172,106 @@ def test_v2_names_that_v1_allows_but_v2_does_not() -> None:
 
 # ---- v2 -> v1 -----------------------------------------------------------------------------------------------
 
+
 def test_simple_v2_job_converts_to_v1() -> None:
-    job = valid(v2_doc({"w": v2_role(instances=2, commands=["cd /x", "python a.py"],
-                                      completion={"minSucceededInstances": 1})}, jobRetryCount=1))
+    job = valid(
+        v2_doc(
+            {"w": v2_role(instances=2, commands=["cd /x", "python a.py"], completion={"minSucceededInstances": 1})},
+            jobRetryCount=1,
+        )
+    )
     assert job.to_v1() == {
-        "jobName": "job1", "image": "python:3.11", "retryCount": 1,
-        "taskRoles": [{"name": "w", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 512, "shmMB": 64, "gpuNumber": 0,
-                       "command": "cd /x\npython a.py", "minFailedTaskCount": 1, "minSucceededTaskCount": 1}],
+        "jobName": "job1",
+        "image": "python:3.11",
+        "retryCount": 1,
+        "taskRoles": [
+            {
+                "name": "w",
+                "taskNumber": 2,
+                "cpuNumber": 1,
+                "memoryMB": 512,
+                "shmMB": 64,
+                "gpuNumber": 0,
+                "command": "cd /x\npython a.py",
+                "minFailedTaskCount": 1,
+                "minSucceededTaskCount": 1,
+            }
+        ],
     }
     valid(job.to_v1())
 
 
 def two_images() -> dict[str, object]:
-    return v2_doc({"a": v2_role(), "b": v2_role(dockerImage="gpu")},
-                  prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a"},
-                                 {"name": "gpu", "type": "dockerimage", "uri": "b"}])
+    return v2_doc(
+        {"a": v2_role(), "b": v2_role(dockerImage="gpu")},
+        prerequisites=[
+            {"name": "img", "type": "dockerimage", "uri": "a"},
+            {"name": "gpu", "type": "dockerimage", "uri": "b"},
+        ],
+    )
 
 
-@pytest.mark.parametrize(("doc", "path", "message"), [
-    (two_images(), "prerequisites", "v1 has one image per job; this job has 2 images"),
-    (v2_doc(secrets={"pw": "x"}), "secrets", "v1 has no secrets"),
-    (v2_doc(deployments=[{"name": "d", "taskRoles": {"worker": {"preCommands": ["pip install x"]}}}],
-            defaults={"deployment": "d"}), "deployments.d.worker",
-     "v1 has no pre/post commands other than its jobEnv exports"),
-    (v2_doc(deployments=[{"name": "d", "taskRoles": {"worker": {"postCommands": ["echo done"]}}}]),
-     "deployments.d.worker", "v1 has no pre/post commands"),
-    (v2_doc({"worker": v2_role(taskRetryCount=1)}), "task_roles[0].task_retry_count", "v1 has no per-role retry"),
-    (v2_doc({"worker": v2_role(extraContainerOptions={"infiniband": True})}),
-     "task_roles[0].extra_container_options", "v1 has only shmMB"),
-    (v2_doc(description="x"), "description", "v1 has no such field"),
-    (v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a", "auth": {"username": "u"}}]),
-     "prerequisites", "v1 has no registry auth"),
-    (v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a"},
-                           {"name": "d", "type": "data", "uri": ["a", "b"]}]),
-     "prerequisites", "v1's dataDir is one path; 'd' has several uris"),
-    (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs values must be strings, numbers or booleans"),
-    (v2_doc(parameters={"my-param": "1"}), "parameters.my-param", "v1 jobEnvs keys must match ^\\w+$"),
-    (v2_doc(parameters={"isDebug": "yes"}), "parameters.isDebug", "v1's isDebug must be true or false"),
-    (v2_doc(extras={"my-extra": 1}), "extras.my-extra", "v1 extras keys must match ^[A-Za-z0-9._]+$"),
-    (v2_doc({"worker": v2_role(prerequisites=["img"])}), "task_roles[0].prerequisites",
-     "v1 has no per-role prerequisites"),
-    (v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a"},
-                           {"name": "s", "type": "script", "plugin": "cmd", "callbacks": []}]),
-     "prerequisites", "v1's codeDir is one path; 's' has no uri"),
-])
+@pytest.mark.parametrize(
+    ("doc", "path", "message"),
+    [
+        (two_images(), "prerequisites", "v1 has one image per job; this job has 2 images"),
+        (v2_doc(secrets={"pw": "x"}), "secrets", "v1 has no secrets"),
+        (
+            v2_doc(
+                deployments=[{"name": "d", "taskRoles": {"worker": {"preCommands": ["pip install x"]}}}],
+                defaults={"deployment": "d"},
+            ),
+            "deployments.d.worker",
+            "v1 has no pre/post commands other than its jobEnv exports",
+        ),
+        (
+            v2_doc(deployments=[{"name": "d", "taskRoles": {"worker": {"postCommands": ["echo done"]}}}]),
+            "deployments.d.worker",
+            "v1 has no pre/post commands",
+        ),
+        (v2_doc({"worker": v2_role(taskRetryCount=1)}), "task_roles[0].task_retry_count", "v1 has no per-role retry"),
+        (
+            v2_doc({"worker": v2_role(extraContainerOptions={"infiniband": True})}),
+            "task_roles[0].extra_container_options",
+            "v1 has only shmMB",
+        ),
+        (v2_doc(description="x"), "description", "v1 has no such field"),
+        (
+            v2_doc(prerequisites=[{"name": "img", "type": "dockerimage", "uri": "a", "auth": {"username": "u"}}]),
+            "prerequisites",
+            "v1 has no registry auth",
+        ),
+        (
+            v2_doc(
+                prerequisites=[
+                    {"name": "img", "type": "dockerimage", "uri": "a"},
+                    {"name": "d", "type": "data", "uri": ["a", "b"]},
+                ]
+            ),
+            "prerequisites",
+            "v1's dataDir is one path; 'd' has several uris",
+        ),
+        (v2_doc(parameters={"lr": [1, 2]}), "parameters.lr", "v1 jobEnvs values must be strings, numbers or booleans"),
+        (v2_doc(parameters={"my-param": "1"}), "parameters.my-param", "v1 jobEnvs keys must match ^\\w+$"),
+        (v2_doc(parameters={"isDebug": "yes"}), "parameters.isDebug", "v1's isDebug must be true or false"),
+        (v2_doc(extras={"my-extra": 1}), "extras.my-extra", "v1 extras keys must match ^[A-Za-z0-9._]+$"),
+        (
+            v2_doc({"worker": v2_role(prerequisites=["img"])}),
+            "task_roles[0].prerequisites",
+            "v1 has no per-role prerequisites",
+        ),
+        (
+            v2_doc(
+                prerequisites=[
+                    {"name": "img", "type": "dockerimage", "uri": "a"},
+                    {"name": "s", "type": "script", "plugin": "cmd", "callbacks": []},
+                ]
+            ),
+            "prerequisites",
+            "v1's codeDir is one path; 's' has no uri",
+        ),
+    ],
+)
 def test_to_v1_names_what_v1_cannot_express(doc: dict[str, object], path: str, message: str) -> None:
     job = valid(doc)
     with pytest.raises(ConversionError) as info:
@@ -198,6 +297,7 @@ def test_to_v1_accepts_its_own_export_deployment() -> None:
 
 
 # ---- source text --------------------------------------------------------------------------------------------
+
 
 def test_source_text_is_kept_verbatim() -> None:
     text = '{ "jobName": "x",\n  "image": "i", "taskRoles": [' + json.dumps(v1_role()) + "] }\n"
@@ -240,6 +340,7 @@ def test_example_jobs_validate(name: str) -> None:
 
 # ---- parsing errors -----------------------------------------------------------------------------------------
 
+
 def only_problem(data: str | bytes) -> str:
     with pytest.raises(JobValidationError) as info:
         Job.from_text(data, source="f")
@@ -249,8 +350,9 @@ def only_problem(data: str | bytes) -> str:
 
 
 def test_json_syntax_error_gives_line_and_column() -> None:
-    assert only_problem('{\n  "jobName": "x",\n  "image": \n}') == \
-        "JSON syntax error at line 4, column 1: Expecting value"
+    assert (
+        only_problem('{\n  "jobName": "x",\n  "image": \n}') == "JSON syntax error at line 4, column 1: Expecting value"
+    )
 
 
 def test_yaml_syntax_error_gives_line_and_column() -> None:
@@ -260,27 +362,34 @@ def test_yaml_syntax_error_gives_line_and_column() -> None:
     assert msg.startswith("YAML syntax error at line 2, column 6:")
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ("", "the document is empty"),
-    ("  \n\n", "the document is empty"),
-    ("# only a comment\n", "a job must be a mapping of fields, but the document is empty"),
-    ("- a\n- b\n", "a job must be a mapping of fields, but the document is a list"),
-    ("42", "a job must be a mapping of fields, but the document is a int"),
-    (b"jobName: \xff\xfe\n", "the document is not valid UTF-8 (byte 9)"),
-    ("jobName: a\x00b", "the document contains a NUL character"),
-    ("{1: 2}", "JSON syntax error at line 1, column 2: Expecting property name enclosed in double quotes"),
-    ("1: x\n", "field names must be strings, got 1"),
-    ("? [1]\n: x\n", "YAML syntax error at line 1, column 3: found unhashable key"),
-    ("a: !!python/object:os.system x\n", "YAML syntax error at line 1, column 4: could not determine a constructor"),
-    ('{"a": ' * 100_000, "the document is nested too deeply"),
-    ("a: \x07", "YAML error at character 4: unacceptable character #x0007"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("", "the document is empty"),
+        ("  \n\n", "the document is empty"),
+        ("# only a comment\n", "a job must be a mapping of fields, but the document is empty"),
+        ("- a\n- b\n", "a job must be a mapping of fields, but the document is a list"),
+        ("42", "a job must be a mapping of fields, but the document is a int"),
+        (b"jobName: \xff\xfe\n", "the document is not valid UTF-8 (byte 9)"),
+        ("jobName: a\x00b", "the document contains a NUL character"),
+        ("{1: 2}", "JSON syntax error at line 1, column 2: Expecting property name enclosed in double quotes"),
+        ("1: x\n", "field names must be strings, got 1"),
+        ("? [1]\n: x\n", "YAML syntax error at line 1, column 3: found unhashable key"),
+        (
+            "a: !!python/object:os.system x\n",
+            "YAML syntax error at line 1, column 4: could not determine a constructor",
+        ),
+        ('{"a": ' * 100_000, "the document is nested too deeply"),
+        ("a: \x07", "YAML error at character 4: unacceptable character #x0007"),
+    ],
+)
 def test_unreadable_documents(data: str | bytes, message: str) -> None:
     assert only_problem(data).startswith(message)
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000, "x: " + "{a: " * 5_000, "- " * 5_000 + "x",
-                                  "".join(" " * i + "- \n" for i in range(2_000))])
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000, "x: " + "{a: " * 5_000, "- " * 5_000 + "x", "".join(" " * i + "- \n" for i in range(2_000))]
+)
 def test_deep_yaml_nesting_is_refused_quickly(text: str) -> None:
     assert "nest" in only_problem(text)
 
@@ -318,8 +427,11 @@ def test_huge_document_is_refused() -> None:
 
 def test_alias_bomb_is_refused() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
-              f"*a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    lines += [
+        f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+        f"*a{i - 1}, *a{i - 1}]"
+        for i in range(1, 9)
+    ]
     assert only_problem("\n".join(lines)) == "the document expands to more than 200000 values"
 
 
@@ -335,6 +447,7 @@ def test_load_document_returns_the_mapping() -> None:
 
 # ---- builders -----------------------------------------------------------------------------------------------
 
+
 def test_builder_defaults() -> None:
     job = Job(name="mnist", image="python:3.11", task_roles=[TaskRole(name="main", command="python train.py")])
     role = job.task_roles[0]
@@ -344,22 +457,49 @@ def test_builder_defaults() -> None:
     assert job.image == "python:3.11" and job.virtual_cluster == "default" and job.retry_count == 0
     assert job.prerequisites == [Prerequisite(name="default", type="dockerimage", uri="python:3.11")]
     assert job.total_tasks == 1 and job.gang_allocation is True
-    assert job.to_v1() == {"jobName": "mnist", "image": "python:3.11", "retryCount": 0, "taskRoles": [
-        {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 1024, "shmMB": 64, "gpuNumber": 0,
-         "command": "python train.py", "minFailedTaskCount": 1, "minSucceededTaskCount": None}]}
+    assert job.to_v1() == {
+        "jobName": "mnist",
+        "image": "python:3.11",
+        "retryCount": 0,
+        "taskRoles": [
+            {
+                "name": "main",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 1024,
+                "shmMB": 64,
+                "gpuNumber": 0,
+                "command": "python train.py",
+                "minFailedTaskCount": 1,
+                "minSucceededTaskCount": None,
+            }
+        ],
+    }
     assert job_from_document(job.to_v1()) == job_from_document(job.to_v2())
 
 
 def test_builder_summary() -> None:
-    job = Job(name="dist", image="img", task_roles=[
-        TaskRole(name="ps", command="a", cpu=2, memory_mb=2048, ports=[Port(label="grpc")]),
-        TaskRole(name="worker", command="b", instances=3, gpu=1, memory_mb=512, shm_mb=128,
-                 ports=[Port(label="http", count=2), Port(label="ssh")]),
-    ])
+    job = Job(
+        name="dist",
+        image="img",
+        task_roles=[
+            TaskRole(name="ps", command="a", cpu=2, memory_mb=2048, ports=[Port(label="grpc")]),
+            TaskRole(
+                name="worker",
+                command="b",
+                instances=3,
+                gpu=1,
+                memory_mb=512,
+                shm_mb=128,
+                ports=[Port(label="http", count=2), Port(label="ssh")],
+            ),
+        ],
+    )
     assert job.summary() == (
         "dist: 2 roles, 4 tasks, CPU 5, GPU 3, memory 3.5 GiB (image img)\n"
         "  ps: 1 x (CPU 2, GPU 0, memory 2.0 GiB, shm 64 MB, ports grpc x1)\n"
-        "  worker: 3 x (CPU 1, GPU 1, memory 512 MB, shm 128 MB, ports http x2, ssh x1)")
+        "  worker: 3 x (CPU 1, GPU 1, memory 512 MB, shm 128 MB, ports http x2, ssh x1)"
+    )
     first = valid(v1_doc()).summary().splitlines()[0]
     assert first == "job1: 1 role, 1 task, CPU 1, GPU 0, memory 512 MB (image python:3.11)"
 
@@ -367,19 +507,29 @@ def test_builder_summary() -> None:
 def test_builder_errors_name_the_field() -> None:
     with pytest.raises(JobValidationError) as info:
         TaskRole(name="main", command="x", memory_mb=50, cpu=0)
-    assert sorted(map(str, info.value.problems)) == ["cpu: 0 is below the minimum 1",
-                                                      "memory_mb: 50 is below the minimum 100"]
+    assert sorted(map(str, info.value.problems)) == [
+        "cpu: 0 is below the minimum 1",
+        "memory_mb: 50 is below the minimum 100",
+    ]
     with pytest.raises(JobValidationError) as info:
         Job(name="bad name", image="i", task_roles=[{"name": "main", "command": "x", "memory_mb": 50}])
     assert sorted(map(str, info.value.problems)) == [
         "name: 'bad name': job names may use only letters, digits, '-', '.', '_' and '~'",
-        "task_roles[0].memory_mb: 50 is below the minimum 100"]
+        "task_roles[0].memory_mb: 50 is below the minimum 100",
+    ]
 
 
 def test_builder_cross_field_rules_have_paths() -> None:
     with pytest.raises(JobValidationError) as info:
-        TaskRole(name="m", command="x", memory_mb=200, shm_mb=300, instances=2, min_failed=3,
-                 ports=[Port(label="a"), Port(label="a")])
+        TaskRole(
+            name="m",
+            command="x",
+            memory_mb=200,
+            shm_mb=300,
+            instances=2,
+            min_failed=3,
+            ports=[Port(label="a"), Port(label="a")],
+        )
     assert sorted(map(str, info.value.problems)) == [
         "min_failed: 3 is more than the role's 2 tasks",
         "ports[1].label: 'a' is used twice in this role",
@@ -388,30 +538,45 @@ def test_builder_cross_field_rules_have_paths() -> None:
     with pytest.raises(JobValidationError) as info:
         Job(name="j", image="i", task_roles=[TaskRole(name="m", command="x"), TaskRole(name="m", command="y")])
     assert [str(p) for p in info.value.problems] == [
-        "task_roles[1].name: 'm' is used by another task role; role names are unique"]
+        "task_roles[1].name: 'm' is used by another task role; role names are unique"
+    ]
     with pytest.raises(JobValidationError) as info:
         Job(name="j", task_roles=[TaskRole(name="m", command="x")])
     assert [str(p) for p in info.value.problems] == ["image: a docker image is required"]
     with pytest.raises(JobValidationError) as info:
         Job(name="j", image="i", task_roles=[{"name": "m", "commands": ["  "]}])
-    assert [str(p) for p in info.value.problems] == [
-        "task_roles[0].commands: must hold at least one non-blank command"]
+    assert [str(p) for p in info.value.problems] == ["task_roles[0].commands: must hold at least one non-blank command"]
 
 
 def test_builder_rejects_what_v2_would_reject() -> None:
     role = TaskRole(name="m", command="x")
     cases = [
         (dict(image=""), "prerequisites[0].uri", "the image to run"),
-        (dict(image="i", deployments=[Deployment(name="d", task_roles={"zz": RoleCommands(pre_commands=["a"])})]),
-         "deployments[0].task_roles.zz", "'zz' is not a task role of this job"),
-        (dict(image="i", deployments=[Deployment(name="d"), Deployment(name="d")]), "deployments[1].name",
-         "'d' is declared twice"),
-        (dict(image="i", default_deployment="nope"), "default_deployment",
-         "'nope' is not one of the job's deployments"),
-        (dict(image="i", task_roles=[TaskRole(name="m", command="x", prerequisites=["nope"])]),
-         "task_roles[0].prerequisites[0]", "'nope' does not name a prerequisite"),
-        (dict(image="i", task_roles=[{"name": "m", "command": "x", "extra_container_options": {"shmMB": 9}}]),
-         "task_roles[0].extra_container_options.shmMB", "shared memory is shm_mb"),
+        (
+            dict(image="i", deployments=[Deployment(name="d", task_roles={"zz": RoleCommands(pre_commands=["a"])})]),
+            "deployments[0].task_roles.zz",
+            "'zz' is not a task role of this job",
+        ),
+        (
+            dict(image="i", deployments=[Deployment(name="d"), Deployment(name="d")]),
+            "deployments[1].name",
+            "'d' is declared twice",
+        ),
+        (
+            dict(image="i", default_deployment="nope"),
+            "default_deployment",
+            "'nope' is not one of the job's deployments",
+        ),
+        (
+            dict(image="i", task_roles=[TaskRole(name="m", command="x", prerequisites=["nope"])]),
+            "task_roles[0].prerequisites[0]",
+            "'nope' does not name a prerequisite",
+        ),
+        (
+            dict(image="i", task_roles=[{"name": "m", "command": "x", "extra_container_options": {"shmMB": 9}}]),
+            "task_roles[0].extra_container_options.shmMB",
+            "shared memory is shm_mb",
+        ),
         (dict(image="i", extras={"pai_jupyter.v1": {}}), "extras.pai_jupyter.v1", "reserved"),
     ]
     for kwargs, path, message in cases:
@@ -453,23 +618,41 @@ def test_equality_ignores_where_a_job_came_from() -> None:
 
 # ---- rendering ----------------------------------------------------------------------------------------------
 
+
 def render_job() -> Job:
-    return valid(v2_doc(
-        {"worker": v2_role(data="ds", script="code", output="out", commands=[
-            "python <% $script.uri %>/train.py --data <% $data.uri[0] %> --lr <% $parameters.lr %>",
-            "echo <%$parameters.flag%> <% $output.uri %> <% $secrets.token %>",
-            "echo <% $parameters.missing %> <% $unknown.x %> <% $data.uri[5] %> <% $parameters.nested %>",
-        ])},
-        prerequisites=[{"name": "img", "type": "dockerimage", "uri": "i"},
-                       {"name": "ds", "type": "data", "uri": ["hdfs://a", "hdfs://b"]},
-                       {"name": "code", "type": "script", "uri": "git://repo"},
-                       {"name": "out", "type": "output", "uri": "hdfs://out"}],
-        parameters={"lr": 0.01, "flag": True, "nested": {"a": 1}},
-        secrets={"token": "s3cret"},
-        deployments=[{"name": "d", "taskRoles": {"worker": {"preCommands": ["echo pre <% $parameters.lr %>"],
-                                                            "postCommands": ["echo post"]}}}],
-        defaults={"deployment": "d"},
-    ))
+    return valid(
+        v2_doc(
+            {
+                "worker": v2_role(
+                    data="ds",
+                    script="code",
+                    output="out",
+                    commands=[
+                        "python <% $script.uri %>/train.py --data <% $data.uri[0] %> --lr <% $parameters.lr %>",
+                        "echo <%$parameters.flag%> <% $output.uri %> <% $secrets.token %>",
+                        "echo <% $parameters.missing %> <% $unknown.x %> <% $data.uri[5] %> <% $parameters.nested %>",
+                    ],
+                )
+            },
+            prerequisites=[
+                {"name": "img", "type": "dockerimage", "uri": "i"},
+                {"name": "ds", "type": "data", "uri": ["hdfs://a", "hdfs://b"]},
+                {"name": "code", "type": "script", "uri": "git://repo"},
+                {"name": "out", "type": "output", "uri": "hdfs://out"},
+            ],
+            parameters={"lr": 0.01, "flag": True, "nested": {"a": 1}},
+            secrets={"token": "s3cret"},
+            deployments=[
+                {
+                    "name": "d",
+                    "taskRoles": {
+                        "worker": {"preCommands": ["echo pre <% $parameters.lr %>"], "postCommands": ["echo post"]}
+                    },
+                }
+            ],
+            defaults={"deployment": "d"},
+        )
+    )
 
 
 def test_render_commands_substitutes_every_scope() -> None:
@@ -483,29 +666,41 @@ def test_render_commands_substitutes_every_scope() -> None:
     ]
 
 
-@pytest.mark.parametrize(("text", "out"), [
-    ("<% $parameters.x %>", "1"),
-    ("a<%$parameters.x%>b", "a1b"),
-    ("<%   $parameters.x   %>", "1"),
-    ("<% $parameters.y %>", "<% $parameters.y %>"),
-    ("<% $nope.x %>", "<% $nope.x %>"),
-    ("<% parameters.x %>", "<% parameters.x %>"),
-    ("<% $parameters.none %>", ""),
-    ("<% $parameters.list[1] %>", "b"),
-    ("<% $parameters.list %>", "<% $parameters.list %>"),
-    ("<% $parameters.x %> and <% $parameters.x %>", "1 and 1"),
-    ("$parameters.x", "$parameters.x"),
-])
+@pytest.mark.parametrize(
+    ("text", "out"),
+    [
+        ("<% $parameters.x %>", "1"),
+        ("a<%$parameters.x%>b", "a1b"),
+        ("<%   $parameters.x   %>", "1"),
+        ("<% $parameters.y %>", "<% $parameters.y %>"),
+        ("<% $nope.x %>", "<% $nope.x %>"),
+        ("<% parameters.x %>", "<% parameters.x %>"),
+        ("<% $parameters.none %>", ""),
+        ("<% $parameters.list[1] %>", "b"),
+        ("<% $parameters.list %>", "<% $parameters.list %>"),
+        ("<% $parameters.x %> and <% $parameters.x %>", "1 and 1"),
+        ("$parameters.x", "$parameters.x"),
+    ],
+)
 def test_render(text: str, out: str) -> None:
     assert render(text, {"parameters": {"x": 1, "none": None, "list": ["a", "b"]}}) == out
 
 
 # ---- masking ------------------------------------------------------------------------------------------------
 
+
 def secret_doc() -> dict[str, object]:
-    return v2_doc(secrets={"token": "s3cret", "pw": "hunter2"},
-                  prerequisites=[{"name": "img", "type": "dockerimage", "uri": "i",
-                                  "auth": {"username": "u", "password": "<% $secrets.pw %>", "registryuri": "r"}}])
+    return v2_doc(
+        secrets={"token": "s3cret", "pw": "hunter2"},
+        prerequisites=[
+            {
+                "name": "img",
+                "type": "dockerimage",
+                "uri": "i",
+                "auth": {"username": "u", "password": "<% $secrets.pw %>", "registryuri": "r"},
+            }
+        ],
+    )
 
 
 def test_mask_document() -> None:

@@ -36,62 +36,85 @@ def _v1_role(**over: Any) -> Edit:
 
 
 PLUGINS = {"com.microsoft.pai.runtimeplugin": [{"plugin": "nope"}]}
-PLUGIN_MESSAGE = ("'nope' is not a known runtime plugin "
-                  "(one of ssh, tensorboard, cmd, jupyter, git, teamwise_storage, desktop)")
+PLUGIN_MESSAGE = (
+    "'nope' is not a known runtime plugin (one of ssh, tensorboard, cmd, jupyter, git, teamwise_storage, desktop)"
+)
 
 # rule: (v2 edit, v2 path), (v1 edit, v1 path), (builder job kwargs, model path), form field, the one message
 CASES: dict[str, tuple[tuple[Edit, str], tuple[Edit, str], tuple[dict[str, Any], str], str | None, str]] = {
     "shared memory within memory": (
-        (lambda doc: (_v2_res(memoryMB=200)(doc), _v2_role(extraContainerOptions={"shmMB": 300})(doc)),
-         "taskRoles.worker.extraContainerOptions.shmMB"),
+        (
+            lambda doc: (_v2_res(memoryMB=200)(doc), _v2_role(extraContainerOptions={"shmMB": 300})(doc)),
+            "taskRoles.worker.extraContainerOptions.shmMB",
+        ),
         (_v1_role(shmMB=300, memoryMB=200), "taskRoles[0].shmMB"),
         ({"task_roles": [{"name": "w", "command": "x", "shm_mb": 300, "memory_mb": 200}]}, "task_roles[0].shm_mb"),
-        "shm", "300 is more than memoryMB 200"),
+        "shm",
+        "300 is more than memoryMB 200",
+    ),
     "failed count within the role's tasks": (
         (_v2_role(instances=2, completion={"minFailedInstances": 3}), "taskRoles.worker.completion.minFailedInstances"),
         (_v1_role(taskNumber=2, minFailedTaskCount=3), "taskRoles[0].minFailedTaskCount"),
         ({"task_roles": [{"name": "w", "command": "x", "instances": 2, "min_failed": 3}]}, "task_roles[0].min_failed"),
-        "min_failed", "3 is more than the role's 2 tasks"),
+        "min_failed",
+        "3 is more than the role's 2 tasks",
+    ),
     "succeeded count within the role's tasks": (
         (_v2_role(completion={"minSucceededInstances": 2}), "taskRoles.worker.completion.minSucceededInstances"),
         (_v1_role(minSucceededTaskCount=2), "taskRoles[0].minSucceededTaskCount"),
         ({"task_roles": [{"name": "w", "command": "x", "min_succeeded": 2}]}, "task_roles[0].min_succeeded"),
-        "min_succeeded", "2 is more than the role's 1 task"),
+        "min_succeeded",
+        "2 is more than the role's 1 task",
+    ),
     "a non-blank command": (
         (_v2_role(commands=[" ", ""]), "taskRoles.worker.commands"),
         (_v1_role(command="  "), "taskRoles[0].command"),
         ({"task_roles": [{"name": "w", "commands": ["  "]}]}, "task_roles[0].commands"),
-        "command", "must hold at least one non-blank command"),
+        "command",
+        "must hold at least one non-blank command",
+    ),
     "memory minimum": (
         (_v2_res(memoryMB=99), "taskRoles.worker.resourcePerInstance.memoryMB"),
         (_v1_role(memoryMB=99, shmMB=0), "taskRoles[0].memoryMB"),
         ({"task_roles": [{"name": "w", "command": "x", "memory_mb": 99, "shm_mb": 0}]}, "task_roles[0].memory_mb"),
-        "memory", "99 is below the minimum 100"),
+        "memory",
+        "99 is below the minimum 100",
+    ),
     "cpu minimum": (
         (_v2_res(cpu=0), "taskRoles.worker.resourcePerInstance.cpu"),
         (_v1_role(cpuNumber=0), "taskRoles[0].cpuNumber"),
         ({"task_roles": [{"name": "w", "command": "x", "cpu": 0}]}, "task_roles[0].cpu"),
-        "cpu", "0 is below the minimum 1"),
+        "cpu",
+        "0 is below the minimum 1",
+    ),
     "an image to run": (
         (lambda doc: doc["prerequisites"][0].update(uri=" "), "prerequisites[0].uri"),
         (lambda doc: doc.update(image=" "), "image"),
         ({"image": " ", "task_roles": [{"name": "w", "command": "x"}]}, "prerequisites[0].uri"),
-        "image", "is required: the image to run, e.g. python:3.11"),
+        "image",
+        "is required: the image to run, e.g. python:3.11",
+    ),
     "known runtime plugins": (
         (lambda doc: doc.update(extras=PLUGINS), "extras.com.microsoft.pai.runtimeplugin[0].plugin"),
         (lambda doc: doc.update(extras=PLUGINS), "extras.com.microsoft.pai.runtimeplugin[0].plugin"),
         ({"extras": PLUGINS}, "extras.com.microsoft.pai.runtimeplugin[0].plugin"),
-        "plugins", PLUGIN_MESSAGE),
+        "plugins",
+        PLUGIN_MESSAGE,
+    ),
     "a run-time limit above 0": (
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 0}), "extras.maxRunTimeMinutes"),
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 0}), "extras.maxRunTimeMinutes"),
         ({"extras": {"maxRunTimeMinutes": 0}}, "extras.maxRunTimeMinutes"),
-        "max_run", "0 must be a number of minutes above 0 and at most 527040 (a year)"),
+        "max_run",
+        "0 must be a number of minutes above 0 and at most 527040 (a year)",
+    ),
     "a run-time limit of at most a year": (
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 10**9}), "extras.maxRunTimeMinutes"),
         (lambda doc: doc.update(extras={"maxRunTimeMinutes": 10**9}), "extras.maxRunTimeMinutes"),
         ({"extras": {"maxRunTimeMinutes": 10**9}}, "extras.maxRunTimeMinutes"),
-        "max_run", "1000000000 must be a number of minutes above 0 and at most 527040 (a year)"),
+        "max_run",
+        "1000000000 must be a number of minutes above 0 and at most 527040 (a year)",
+    ),
 }
 
 
@@ -109,9 +132,11 @@ def test_v2_yaml_v1_json_and_the_builder_say_the_same(case: str) -> None:
     v2_edit(v2)
     v1_edit(v1)
     build = {"name": "j", "image": "python:3.11", "task_roles": [TaskRole(name="w", command="x")], **kwargs}
-    found = {"v2 yaml": _only_problem(lambda: Job.from_text(yaml.safe_dump(v2))),
-             "v1 json": _only_problem(lambda: Job.from_text(json.dumps(v1))),
-             "builder": _only_problem(lambda: Job(**copy.deepcopy(build)))}
+    found = {
+        "v2 yaml": _only_problem(lambda: Job.from_text(yaml.safe_dump(v2))),
+        "v1 json": _only_problem(lambda: Job.from_text(json.dumps(v1))),
+        "builder": _only_problem(lambda: Job(**copy.deepcopy(build))),
+    }
     assert found == {"v2 yaml": (v2_path, message), "v1 json": (v1_path, message), "builder": (model_path, message)}
 
 
@@ -149,15 +174,20 @@ def test_a_rule_only_one_format_can_break_has_the_model_s_message() -> None:
         Job(name="j", image="i", task_roles=[TaskRole(name="main", command="x"), TaskRole(name="main", command="y")])
     assert [str(p) for p in v1.value.problems] == [
         "taskRoles[0].portList[1].label: 'a' is used twice in this role",
-        "taskRoles[1].name: 'main' is used by another task role; role names are unique"]
+        "taskRoles[1].name: 'main' is used by another task role; role names are unique",
+    ]
     assert [str(p) for p in model.value.problems] == [
-        "task_roles[1].name: 'main' is used by another task role; role names are unique"]
+        "task_roles[1].name: 'main' is used by another task role; role names are unique"
+    ]
     with pytest.raises(JobValidationError) as v2:
         Job.from_dict(v2_doc({"worker": v2_role(dockerImage="nope", data="d")}))
     with pytest.raises(JobValidationError) as model:
         Job(name="j", image="i", task_roles=[TaskRole(name="w", command="x", docker_image="nope", data="d")])
-    assert [p.message for p in v2.value.problems] == [p.message for p in model.value.problems] == [
-        "'nope' does not name a dockerimage prerequisite", "'d' does not name a data prerequisite"]
+    assert (
+        [p.message for p in v2.value.problems]
+        == [p.message for p in model.value.problems]
+        == ["'nope' does not name a dockerimage prerequisite", "'d' does not name a data prerequisite"]
+    )
 
 
 def test_v1_s_own_rules_say_the_same_when_read_and_when_written() -> None:
@@ -167,9 +197,11 @@ def test_v1_s_own_rules_say_the_same_when_read_and_when_written() -> None:
         Job.from_dict(v1_doc(jobEnvs=envs, extras={"a b": 1}))
     with pytest.raises(ConversionError) as written:
         Job.from_dict(v2_doc(parameters=envs, extras={"a b": 1})).to_v1()
-    expected = ["{}.isDebug: v1's isDebug must be true or false",
-                "{}.a-b: v1 jobEnvs keys must match ^\\w+$ (letters, digits and '_')",
-                "{}.x: v1 jobEnvs values must be strings, numbers or booleans",
-                "extras.a b: v1 extras keys must match ^[A-Za-z0-9._]+$"]
+    expected = [
+        "{}.isDebug: v1's isDebug must be true or false",
+        "{}.a-b: v1 jobEnvs keys must match ^\\w+$ (letters, digits and '_')",
+        "{}.x: v1 jobEnvs values must be strings, numbers or booleans",
+        "extras.a b: v1 extras keys must match ^[A-Za-z0-9._]+$",
+    ]
     assert [str(p) for p in read.value.problems] == [e.format("jobEnvs") for e in expected]
     assert [str(p) for p in written.value.problems] == [e.format("parameters") for e in expected]

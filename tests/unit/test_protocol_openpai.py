@@ -76,23 +76,26 @@ def openpai_docs(draw: st.DrawFn, numbers: bool = True) -> dict[str, Any]:
     for name in names:
         n = draw(st.integers(1, 3))
         memory = draw(st.integers(100, 8192))
-        role: dict[str, Any] = {"dockerImage": draw(st.sampled_from(images)),
-                                "resourcePerInstance": {"cpu": draw(st.integers(1, 8)), "memoryMB": memory,
-                                                        "gpu": draw(st.integers(0, 2))},
-                                "commands": draw(st.lists(COMMAND, min_size=1, max_size=3))}
+        role: dict[str, Any] = {
+            "dockerImage": draw(st.sampled_from(images)),
+            "resourcePerInstance": {"cpu": draw(st.integers(1, 8)), "memoryMB": memory, "gpu": draw(st.integers(0, 2))},
+            "commands": draw(st.lists(COMMAND, min_size=1, max_size=3)),
+        }
         if draw(st.booleans()):
             role["protocolVersion"] = draw(st.sampled_from([2, "2"]))
         if n > 1 or draw(st.booleans()):
             role["instances"] = n
         if draw(st.booleans()):
             counts = st.one_of(st.none(), st.integers(-1, n))
-            role["completion"] = {k: draw(counts) for k in ("minFailedInstances", "minSucceededInstances")
-                                  if draw(st.booleans())}
+            role["completion"] = {
+                k: draw(counts) for k in ("minFailedInstances", "minSucceededInstances") if draw(st.booleans())
+            }
         if draw(st.booleans()):
             role["taskRetryCount"] = draw(st.integers(0, 3))
         if draw(st.booleans()):
-            role["resourcePerInstance"]["ports"] = draw(st.dictionaries(IDENT, st.integers(1, 4), min_size=1,
-                                                                        max_size=3))
+            role["resourcePerInstance"]["ports"] = draw(
+                st.dictionaries(IDENT, st.integers(1, 4), min_size=1, max_size=3)
+            )
         if draw(st.booleans()):
             opts: dict[str, Any] = {"shmMB": draw(st.integers(0, memory))}
             if draw(st.booleans()):
@@ -121,9 +124,19 @@ def openpai_docs(draw: st.DrawFn, numbers: bool = True) -> dict[str, Any]:
     for dname in draw(st.lists(NAMES, max_size=2, unique=True)):
         commands = st.lists(TEXT, min_size=1, max_size=2)
         dep_roles = draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
-        deployments.append(_base(draw, {"name": dname, "taskRoles": {
-            r: {k: draw(commands) for k in ("preCommands", "postCommands") if draw(st.booleans())}
-            for r in dep_roles}}, numbers=numbers))
+        deployments.append(
+            _base(
+                draw,
+                {
+                    "name": dname,
+                    "taskRoles": {
+                        r: {k: draw(commands) for k in ("preCommands", "postCommands") if draw(st.booleans())}
+                        for r in dep_roles
+                    },
+                },
+                numbers=numbers,
+            )
+        )
     if deployments:
         doc["deployments"] = deployments
     defaults: dict[str, Any] = {}
@@ -195,7 +208,8 @@ def mutated_docs(draw: st.DrawFn) -> dict[str, Any]:
         del parent[path[-1]]
     elif isinstance(parent, dict):
         parent[draw(st.sampled_from(["bogus", "x-y", "uri", "auth", "plugin", "name", "commands"]))] = draw(
-            st.sampled_from(ODD_VALUES))
+            st.sampled_from(ODD_VALUES)
+        )
     return doc
 
 
@@ -219,8 +233,13 @@ def test_example_jobs_write_valid_openpai_documents(path: str) -> None:
 
 def test_documents_openpai_accepts_that_we_used_to_refuse() -> None:
     image = {"name": "img", "type": "dockerimage", "uri": "python:3.11", "protocolVersion": 2, "version": "1.0"}
-    role = {"dockerImage": "img", "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0}, "commands": ["x"],
-            "completion": {"minSucceededInstances": -1, "minFailedInstances": -1}, "protocolVersion": "2"}
+    role = {
+        "dockerImage": "img",
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0},
+        "commands": ["x"],
+        "completion": {"minSucceededInstances": -1, "minFailedInstances": -1},
+        "protocolVersion": "2",
+    }
     doc = {"protocolVersion": 2, "name": "j", "type": "job", "prerequisites": [image], "taskRoles": {"w": role}}
     assert server_problems(doc) == []
     job = job_from_document(doc)
@@ -244,8 +263,9 @@ def test_wide_documents_are_refused_by_entry_count_before_they_are_built() -> No
     head = f"jobName: wide\nimage: x\ntaskRoles: [{json.dumps(role)}]\nextras:\n"
     wide_yaml = head + "".join(f"  k{i}: {i}\n" for i in range(100_000))
     flow = head + "  list: [" + ",".join("1" for _ in range(MAX_ENTRIES + 1)) + "]\n"
-    wide_json = json.dumps({"jobName": "wide", "image": "x", "taskRoles": [role],
-                            "extras": {f"k{i}": i for i in range(MAX_ENTRIES + 1)}})
+    wide_json = json.dumps(
+        {"jobName": "wide", "image": "x", "taskRoles": [role], "extras": {f"k{i}": i for i in range(MAX_ENTRIES + 1)}}
+    )
     for text in (wide_yaml, flow, wide_json):
         with pytest.raises(JobValidationError) as info:
             Job.from_text(text)
@@ -255,19 +275,40 @@ def test_wide_documents_are_refused_by_entry_count_before_they_are_built() -> No
 
 
 RICH = {
-    "protocolVersion": 2, "name": "rich", "type": "job", "version": "1", "contributor": "c", "description": "d",
+    "protocolVersion": 2,
+    "name": "rich",
+    "type": "job",
+    "version": "1",
+    "contributor": "c",
+    "description": "d",
     "prerequisites": [
         {"name": "img", "type": "dockerimage", "uri": "python:3.11", "auth": {"username": "u", "password": "p"}},
         {"name": "d", "type": "data", "uri": ["hdfs://a"], "plugin": "p", "require": ["x"]},
-        {"name": "s", "type": "script", "uri": "git://s"}, {"name": "o", "type": "output", "uri": "/out"}],
-    "parameters": {"lr": 1}, "secrets": {"k": "v"}, "jobRetryCount": 1,
-    "taskRoles": {"w": {
-        "protocolVersion": 2, "instances": 2, "completion": {"minFailedInstances": 1, "minSucceededInstances": 2},
-        "taskRetryCount": 0, "prerequisites": ["d"], "dockerImage": "img", "data": "d", "output": "o", "script": "s",
-        "extraContainerOptions": {"shmMB": 64, "infiniband": False},
-        "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0, "ports": {"http": 1}}, "commands": ["x"]}},
+        {"name": "s", "type": "script", "uri": "git://s"},
+        {"name": "o", "type": "output", "uri": "/out"},
+    ],
+    "parameters": {"lr": 1},
+    "secrets": {"k": "v"},
+    "jobRetryCount": 1,
+    "taskRoles": {
+        "w": {
+            "protocolVersion": 2,
+            "instances": 2,
+            "completion": {"minFailedInstances": 1, "minSucceededInstances": 2},
+            "taskRetryCount": 0,
+            "prerequisites": ["d"],
+            "dockerImage": "img",
+            "data": "d",
+            "output": "o",
+            "script": "s",
+            "extraContainerOptions": {"shmMB": 64, "infiniband": False},
+            "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0, "ports": {"http": 1}},
+            "commands": ["x"],
+        }
+    },
     "deployments": [{"name": "dep", "taskRoles": {"w": {"preCommands": ["a"], "postCommands": ["b"]}}}],
-    "defaults": {"deployment": "dep", "virtualCluster": "default"}, "extras": {"gangAllocation": True},
+    "defaults": {"deployment": "dep", "virtualCluster": "default"},
+    "extras": {"gangAllocation": True},
 }
 
 

@@ -28,14 +28,17 @@ def test_minimal_job_and_its_defaults() -> None:
 
 
 def test_v1_yaml_document_is_read_as_v1() -> None:
-    text = "jobName: y1\nimage: busybox\ntaskRoles:\n  - {name: a, taskNumber: 2, cpuNumber: 1, memoryMB: 100, " \
-           "gpuNumber: 0, command: 'true'}\n"
+    text = (
+        "jobName: y1\nimage: busybox\ntaskRoles:\n  - {name: a, taskNumber: 2, cpuNumber: 1, memoryMB: 100, "
+        "gpuNumber: 0, command: 'true'}\n"
+    )
     job = Job.from_text(text)
     assert job.source_format == "v1" and job.task_roles[0].instances == 2
     assert detect_version({"jobName": "x", "taskRoles": {}}) == "v1"
 
 
 # ---- jobName ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["a", "A-b.c_d~e", "0", "job-2024.01~x", "~", "-"])
 def test_job_name_accepts_the_pattern(name: str) -> None:
@@ -44,8 +47,7 @@ def test_job_name_accepts_the_pattern(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["a b", "a/b", "a:b", "é", "a\n", "", "job!"])
 def test_job_name_rejects_other_characters(name: str) -> None:
-    assert_problem(v1_doc(jobName=name), "jobName",
-                   "job names may use only letters, digits, '-', '.', '_' and '~'")
+    assert_problem(v1_doc(jobName=name), "jobName", "job names may use only letters, digits, '-', '.', '_' and '~'")
 
 
 def test_job_name_is_required_and_a_string() -> None:
@@ -66,6 +68,7 @@ def test_image_is_required_and_not_empty() -> None:
 
 # ---- taskRoles ----------------------------------------------------------------------------------------------
 
+
 def test_task_roles_needs_at_least_one_role() -> None:
     assert_problem(v1_doc(taskRoles=[]), "taskRoles", "must have at least 1 item")
     doc = v1_doc()
@@ -85,8 +88,11 @@ def test_role_name_rejects_other_characters(name: str) -> None:
 
 
 def test_role_names_are_unique() -> None:
-    found = assert_problem(v1_doc(v1_role(), v1_role(name="other"), v1_role()), "taskRoles[2].name",
-                           "'main' is used by another task role; role names are unique")
+    found = assert_problem(
+        v1_doc(v1_role(), v1_role(name="other"), v1_role()),
+        "taskRoles[2].name",
+        "'main' is used by another task role; role names are unique",
+    )
     assert not any(p.startswith("taskRoles[0].name") for p in found)
 
 
@@ -95,15 +101,18 @@ def test_a_non_mapping_role_does_not_make_the_next_role_a_duplicate() -> None:
     assert found == ["taskRoles[0]: must be a mapping (key: value), got an integer"]
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("taskNumber", 0, "0 is below the minimum 1"),
-    ("taskNumber", -3, "-3 is below the minimum 1"),
-    ("cpuNumber", 0, "0 is below the minimum 1"),
-    ("memoryMB", 99, "99 is below the minimum 100"),
-    ("memoryMB", 50, "50 is below the minimum 100"),
-    ("gpuNumber", -1, "-1 is below the minimum 0"),
-    ("shmMB", -1, "-1 is below the minimum 0"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("taskNumber", 0, "0 is below the minimum 1"),
+        ("taskNumber", -3, "-3 is below the minimum 1"),
+        ("cpuNumber", 0, "0 is below the minimum 1"),
+        ("memoryMB", 99, "99 is below the minimum 100"),
+        ("memoryMB", 50, "50 is below the minimum 100"),
+        ("gpuNumber", -1, "-1 is below the minimum 0"),
+        ("shmMB", -1, "-1 is below the minimum 0"),
+    ],
+)
 def test_role_numbers_have_minimums(field: str, value: int, message: str) -> None:
     role = v1_role(**{field: value})
     if field == "memoryMB":
@@ -130,8 +139,9 @@ def test_required_role_fields(field: str) -> None:
     assert_problem(v1_doc(role), f"taskRoles[0].{field}", "is required")
 
 
-@pytest.mark.parametrize(("value", "got"), [("2", "a string"), (True, "a boolean"), (1.5, "a number"),
-                                            (None, "null"), ([1], "a list")])
+@pytest.mark.parametrize(
+    ("value", "got"), [("2", "a string"), (True, "a boolean"), (1.5, "a number"), (None, "null"), ([1], "a list")]
+)
 def test_role_numbers_must_be_integers(value: object, got: str) -> None:
     assert_problem(v1_doc(v1_role(taskNumber=value)), "taskRoles[0].taskNumber", f"must be an integer, got {got}")
 
@@ -145,11 +155,13 @@ def test_shm_defaults_to_64_and_may_not_exceed_memory() -> None:
 def test_command_must_not_be_empty_or_blank() -> None:
     for blank in ("", "  \n\t"):  # the model's rule, as v2 says it of its commands
         assert problems_of(v1_doc(v1_role(command=blank))) == [
-            "taskRoles[0].command: must hold at least one non-blank command"]
+            "taskRoles[0].command: must hold at least one non-blank command"
+        ]
     assert_problem(v1_doc(v1_role(command=["a", "b"])), "taskRoles[0].command", "must be a string, got a list")
 
 
 # ---- portList -----------------------------------------------------------------------------------------------
+
 
 def port(label: str = "http", beginAt: int = 0, portNumber: int = 1) -> dict[str, object]:
     return {"label": label, "beginAt": beginAt, "portNumber": portNumber}
@@ -161,23 +173,29 @@ def test_ports_map_to_count_and_begin_at() -> None:
     assert [(p.label, p.count, p.begin_at) for p in ports] == [("http", 1, 0), ("ssh.2", 3, 8000)]
 
 
-@pytest.mark.parametrize(("entry", "path", "message"), [
-    (port(label="a-b"), "label", "names must match ^[A-Za-z0-9._~]+$"),
-    (port(label=""), "label", "names must match"),
-    (port(beginAt=-1), "beginAt", "-1 is below the minimum 0"),
-    (port(portNumber=0), "portNumber", "0 is below the minimum 1"),
-    ({"label": "x", "portNumber": 1}, "beginAt", "is required"),
-    ({"label": "x", "beginAt": 0}, "portNumber", "is required"),
-    ({"beginAt": 0, "portNumber": 1}, "label", "is required"),
-    ({**port(), "protocol": "tcp"}, "protocol", "is not a known field"),
-])
+@pytest.mark.parametrize(
+    ("entry", "path", "message"),
+    [
+        (port(label="a-b"), "label", "names must match ^[A-Za-z0-9._~]+$"),
+        (port(label=""), "label", "names must match"),
+        (port(beginAt=-1), "beginAt", "-1 is below the minimum 0"),
+        (port(portNumber=0), "portNumber", "0 is below the minimum 1"),
+        ({"label": "x", "portNumber": 1}, "beginAt", "is required"),
+        ({"label": "x", "beginAt": 0}, "portNumber", "is required"),
+        ({"beginAt": 0, "portNumber": 1}, "label", "is required"),
+        ({**port(), "protocol": "tcp"}, "protocol", "is not a known field"),
+    ],
+)
 def test_port_rules(entry: dict[str, object], path: str, message: str) -> None:
     assert_problem(v1_doc(v1_role(portList=[port("ok"), entry])), f"taskRoles[0].portList[1].{path}", message)
 
 
 def test_port_labels_are_unique_within_a_role_only() -> None:
-    assert_problem(v1_doc(v1_role(portList=[port("http"), port("http", 80)])), "taskRoles[0].portList[1].label",
-                   "'http' is used twice in this role")
+    assert_problem(
+        v1_doc(v1_role(portList=[port("http"), port("http", 80)])),
+        "taskRoles[0].portList[1].label",
+        "'http' is used twice in this role",
+    )
     valid(v1_doc(v1_role(portList=[port("http")]), v1_role(name="b", portList=[port("http")])))
 
 
@@ -188,6 +206,7 @@ def test_a_non_mapping_port_does_not_make_the_next_a_duplicate() -> None:
 
 # ---- completion counts --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("field", ["minFailedTaskCount", "minSucceededTaskCount"])
 def test_min_counts_null_or_within_task_number(field: str) -> None:
     assert valid(v1_doc(v1_role(taskNumber=3, **{field: None})))
@@ -195,8 +214,9 @@ def test_min_counts_null_or_within_task_number(field: str) -> None:
     attr = "min_failed" if field == "minFailedTaskCount" else "min_succeeded"
     assert getattr(job.task_roles[0], attr) == 3
     assert_problem(v1_doc(v1_role(taskNumber=3, **{field: 0})), f"taskRoles[0].{field}", "0 is below the minimum 1")
-    assert_problem(v1_doc(v1_role(taskNumber=3, **{field: 4})), f"taskRoles[0].{field}",
-                   "4 is more than the role's 3 tasks")
+    assert_problem(
+        v1_doc(v1_role(taskNumber=3, **{field: 4})), f"taskRoles[0].{field}", "4 is more than the role's 3 tasks"
+    )
     assert_problem(v1_doc(v1_role(**{field: "1"})), f"taskRoles[0].{field}", "must be an integer")
 
 
@@ -205,6 +225,7 @@ def test_min_failed_null_disables_the_rule() -> None:
 
 
 # ---- job-level optional fields ------------------------------------------------------------------------------
+
 
 def test_retry_count() -> None:
     assert valid(v1_doc(retryCount=3)).retry_count == 3
@@ -242,12 +263,23 @@ def test_string_fields(field: str) -> None:
 
 
 def test_optional_strings_map_onto_the_model() -> None:
-    job = valid(v1_doc(gpuType="V100", authFile="hdfs://a/auth", virtualCluster="vc1",
-                       dataDir="hdfs://d", outputDir="hdfs://o", codeDir="hdfs://c"))
+    job = valid(
+        v1_doc(
+            gpuType="V100",
+            authFile="hdfs://a/auth",
+            virtualCluster="vc1",
+            dataDir="hdfs://d",
+            outputDir="hdfs://o",
+            codeDir="hdfs://c",
+        )
+    )
     assert (job.gpu_type, job.auth_file, job.virtual_cluster) == ("V100", "hdfs://a/auth", "vc1")
     assert [(p.type, p.name, p.uri) for p in job.prerequisites] == [
-        ("dockerimage", "default", "python:3.11"), ("data", "data", ["hdfs://d"]),
-        ("output", "output", "hdfs://o"), ("script", "code", "hdfs://c")]
+        ("dockerimage", "default", "python:3.11"),
+        ("data", "data", ["hdfs://d"]),
+        ("output", "output", "hdfs://o"),
+        ("script", "code", "hdfs://c"),
+    ]
     role = job.task_roles[0]
     assert (role.data, role.output, role.script, role.docker_image) == ("data", "output", "code", "default")
 
@@ -258,12 +290,25 @@ def test_unknown_fields_are_rejected() -> None:
 
 
 def test_every_problem_is_listed_at_once() -> None:
-    doc = v1_doc(v1_role(name="a-b", taskNumber=0, cpuNumber=0, memoryMB=100, command=""), jobName="bad name",
-                 retryCount=-1, jobEnvs={"isDebug": "no"})
+    doc = v1_doc(
+        v1_role(name="a-b", taskNumber=0, cpuNumber=0, memoryMB=100, command=""),
+        jobName="bad name",
+        retryCount=-1,
+        jobEnvs={"isDebug": "no"},
+    )
     found = problems_of(doc)
     paths = sorted(p.split(": ")[0] for p in found)
-    assert paths == sorted(["jobName", "retryCount", "taskRoles[0].name", "taskRoles[0].taskNumber",
-                            "taskRoles[0].cpuNumber", "taskRoles[0].command", "jobEnvs.isDebug"])
+    assert paths == sorted(
+        [
+            "jobName",
+            "retryCount",
+            "taskRoles[0].name",
+            "taskRoles[0].taskNumber",
+            "taskRoles[0].cpuNumber",
+            "taskRoles[0].command",
+            "jobEnvs.isDebug",
+        ]
+    )
     with pytest.raises(JobValidationError) as info:
         Job.from_text(json.dumps(doc), source="bad.json")
     text = str(info.value)

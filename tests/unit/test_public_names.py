@@ -35,9 +35,28 @@ ERRORS = {
 }
 MODELS = ["JobDetail", "JobSummary", "TaskStatus"]
 FUNCTIONS = {"get_profile": ["name", "home"], "load_profiles": ["home"]}
-CLIENT_METHODS = {"attempts", "clone", "config", "delete", "detail", "events", "follow", "info", "job_id", "list_jobs",
-                  "login", "logs", "metrics", "service_action", "services", "stop", "submit", "terminal_endpoint",
-                  "wait", "where"}
+CLIENT_METHODS = {
+    "attempts",
+    "clone",
+    "config",
+    "delete",
+    "detail",
+    "events",
+    "follow",
+    "info",
+    "job_id",
+    "list_jobs",
+    "login",
+    "logs",
+    "metrics",
+    "service_action",
+    "services",
+    "stop",
+    "submit",
+    "terminal_endpoint",
+    "wait",
+    "where",
+}
 
 
 def test_pai_jupyter_all_is_pinned_and_each_name_is_what_it_says() -> None:
@@ -48,8 +67,10 @@ def test_pai_jupyter_all_is_pinned_and_each_name_is_what_it_says() -> None:
     assert issubclass(pai_jupyter.JobValidationError, ValueError)
     assert pai_jupyter.Client is client.Client and pai_jupyter.AsyncClient is client.AsyncClient
     assert pai_jupyter.Job is importlib.import_module("pai_jupyter.protocol").Job
-    assert inspect.isclass(pai_jupyter.Estimator) and pai_jupyter.Estimator is importlib.import_module(
-        "pai_jupyter.sdk").Estimator
+    assert (
+        inspect.isclass(pai_jupyter.Estimator)
+        and pai_jupyter.Estimator is importlib.import_module("pai_jupyter.sdk").Estimator
+    )
     assert callable(pai_jupyter.load_ipython_extension) and callable(pai_jupyter.unload_ipython_extension)
 
 
@@ -89,7 +110,9 @@ def test_every_listed_name_resolves_and_others_raise_attribute_error(module: Any
 
 def test_importing_the_packages_stays_lazy() -> None:
     """``import pai_jupyter`` / ``pai_jupyter.client`` must not import pydantic, httpx or the daemon."""
-    code = ("import sys, pai_jupyter, pai_jupyter.client; "
-            "print(sorted(m for m in ('pydantic', 'httpx', 'tornado', 'pai_jupyter.cluster') if m in sys.modules))")
+    code = (
+        "import sys, pai_jupyter, pai_jupyter.client; "
+        "print(sorted(m for m in ('pydantic', 'httpx', 'tornado', 'pai_jupyter.cluster') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -12,8 +12,11 @@ from pai_jupyter.cluster.core.service import Cluster
 
 def test_recovery_uses_only_public_members_of_cluster() -> None:
     tree = ast.parse(Path(recovery.__file__).read_text())
-    used = {node.attr for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cluster"}
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cluster"
+    }
     assert used and not {name for name in used if name.startswith("_")}
     assert {"watch", "resume_stop", "resume_completion", "schedule"} <= used
     for name in ("watch", "resume_stop", "resume_completion", "schedule"):

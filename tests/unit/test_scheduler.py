@@ -109,8 +109,9 @@ class MemoryRuntime(Runtime):
     def remove(self, handle: TaskHandle) -> None:
         self.removed.append(handle.id)
 
-    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
-                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+    def terminal_command(
+        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
+    ) -> tuple[list[str], dict[str, str], str | None]:
         raise NotImplementedError
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
@@ -118,8 +119,7 @@ class MemoryRuntime(Runtime):
 
 
 def v1(name: str, *, tasks: int = 1, cpu: int = 1, **job: Any) -> bytes:
-    role = {"name": "main", "taskNumber": tasks, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0,
-            "command": "true"}
+    role = {"name": "main", "taskNumber": tasks, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0, "command": "true"}
     role.update(job.pop("role", {}))
     return json.dumps({"jobName": name, "image": "img", "taskRoles": [role], **job}).encode()
 
@@ -253,12 +253,26 @@ def test_a_failed_attempt_is_retried_as_a_new_attempt_at_its_place_in_the_queue(
 
 def test_a_failed_task_with_task_retries_starts_again_in_a_new_task_attempt(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
-        h.submit(json.dumps({
-            "protocolVersion": 2, "name": "flaky", "type": "job",
-            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "img"}],
-            "taskRoles": {"main": {"instances": 1, "dockerImage": "img", "taskRetryCount": 1, "commands": ["true"],
-                                   "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}},
-            "extras": {"gangAllocation": False}}).encode())
+        h.submit(
+            json.dumps(
+                {
+                    "protocolVersion": 2,
+                    "name": "flaky",
+                    "type": "job",
+                    "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "img"}],
+                    "taskRoles": {
+                        "main": {
+                            "instances": 1,
+                            "dockerImage": "img",
+                            "taskRetryCount": 1,
+                            "commands": ["true"],
+                            "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                        }
+                    },
+                    "extras": {"gangAllocation": False},
+                }
+            ).encode()
+        )
         await h.end("flaky", code=1)
         assert h.state("flaky") == "RUNNING"
         await h.settle()

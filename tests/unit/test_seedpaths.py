@@ -13,20 +13,28 @@ from pai_jupyter import seedpaths
 from pai_jupyter.protocol import Job
 
 
-@pytest.mark.parametrize("command", [
-    "cd /userhome; pwd",
-    "cd /userhome/ && pwd",
-    "cd \"/userhome/sub\" && pwd",
-    "python3 -c 'import os; os.chdir(\"/userhome/sub\"); print(os.getcwd())'",
-    "python3 -c \"import os; os.chdir('/userhome'); print(os.getcwd())\"",
-    "d=/userhome/sub; cd $d && pwd",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd /userhome; pwd",
+        "cd /userhome/ && pwd",
+        'cd "/userhome/sub" && pwd',
+        "python3 -c 'import os; os.chdir(\"/userhome/sub\"); print(os.getcwd())'",
+        "python3 -c \"import os; os.chdir('/userhome'); print(os.getcwd())\"",
+        "d=/userhome/sub; cd $d && pwd",
+    ],
+)
 def test_rewritten_commands_reach_the_home_through_the_variable(command: str, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     script, changed = seedpaths.rewrite(command)
     assert changed and "/userhome" not in script
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PAI_USER_HOME": str(tmp_path)}).stdout
+    out = subprocess.run(
+        ["sh", "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PAI_USER_HOME": str(tmp_path)},
+    ).stdout
     assert out.strip() in (str(tmp_path), str(tmp_path / "sub"))
 
 
@@ -36,9 +44,11 @@ def test_other_paths_are_left_alone(command: str) -> None:
 
 
 def test_notes_name_the_field_and_what_to_use_instead() -> None:
-    job = Job.from_text('{"jobName": "j", "image": "busybox", "dataDir": "/gdata/imagenet-1000", "taskRoles": '
-                        '[{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512, "gpuNumber": 0, '
-                        '"command": "cd /userhome; python train.py --data /gdata/imagenet-1000"}]}')
+    job = Job.from_text(
+        '{"jobName": "j", "image": "busybox", "dataDir": "/gdata/imagenet-1000", "taskRoles": '
+        '[{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512, "gpuNumber": 0, '
+        '"command": "cd /userhome; python train.py --data /gdata/imagenet-1000"}]}'
+    )
     notes = dict(seedpaths.notes(job))
     assert "$PAI_USER_HOME" in notes["taskRoles.main.commands[0]"]
     assert any("/gdata" in m and "data prerequisite" in m for p, m in seedpaths.notes(job) if "prerequisites" in p)

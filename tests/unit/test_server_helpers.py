@@ -25,8 +25,10 @@ def test_safe_json_is_inert_in_html_and_round_trips() -> None:
 def test_errors_show_only_messages_meant_for_users() -> None:
     leaky = web.HTTPError(403, "Host '%s' is not allowed", "<img src=x onerror=alert(1)>")
     assert error_body(403, leaky) == {"code": "Forbidden", "message": "Forbidden"}
-    assert error_body(503, PaiHTTPError(503, "starting", code="Starting")) == {"code": "Starting",
-                                                                                "message": "starting"}
+    assert error_body(503, PaiHTTPError(503, "starting", code="Starting")) == {
+        "code": "Starting",
+        "message": "starting",
+    }
     assert error_body(500, RuntimeError("secret detail"))["message"] == "Internal Server Error"
 
 
@@ -39,8 +41,13 @@ def test_routes_have_no_place_for_a_host_or_port() -> None:
     table = {handler.__name__: re.compile(pattern + "$") for pattern, handler, _ in routes("/", None)}
     proxy = table["ServiceProxyHandler"]
     assert proxy.match("/pai/jobs/u~n/main/0/tensorboard/data/runs")
-    for path in ("/pai/jobs/u~n/main/0/6006/", "/pai/jobs/u~n/main/0/tensorboard:6006/",
-                 "/pai/jobs/127.0.0.1:22/x", "/pai/jobs/u~n/main/x/jupyter/", "/pai/proxy/6006/"):
+    for path in (
+        "/pai/jobs/u~n/main/0/6006/",
+        "/pai/jobs/u~n/main/0/tensorboard:6006/",
+        "/pai/jobs/127.0.0.1:22/x",
+        "/pai/jobs/u~n/main/x/jupyter/",
+        "/pai/proxy/6006/",
+    ):
         assert not proxy.match(path), path
         assert table["PaiNotFound"].match(path), path
     assert table["TaskTerminalHandler"].match("/pai/jobs/u~n/main/0/terminal/websocket")  # daemon's, or web SSH

@@ -45,14 +45,22 @@ def _private_names_of_jupyter_server_proxy() -> set[str]:
             if not (isinstance(handler, type) and issubclass(handler, web.RequestHandler)):
                 continue
             names.update(line_name[1] for line_name in _methods(cls))
-            names.update(node.attr for node in ast.walk(cls) if isinstance(node, ast.Attribute)
-                         and isinstance(node.value, ast.Name) and node.value.id == "self")
+            names.update(
+                node.attr
+                for node in ast.walk(cls)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            )
     return {n for n in names if n.startswith("_") and not n.startswith("__")}
 
 
 def _methods(tree: ast.AST) -> list[tuple[int, str]]:
-    return [(item.lineno, item.name) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-            for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [
+        (item.lineno, item.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
 
 
 def _uses(tree: ast.AST, forbidden: set[str]) -> list[tuple[int, str]]:
@@ -63,8 +71,11 @@ def _uses(tree: ast.AST, forbidden: set[str]) -> list[tuple[int, str]]:
         if isinstance(node, ast.Attribute) and node.attr in forbidden:
             hits.append((node.lineno, node.attr))
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jupyter_server_proxy"):
-            hits += [(node.lineno, f"import {node.module}") for part in (node.module or "").split(".")
-                     if part.startswith("_")]
+            hits += [
+                (node.lineno, f"import {node.module}")
+                for part in (node.module or "").split(".")
+                if part.startswith("_")
+            ]
             hits += [(node.lineno, f"import {a.name}") for a in node.names if a.name.startswith("_")]
     return sorted(hits)
 
@@ -74,26 +85,36 @@ def test_no_source_uses_a_private_name_of_jupyter_server_proxy() -> None:
     assert {"_record_activity", "_get_context_path", "_requested_subprotocols"} <= private  # the scan sees them
     forbidden = private | NAMED
     root = Path(pai_jupyter.__file__).parent
-    found = [f"{path.relative_to(root.parent)}:{line}: {what}" for path in sorted(root.rglob("*.py"))
-             for line, what in _uses(ast.parse(path.read_text(encoding="utf-8")), forbidden)]
+    found = [
+        f"{path.relative_to(root.parent)}:{line}: {what}"
+        for path in sorted(root.rglob("*.py"))
+        for line, what in _uses(ast.parse(path.read_text(encoding="utf-8")), forbidden)
+    ]
     assert found == []
 
 
 def test_the_check_finds_each_kind_of_use() -> None:
-    code = ("class H(ProxyHandler):\n"
-            "    def _record_activity(self):\n        pass\n"
-            "    def f(self, handler):\n        handler._headers = {}\n        self._get_context_path('h', 1)\n"
-            "from jupyter_server_proxy.handlers import _private\n")
+    code = (
+        "class H(ProxyHandler):\n"
+        "    def _record_activity(self):\n        pass\n"
+        "    def f(self, handler):\n        handler._headers = {}\n        self._get_context_path('h', 1)\n"
+        "from jupyter_server_proxy.handlers import _private\n"
+    )
     assert [what for _, what in _uses(ast.parse(code), NAMED)] == [
-        "def _record_activity", "_headers", "_get_context_path", "import _private"]
+        "def _record_activity",
+        "_headers",
+        "_get_context_path",
+        "import _private",
+    ]
 
 
 # ---- in-process handlers -------------------------------------------------------------------------------------
 def _handler(cls: type[web.RequestHandler], registry: Registry) -> Any:
     app = web.Application(base_url="/", last_activity_times={})
     start = httputil.RequestStartLine("GET", "/pai/jobs/alice~train/main/0/tensorboard/x", "HTTP/1.1")
-    request = httputil.HTTPServerRequest(start_line=start, connection=mock.Mock(),
-                                         headers=httputil.HTTPHeaders({"Host": "127.0.0.1"}))
+    request = httputil.HTTPServerRequest(
+        start_line=start, connection=mock.Mock(), headers=httputil.HTTPHeaders({"Host": "127.0.0.1"})
+    )
     return cls(app, request, registry=registry)
 
 
@@ -170,8 +191,9 @@ class _Relay(Relaying, _Defaults):
 def test_a_relayed_answer_has_the_services_headers_and_our_cookie_only() -> None:
     async def body() -> tuple[Any, Any]:
         service, service_port = _serve(web.Application([("/", _Service)]))
-        server, port = _serve(web.Application([("/(relay|error)", _Relay)],
-                                              service=f"http://127.0.0.1:{service_port}/"))
+        server, port = _serve(
+            web.Application([("/(relay|error)", _Relay)], service=f"http://127.0.0.1:{service_port}/")
+        )
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
                 return await http.get("/relay"), await http.get("/error")

@@ -27,11 +27,30 @@ class MemoryClient:
     profile = SimpleNamespace(name="memory")
 
     def __init__(self, state: str = "running") -> None:
-        self.items: dict[str, list[dict[str, Any]]] = {JOB: [
-            {"role": "main", "index": 0, "name": "tensorboard", "host": "127.0.0.1", "port": 6006, "state": state,
-             "token": None, "basePath": "/tb/"},
-            {"role": "main", "index": 0, "name": "jupyter", "host": "127.0.0.1", "port": 8890, "state": state,
-             "token": "t0k", "basePath": "/jp/"}]}
+        self.items: dict[str, list[dict[str, Any]]] = {
+            JOB: [
+                {
+                    "role": "main",
+                    "index": 0,
+                    "name": "tensorboard",
+                    "host": "127.0.0.1",
+                    "port": 6006,
+                    "state": state,
+                    "token": None,
+                    "basePath": "/tb/",
+                },
+                {
+                    "role": "main",
+                    "index": 0,
+                    "name": "jupyter",
+                    "host": "127.0.0.1",
+                    "port": 8890,
+                    "state": state,
+                    "token": "t0k",
+                    "basePath": "/jp/",
+                },
+            ]
+        }
         self.calls: list[tuple[Any, ...]] = []
         self.error: PaiError | None = None
         self.action_error: PaiError | None = None
@@ -76,8 +95,9 @@ class Socket:
         self.closed = (code, reason)
 
 
-def run(body: Callable[[Registry, MemoryClient], Awaitable[None]], client: MemoryClient | None = None,
-        **config: Any) -> None:
+def run(
+    body: Callable[[Registry, MemoryClient], Awaitable[None]], client: MemoryClient | None = None, **config: Any
+) -> None:
     client = client or MemoryClient()
     settings = {"resolve_cache_seconds": 60.0, "service_start_timeout": 30.0, **config}
     asyncio.run(body(Registry(client, PaiJupyter(**settings)), client))  # type: ignore[arg-type]
@@ -128,11 +148,14 @@ def test_other_users_jobs_and_unknown_services_are_404_without_asking_the_cluste
     run(body)
 
 
-@pytest.mark.parametrize(("error", "status", "code"), [
-    (JobNotFound("gone", status=404), 404, "NotFound"),
-    (NotSupported("no services on OpenPAI", status=404), 501, "NotSupported"),
-    (PaiError("boom", status=500), 502, "ClusterError"),
-])
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (JobNotFound("gone", status=404), 404, "NotFound"),
+        (NotSupported("no services on OpenPAI", status=404), 501, "NotSupported"),
+        (PaiError("boom", status=500), 502, "ClusterError"),
+    ],
+)
 def test_the_clusters_refusals_become_statuses(error: PaiError, status: int, code: str) -> None:
     async def body(reg: Registry, client: MemoryClient) -> None:
         client.error = error
@@ -229,8 +252,9 @@ def test_terminal_is_given_for_a_running_task_only() -> None:
     run(body)
 
 
-def test_select_keeps_a_client_per_profile_and_refuses_unknown_names(tmp_path: Any,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_select_keeps_a_client_per_profile_and_refuses_unknown_names(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pai_jupyter.client.profiles import Profile, upsert_profile
 
     monkeypatch.setenv("PAI_JUPYTER_HOME", str(tmp_path))

@@ -16,13 +16,26 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3mZJ0hFVsFd1O3y0m3C2bqZQ9nq3lBqD5o4
 
 
 def _job(plugins: list[dict], **extras: object) -> Job:
-    return Job.from_text(yaml.safe_dump({
-        "protocolVersion": 2, "name": "j", "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-        "taskRoles": {r: {"instances": n, "dockerImage": "img", "commands": ["true"],
-                          "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0}}
-                      for r, n in (("main", 1), ("worker", 2))},
-        "extras": {"com.microsoft.pai.runtimeplugin": plugins, **extras}}))
+    return Job.from_text(
+        yaml.safe_dump(
+            {
+                "protocolVersion": 2,
+                "name": "j",
+                "type": "job",
+                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+                "taskRoles": {
+                    r: {
+                        "instances": n,
+                        "dockerImage": "img",
+                        "commands": ["true"],
+                        "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                    }
+                    for r, n in (("main", 1), ("worker", 2))
+                },
+                "extras": {"com.microsoft.pai.runtimeplugin": plugins, **extras},
+            }
+        )
+    )
 
 
 def test_every_task_runs_sshd_and_jobssh_needs_gang_allocation() -> None:
@@ -54,10 +67,16 @@ def test_the_barrier_waits_for_every_other_task_then_gives_up_with_249(tmp_path:
     (tmp_path / "ssh").write_text('#!/bin/sh\necho "$@" >>"$(dirname "$0")/tried"; exit 255\n')  # nobody answers
     (tmp_path / "ssh").chmod(0o755)
     script = sshd.barrier({"parameters": {"sshbarrier": True, "sshbarrierTimeout": 0.05}, "jobKey": "/k"})
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "PAI_CURRENT_TASK_ROLE_NAME": "worker",
-           "PAI_TASK_ROLE_INSTANCES": "main:0,worker:0,worker:1", "PAI_TASK_INDEX": "0"}
-    r = subprocess.run(["sh", "-c", script + "\necho command runs"], env=env, capture_output=True, text=True,
-                       timeout=60)
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "PAI_CURRENT_TASK_ROLE_NAME": "worker",
+        "PAI_TASK_ROLE_INSTANCES": "main:0,worker:0,worker:1",
+        "PAI_TASK_INDEX": "0",
+    }
+    r = subprocess.run(
+        ["sh", "-c", script + "\necho command runs"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 249 and "command runs" not in r.stdout
     assert "timed out after 0.05 min; no ssh to: main-0 worker-1" in r.stderr
     tried = (tmp_path / "tried").read_text()
@@ -68,11 +87,23 @@ def test_bad_ssh_parameters_are_refused_at_submission() -> None:
     from pai_jupyter.protocol import JobValidationError
 
     with pytest.raises(JobValidationError) as err:
-        _job([{"plugin": "ssh", "parameters": {"jobssh": "yes", "sshbarrierTimeout": -1,
-                                               "userssh": {"type": "custom", "value": "not a key"}}}])
+        _job(
+            [
+                {
+                    "plugin": "ssh",
+                    "parameters": {
+                        "jobssh": "yes",
+                        "sshbarrierTimeout": -1,
+                        "userssh": {"type": "custom", "value": "not a key"},
+                    },
+                }
+            ]
+        )
     paths = {p.path for p in err.value.problems}
-    assert {"extras.com.microsoft.pai.runtimeplugin[0].parameters.jobssh",
-            "extras.com.microsoft.pai.runtimeplugin[0].parameters.sshbarrierTimeout",
-            "extras.com.microsoft.pai.runtimeplugin[0].parameters.userssh.value"} <= paths, paths
+    assert {
+        "extras.com.microsoft.pai.runtimeplugin[0].parameters.jobssh",
+        "extras.com.microsoft.pai.runtimeplugin[0].parameters.sshbarrierTimeout",
+        "extras.com.microsoft.pai.runtimeplugin[0].parameters.userssh.value",
+    } <= paths, paths
     ok = _job([{"plugin": "ssh", "parameters": {"jobssh": "true", "userssh": {"type": "custom", "value": KEY}}}])
     assert all(p["ssh"]["jobssh"] is True for p in sshd.planned(ok).values())  # OpenPAI reads "true" too

@@ -18,8 +18,16 @@ from pai_jupyter.cluster.runtime.shim import SHIM_C, SHIM_SH, Shim
 from pai_jupyter.cluster.task.env import Placement, task_env
 from pai_jupyter.protocol import Job
 
-KNOWN = {taskdir.STDOUT, taskdir.STDERR, taskdir.ALL, taskdir.RUNTIME_LOG, taskdir.PID, taskdir.EXIT_CODE,
-         taskdir.EXIT_CODE_TMP, taskdir.CGROUP}
+KNOWN = {
+    taskdir.STDOUT,
+    taskdir.STDERR,
+    taskdir.ALL,
+    taskdir.RUNTIME_LOG,
+    taskdir.PID,
+    taskdir.EXIT_CODE,
+    taskdir.EXIT_CODE_TMP,
+    taskdir.CGROUP,
+}
 
 
 def test_shim_sh_writes_only_the_named_files() -> None:
@@ -66,20 +74,35 @@ def test_process_runtime_finds_a_task_by_its_handle_file(tmp_path: Path) -> None
 
 
 def test_the_docker_runtime_stands_apart_from_the_process_runtime() -> None:
-    code = ("import sys; from pai_jupyter.cluster.runtime import docker; "
-            "print('pai_jupyter.cluster.runtime.process' in sys.modules, docker.TASK_MOUNT, docker.COMMAND[1], "
-            "docker.DockerRuntime.in_container)")
+    code = (
+        "import sys; from pai_jupyter.cluster.runtime import docker; "
+        "print('pai_jupyter.cluster.runtime.process' in sys.modules, docker.TASK_MOUNT, docker.COMMAND[1], "
+        "docker.DockerRuntime.in_container)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", taskdir.IN_CONTAINER, f"{taskdir.IN_CONTAINER}/{taskdir.SHIM_COPY}", "True"]
     assert Runtime.in_container is False and ProcessRuntime.in_container is False
 
 
 def _env(gpus: list[int]) -> dict[str, str]:
-    job = Job.from_text(yaml.safe_dump({
-        "protocolVersion": 2, "name": "j", "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-        "taskRoles": {"main": {"instances": 1, "dockerImage": "img", "commands": ["true"],
-                               "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": len(gpus)}}}}))
+    job = Job.from_text(
+        yaml.safe_dump(
+            {
+                "protocolVersion": 2,
+                "name": "j",
+                "type": "job",
+                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+                "taskRoles": {
+                    "main": {
+                        "instances": 1,
+                        "dockerImage": "img",
+                        "commands": ["true"],
+                        "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": len(gpus)},
+                    }
+                },
+            }
+        )
+    )
     return task_env(job, "alice", "default", job.task_roles[0], 0, {("main", 0): Placement("127.0.0.1", {}, gpus)})
 
 
@@ -91,9 +114,23 @@ def test_gpu_visibility_leaves_the_container_runtime_its_default(tmp_path: Path)
     assert two["CUDA_VISIBLE_DEVICES"] == two["NVIDIA_VISIBLE_DEVICES"] == "2,3"
 
     def container_env(env: dict[str, str], gpus: list[int]) -> dict[str, str]:
-        spec = TaskSpec(key="k", user="alice", job_name="j", role="main", index=0, job_attempt=0, task_attempt=0,
-                        script="true", env=env, image="busybox", cpu=1, memory_mb=256, shm_mb=64, gpus=gpus,
-                        task_dir=tmp_path)
+        spec = TaskSpec(
+            key="k",
+            user="alice",
+            job_name="j",
+            role="main",
+            index=0,
+            job_attempt=0,
+            task_attempt=0,
+            script="true",
+            env=env,
+            image="busybox",
+            cpu=1,
+            memory_mb=256,
+            shm_mb=64,
+            gpus=gpus,
+            task_dir=tmp_path,
+        )
         return DockerRuntime._environment(spec)
 
     assert container_env(none, [])["NVIDIA_VISIBLE_DEVICES"] == "void"  # the Docker runtime's documented default

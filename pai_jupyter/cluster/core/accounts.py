@@ -76,7 +76,8 @@ class Accounts:
             f"{self.owner!r} (the daemon is not root and Docker is not used), so a second user's tasks could read "
             "the admin token, every job's secrets and every other user's files. Start the daemon as root (each "
             "user's tasks then run as an OS account of their own) or with Docker (pai cluster start --runtime "
-            "docker), or give each user a cluster of their own")
+            "docker), or give each user a cluster of their own"
+        )
 
     # ---- accounts ----------------------------------------------------------------------------------------------
     def run_as(self, user: str) -> tuple[int, int] | None:
@@ -98,14 +99,31 @@ class Accounts:
         except KeyError:
             useradd = shutil.which("useradd")
             if useradd is None:
-                raise AccountError(f"cannot run {user}'s tasks as an account of their own: no useradd on this "
-                                   f"host to make {name!r}; make a regular account named {user!r}") from None
-            done = subprocess.run([useradd, "--system", "--user-group", "--no-create-home", "--home-dir",
-                                   "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment",
-                                   f"pai_jupyter tasks of {user}", name], capture_output=True, text=True)
+                raise AccountError(
+                    f"cannot run {user}'s tasks as an account of their own: no useradd on this "
+                    f"host to make {name!r}; make a regular account named {user!r}"
+                ) from None
+            done = subprocess.run(
+                [
+                    useradd,
+                    "--system",
+                    "--user-group",
+                    "--no-create-home",
+                    "--home-dir",
+                    "/nonexistent",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    "--comment",
+                    f"pai_jupyter tasks of {user}",
+                    name,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode not in (0, 9):  # 9: made meanwhile by a racing start
-                raise AccountError(f"could not make the account {name!r} for {user}'s tasks: "
-                                   f"{done.stderr.strip()}") from None
+                raise AccountError(
+                    f"could not make the account {name!r} for {user}'s tasks: {done.stderr.strip()}"
+                ) from None
             log.info("made the OS account %s for the tasks of %s", name, user)
             pw = pwd.getpwnam(name)
         return pw.pw_uid, pw.pw_gid
@@ -121,8 +139,12 @@ class Accounts:
             os.chmod(d, 0o711)
         for above in local.parent.resolve().parents:
             if not above.stat().st_mode & 0o001:
-                log.warning("%s cannot be traversed by other accounts: tasks of users other than %s will fail to "
-                            "start; put the cluster's home elsewhere (PAI_JUPYTER_HOME)", above, self.owner)
+                log.warning(
+                    "%s cannot be traversed by other accounts: tasks of users other than %s will fail to "
+                    "start; put the cluster's home elsewhere (PAI_JUPYTER_HOME)",
+                    above,
+                    self.owner,
+                )
                 self.blocked = above
                 return
 
@@ -131,9 +153,11 @@ class Accounts:
         if run_as is None:
             return
         if self.blocked is not None:
-            raise AccountError(f"{self.blocked} cannot be traversed by other accounts, so a task running as "
-                               "its user's own account cannot reach its directory; put the cluster's home "
-                               "elsewhere (PAI_JUPYTER_HOME)")
+            raise AccountError(
+                f"{self.blocked} cannot be traversed by other accounts, so a task running as "
+                "its user's own account cannot reach its directory; put the cluster's home "
+                "elsewhere (PAI_JUPYTER_HOME)"
+            )
         uid, gid = run_as
         paths = [path]
         if tree:

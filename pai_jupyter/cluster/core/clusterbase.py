@@ -31,8 +31,15 @@ def demand(task: dict[str, Any]) -> Resources:
 class ClusterBase(ABC):
     """The state and lookups; ``Ending``, ``Launching`` and ``Cluster`` (service.py) add what happens to jobs."""
 
-    def __init__(self, local_dir: Path, runtime: Runtime, capacity: Capacity, *, stop_grace: float = 3.0,
-                 min_free_mb: int = DEFAULT_FLOOR_MB):
+    def __init__(
+        self,
+        local_dir: Path,
+        runtime: Runtime,
+        capacity: Capacity,
+        *,
+        stop_grace: float = 3.0,
+        min_free_mb: int = DEFAULT_FLOOR_MB,
+    ):
         self.dir = local_dir
         self.space = Space(local_dir, min_free_mb)
         self.store = Store(local_dir / "state.db")
@@ -104,8 +111,11 @@ class ClusterBase(ABC):
         return self.dir / "jobs" / f"{user}~{name}"
 
     def _new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
-        self.store.insert_attempt(job_id, attempt, [(r.name, i, r.cpu, r.memory_mb, r.gpu)
-                                                    for r in job.task_roles for i in range(r.instances)])
+        self.store.insert_attempt(
+            job_id,
+            attempt,
+            [(r.name, i, r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for i in range(r.instances)],
+        )
 
     @abstractmethod
     def schedule(self) -> None:

@@ -13,8 +13,8 @@ from ...protocol import Job
 
 @dataclass
 class Decision:
-    state: str                        # SUCCEEDED | FAILED
-    trigger: dict[str, Any]           # the task row that decided
+    state: str  # SUCCEEDED | FAILED
+    trigger: dict[str, Any]  # the task row that decided
     exit_code: int | None
     message: str
 
@@ -27,11 +27,16 @@ def decide(job: Job, tasks: list[dict[str, Any]]) -> Decision | None:
         succeeded = [t for t in mine if t["state"] == "SUCCEEDED"]
         if role.min_failed is not None and len(failed) >= role.min_failed:
             t = failed[-1]
-            return Decision("FAILED", t, t["exit_code"], f"{role.name}[{t['idx']}] failed: "
-                            f"{t['exit_diagnostics'] or ''} (exit code {t['exit_code']})")
+            return Decision(
+                "FAILED",
+                t,
+                t["exit_code"],
+                f"{role.name}[{t['idx']}] failed: {t['exit_diagnostics'] or ''} (exit code {t['exit_code']})",
+            )
         if role.min_succeeded is not None and len(succeeded) >= role.min_succeeded:
-            return Decision("SUCCEEDED", succeeded[-1], 0,
-                            f"{role.name} reached {role.min_succeeded} succeeded task(s)")
+            return Decision(
+                "SUCCEEDED", succeeded[-1], 0, f"{role.name} reached {role.min_succeeded} succeeded task(s)"
+            )
     if tasks and all(t["state"] in FINAL for t in tasks):
         return Decision("SUCCEEDED", max(tasks, key=lambda t: t["completed_time"] or 0), 0, "all tasks completed")
     return None

@@ -47,19 +47,25 @@ class Ending(ClusterBase):
                 log.exception("removing %s failed", handle.id)
         role = job.role(t["role"])
         with self.store.tx():
-            self.store.update_task(current, state=state, exit_code=result.exit_code, exit_diagnostics=diag,
-                                   completed_time=now_ms())
-            self.store.add_event(job_id, "Normal" if state == "SUCCEEDED" else "Warning", f"Task{state.title()}",
-                                 f"{t['role']}[{t['idx']}] exited with code {result.exit_code}"
-                                 + (f": {diag}" if diag else "") + (" (kept for debugging)" if keep else ""),
-                                 t["role"], t["idx"])
+            self.store.update_task(
+                current, state=state, exit_code=result.exit_code, exit_diagnostics=diag, completed_time=now_ms()
+            )
+            self.store.add_event(
+                job_id,
+                "Normal" if state == "SUCCEEDED" else "Warning",
+                f"Task{state.title()}",
+                f"{t['role']}[{t['idx']}] exited with code {result.exit_code}"
+                + (f": {diag}" if diag else "")
+                + (" (kept for debugging)" if keep else ""),
+                t["role"],
+                t["idx"],
+            )
             if row["state"] == "STOPPING":
                 self._maybe_stopped(row)
             elif row["sub_state"] == DELETION_PENDING:
                 self._maybe_completed(row)
             elif not stopped and row["state"] == "RUNNING":
-                if (state == "FAILED" and not job.gang_allocation
-                        and current["task_attempt"] < role.task_retry_count):
+                if state == "FAILED" and not job.gang_allocation and current["task_attempt"] < role.task_retry_count:
                     self._retry_task(row, current)
                 else:
                     self._apply_completion(row, job)
@@ -68,10 +74,24 @@ class Ending(ClusterBase):
         self.schedule()
 
     def _retry_task(self, row: dict[str, Any], task: dict[str, Any]) -> None:
-        self.store.update_task(task, state="WAITING", task_attempt=task["task_attempt"] + 1, handle=None,
-                               exit_code=None, exit_diagnostics=None, completed_time=None, launched_time=None)
-        self.store.add_event(row["id"], "Warning", "TaskRetry", f"{task['role']}[{task['idx']}] failed; retrying "
-                             f"(task attempt {task['task_attempt']})", task["role"], task["idx"])
+        self.store.update_task(
+            task,
+            state="WAITING",
+            task_attempt=task["task_attempt"] + 1,
+            handle=None,
+            exit_code=None,
+            exit_diagnostics=None,
+            completed_time=None,
+            launched_time=None,
+        )
+        self.store.add_event(
+            row["id"],
+            "Warning",
+            "TaskRetry",
+            f"{task['role']}[{task['idx']}] failed; retrying (task attempt {task['task_attempt']})",
+            task["role"],
+            task["idx"],
+        )
         self.queue.add(row["vc"], row["submission_time"], row["id"])
 
     def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
@@ -79,18 +99,38 @@ class Ending(ClusterBase):
         if decision is not None:
             self._finish_attempt(row, job, decision.state, decision.trigger, decision.exit_code, decision.message)
 
-    def _finish_attempt(self, row: dict[str, Any], job: Job, state: str, trigger: dict[str, Any] | None,
-                        exit_code: int | None, diagnostics: str) -> None:
+    def _finish_attempt(
+        self,
+        row: dict[str, Any],
+        job: Job,
+        state: str,
+        trigger: dict[str, Any] | None,
+        exit_code: int | None,
+        diagnostics: str,
+    ) -> None:
         """The completion rule decided the attempt: record the outcome (attempt and job rows, so a restarted
         daemon finishes what this one began), stop what still runs, and end the attempt once none of its tasks
         is active. Until then the job stays RUNNING in sub-state AttemptDeletionPending, as OpenPAI shows a
         framework whose attempt is being torn down: a client that waits for a final job then reads final tasks."""
         trigger_role, trigger_index = (trigger["role"], trigger["idx"]) if trigger else (None, None)
-        self.store.update_attempt(row["id"], row["attempt"], state=state, exit_code=exit_code,
-                                  exit_diagnostics=diagnostics, trigger_role=trigger_role, trigger_index=trigger_index)
-        decided = {"sub_state": DELETION_PENDING, "exit_code": exit_code, "exit_diagnostics": diagnostics,
-                   "trigger_role": trigger_role, "trigger_index": trigger_index, "waiting_reason": None,
-                   "deadline": None}
+        self.store.update_attempt(
+            row["id"],
+            row["attempt"],
+            state=state,
+            exit_code=exit_code,
+            exit_diagnostics=diagnostics,
+            trigger_role=trigger_role,
+            trigger_index=trigger_index,
+        )
+        decided = {
+            "sub_state": DELETION_PENDING,
+            "exit_code": exit_code,
+            "exit_diagnostics": diagnostics,
+            "trigger_role": trigger_role,
+            "trigger_index": trigger_index,
+            "waiting_reason": None,
+            "deadline": None,
+        }
         self.store.update_job(row["id"], **decided)
         row.update(decided)
         self._stop_remaining(row)
@@ -111,16 +151,26 @@ class Ending(ClusterBase):
             attempt = row["attempt"] + 1
             self._new_attempt(row["id"], attempt, job)
             self.queue.add(row["vc"], row["submission_time"], row["id"])
-            waiting = {"state": "WAITING", "sub_state": "AttemptCreationPending", "attempt": attempt,
-                       "retries": row["retries"] + 1}
+            waiting = {
+                "state": "WAITING",
+                "sub_state": "AttemptCreationPending",
+                "attempt": attempt,
+                "retries": row["retries"] + 1,
+            }
             self.store.update_job(row["id"], **waiting)
-            self.store.add_event(row["id"], "Warning", "JobRetry", f"attempt {row['attempt']} failed: {diagnostics}; "
-                                 f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})")
+            self.store.add_event(
+                row["id"],
+                "Warning",
+                "JobRetry",
+                f"attempt {row['attempt']} failed: {diagnostics}; "
+                f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})",
+            )
             row.update(waiting)
             return
         self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now)
-        self.store.add_event(row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}",
-                             diagnostics or "")
+        self.store.add_event(
+            row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
+        )
         row.update(state=state, sub_state="Completed", completed_time=now)
 
     def resume_completion(self, row: dict[str, Any]) -> None:
@@ -133,8 +183,9 @@ class Ending(ClusterBase):
     def _stop_remaining(self, row: dict[str, Any]) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
             if t["state"] == "WAITING":
-                self.store.update_task(t, state="STOPPED", completed_time=now_ms(),
-                                       exit_diagnostics="not started: the job attempt ended")
+                self.store.update_task(
+                    t, state="STOPPED", completed_time=now_ms(), exit_diagnostics="not started: the job attempt ended"
+                )
             elif t["state"] in ACTIVE_TASK and not t["stopping"]:
                 self.store.update_task(t, stopping=1)
                 if t["handle"]:
@@ -156,8 +207,12 @@ class Ending(ClusterBase):
         if row["sub_state"] == DELETION_PENDING:  # the attempt already has its outcome: keep it, retry no more
             with self.store.tx():
                 self.store.update_job(row["id"], execution_type="STOP")
-                self.store.add_event(row["id"], "Normal", "StopRequested", f"{reason} (the attempt had already "
-                                     f"ended: {row['exit_diagnostics']}; its tasks are being stopped)")
+                self.store.add_event(
+                    row["id"],
+                    "Normal",
+                    "StopRequested",
+                    f"{reason} (the attempt had already ended: {row['exit_diagnostics']}; its tasks are being stopped)",
+                )
             row["execution_type"] = "STOP"
             return
         with self.store.tx():
@@ -181,8 +236,9 @@ class Ending(ClusterBase):
         now = now_ms()
         self._release_ports(row)
         self.store.update_attempt(row["id"], row["attempt"], state="STOPPED", completed_time=now)
-        self.store.update_job(row["id"], state="STOPPED", sub_state="Completed", completed_time=now,
-                              waiting_reason=None, deadline=None)
+        self.store.update_job(
+            row["id"], state="STOPPED", sub_state="Completed", completed_time=now, waiting_reason=None, deadline=None
+        )
         self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
         row["state"] = "STOPPED"
 
@@ -190,8 +246,10 @@ class Ending(ClusterBase):
         now = time.time()
         for row in self.store.overdue_jobs(now):
             minutes = self.job_model(row).max_run_time_minutes
-            self.stop(row, f"stopped: the job ran longer than its max run time of {minutes:g} minutes "
-                           f"(extras.maxRunTimeMinutes)")
+            self.stop(
+                row,
+                f"stopped: the job ran longer than its max run time of {minutes:g} minutes (extras.maxRunTimeMinutes)",
+            )
 
     def delete(self, row: dict[str, Any]) -> None:
         """Delete a finished job and its files (on a full disk too: that is how space comes back)."""

@@ -35,8 +35,11 @@ class Launching(Ending):
             while entries:
                 job_id = entries[0][1]
                 row = self.store.job_core(job_id)
-                waiting = (self.store.waiting_tasks(job_id, row["attempt"]) if row and row["execution_type"] == "START"
-                           and row["state"] in LIVE_JOB else [])
+                waiting = (
+                    self.store.waiting_tasks(job_id, row["attempt"])
+                    if row and row["execution_type"] == "START" and row["state"] in LIVE_JOB
+                    else []
+                )
                 if row is None or not waiting:
                     entries.pop(0)
                     continue
@@ -59,7 +62,7 @@ class Launching(Ending):
                     self._set_waiting(row, short)
                     break
                 if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
-                    entries.pop(0)                        # and a nested schedule() removed it already
+                    entries.pop(0)  # and a nested schedule() removed it already
 
     def waiting_reason(self, row: dict[str, Any]) -> str | None:
         """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
@@ -89,13 +92,16 @@ class Launching(Ending):
                     mine = {}
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
                         ports[name] = self.ports.allocate(1)
-                        mine[name] = {"port": ports[name][0], "parameters": params,
-                                      # only the proxy and the task hold it; sshd takes keys, no token
-                                      "token": None if name == "ssh" else services.new_token(),
-                                      "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"],
-                                                                     name)}
-                    self.store.update_task(t, ports=dumps(ports), host_ip=HOST_IP,
-                                           services=dumps(mine) if mine else None)
+                        mine[name] = {
+                            "port": ports[name][0],
+                            "parameters": params,
+                            # only the proxy and the task hold it; sshd takes keys, no token
+                            "token": None if name == "ssh" else services.new_token(),
+                            "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"], name),
+                        }
+                    self.store.update_task(
+                        t, ports=dumps(ports), host_ip=HOST_IP, services=dumps(mine) if mine else None
+                    )
                 out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
         return out
 
@@ -105,12 +111,24 @@ class Launching(Ending):
             for t in tasks:
                 gpus = self.capacity.take(row["vc"], demand(t))
                 td = self.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
-                self.store.update_task(t, state="STARTING", gpus=dumps(gpus), task_dir=str(td),
-                                       runtime=self.runtime.name, launched_time=now)
+                self.store.update_task(
+                    t,
+                    state="STARTING",
+                    gpus=dumps(gpus),
+                    task_dir=str(td),
+                    runtime=self.runtime.name,
+                    launched_time=now,
+                )
             if row["state"] == "WAITING":
                 deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
-                self.store.update_job(row["id"], state="RUNNING", sub_state="AttemptRunning", waiting_reason=None,
-                                      launched_time=row["launched_time"] or now, deadline=deadline)
+                self.store.update_job(
+                    row["id"],
+                    state="RUNNING",
+                    sub_state="AttemptRunning",
+                    waiting_reason=None,
+                    launched_time=row["launched_time"] or now,
+                    deadline=deadline,
+                )
                 self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
                 row["state"] = "RUNNING"
             placements = self._placements(row, job)
@@ -119,15 +137,23 @@ class Launching(Ending):
             t.update(services=fresh[(t["role"], t["idx"])]["services"], ports=fresh[(t["role"], t["idx"])]["ports"])
             self._start_task(row, job, t, placements)
 
-    def _start_task(self, row: dict[str, Any], job: Job, t: dict[str, Any],
-                    placements: dict[tuple[str, int], Placement]) -> None:
+    def _start_task(
+        self, row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement]
+    ) -> None:
         """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
         try:
-            spec = task_spec(row, job, t, placements, docker=self.runtime.in_container,
-                             home=self.user_home(row["user"]), layout=self.layout(row, job),
-                             host_paths=self.is_admin(row["user"]))
+            spec = task_spec(
+                row,
+                job,
+                t,
+                placements,
+                docker=self.runtime.in_container,
+                home=self.user_home(row["user"]),
+                layout=self.layout(row, job),
+                host_paths=self.is_admin(row["user"]),
+            )
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
@@ -137,8 +163,9 @@ class Launching(Ending):
                     self.accounts.give(spec.task_dir.parent / "ml", spec.run_as, tree=True)
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
-            self._task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"),
-                             None)
+            self._task_ended(
+                row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"), None
+            )
             return
         loop = asyncio.get_running_loop()
         quick: Future[TaskHandle] = Future()
@@ -163,8 +190,11 @@ class Launching(Ending):
         if exc is not None:
             if not isinstance(exc, TaskStartError):
                 log.error("starting %s failed: %r", t, exc)
-            result = (TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics) if isinstance(exc, TaskStartError)
-                      else TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"))
+            result = (
+                TaskExit(exit_code=exc.exit_code, diagnostics=exc.diagnostics)
+                if isinstance(exc, TaskStartError)
+                else TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}")
+            )
             self._task_ended(job_id, t, result, None)
             return
         handle = future.result()
@@ -172,9 +202,14 @@ class Launching(Ending):
         with self.store.tx():
             if current is not None and current["task_attempt"] == t["task_attempt"]:
                 self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
-                self.store.add_event(job_id, "Normal", "TaskStarted",
-                                     f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
-                                     t["role"], t["idx"])
+                self.store.add_event(
+                    job_id,
+                    "Normal",
+                    "TaskStarted",
+                    f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
+                    t["role"],
+                    t["idx"],
+                )
         self.watch(job_id, t, handle)
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.stop_grace)

@@ -44,7 +44,8 @@ def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: 
             started_ms = (launched and launched["launched_time"]) or row["launched_time"]
             deadline = started_ms / 1000 + minutes * 60
             cluster.store.update_job(row["id"], deadline=deadline)
-        cluster.store.add_event(row["id"], "Normal", "MaxRunTimeSet",
-                                f"max run time set to {minutes:g} minutes by {by}")
+        cluster.store.add_event(
+            row["id"], "Normal", "MaxRunTimeSet", f"max run time set to {minutes:g} minutes by {by}"
+        )
     cluster.forget_model(row["id"])  # the parsed-model cache: read the stored one next time
     return {"minutes": minutes, "deadline": deadline}

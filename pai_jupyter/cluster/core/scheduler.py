@@ -28,8 +28,11 @@ class Resources:
 
     def shortfall(self, room: Resources) -> str | None:
         """The first resource that does not fit, in words: 'needs 2 GPU, 0 free'."""
-        for label, want, have in (("CPU", self.cpu, room.cpu), ("GPU", self.gpu, room.gpu),
-                                  ("MB memory", self.memory_mb, room.memory_mb)):
+        for label, want, have in (
+            ("CPU", self.cpu, room.cpu),
+            ("GPU", self.gpu, room.gpu),
+            ("MB memory", self.memory_mb, room.memory_mb),
+        ):
             if want > have:
                 return f"needs {want} {label}, {max(have, 0)} free"
         return None
@@ -77,29 +80,37 @@ class Capacity:
         """Free resources for a VC: the smaller of its quota's rest and the machine's rest."""
         quota_left = self.quotas[vc] - self.used_by_vc.get(vc, Resources())
         machine_left = self.total - self.used
-        return Resources(min(quota_left.cpu, machine_left.cpu), min(quota_left.memory_mb, machine_left.memory_mb),
-                         min(quota_left.gpu, machine_left.gpu, len(self.free_gpus)))
+        return Resources(
+            min(quota_left.cpu, machine_left.cpu),
+            min(quota_left.memory_mb, machine_left.memory_mb),
+            min(quota_left.gpu, machine_left.gpu, len(self.free_gpus)),
+        )
 
     def never_fits(self, vc: str, tasks: list[Resources], gang: bool) -> str | None:
         """Why a job could never run here, or None. Checked at submit so it is refused, not queued forever."""
         if vc not in self.quotas:
             return f"virtual cluster {vc!r} does not exist (known: {', '.join(sorted(self.quotas))})"
-        limit = Resources(min(self.quotas[vc].cpu, self.total.cpu), min(self.quotas[vc].memory_mb,
-                          self.total.memory_mb), min(self.quotas[vc].gpu, self.total.gpu))
+        limit = Resources(
+            min(self.quotas[vc].cpu, self.total.cpu),
+            min(self.quotas[vc].memory_mb, self.total.memory_mb),
+            min(self.quotas[vc].gpu, self.total.gpu),
+        )
         for t in tasks:
             if not t.fits_in(limit):
                 return f"a task needs {t.describe()} but virtual cluster {vc!r} has {limit.describe()} in all"
         if gang:
             whole = sum(tasks, Resources())
             if not whole.fits_in(limit):
-                return (f"the job needs {whole.describe()} at once (gang allocation) but virtual cluster {vc!r} "
-                        f"has {limit.describe()} in all; set extras.gangAllocation: false to run tasks as they fit")
+                return (
+                    f"the job needs {whole.describe()} at once (gang allocation) but virtual cluster {vc!r} "
+                    f"has {limit.describe()} in all; set extras.gangAllocation: false to run tasks as they fit"
+                )
         return None
 
     def take(self, vc: str, demand: Resources, gpus: list[int] | None = None) -> list[int]:
         """Reserve a task's resources; returns the GPU indices it gets (``gpus``: the ones it already has)."""
         if gpus is None:
-            gpus, self.free_gpus = self.free_gpus[: demand.gpu], self.free_gpus[demand.gpu:]
+            gpus, self.free_gpus = self.free_gpus[: demand.gpu], self.free_gpus[demand.gpu :]
         else:
             self.free_gpus = [g for g in self.free_gpus if g not in gpus]
         self.used = self.used + demand

@@ -42,16 +42,21 @@ def port_problems(job: Job, admin: bool) -> list[str]:
             if p.begin_at and p.begin_at < 1024:
                 out.append(f"task role {r.name} port {p.label}: beginAt {p.begin_at} is a privileged port (below 1024)")
             elif p.begin_at and not admin:
-                out.append(f"task role {r.name} port {p.label}: only an admin may ask for a fixed port (beginAt "
-                           f"{p.begin_at}); leave beginAt 0 to get free ones")
+                out.append(
+                    f"task role {r.name} port {p.label}: only an admin may ask for a fixed port (beginAt "
+                    f"{p.begin_at}); leave beginAt 0 to get free ones"
+                )
     return out
 
 
 def name_problems(user: str, job: Job) -> list[str]:
     """The job's directory ``<user>~<name>`` must fit a file name (255 bytes)."""
     size = len(f"{user}~{job.name}".encode())
-    return [f"the job name is too long here: {user}~{job.name[:20]}... is {size} bytes, a file name takes 255"
-            ] if size > 255 else []
+    return (
+        [f"the job name is too long here: {user}~{job.name[:20]}... is {size} bytes, a file name takes 255"]
+        if size > 255
+        else []
+    )
 
 
 class Cluster(Launching):
@@ -70,17 +75,24 @@ class Cluster(Launching):
             job = job if job is not None else Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
-        too_big = [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"
-                   ] if job.total_tasks > MAX_TASKS else []
+        too_big = (
+            [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"]
+            if job.total_tasks > MAX_TASKS
+            else []
+        )
         too_big += port_problems(job, admin) + name_problems(user, job)
-        too_big += [f"task role {r.name} asks for {n} ports per task; at most {MAX_PORTS_PER_TASK}"
-                    for r in job.task_roles if (n := sum(p.count for p in r.ports)) > MAX_PORTS_PER_TASK]
+        too_big += [
+            f"task role {r.name} asks for {n} ports per task; at most {MAX_PORTS_PER_TASK}"
+            for r in job.task_roles
+            if (n := sum(p.count for p in r.ports)) > MAX_PORTS_PER_TASK
+        ]
         if too_big:
             raise InvalidProtocolError("; ".join(too_big))
         estimator = job.extras.get(ESTIMATOR_KEY)
         if isinstance(estimator, dict):
-            if not admin and (estimator.get("sourceDir") or any(
-                    not is_remote(u) for u in (estimator.get("inputs") or {}).values())):
+            if not admin and (
+                estimator.get("sourceDir") or any(not is_remote(u) for u in (estimator.get("inputs") or {}).values())
+            ):
                 raise ForbiddenUserError("only the cluster's owner may give host paths (sourceDir, inputs)")
             missing = estimator_problems(estimator)
             if missing:
@@ -96,10 +108,17 @@ class Cluster(Launching):
         try:
             with self.store.tx():
                 job_id = self.store.insert_job(
-                    user, job.name, vc=job.virtual_cluster, now=now, total_gpu=sum(d.gpu for d in demands),
-                    total_tasks=len(demands), total_roles=len(job.task_roles), config_format=job.source_format,
+                    user,
+                    job.name,
+                    vc=job.virtual_cluster,
+                    now=now,
+                    total_gpu=sum(d.gpu for d in demands),
+                    total_tasks=len(demands),
+                    total_roles=len(job.task_roles),
+                    config_format=job.source_format,
                     config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
-                    model=job.model_dump_json())
+                    model=job.model_dump_json(),
+                )
                 self._new_attempt(job_id, 0, job)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
                 if isinstance(estimator, dict):

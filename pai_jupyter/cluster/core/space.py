@@ -56,13 +56,17 @@ class Space:
         free = self.free_mb()
         if free >= self.floor_mb:
             return None
-        return (f"the disk holding {self.local} has {free:.0f} MB free, below the {self.floor_mb} MB the cluster "
-                "keeps for running jobs' state and logs; free space there (pai delete finished jobs, whose logs "
-                "stay on that disk) and submit again")
+        return (
+            f"the disk holding {self.local} has {free:.0f} MB free, below the {self.floor_mb} MB the cluster "
+            "keeps for running jobs' state and logs; free space there (pai delete finished jobs, whose logs "
+            "stay on that disk) and submit again"
+        )
 
     def error(self, what: str) -> InsufficientStorageError:
-        return InsufficientStorageError(f"{what}: the disk holding {self.local} is full "
-                                        f"({self.free_mb():.1f} MB free); free space there and try again")
+        return InsufficientStorageError(
+            f"{what}: the disk holding {self.local} is full "
+            f"({self.free_mb():.1f} MB free); free space there and try again"
+        )
 
     def keep_reserve(self) -> None:
         """Make the reserve when there is room for it above the floor (at start, then every so often)."""
@@ -86,8 +90,11 @@ class Space:
             self.reserve.unlink()
         except FileNotFoundError:
             return False
-        log.warning("the disk holding %s is full: released the %d MB reserve so that tasks can still finish",
-                    self.local, self.reserve_mb)
+        log.warning(
+            "the disk holding %s is full: released the %d MB reserve so that tasks can still finish",
+            self.local,
+            self.reserve_mb,
+        )
         return True
 
     def with_room(self, fn: Callable[[], T]) -> T:

@@ -28,10 +28,21 @@ class NotFound(Base):
 def make_app(cluster: Cluster) -> tornado.web.Application:
     args = {"cluster": cluster}
     local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
-    routes = [*jobs.routes(args), *logs.routes(args), *openpai.routes(args), *tasks.routes(local_job, args),
-              *ssh.routes(local_job, args), *maxruntime.routes(local_job, args)]
-    return PaiApplication(routes, default_handler_class=NotFound, default_handler_args=args,
-                          compress_response=False, max_body_size=64 * MAX_DOCUMENT_BYTES)
+    routes = [
+        *jobs.routes(args),
+        *logs.routes(args),
+        *openpai.routes(args),
+        *tasks.routes(local_job, args),
+        *ssh.routes(local_job, args),
+        *maxruntime.routes(local_job, args),
+    ]
+    return PaiApplication(
+        routes,
+        default_handler_class=NotFound,
+        default_handler_args=args,
+        compress_response=False,
+        max_body_size=64 * MAX_DOCUMENT_BYTES,
+    )
 
 
 class PaiApplication(tornado.web.Application):

@@ -30,8 +30,7 @@ from ..task.estimator import OUTPUTS
 from . import views
 from .base import JOB, Base, Route
 
-SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json",
-                "text/plain")
+SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-yaml", "application/json", "text/plain")
 
 
 @tornado.web.stream_request_body
@@ -59,8 +58,9 @@ class Jobs(Base):
             raise PayloadTooLargeError(f"the job document is over {MAX_DOCUMENT_BYTES} bytes")
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype not in SUBMIT_TYPES:
-            raise UnsupportedMediaTypeError(f"send the job as text/yaml (v2) or application/json (v1), not "
-                                            f"{ctype or 'no content type'}")
+            raise UnsupportedMediaTypeError(
+                f"send the job as text/yaml (v2) or application/json (v1), not {ctype or 'no content type'}"
+            )
         body = b"".join(self._chunks)
         try:  # parsing and validating a large document takes a while: not on the event loop
             job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
@@ -82,9 +82,15 @@ class Jobs(Base):
             states = [s.upper() for s in states]
         with_total = self.get_argument("withTotalCount", "false").lower() == "true"
         items, total = self.cluster.store.list_json(
-            users=users, states=states, vcs=listed("vc"), keyword=self.get_argument("keyword", None),
-            order=self.get_argument("order", "submissionTime,DESC"), offset=self.int_arg("offset", 0),
-            limit=self.int_arg("limit", 5000, 1, 50000), with_total=with_total)
+            users=users,
+            states=states,
+            vcs=listed("vc"),
+            keyword=self.get_argument("keyword", None),
+            order=self.get_argument("order", "submissionTime,DESC"),
+            offset=self.int_arg("offset", 0),
+            limit=self.int_arg("limit", 5000, 1, 50000),
+            with_total=with_total,
+        )
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(f'{{"totalCount": {total}, "data": {items}}}' if with_total else items)
 
@@ -94,8 +100,13 @@ class JobDetail(Base):
         row = self.own_job(user, name)
         job = self.cluster.job_model(row)
         tasks = self.cluster.store.tasks(row["id"], row["attempt"])
-        body = views.detail(row, self.cluster.store.list_item(row["id"]), tasks, [r.name for r in job.task_roles],
-                            self.cluster.waiting_reason(row))
+        body = views.detail(
+            row,
+            self.cluster.store.list_item(row["id"]),
+            tasks,
+            [r.name for r in job.task_roles],
+            self.cluster.waiting_reason(row),
+        )
         layout = self.cluster.layout(row, job)
         if layout is not None:
             body["jobStatus"]["outputDirs"] = {o: str(layout.output(o)) for o in OUTPUTS}
@@ -157,8 +168,9 @@ class Attempts(Base):
         tasks = self.cluster.store.tasks(row["id"])
         attempts = self.cluster.store.attempts(row["id"])
         attempts = attempts[:1] + attempts[:0:-1]
-        self.write_json([views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]])
-                         for a in attempts])
+        self.write_json(
+            [views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]]) for a in attempts]
+        )
 
 
 class Events(Base):
@@ -175,8 +187,9 @@ class Users(Base):
         body = self.json_body()
         name = body.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-            raise BadRequest("a user name starts with a letter or digit, then letters, digits, '-', '_' and '.' "
-                             "(at most 64)")
+            raise BadRequest(
+                "a user name starts with a letter or digit, then letters, digits, '-', '_' and '.' (at most 64)"
+            )
         admin, password = body.get("admin", False), body.get("password")
         if not isinstance(admin, bool):
             raise BadRequest("admin must be true or false")

@@ -58,8 +58,10 @@ class LogLocations(Base):
             query["tail-mode"] = "true"  # (OpenPAI's JS SDK sends tailMode)
         prefix = self.request.headers.get("X-Forwarded-Prefix", "").rstrip("/")  # behind a gateway's path
         prefix = prefix if PREFIX.match(prefix) else ""
-        base = (f"{prefix}/api/v2/local/logs/{quote(user)}~{quote(name)}/{int(attempt)}/{quote(role, safe='')}/"
-                f"{int(idx)}/{int(task_attempt)}")
+        base = (
+            f"{prefix}/api/v2/local/logs/{quote(user)}~{quote(name)}/{int(attempt)}/{quote(role, safe='')}/"
+            f"{int(idx)}/{int(task_attempt)}"
+        )
         names = log_names(_log_path(self.cluster, row, task, int(task_attempt)))
         self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}?{urlencode(query)}"} for n in names]})
 
@@ -74,13 +76,13 @@ class LogFile(Base):
         super().initialize(cluster)
         self.signer = signer
 
-    async def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str,
-                  log: str) -> None:
+    async def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str, log: str) -> None:
         token = self.get_argument("token", None)
         if token is not None:
             if not self.signer.check(_log_scope(user, name, attempt, role, idx, task_attempt), token):
-                raise UnauthorizedUserError("this log location's token is wrong or has expired; ask for the "
-                                            "locations again")
+                raise UnauthorizedUserError(
+                    "this log location's token is wrong or has expired; ask for the locations again"
+                )
             row = self.cluster.get_job(user, name)
         else:
             self.user = authenticate(self.request, self.cluster)
@@ -148,8 +150,11 @@ class LogStream(Base):
             job = store.job_by_id(row["id"])
             if cur is None or job is None:
                 return True
-            return (cur["task_attempt"] != task_attempt or cur["state"] in FINAL or
-                    (cur["state"] == "WAITING" and job["state"] in FINAL))
+            return (
+                cur["task_attempt"] != task_attempt
+                or cur["state"] in FINAL
+                or (cur["state"] == "WAITING" and job["state"] in FINAL)
+            )
 
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("X-Accel-Buffering", "no")

@@ -16,8 +16,9 @@ class MaxRunTime(Base):
         row = self.own_job(user, name)
         minutes = check_minutes(self.json_body().get("minutes"))
         result = set_max_run_time(self.cluster, row, minutes, self.user["name"])
-        self.write_json({"message": f"max run time of {row['user']}~{row['name']} set to {minutes:g} minutes",
-                         **result})
+        self.write_json(
+            {"message": f"max run time of {row['user']}~{row['name']} set to {minutes:g} minutes", **result}
+        )
 
 
 def routes(job: str, args: dict[str, Any]) -> list[Route]:

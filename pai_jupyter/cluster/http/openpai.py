@@ -72,20 +72,29 @@ class Info(Base):
     public = True
 
     def get(self) -> None:
-        body: dict[str, Any] = {"name": "PAI RESTful API", "version": __version__, "launcherType": "k8s",
-                                "authnMethod": "basic"}
+        body: dict[str, Any] = {
+            "name": "PAI RESTful API",
+            "version": __version__,
+            "launcherType": "k8s",
+            "authnMethod": "basic",
+        }
         if "Authorization" in self.request.headers:
             user = authenticate(self.request, self.cluster)  # a wrong token is still refused (401)
             cap = self.cluster.capacity
-            body.update({
-                "cluster": "pai_jupyter local cluster", "runtime": self.cluster.runtime_description,
-                "capacity": {"cpu": cap.total.cpu, "memoryMB": cap.total.memory_mb, "gpu": cap.total.gpu},
-                "used": {"cpu": cap.used.cpu, "memoryMB": cap.used.memory_mb, "gpu": cap.used.gpu},
-                "virtualClusters": {k: {"cpu": v.cpu, "memoryMB": v.memory_mb, "gpu": v.gpu}
-                                    for k, v in cap.quotas.items()},
-                "user": user["name"], "admin": bool(user["admin"]),
-                "local": {"logStream": "/api/v2/local/jobs/{user}~{name}/logs/stream", "delete": True},
-            })
+            body.update(
+                {
+                    "cluster": "pai_jupyter local cluster",
+                    "runtime": self.cluster.runtime_description,
+                    "capacity": {"cpu": cap.total.cpu, "memoryMB": cap.total.memory_mb, "gpu": cap.total.gpu},
+                    "used": {"cpu": cap.used.cpu, "memoryMB": cap.used.memory_mb, "gpu": cap.used.gpu},
+                    "virtualClusters": {
+                        k: {"cpu": v.cpu, "memoryMB": v.memory_mb, "gpu": v.gpu} for k, v in cap.quotas.items()
+                    },
+                    "user": user["name"],
+                    "admin": bool(user["admin"]),
+                    "local": {"logStream": "/api/v2/local/jobs/{user}~{name}/logs/stream", "delete": True},
+                }
+            )
         self.write_json(body)
 
 
@@ -97,14 +106,22 @@ class Index(Base):
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.finish("PAI RESTful API v2 (beta version)")
             return
-        self.write_json({"name": "PAI RESTful API", "version": __version__, "launcherType": "k8s",
-                         "authnMethod": "basic"})
+        self.write_json(
+            {"name": "PAI RESTful API", "version": __version__, "launcherType": "k8s", "authnMethod": "basic"}
+        )
 
 
 def _user_info(cluster: Cluster, row: dict[str, Any]) -> dict[str, Any]:
     vcs = sorted(cluster.capacity.quotas)
-    return {"username": row["name"], "grouplist": ["admingroup" if row["admin"] else "default"], "email": "",
-            "extension": {}, "admin": bool(row["admin"]), "virtualCluster": vcs, "storageConfig": []}
+    return {
+        "username": row["name"],
+        "grouplist": ["admingroup" if row["admin"] else "default"],
+        "email": "",
+        "extension": {},
+        "admin": bool(row["admin"]),
+        "virtualCluster": vcs,
+        "storageConfig": [],
+    }
 
 
 class User(Base):
@@ -133,11 +150,15 @@ def _vc_info(cluster: Cluster, name: str) -> dict[str, Any]:
         return {"cpu": cpu, "memory": memory, "gpu": gpu, "vCores": cpu, "GPUs": gpu}
 
     capacity = quota.gpu / total_gpu * 100 if total_gpu else 0
-    return {"capacity": capacity, "maxCapacity": capacity,
-            "usedCapacity": (used.gpu if used else 0) / total_gpu * 100 if total_gpu else 0, "dedicated": False,
-            "resourcesUsed": res(used.cpu, used.memory_mb, used.gpu) if used else res(0, 0, 0),
-            "resourcesGuaranteed": res(quota.cpu, quota.memory_mb, quota.gpu),
-            "resourcesTotal": res(quota.cpu, quota.memory_mb, quota.gpu)}
+    return {
+        "capacity": capacity,
+        "maxCapacity": capacity,
+        "usedCapacity": (used.gpu if used else 0) / total_gpu * 100 if total_gpu else 0,
+        "dedicated": False,
+        "resourcesUsed": res(used.cpu, used.memory_mb, used.gpu) if used else res(0, 0, 0),
+        "resourcesGuaranteed": res(quota.cpu, quota.memory_mb, quota.gpu),
+        "resourcesTotal": res(quota.cpu, quota.memory_mb, quota.gpu),
+    }
 
 
 class VirtualClusters(Base):
@@ -167,8 +188,13 @@ class JobAtAttempt(Base):
         number = _attempt_number(attempt, row)
         job = self.cluster.job_model(row)
         tasks = self.cluster.store.tasks(row["id"], number)
-        body = views.detail(row, self.cluster.store.list_item(row["id"]), tasks, [r.name for r in job.task_roles],
-                            self.cluster.waiting_reason(row) if number == row["attempt"] else None)
+        body = views.detail(
+            row,
+            self.cluster.store.list_item(row["id"]),
+            tasks,
+            [r.name for r in job.task_roles],
+            self.cluster.waiting_reason(row) if number == row["attempt"] else None,
+        )
         if number != row["attempt"]:
             body["jobStatus"].update(views.attempt_status(self.cluster.store.attempt(row["id"], number)))
         self.write_json(body)
@@ -182,8 +208,10 @@ class TaskAttempts(Base):
         number = _attempt_number(attempt, row)
         task = self.cluster.store.task(row["id"], number, role, int(idx)) if len(idx) < 12 else None
         if task is None:
-            raise NotFoundError(f"Task not found in Job {user}~{name} with jobAttemptIndex {attempt}, taskRoleName "
-                                f"{role} and taskIndex {idx}.")
+            raise NotFoundError(
+                f"Task not found in Job {user}~{name} with jobAttemptIndex {attempt}, taskRoleName "
+                f"{role} and taskIndex {idx}."
+            )
         self.write_json(views.task_detail(row, task))
 
 

@@ -73,8 +73,10 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
     job = cluster.job_model(row)
     params = sshd.plugin(job)
     if params is None:
-        raise NotFoundError(f"job {row['user']}~{row['name']} has no ssh plugin "
-                            "(add `- plugin: ssh` under extras.com.microsoft.pai.runtimeplugin)")
+        raise NotFoundError(
+            f"job {row['user']}~{row['name']} has no ssh plugin "
+            "(add `- plugin: ssh` under extras.com.microsoft.pai.runtimeplugin)"
+        )
     planned = sshd.planned(job)
     containers = []
     for t in cluster.store.tasks(row["id"], row["attempt"]):
@@ -83,11 +85,17 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
             continue
         td = Path(t["task_dir"]) if t["task_dir"] else None
         missing = td / taskdir.service_file("ssh", "missing") if td else None
-        containers.append({
-            "id": f"{t['role']}-{t['idx']}", "taskRole": t["role"], "taskIndex": t["idx"], "taskState": t["state"],
-            "sshIp": t["host_ip"] or "127.0.0.1", "sshPort": info["port"],
-            "problem": missing.read_text().strip() if missing and missing.exists() else None,
-        })
+        containers.append(
+            {
+                "id": f"{t['role']}-{t['idx']}",
+                "taskRole": t["role"],
+                "taskIndex": t["idx"],
+                "taskState": t["state"],
+                "sshIp": t["host_ip"] or "127.0.0.1",
+                "sshPort": info["port"],
+                "problem": missing.read_text().strip() if missing and missing.exists() else None,
+            }
+        )
     job_dir = cluster.job_dir(row["user"], row["name"])
     key = sshd.job_key_dir(job_dir) / sshd.JOB_KEY
     base = f"/api/v2/local/jobs/{quote(row['user'], safe='')}~{quote(row['name'], safe='')}/ssh/key"
@@ -95,10 +103,12 @@ def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
         "user": "root" if cluster.runtime.in_container else os_user(),
         "jobssh": bool(planned) and bool(next(iter(planned.values()))["ssh"]["jobssh"]),
         "containers": containers,
-        "keyPair": {"publicKey": key.with_suffix(".pub").read_text().strip() if key.exists() else None,
-                    "fingerprint": _fingerprint(key.with_suffix(".pub")) if key.exists() else None,
-                    "privateKeyFileName": f"{row['user']}~{row['name']}.key",
-                    "privateKeyDirectDownloadLink": base if key.exists() else None},
+        "keyPair": {
+            "publicKey": key.with_suffix(".pub").read_text().strip() if key.exists() else None,
+            "fingerprint": _fingerprint(key.with_suffix(".pub")) if key.exists() else None,
+            "privateKeyFileName": f"{row['user']}~{row['name']}.key",
+            "privateKeyDirectDownloadLink": base if key.exists() else None,
+        },
     }
 
 

@@ -34,8 +34,11 @@ def exit_spec(code: int | None, diagnostics: str | None) -> dict[str, Any] | Non
         except ValueError:
             name = f"signal {code - 128}"
         transient = code in (130, 137, 143)
-        phrase, kind, reason = (f"ContainerKilledBy{name}", "TRANSIENT" if transient else "PERMANENT",
-                                f"The task was killed by {name}.")
+        phrase, kind, reason = (
+            f"ContainerKilledBy{name}",
+            "TRANSIENT" if transient else "PERMANENT",
+            f"The task was killed by {name}.",
+        )
     else:
         phrase, kind, reason = ("UserCommandFailed", "PERMANENT", "The user's command exited with a non-zero code.")
     return {"code": code, "phrase": phrase, "type": kind, "reason": reason}
@@ -47,8 +50,10 @@ def _gpu_mask(gpus: list[int]) -> int:
 
 def log_url(row: dict[str, Any], task: dict[str, Any]) -> str:
     fw = quote(f"{row['user']}~{row['name']}", safe="~")
-    return (f"/api/v2/jobs/{fw}/attempts/{task['attempt']}/taskRoles/{quote(task['role'], safe='')}/taskIndex/"
-            f"{task['idx']}/attempts/{task['task_attempt']}/logs")
+    return (
+        f"/api/v2/jobs/{fw}/attempts/{task['attempt']}/taskRoles/{quote(task['role'], safe='')}/taskIndex/"
+        f"{task['idx']}/attempts/{task['task_attempt']}/logs"
+    )
 
 
 def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
@@ -57,43 +62,70 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     handle = loads(task["handle"], {}) or {}
     state = "WAITING" if task["state"] == "STARTING" else task["state"]  # OpenPAI has no STARTING
     return {
-        "taskIndex": task["idx"], "taskUid": f"{row['id']}.{task['attempt']}.{task['role']}.{task['idx']}",
+        "taskIndex": task["idx"],
+        "taskUid": f"{row['id']}.{task['attempt']}.{task['role']}.{task['idx']}",
         "taskState": state,
-        "containerId": handle.get("id"), "containerIp": task["host_ip"],
-        "containerNodeName": "local", "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
-        "containerGpus": _gpu_mask(gpus), "containerGpuIndices": gpus, "containerLog": log_url(row, task),
-        "containerExitCode": task["exit_code"], "containerExitSpec": exit_spec(task["exit_code"],
-                                                                               task["exit_diagnostics"]),
-        "containerExitDiagnostics": task["exit_diagnostics"], "retries": task["task_attempt"],
-        "accountableRetries": task["task_attempt"], "createdTime": task["created_time"],
-        "launchedTime": task["launched_time"], "completedTime": task["completed_time"], "attemptId": task["attempt"],
-        "attemptState": state, "taskAttemptId": task["task_attempt"], "runtime": task["runtime"],
+        "containerId": handle.get("id"),
+        "containerIp": task["host_ip"],
+        "containerNodeName": "local",
+        "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
+        "containerGpus": _gpu_mask(gpus),
+        "containerGpuIndices": gpus,
+        "containerLog": log_url(row, task),
+        "containerExitCode": task["exit_code"],
+        "containerExitSpec": exit_spec(task["exit_code"], task["exit_diagnostics"]),
+        "containerExitDiagnostics": task["exit_diagnostics"],
+        "retries": task["task_attempt"],
+        "accountableRetries": task["task_attempt"],
+        "createdTime": task["created_time"],
+        "launchedTime": task["launched_time"],
+        "completedTime": task["completed_time"],
+        "attemptId": task["attempt"],
+        "attemptState": state,
+        "taskAttemptId": task["task_attempt"],
+        "runtime": task["runtime"],
     }
 
 
-def detail(row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str],
-           waiting_reason: str | None) -> dict[str, Any]:
+def detail(
+    row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str], waiting_reason: str | None
+) -> dict[str, Any]:
     """OpenPAI's job detail; ``item`` is the job's list item (from the store)."""
     status = dict(item)
-    status.update({
-        "attemptId": row["attempt"], "attemptState": row["state"], "appId": f"{row['user']}~{row['name']}",
-        "appProgress": None, "appTrackingUrl": "", "appCreatedTime": row["created_time"],
-        "appLaunchedTime": row["launched_time"], "appCompletedTime": row["completed_time"],
-        "appExitSpec": exit_spec(row["exit_code"], row["exit_diagnostics"]) if row["completed_time"] else None,
-        "appExitDiagnostics": row["exit_diagnostics"], "appExitMessages": None,
-        "appExitTriggerMessage": row["exit_diagnostics"], "appExitTriggerTaskRoleName": row["trigger_role"],
-        "appExitTriggerTaskIndex": row["trigger_index"],
-        "appExitType": (exit_spec(row["exit_code"], row["exit_diagnostics"]) or {}).get("type")
-        if row["completed_time"] else None,
-        "waitingReason": waiting_reason,
-    })
+    status.update(
+        {
+            "attemptId": row["attempt"],
+            "attemptState": row["state"],
+            "appId": f"{row['user']}~{row['name']}",
+            "appProgress": None,
+            "appTrackingUrl": "",
+            "appCreatedTime": row["created_time"],
+            "appLaunchedTime": row["launched_time"],
+            "appCompletedTime": row["completed_time"],
+            "appExitSpec": exit_spec(row["exit_code"], row["exit_diagnostics"]) if row["completed_time"] else None,
+            "appExitDiagnostics": row["exit_diagnostics"],
+            "appExitMessages": None,
+            "appExitTriggerMessage": row["exit_diagnostics"],
+            "appExitTriggerTaskRoleName": row["trigger_role"],
+            "appExitTriggerTaskIndex": row["trigger_index"],
+            "appExitType": (exit_spec(row["exit_code"], row["exit_diagnostics"]) or {}).get("type")
+            if row["completed_time"]
+            else None,
+            "waitingReason": waiting_reason,
+        }
+    )
     task_roles: dict[str, Any] = {r: {"taskRoleStatus": {"name": r}, "taskStatuses": []} for r in roles}
     for t in tasks:
         task_roles.setdefault(t["role"], {"taskRoleStatus": {"name": t["role"]}, "taskStatuses": []})
         task_roles[t["role"]]["taskStatuses"].append(task_status(row, t))
-    return {"debugId": status["debugId"], "name": row["name"], "tags": list(status.get("tags") or []),
-            "jobPriority": "default",
-            "jobStatus": status, "taskRoles": task_roles}
+    return {
+        "debugId": status["debugId"],
+        "name": row["name"],
+        "tags": list(status.get("tags") or []),
+        "jobPriority": "default",
+        "jobStatus": status,
+        "taskRoles": task_roles,
+    }
 
 
 def exit_diagnostics(diagnostics: str | None) -> dict[str, Any] | None:
@@ -113,11 +145,19 @@ def attempt_status(attempt: dict[str, Any] | None) -> dict[str, Any]:
         return {}
     spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if attempt["completed_time"] else None
     state = attempt_state(attempt)
-    return {"state": state, "attemptId": attempt["attempt"], "attemptState": state,
-            "appLaunchedTime": attempt["launched_time"], "appCompletedTime": attempt["completed_time"],
-            "appExitCode": attempt["exit_code"], "appExitSpec": spec, "appExitDiagnostics": attempt["exit_diagnostics"],
-            "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
-            "appExitType": (spec or {}).get("type")}
+    return {
+        "state": state,
+        "attemptId": attempt["attempt"],
+        "attemptState": state,
+        "appLaunchedTime": attempt["launched_time"],
+        "appCompletedTime": attempt["completed_time"],
+        "appExitCode": attempt["exit_code"],
+        "appExitSpec": spec,
+        "appExitDiagnostics": attempt["exit_diagnostics"],
+        "appExitTriggerTaskRoleName": attempt["trigger_role"],
+        "appExitTriggerTaskIndex": attempt["trigger_index"],
+        "appExitType": (spec or {}).get("type"),
+    }
 
 
 def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -130,20 +170,35 @@ def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[
         roles[t["role"]]["taskStatuses"].append(task_status(row, t))
     diagnostics = exit_diagnostics(attempt["exit_diagnostics"])
     return {
-        "jobName": row["name"], "frameworkName": f"{row['user']}~{row['name']}", "uid": row["debug_id"],
-        "userName": row["user"], "state": attempt_state(attempt), "originState": attempt_state(attempt),
-        "attemptIndex": attempt["attempt"], "jobStartedTime": row["submission_time"],
-        "attemptCreatedTime": attempt["created_time"], "attemptStartedTime": attempt["launched_time"],
-        "attemptCompletedTime": attempt["completed_time"], "exitCode": attempt["exit_code"],
-        "exitPhrase": (spec or {}).get("phrase"), "exitType": (spec or {}).get("type"),
-        "exitDiagnostics": diagnostics, "appExitTriggerMessage": attempt["exit_diagnostics"],
-        "appExitTriggerTaskRoleName": attempt["trigger_role"], "appExitTriggerTaskIndex": attempt["trigger_index"],
-        "appExitSpec": spec, "appExitDiagnostics": attempt["exit_diagnostics"],
+        "jobName": row["name"],
+        "frameworkName": f"{row['user']}~{row['name']}",
+        "uid": row["debug_id"],
+        "userName": row["user"],
+        "state": attempt_state(attempt),
+        "originState": attempt_state(attempt),
+        "attemptIndex": attempt["attempt"],
+        "jobStartedTime": row["submission_time"],
+        "attemptCreatedTime": attempt["created_time"],
+        "attemptStartedTime": attempt["launched_time"],
+        "attemptCompletedTime": attempt["completed_time"],
+        "exitCode": attempt["exit_code"],
+        "exitPhrase": (spec or {}).get("phrase"),
+        "exitType": (spec or {}).get("type"),
+        "exitDiagnostics": diagnostics,
+        "appExitTriggerMessage": attempt["exit_diagnostics"],
+        "appExitTriggerTaskRoleName": attempt["trigger_role"],
+        "appExitTriggerTaskIndex": attempt["trigger_index"],
+        "appExitSpec": spec,
+        "appExitDiagnostics": attempt["exit_diagnostics"],
         "appExitMessages": {"container": None, "runtime": None, "launcher": attempt["exit_diagnostics"]}
-        if diagnostics else None,
-        "totalGpuNumber": row["total_gpu"], "totalTaskNumber": row["total_tasks"],
-        "totalTaskRoleNumber": row["total_roles"], "jobPriority": "default",
-        "taskRoles": roles, "isLatest": attempt["attempt"] == row["attempt"],
+        if diagnostics
+        else None,
+        "totalGpuNumber": row["total_gpu"],
+        "totalTaskNumber": row["total_tasks"],
+        "totalTaskRoleNumber": row["total_roles"],
+        "jobPriority": "default",
+        "taskRoles": roles,
+        "isLatest": attempt["attempt"] == row["attempt"],
     }
 
 
@@ -152,27 +207,58 @@ def task_detail(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     keep only their number and log location here: their exit is in the job's events."""
     status = task_status(row, task)
     state = status["taskState"]
-    attempts = [{
-        "attemptId": task["task_attempt"], "attemptState": state, "currentAttemptCreatedTime": task["created_time"],
-        "currentAttemptLaunchedTime": task["launched_time"], "currentAttemptCompletedTime": task["completed_time"],
-        "containerId": status["containerId"], "containerIp": status["containerIp"], "containerNodeName": "local",
-        "containerPorts": status["containerPorts"], "containerGpus": status["containerGpus"],
-        "containerLog": status["containerLog"], "containerExitCode": task["exit_code"],
-        "containerExitSpec": status["containerExitSpec"], "containerExitDiagnostics": task["exit_diagnostics"],
-    }]
+    attempts = [
+        {
+            "attemptId": task["task_attempt"],
+            "attemptState": state,
+            "currentAttemptCreatedTime": task["created_time"],
+            "currentAttemptLaunchedTime": task["launched_time"],
+            "currentAttemptCompletedTime": task["completed_time"],
+            "containerId": status["containerId"],
+            "containerIp": status["containerIp"],
+            "containerNodeName": "local",
+            "containerPorts": status["containerPorts"],
+            "containerGpus": status["containerGpus"],
+            "containerLog": status["containerLog"],
+            "containerExitCode": task["exit_code"],
+            "containerExitSpec": status["containerExitSpec"],
+            "containerExitDiagnostics": task["exit_diagnostics"],
+        }
+    ]
     for earlier in range(task["task_attempt"] - 1, -1, -1):
-        attempts.append({
-            "attemptId": earlier, "attemptState": "FAILED", "currentAttemptCreatedTime": None,
-            "currentAttemptLaunchedTime": None, "currentAttemptCompletedTime": None, "containerId": None,
-            "containerIp": status["containerIp"], "containerNodeName": "local", "containerPorts": {},
-            "containerGpus": None, "containerLog": log_url(row, {**task, "task_attempt": earlier}),
-            "containerExitCode": None, "containerExitSpec": None, "containerExitDiagnostics": None,
-        })
-    return {"username": row["user"], "jobName": row["name"], "jobAttemptId": task["attempt"],
-            "taskRoleName": task["role"], "taskIndex": task["idx"], "taskUid": status["taskUid"], "taskState": state,
-            "retries": task["task_attempt"], "accountableRetries": task["task_attempt"],
-            "createdTime": task["created_time"], "launchedTime": task["launched_time"],
-            "completedTime": task["completed_time"], "attempts": attempts}
+        attempts.append(
+            {
+                "attemptId": earlier,
+                "attemptState": "FAILED",
+                "currentAttemptCreatedTime": None,
+                "currentAttemptLaunchedTime": None,
+                "currentAttemptCompletedTime": None,
+                "containerId": None,
+                "containerIp": status["containerIp"],
+                "containerNodeName": "local",
+                "containerPorts": {},
+                "containerGpus": None,
+                "containerLog": log_url(row, {**task, "task_attempt": earlier}),
+                "containerExitCode": None,
+                "containerExitSpec": None,
+                "containerExitDiagnostics": None,
+            }
+        )
+    return {
+        "username": row["user"],
+        "jobName": row["name"],
+        "jobAttemptId": task["attempt"],
+        "taskRoleName": task["role"],
+        "taskIndex": task["idx"],
+        "taskUid": status["taskUid"],
+        "taskState": state,
+        "retries": task["task_attempt"],
+        "accountableRetries": task["task_attempt"],
+        "createdTime": task["created_time"],
+        "launchedTime": task["launched_time"],
+        "completedTime": task["completed_time"],
+        "attempts": attempts,
+    }
 
 
 def iso_time(ms: int) -> str:
@@ -184,7 +270,19 @@ def event_item(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     """A job event in OpenPAI's FrameworkEvent shape (controllers/v2/job.js getEvents)."""
     when = iso_time(event["time"])
     task = f"{row['user']}~{row['name']}-{event['role']}-{event['idx']}" if event["role"] is not None else None
-    return {"uid": f"{row['debug_id']}.{event['id']}", "frameworkName": f"{row['user']}~{row['name']}",
-            "podUid": None, "taskroleName": event["role"], "taskName": task, "taskIndex": event["idx"],
-            "type": event["type"], "reason": event["reason"], "message": event["message"], "firstTimestamp": when,
-            "lastTimestamp": when, "count": 1, "sourceComponent": "pai_jupyter", "sourceHost": "local"}
+    return {
+        "uid": f"{row['debug_id']}.{event['id']}",
+        "frameworkName": f"{row['user']}~{row['name']}",
+        "podUid": None,
+        "taskroleName": event["role"],
+        "taskName": task,
+        "taskIndex": event["idx"],
+        "type": event["type"],
+        "reason": event["reason"],
+        "message": event["message"],
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "count": 1,
+        "sourceComponent": "pai_jupyter",
+        "sourceHost": "local",
+    }

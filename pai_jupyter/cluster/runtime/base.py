@@ -33,22 +33,22 @@ class Mount:
 class TaskSpec:
     """Everything a runtime needs to run one attempt of one task."""
 
-    key: str                      # unique per task attempt, e.g. "alice~job1.a0.worker.1.t0"; used in labels
+    key: str  # unique per task attempt, e.g. "alice~job1.a0.worker.1.t0"; used in labels
     user: str
     job_name: str
     role: str
     index: int
     job_attempt: int
     task_attempt: int
-    script: str                   # the rendered commands (run by bash with errexit, nounset, pipefail; see shim.c)
+    script: str  # the rendered commands (run by bash with errexit, nounset, pipefail; see shim.c)
     env: dict[str, str]
     image: str | None
     cpu: int
     memory_mb: int
     shm_mb: int
     gpus: list[int]
-    task_dir: Path                # host directory: shim files and the logs
-    work_dir: str | None = None   # working directory inside the task (process runtime: a host path)
+    task_dir: Path  # host directory: shim files and the logs
+    work_dir: str | None = None  # working directory inside the task (process runtime: a host path)
     mounts: list[Mount] = field(default_factory=list)
     shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
     run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
@@ -58,13 +58,12 @@ class TaskSpec:
         return self.script if self.shown_script is None else self.shown_script
 
 
-
 @dataclass
 class TaskHandle:
     """How to find a started task again; stored as JSON in the daemon's database."""
 
-    runtime: str                  # "process" | "docker"
-    id: str                       # pid (process) or container id (docker)
+    runtime: str  # "process" | "docker"
+    id: str  # pid (process) or container id (docker)
     info: dict[str, Any] = field(default_factory=dict)  # e.g. create_time, cgroup path, memory enforcement
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,8 +130,9 @@ class Runtime(abc.ABC):
         return []
 
     @abc.abstractmethod
-    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
-                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+    def terminal_command(
+        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
+    ) -> tuple[list[str], dict[str, str], str | None]:
         """(argv, env, cwd) of an interactive shell inside the task, to run under a pty."""
 
     @abc.abstractmethod

@@ -63,7 +63,7 @@ def _own_dir(controller: str, mounts: dict[str, tuple[str, str]], own: dict[str,
     point, root = mounts[controller]
     path = own[controller]
     if root != "/" and path.startswith(root):  # a namespaced mount shows only its own subtree
-        path = path[len(root):]
+        path = path[len(root) :]
     return Path(point) / path.lstrip("/")
 
 
@@ -142,8 +142,11 @@ class TaskCgroup:
         return f"cgroup v{self.version}"
 
     def to_info(self) -> dict[str, object]:
-        return {"cgroup": str(self.memory_dir), "cgroup_dirs": [str(d) for d in self.dirs],
-                "cgroup_version": self.version}
+        return {
+            "cgroup": str(self.memory_dir),
+            "cgroup_dirs": [str(d) for d in self.dirs],
+            "cgroup_version": self.version,
+        }
 
     @classmethod
     def from_procs(cls, procs_paths: list[str]) -> TaskCgroup:

@@ -130,11 +130,14 @@ class DockerRuntime(Runtime):
                 container.remove(force=True)
             reason = _short(exc)
             if spec.gpus and "device driver" in reason:
-                reason = ("GPUs were requested but this Docker engine has no NVIDIA runtime "
-                          f"(nvidia-container-toolkit): {reason}")
+                reason = (
+                    "GPUs were requested but this Docker engine has no NVIDIA runtime "
+                    f"(nvidia-container-toolkit): {reason}"
+                )
             raise TaskStartError(EXIT_START_FAILED, f"the container could not start: {reason}") from exc
-        handle = TaskHandle(runtime=self.name, id=container.id, info={"image": image, "name": name,
-                                                                     "memory_mb": spec.memory_mb})
+        handle = TaskHandle(
+            runtime=self.name, id=container.id, info={"image": image, "name": name, "memory_mb": spec.memory_mb}
+        )
         taskdir.write_handle(td, handle.to_dict())
         return handle
 
@@ -143,15 +146,28 @@ class DockerRuntime(Runtime):
         for m in spec.mounts:
             with contextlib.suppress(OSError):  # like `docker run -v`: a missing host directory is made
                 Path(m.host_path).mkdir(parents=True, exist_ok=True)
-            mounts.append(Mount(m.container_path, str(Path(m.host_path).resolve()), type="bind",
-                                read_only=m.read_only))
-        labels = {"pai.managed": "1", "pai.job": f"{spec.user}~{spec.job_name}", "pai.user": spec.user,
-                  "pai.role": spec.role, "pai.index": str(spec.index), "pai.key": spec.key,
-                  "pai.attempt": str(spec.job_attempt), "pai.task_attempt": str(spec.task_attempt),
-                  "pai.task_dir": str(td)}
+            mounts.append(Mount(m.container_path, str(Path(m.host_path).resolve()), type="bind", read_only=m.read_only))
+        labels = {
+            "pai.managed": "1",
+            "pai.job": f"{spec.user}~{spec.job_name}",
+            "pai.user": spec.user,
+            "pai.role": spec.role,
+            "pai.index": str(spec.index),
+            "pai.key": spec.key,
+            "pai.attempt": str(spec.job_attempt),
+            "pai.task_attempt": str(spec.task_attempt),
+            "pai.task_dir": str(td),
+        }
         kwargs: dict[str, Any] = {
-            "command": COMMAND, "name": name, "detach": True, "auto_remove": False, "network_mode": "host",
-            "environment": self._environment(spec), "working_dir": spec.work_dir, "mounts": mounts, "labels": labels,
+            "command": COMMAND,
+            "name": name,
+            "detach": True,
+            "auto_remove": False,
+            "network_mode": "host",
+            "environment": self._environment(spec),
+            "working_dir": spec.work_dir,
+            "mounts": mounts,
+            "labels": labels,
         }
         if spec.memory_mb > 0:
             kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{spec.memory_mb}m"
@@ -160,8 +176,7 @@ class DockerRuntime(Runtime):
         if spec.shm_mb > 0:
             kwargs["shm_size"] = f"{spec.shm_mb}m"
         if spec.gpus:
-            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in spec.gpus],
-                                                       capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
         return kwargs
 
     @staticmethod
@@ -213,8 +228,9 @@ class DockerRuntime(Runtime):
                 self.client.images.get(image)
                 return
             reason = "the pull finished but the image is still missing"
-        raise TaskStartError(EXIT_IMAGE_NOT_FOUND,
-                             f"image not found: {image} is not present locally and could not be pulled ({reason})")
+        raise TaskStartError(
+            EXIT_IMAGE_NOT_FOUND, f"image not found: {image} is not present locally and could not be pulled ({reason})"
+        )
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
@@ -224,8 +240,10 @@ class DockerRuntime(Runtime):
         except NotFound:
             if code is not None:
                 return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
-            return TaskExit(EXIT_LOST, "the task's container is gone (removed while the daemon was not watching) "
-                                       "and left no exit status")
+            return TaskExit(
+                EXIT_LOST,
+                "the task's container is gone (removed while the daemon was not watching) and left no exit status",
+            )
         state = container.attrs.get("State") or {}
         code = taskdir.exit_code(task_dir)
         diag = ""
@@ -259,8 +277,9 @@ class DockerRuntime(Runtime):
                 time.sleep(1)
 
     # ---- inside a running task: services, terminals, metrics ----------------------------------------------------
-    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
-                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+    def terminal_command(
+        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
+    ) -> tuple[list[str], dict[str, str], str | None]:
         """``docker exec -it`` with the task's env (a pty makes -t work); needs the docker CLI on the host."""
         cli = shutil.which("docker")
         if cli is None:
@@ -328,9 +347,16 @@ class DockerRuntime(Runtime):
     def _handle(container: Any) -> TaskHandle:
         labels = container.labels or {}
         image = (container.attrs.get("Config") or {}).get("Image")
-        return TaskHandle(runtime="docker", id=container.id,
-                          info={"image": image, "name": container.name, "key": labels.get("pai.key"),
-                                "task_dir": labels.get("pai.task_dir")})
+        return TaskHandle(
+            runtime="docker",
+            id=container.id,
+            info={
+                "image": image,
+                "name": container.name,
+                "key": labels.get("pai.key"),
+                "task_dir": labels.get("pai.task_dir"),
+            },
+        )
 
     def recover(self) -> list[TaskHandle]:
         containers = self.client.containers.list(all=True, filters={"label": "pai.managed=1"})

@@ -50,15 +50,27 @@ class WaitingShim:
     def pid(self) -> int:
         return self.popen.pid
 
-    def hand(self, task_dir: str, work_dir: str, notice: str, script: str, run_as: tuple[int, int] | None,
-             env: dict[str, str]) -> None:
+    def hand(
+        self,
+        task_dir: str,
+        work_dir: str,
+        notice: str,
+        script: str,
+        run_as: tuple[int, int] | None,
+        env: dict[str, str],
+    ) -> None:
         """Give the shim its task (the script and environment travel over a pipe, never the disk); raises
         OSError when it is gone."""
         assert self.popen.stdin is not None
         cred = f"{run_as[0]}:{run_as[1]}" if run_as else ""
-        fields = [os.fsencode(task_dir), os.fsencode(work_dir), notice.encode(), script.replace("\0", "").encode(),
-                  cred.encode(),
-                  *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())]
+        fields = [
+            os.fsencode(task_dir),
+            os.fsencode(work_dir),
+            notice.encode(),
+            script.replace("\0", "").encode(),
+            cred.encode(),
+            *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()),
+        ]
         try:
             self.popen.stdin.write(b"\0".join(fields) + b"\0")
         finally:
@@ -83,9 +95,16 @@ class WaitingShim:
 def spawn_shim(shim_path: str, directory: Path, cgroup: TaskCgroup | None, *, ready: bool = False) -> WaitingShim:
     """Start a C shim for ``directory`` in a new session and move it into ``cgroup`` (slow on cgroup v1). With
     ``ready``, return only once its files are made (the directory may be renamed after that). Raises OSError."""
-    popen = subprocess.Popen([shim_path, str(directory)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE if ready else subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             cwd="/", env={}, close_fds=True, start_new_session=True)
+    popen = subprocess.Popen(
+        [shim_path, str(directory)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE if ready else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
+        env={},
+        close_fds=True,
+        start_new_session=True,
+    )
     shim = WaitingShim(popen, directory, cgroup)
     try:
         if cgroup is not None:
@@ -149,7 +168,7 @@ class WarmPool:
         named after a pid that is gone. (One that had our pid leaves its few empty files to a later daemon.)"""
         with contextlib.suppress(OSError):
             for d in self.warm_dir.glob(f"{PREFIX}*"):
-                owner = d.name[len(PREFIX):].split("-")[0]
+                owner = d.name[len(PREFIX) :].split("-")[0]
                 if owner.isdigit() and not psutil.pid_exists(int(owner)):
                     shutil.rmtree(d, ignore_errors=True)
         if self.cgroups is not None:
@@ -168,9 +187,13 @@ class WarmPool:
                 shim = self._start(key)
             except OSError as exc:
                 self._failures += 1
-                log.warning("could not start a warm shim (%s); %s", exc,
-                            "giving up: tasks start their shim when they come" if self._failures >= MAX_FAILURES
-                            else "trying again")
+                log.warning(
+                    "could not start a warm shim (%s); %s",
+                    exc,
+                    "giving up: tasks start their shim when they come"
+                    if self._failures >= MAX_FAILURES
+                    else "trying again",
+                )
                 if self._failures >= MAX_FAILURES:
                     self.close()
                     return

@@ -22,8 +22,10 @@ from ..runtime import taskdir
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
 NEEDED = ("Xvnc", "vncpasswd", "websockify")
 GEOMETRY_RE = re.compile(r"^[1-9][0-9]{2,3}x[1-9][0-9]{2,3}$")
-NO_DESKTOP = ("the desktop plugin needs {what} in the task (Debian: apt-get install tigervnc-standalone-server "
-              "tigervnc-tools websockify novnc, and a window manager such as openbox, and xterm)")
+NO_DESKTOP = (
+    "the desktop plugin needs {what} in the task (Debian: apt-get install tigervnc-standalone-server "
+    "tigervnc-tools websockify novnc, and a window manager such as openbox, and xterm)"
+)
 
 
 def command(info: dict[str, Any]) -> str:
@@ -40,29 +42,34 @@ def command(info: dict[str, Any]) -> str:
     missing = taskdir.in_shell(taskdir.service_file("desktop", "missing"))
     checks = "".join(
         f'command -v {b} >/dev/null || {{ pai_m=$(printf "{NO_DESKTOP}" "{b}"); echo "$pai_m" >&2; '
-        f'echo "$pai_m" >{missing}; exit 127; }}; ' for b in NEEDED)
-    return "\n".join([
-        'pai_dt="$PAI_TASK_DIR/desktop"; (umask 077; mkdir -p "$pai_dt"); rm -f "$pai_dt/display"',
-        checks.replace('{what}', '%s'),
-        f'pai_web=""; for d in {web}; do [ -f "$d/core/rfb.js" ] && pai_web=$d && break; done',
-        f'[ -n "$pai_web" ] || {{ pai_m=$(printf "{NO_DESKTOP}" noVNC); echo "$pai_m" >&2; echo "$pai_m" >{missing}; '
-        'exit 127; }',
-        f'(umask 077; printf "%s\\n" {password} | vncpasswd -f >"$pai_dt/passwd")',
-        # a unix socket's path must be short (108 bytes): a private dir in /tmp, removed when the desktop stops
-        'pai_sd=$(mktemp -d "${TMPDIR:-/tmp}/pai-desktop.XXXXXX") || exit 1',
-        'pai_pids=""; trap \'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"; exit 0\' TERM INT HUP',
-        f'Xvnc -displayfd 3 -geometry {shlex.quote(geometry)} -depth 24 -rfbport -1 -rfbunixpath "$pai_sd/vnc.sock" '
-        '-rfbunixmode 0600 -SecurityTypes VncAuth -PasswordFile "$pai_dt/passwd" -nolisten tcp -AlwaysShared '
-        '3>"$pai_dt/display" &',
-        'pai_pids="$!"',
-        'until [ -s "$pai_dt/display" ] && [ -S "$pai_sd/vnc.sock" ]; do kill -0 $pai_pids 2>/dev/null || exit 1; '
-        'sleep 0.1; done',
-        'export DISPLAY=":$(cat "$pai_dt/display")"',
-        'for pai_wm in openbox fluxbox icewm twm; do command -v $pai_wm >/dev/null && { $pai_wm & '
-        'pai_pids="$pai_pids $!"; break; }; done',
-        'command -v xterm >/dev/null && { xterm -geometry 100x30+40+40 & pai_pids="$pai_pids $!"; }',
-        f'websockify --web "$pai_web" --unix-target="$pai_sd/vnc.sock" 127.0.0.1:{port} &',
-        'pai_pids="$pai_pids $!"',
-        'wait $!',
-        'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"',
-    ])
+        f'echo "$pai_m" >{missing}; exit 127; }}; '
+        for b in NEEDED
+    )
+    return "\n".join(
+        [
+            'pai_dt="$PAI_TASK_DIR/desktop"; (umask 077; mkdir -p "$pai_dt"); rm -f "$pai_dt/display"',
+            checks.replace("{what}", "%s"),
+            f'pai_web=""; for d in {web}; do [ -f "$d/core/rfb.js" ] && pai_web=$d && break; done',
+            f'[ -n "$pai_web" ] || {{ pai_m=$(printf "{NO_DESKTOP}" noVNC); echo "$pai_m" >&2; '
+            f'echo "$pai_m" >{missing}; exit 127; }}',
+            f'(umask 077; printf "%s\\n" {password} | vncpasswd -f >"$pai_dt/passwd")',
+            # a unix socket's path must be short (108 bytes): a private dir in /tmp, removed when the desktop stops
+            'pai_sd=$(mktemp -d "${TMPDIR:-/tmp}/pai-desktop.XXXXXX") || exit 1',
+            'pai_pids=""; trap \'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"; exit 0\' TERM INT HUP',
+            f"Xvnc -displayfd 3 -geometry {shlex.quote(geometry)} -depth 24 -rfbport -1 "
+            '-rfbunixpath "$pai_sd/vnc.sock" -rfbunixmode 0600 -SecurityTypes VncAuth -PasswordFile "$pai_dt/passwd" '
+            "-nolisten tcp -AlwaysShared "
+            '3>"$pai_dt/display" &',
+            'pai_pids="$!"',
+            'until [ -s "$pai_dt/display" ] && [ -S "$pai_sd/vnc.sock" ]; do kill -0 $pai_pids 2>/dev/null || exit 1; '
+            "sleep 0.1; done",
+            'export DISPLAY=":$(cat "$pai_dt/display")"',
+            "for pai_wm in openbox fluxbox icewm twm; do command -v $pai_wm >/dev/null && { $pai_wm & "
+            'pai_pids="$pai_pids $!"; break; }; done',
+            'command -v xterm >/dev/null && { xterm -geometry 100x30+40+40 & pai_pids="$pai_pids $!"; }',
+            f'websockify --web "$pai_web" --unix-target="$pai_sd/vnc.sock" 127.0.0.1:{port} &',
+            'pai_pids="$pai_pids $!"',
+            "wait $!",
+            'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"',
+        ]
+    )

@@ -30,20 +30,38 @@ def _value(v: object) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
-def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
-             placements: dict[tuple[str, int], Placement], *, extra: dict[str, str] | None = None) -> dict[str, str]:
+def task_env(
+    job: Job,
+    user: str,
+    vc: str,
+    role: TaskRole,
+    index: int,
+    placements: dict[tuple[str, int], Placement],
+    *,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """Every variable a task sees, right for multi-role, multi-task jobs."""
     env: dict[str, str] = {}
     env.update({k: _value(v) for k, v in job.parameters.items() if k.isidentifier()})
     roles = [r.name for r in job.task_roles]
     total = job.total_tasks
-    env.update({
-        "PAI_JOB_NAME": job.name, "PAI_FRAMEWORK_NAME": f"{user}~{job.name}", "PAI_USER_NAME": user,
-        "PAI_USERNAME": user, "PAI_DEFAULT_FS_URI": "", "PAI_VIRTUAL_CLUSTER": vc,
-        "PAI_TASK_ROLE_COUNT": str(len(roles)), "PAI_TASK_ROLE_LIST": ",".join(roles),
-        "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)), "PAI_TASK_ROLES_NUM": str(len(roles)),
-        "PAI_JOB_TASK_ROLE_LIST": ",".join(roles), "PAI_JOB_TASK_COUNT": str(total), "PAI_TASKS_NUM": str(total),
-    })
+    env.update(
+        {
+            "PAI_JOB_NAME": job.name,
+            "PAI_FRAMEWORK_NAME": f"{user}~{job.name}",
+            "PAI_USER_NAME": user,
+            "PAI_USERNAME": user,
+            "PAI_DEFAULT_FS_URI": "",
+            "PAI_VIRTUAL_CLUSTER": vc,
+            "PAI_TASK_ROLE_COUNT": str(len(roles)),
+            "PAI_TASK_ROLE_LIST": ",".join(roles),
+            "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)),
+            "PAI_TASK_ROLES_NUM": str(len(roles)),
+            "PAI_JOB_TASK_ROLE_LIST": ",".join(roles),
+            "PAI_JOB_TASK_COUNT": str(total),
+            "PAI_TASKS_NUM": str(total),
+        }
+    )
     instances = []
     for r in job.task_roles:
         min_failed = -1 if r.min_failed is None else r.min_failed
@@ -71,23 +89,33 @@ def task_env(job: Job, user: str, vc: str, role: TaskRole, index: int,
     port = _first_port(me)
     min_failed = -1 if role.min_failed is None else role.min_failed
     min_succeeded = role.instances if role.min_succeeded is None else role.min_succeeded
-    env.update({
-        "PAI_CURRENT_TASK_ROLE_NAME": role.name, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
-        "PAI_TASK_INDEX": str(index), "PAI_TASK_ROLE_NAME": role.name,
-        "PAI_TASK_ROLE_INDEX": str(roles.index(role.name)),
-        "PAI_CURRENT_CONTAINER_IP": me.host_ip, "PAI_CONTAINER_HOST_IP": me.host_ip,
-        "PAI_CURRENT_CONTAINER_PORT": str(port or ""), "PAI_CONTAINER_HOST_PORT": str(port or ""),
-        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{k}:{','.join(map(str, v))}" for k, v in me.ports.items()),
-        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.instances), "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu),
-        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb), "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu),
-        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
-        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(min_failed),
-        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(min_succeeded),
-        "PAI_TASK_CPU_NUM": str(role.cpu), "PAI_TASK_MEM_MB": str(role.memory_mb), "PAI_TASK_GPU_NUM": str(role.gpu),
-        "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "PAI_CURRENT_TASK_ROLE_NAME": role.name,
+            "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+            "PAI_TASK_INDEX": str(index),
+            "PAI_TASK_ROLE_NAME": role.name,
+            "PAI_TASK_ROLE_INDEX": str(roles.index(role.name)),
+            "PAI_CURRENT_CONTAINER_IP": me.host_ip,
+            "PAI_CONTAINER_HOST_IP": me.host_ip,
+            "PAI_CURRENT_CONTAINER_PORT": str(port or ""),
+            "PAI_CONTAINER_HOST_PORT": str(port or ""),
+            "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{k}:{','.join(map(str, v))}" for k, v in me.ports.items()),
+            "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.instances),
+            "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu),
+            "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb),
+            "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu),
+            "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
+            "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(min_failed),
+            "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(min_succeeded),
+            "PAI_TASK_CPU_NUM": str(role.cpu),
+            "PAI_TASK_MEM_MB": str(role.memory_mb),
+            "PAI_TASK_GPU_NUM": str(role.gpu),
+            "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if me.gpus:  # host ids, for the NVIDIA container runtime; without GPUs the runtime's default applies (docker: void)
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
     if "ssh" in me.ports:

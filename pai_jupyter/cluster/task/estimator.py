@@ -44,12 +44,12 @@ def is_remote(uri: str) -> bool:
 
 
 def host_path(uri: str) -> Path:
-    return Path(uri[len("file://"):] if uri.startswith("file://") else uri).expanduser()
+    return Path(uri[len("file://") :] if uri.startswith("file://") else uri).expanduser()
 
 
 @dataclass
 class Layout:
-    root: Path                 # <job dir>/ml on the host
+    root: Path  # <job dir>/ml on the host
     spec: dict[str, Any]
 
     @property
@@ -68,15 +68,20 @@ class Layout:
         (self.root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps, indent=2))
         source = self.spec.get("sourceDir")
         if source and not self.usercode.exists():
-            shutil.copytree(host_path(source), self.usercode, symlinks=True,
-                            ignore=shutil.ignore_patterns(".git", "__pycache__", ".ipynb_checkpoints"))
+            shutil.copytree(
+                host_path(source),
+                self.usercode,
+                symlinks=True,
+                ignore=shutil.ignore_patterns(".git", "__pycache__", ".ipynb_checkpoints"),
+            )
         self.usercode.mkdir(exist_ok=True)
 
     def env(self, docker: bool) -> dict[str, str]:
         base = "/ml" if docker else str(self.root)
         hps = self.spec.get("hyperparameters") or {}
         env = {
-            "PAI_CONFIG_DIR": f"{base}/input/config", "PAI_WORKING_DIR": f"{base}/usercode",
+            "PAI_CONFIG_DIR": f"{base}/input/config",
+            "PAI_WORKING_DIR": f"{base}/usercode",
             "PAI_HPS": json.dumps(hps),
             "PAI_USER_ARGS": " ".join(f"--{k} {shlex.quote(_value(v))}" for k, v in hps.items()),
             **{f"PAI_OUTPUT_{env_name(o)}": f"{base}/output/{o}/" for o in OUTPUTS},
@@ -95,8 +100,10 @@ class Layout:
         return env
 
     def mounts(self) -> list[Mount]:
-        out = [Mount(str(self.usercode), "/ml/usercode"),
-               Mount(str(self.root / "input" / "config"), "/ml/input/config", read_only=True)]
+        out = [
+            Mount(str(self.usercode), "/ml/usercode"),
+            Mount(str(self.root / "input" / "config"), "/ml/input/config", read_only=True),
+        ]
         out += [Mount(str(self.output(o)), f"/ml/output/{o}") for o in OUTPUTS]
         for channel, uri in (self.spec.get("inputs") or {}).items():
             if not is_remote(uri):

@@ -99,11 +99,18 @@ def read_log(path: Path, *, tail: bool = False) -> bytes:
     except FileNotFoundError:
         return b""
     cut = data.find(b"\n")
-    return data[cut + 1:] if 0 <= cut < len(data) - 1 else data
+    return data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
 
 
-async def follow(path: Path, done: Callable[[], bool], *, start: int = 0, interval: float = 0.005,
-                 check_every: float = 0.05, chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
+async def follow(
+    path: Path,
+    done: Callable[[], bool],
+    *,
+    start: int = 0,
+    interval: float = 0.005,
+    check_every: float = 0.05,
+    chunk: int = 64 * 1024,
+) -> AsyncIterator[bytes]:
     """Yield new bytes of ``path`` as they are written, until ``done()`` and the file is drained.
 
     The file's size is polled every few milliseconds (cheap); ``done()`` (a database read) far less often."""

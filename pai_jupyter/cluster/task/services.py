@@ -96,17 +96,20 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         else:
             path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/tensorboard}"'
             target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
-        serve = (f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token")
-                 else "exec tensorboard")  # a token is always given (core/launching.py); older rows had none
+        serve = (
+            f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
+        )  # a token is always given (core/launching.py); older rows had none
         cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
     else:
         # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page
         token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
-        cmd = ("if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
-               "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
-               f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
-               f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
-               "--ServerApp.root_dir=\"$PWD\" ${open:+--ServerApp.default_url=$open}")
+        cmd = (
+            "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
+            "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
+            f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+            f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
+            '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
+        )
     log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
     running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op
     return f"{running} || {{ ( {cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
@@ -130,16 +133,26 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
     """Shell to put before the user's command: start each service, then a small loop (in the background, in the
     task's process group, cgroup or container) that starts or stops a service when the daemon leaves a
     ``service-<name>.request`` file saying so in the task dir — how idle services are culled and revived."""
-    cases = "".join(f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
-                    for name, info in own.items())
-    loop = ('( set +o errexit; while sleep 0.5; do\n'
-            f'  for f in "$PAI_TASK_DIR"/{taskdir.service_request_glob()}; do\n'
-            '    [ -f "$f" ] || continue\n'
-            '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
-            '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &")
+    cases = "".join(
+        f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
+        for name, info in own.items()
+    )
+    loop = (
+        "( set +o errexit; while sleep 0.5; do\n"
+        f'  for f in "$PAI_TASK_DIR"/{taskdir.service_request_glob()}; do\n'
+        '    [ -f "$f" ] || continue\n'
+        '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
+        '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &"
+    )
     ssh = own.get("ssh")
-    return "\n".join([*([sshd.prelude(ssh)] if ssh else []), *(start_command(n, info) for n, info in own.items()), loop,
-                      *([sshd.barrier(ssh)] if ssh else [])])
+    return "\n".join(
+        [
+            *([sshd.prelude(ssh)] if ssh else []),
+            *(start_command(n, info) for n, info in own.items()),
+            loop,
+            *([sshd.barrier(ssh)] if ssh else []),
+        ]
+    )
 
 
 def answers(host: str, port: int, timeout: float = 0.05) -> bool:

@@ -65,8 +65,9 @@ def check_public_key(text: str) -> str:
     """The key, stripped, if it is one OpenSSH public key line; else KeyError_ with why."""
     key = str(text).strip()
     if not KEY_RE.match(key):
-        raise KeyError_("a public key must be one line: <type> <base64> [comment], e.g. the contents of "
-                        "~/.ssh/id_ed25519.pub")
+        raise KeyError_(
+            "a public key must be one line: <type> <base64> [comment], e.g. the contents of ~/.ssh/id_ed25519.pub"
+        )
     return key
 
 
@@ -81,8 +82,9 @@ def load_user_keys(home: Path) -> list[dict[str, Any]]:
         data = json.loads(user_keys_file(home).read_text())
     except (OSError, ValueError):
         return []
-    return [k for k in data if isinstance(k, dict) and isinstance(k.get("value"), str)] if isinstance(data, list) \
-        else []
+    return (
+        [k for k in data if isinstance(k, dict) and isinstance(k.get("value"), str)] if isinstance(data, list) else []
+    )
 
 
 def save_user_keys(home: Path, keys: list[dict[str, Any]]) -> None:
@@ -108,8 +110,12 @@ def ensure_job_key(job_dir: Path, comment: str) -> Path:
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = d / f"new-{secrets.token_hex(4)}"
     try:
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(tmp)],
-                       check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(tmp)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     except FileNotFoundError:
         raise RuntimeError("ssh-keygen is missing on this host: install openssh-client") from None
     except subprocess.CalledProcessError as exc:
@@ -142,8 +148,11 @@ def enrich(own: dict[str, Any], job_dir: Path, home: Path, *, docker: bool, comm
     info = dict(own["ssh"])
     params = info.get("parameters") or {}
     info["authorizedKeys"] = authorized_keys(job_dir, home, params, comment)
-    info["jobKey"] = (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if docker else str(job_key_dir(job_dir) / JOB_KEY)) \
-        if params.get("jobssh") else None
+    info["jobKey"] = (
+        (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if docker else str(job_key_dir(job_dir) / JOB_KEY))
+        if params.get("jobssh")
+        else None
+    )
     return {**own, "ssh": info}
 
 
@@ -200,13 +209,13 @@ def prelude(info: dict[str, Any]) -> str:
         lines += [
             # every task by name, as OpenPAI writes into /etc/ssh/ssh_config
             '{ for pai_t in $(echo "$PAI_TASK_ROLE_INSTANCES" | tr , " "); do',
-            '    pai_r=${pai_t%%:*}; pai_i=${pai_t##*:}',
+            "    pai_r=${pai_t%%:*}; pai_i=${pai_t##*:}",
             '    eval "pai_h=\\${PAI_HOST_IP_${pai_r}_${pai_i}}; pai_p=\\${PAI_${pai_r}_${pai_i}_ssh_PORT}"',
             '    printf "Host %s-%s\\n  HostName %s\\n  Port %s\\n  User %s\\n" "$pai_r" "$pai_i" "$pai_h" '
             '"${pai_p%%,*}" "$(id -un 2>/dev/null || echo root)"',
             f'    printf "  IdentityFile %s\\n  IdentitiesOnly yes\\n  StrictHostKeyChecking no\\n" {q}',
             '    printf "  UserKnownHostsFile /dev/null\\n  LogLevel ERROR\\n"',
-            '  done',
+            "  done",
             '  [ -f "$HOME/.ssh/config" ] && printf "Host *\\n  Include %s\\n" "$HOME/.ssh/config"',
             '} >"$pai_ssh/ssh_config"',
             'for pai_c in ssh scp sftp; do pai_b=$(command -v $pai_c) && [ "$pai_b" != "$pai_ssh/bin/$pai_c" ] && '
@@ -225,12 +234,14 @@ def prelude(info: dict[str, Any]) -> str:
 
 def command(info: dict[str, Any]) -> str:
     """The service itself (run in the background by the task's supervisor): a host key, then sshd."""
-    return ('pai_ssh="$PAI_TASK_DIR/ssh"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
-            f'if [ ! -x "$pai_sshd" ]; then echo "{NO_SSHD}" >&2; '
-            f'echo "{NO_SSHD}" >{taskdir.in_shell(taskdir.service_file("ssh", "missing"))}; exit 127; fi; '
-            '[ -f "$pai_ssh/host_ed25519" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/host_ed25519" || exit 1; '
-            '[ "$(id -u)" = 0 ] && mkdir -p /run/sshd; '
-            'exec "$pai_sshd" -D -e -f "$pai_ssh/sshd_config"')
+    return (
+        'pai_ssh="$PAI_TASK_DIR/ssh"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
+        f'if [ ! -x "$pai_sshd" ]; then echo "{NO_SSHD}" >&2; '
+        f'echo "{NO_SSHD}" >{taskdir.in_shell(taskdir.service_file("ssh", "missing"))}; exit 127; fi; '
+        '[ -f "$pai_ssh/host_ed25519" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/host_ed25519" || exit 1; '
+        '[ "$(id -u)" = 0 ] && mkdir -p /run/sshd; '
+        'exec "$pai_sshd" -D -e -f "$pai_ssh/sshd_config"'
+    )
 
 
 def barrier(info: dict[str, Any]) -> str:
@@ -240,28 +251,30 @@ def barrier(info: dict[str, Any]) -> str:
         return ""
     timeout = params.get("sshbarrierTimeout", 30)
     minutes = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0 else 30
-    return "\n".join([
-        f'pai_deadline=$(( $(date +%s) + {int(minutes * 60)} )); pai_wait=""',
-        'for pai_t in $(echo "$PAI_TASK_ROLE_INSTANCES" | tr , " "); do',
-        '  [ "$pai_t" = "$PAI_CURRENT_TASK_ROLE_NAME:$PAI_TASK_INDEX" ] ||',
-        '    pai_wait="$pai_wait ${pai_t%%:*}-${pai_t##*:}"',
-        'done',
-        'echo "pai ssh barrier: waiting for$pai_wait"',
-        'while [ -n "$pai_wait" ]; do',
-        '  pai_left=""',
-        '  for pai_h in $pai_wait; do',
-        '    ssh -o BatchMode=yes -o ConnectTimeout=5 "$pai_h" true </dev/null >/dev/null 2>&1 || '
-        'pai_left="$pai_left $pai_h"',
-        '  done',
-        '  pai_wait=$pai_left; [ -z "$pai_wait" ] && break',
-        '  if [ "$(date +%s)" -ge "$pai_deadline" ]; then',
-        f'    echo "pai ssh barrier: timed out after {minutes:g} min; no ssh to:$pai_wait" >&2; '
-        f'exit {EXIT_SSH_BARRIER}',
-        '  fi',
-        '  sleep 1',
-        'done',
-        'echo "pai ssh barrier: every task answers"',
-    ])
+    return "\n".join(
+        [
+            f'pai_deadline=$(( $(date +%s) + {int(minutes * 60)} )); pai_wait=""',
+            'for pai_t in $(echo "$PAI_TASK_ROLE_INSTANCES" | tr , " "); do',
+            '  [ "$pai_t" = "$PAI_CURRENT_TASK_ROLE_NAME:$PAI_TASK_INDEX" ] ||',
+            '    pai_wait="$pai_wait ${pai_t%%:*}-${pai_t##*:}"',
+            "done",
+            'echo "pai ssh barrier: waiting for$pai_wait"',
+            'while [ -n "$pai_wait" ]; do',
+            '  pai_left=""',
+            "  for pai_h in $pai_wait; do",
+            '    ssh -o BatchMode=yes -o ConnectTimeout=5 "$pai_h" true </dev/null >/dev/null 2>&1 || '
+            'pai_left="$pai_left $pai_h"',
+            "  done",
+            '  pai_wait=$pai_left; [ -z "$pai_wait" ] && break',
+            '  if [ "$(date +%s)" -ge "$pai_deadline" ]; then',
+            f'    echo "pai ssh barrier: timed out after {minutes:g} min; no ssh to:$pai_wait" >&2; '
+            f"exit {EXIT_SSH_BARRIER}",
+            "  fi",
+            "  sleep 1",
+            "done",
+            'echo "pai ssh barrier: every task answers"',
+        ]
+    )
 
 
 def mounts(own: dict[str, Any], job_dir: Path) -> list[Any]:

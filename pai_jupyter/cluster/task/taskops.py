@@ -44,7 +44,7 @@ class CpuWindows:
         kept.append((t, cpu))
         old = [i for i, (ti, _) in enumerate(kept) if t - ti >= self.window]
         if old:  # the newest sample that is old enough is the next window's base: what is before it can go
-            del kept[:old[-1]]
+            del kept[: old[-1]]
 
     def wait_for(self, key: tuple[Any, ...], t: float) -> float:
         """Seconds until the oldest kept sample is a window old."""
@@ -63,7 +63,7 @@ class CpuWindows:
 
     def forget(self, keep: set[tuple[Any, ...]], prefix: tuple[Any, ...]) -> None:
         """Drop the samples of this job's tasks (keys starting with ``prefix``) that are not in ``keep``."""
-        for key in [k for k in self._samples if k[:len(prefix)] == prefix and k not in keep]:
+        for key in [k for k in self._samples if k[: len(prefix)] == prefix and k not in keep]:
             del self._samples[key]
 
 
@@ -80,12 +80,22 @@ def _task(cluster: Any, row: dict[str, Any], role: str, idx: int) -> dict[str, A
 def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
     """The task's spec as it was started (env, working dir): what a service or a terminal inside it needs."""
     job = cluster.job_model(row)
-    placements = {(x["role"], x["idx"]): Placement(x["host_ip"] or "127.0.0.1", loads(x["ports"], {}) or {},
-                                                   loads(x["gpus"], []) or [])
-                  for x in cluster.store.tasks(row["id"], row["attempt"])}
-    return task_spec(row, job, t, placements, docker=cluster.runtime.in_container,
-                     home=cluster.user_home(row["user"]), layout=cluster.layout(row, job),
-                     host_paths=cluster.is_admin(row["user"]))
+    placements = {
+        (x["role"], x["idx"]): Placement(
+            x["host_ip"] or "127.0.0.1", loads(x["ports"], {}) or {}, loads(x["gpus"], []) or []
+        )
+        for x in cluster.store.tasks(row["id"], row["attempt"])
+    }
+    return task_spec(
+        row,
+        job,
+        t,
+        placements,
+        docker=cluster.runtime.in_container,
+        home=cluster.user_home(row["user"]),
+        layout=cluster.layout(row, job),
+        host_paths=cluster.is_admin(row["user"]),
+    )
 
 
 def _running_handle(t: dict[str, Any]) -> TaskHandle:
@@ -110,12 +120,23 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
                 state = "running" if up else "starting"
             missing = Path(t["task_dir"]) / taskdir.service_file(name, "missing") if t["task_dir"] else None
             problem = missing.read_text().strip() if state == "starting" and missing and missing.exists() else None
-            out.append({"role": t["role"], "index": t["idx"], "name": name, "host": host, "port": info["port"],
-                        "state": "unavailable" if problem else state, "token": info.get("token"),
-                        "basePath": info["basePath"], **({"message": problem} if problem else {})})
+            out.append(
+                {
+                    "role": t["role"],
+                    "index": t["idx"],
+                    "name": name,
+                    "host": host,
+                    "port": info["port"],
+                    "state": "unavailable" if problem else state,
+                    "token": info.get("token"),
+                    "basePath": info["basePath"],
+                    **({"message": problem} if problem else {}),
+                }
+            )
             if name == "tensorboard":  # where it looks, as the task sees it
-                out[-1]["logdir"] = services.tensorboard_logdir(info.get("parameters") or {},
-                                                                _spec(cluster, row, t).env)
+                out[-1]["logdir"] = services.tensorboard_logdir(
+                    info.get("parameters") or {}, _spec(cluster, row, t).env
+                )
     return out
 
 
@@ -157,19 +178,30 @@ async def metrics(cluster: Any, row: dict[str, Any], cpu: CpuWindows | None = No
     out = []
     running: dict[tuple[Any, ...], tuple[dict[str, Any], TaskHandle]] = {}
     for t in tasks:
-        entry: dict[str, Any] = {"role": t["role"], "index": t["idx"],
-                                 "state": "WAITING" if t["state"] == "STARTING" else t["state"],
-                                 "cpuPercent": None, "memoryBytes": None, "memoryLimitBytes": t["memory_mb"] << 20,
-                                 "gpus": []}
+        entry: dict[str, Any] = {
+            "role": t["role"],
+            "index": t["idx"],
+            "state": "WAITING" if t["state"] == "STARTING" else t["state"],
+            "cpuPercent": None,
+            "memoryBytes": None,
+            "memoryLimitBytes": t["memory_mb"] << 20,
+            "gpus": [],
+        }
         out.append(entry)
         if t["state"] == "RUNNING" and t["handle"]:
             handle = TaskHandle.from_dict(loads(t["handle"]))
             running[(row["id"], t["attempt"], t["role"], t["idx"], t["task_attempt"])] = (entry, handle)
             if gpu_ok:
                 samples = await asyncio.to_thread(_nvml.sample, loads(t["gpus"], []) or [])
-                entry["gpus"] = [{"index": g.index, "utilizationPercent": g.utilization_percent,
-                                  "memoryUsedBytes": g.memory_used_bytes, "memoryTotalBytes": g.memory_total_bytes}
-                                 for g in samples.values()]
+                entry["gpus"] = [
+                    {
+                        "index": g.index,
+                        "utilizationPercent": g.utilization_percent,
+                        "memoryUsedBytes": g.memory_used_bytes,
+                        "memoryTotalBytes": g.memory_total_bytes,
+                    }
+                    for g in samples.values()
+                ]
     cpu.forget(set(running), (row["id"],))
     todo = dict(running)
     for _ in range(2):  # a sample now; then, where no kept sample is old enough, one more after waiting for it

@@ -16,17 +16,29 @@ from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, t
 from .estimator import REQUIREMENTS, Layout
 
 
-def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement], *,
-              docker: bool, home: Path, layout: Layout | None, host_paths: bool = False) -> TaskSpec:
+def task_spec(
+    row: dict[str, Any],
+    job: Job,
+    t: dict[str, Any],
+    placements: dict[tuple[str, int], Placement],
+    *,
+    docker: bool,
+    home: Path,
+    layout: Layout | None,
+    host_paths: bool = False,
+) -> TaskSpec:
     """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
     (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
     existing host directories, at the same paths (data and code read-only)."""
     role = job.role(t["role"])
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
-    extra = {"PAI_USER_HOME": "/userhome" if docker else str(home),
-             "PAI_TASK_DIR": taskdir.IN_CONTAINER if docker else str(td),
-             "PAI_CONTAINER_ID": key, **job_logs_env(td, docker)}
+    extra = {
+        "PAI_USER_HOME": "/userhome" if docker else str(home),
+        "PAI_TASK_DIR": taskdir.IN_CONTAINER if docker else str(td),
+        "PAI_CONTAINER_ID": key,
+        **job_logs_env(td, docker),
+    }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
     if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see seedpaths)
@@ -56,9 +68,23 @@ def task_spec(row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict
         if layout.spec.get("sourceDir"):
             script = f"{REQUIREMENTS}\n{script}"
     return TaskSpec(
-        key=key, user=row["user"], job_name=row["name"], role=t["role"], index=t["idx"], job_attempt=t["attempt"],
-        task_attempt=t["task_attempt"], script=script, env=env, image=image, cpu=role.cpu, memory_mb=role.memory_mb,
-        shm_mb=role.shm_mb, gpus=loads(t["gpus"], []), task_dir=td, work_dir=work_dir, mounts=mounts,
+        key=key,
+        user=row["user"],
+        job_name=row["name"],
+        role=t["role"],
+        index=t["idx"],
+        job_attempt=t["attempt"],
+        task_attempt=t["task_attempt"],
+        script=script,
+        env=env,
+        image=image,
+        cpu=role.cpu,
+        memory_mb=role.memory_mb,
+        shm_mb=role.shm_mb,
+        gpus=loads(t["gpus"], []),
+        task_dir=td,
+        work_dir=work_dir,
+        mounts=mounts,
         shown_script=masked_script(script, job.secrets),
     )
 
