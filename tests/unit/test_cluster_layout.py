@@ -1,5 +1,5 @@
-"""The daemon package keeps one home per contract: SQL only in the store, final states only in common.states,
-task-directory names only in runtime/taskdir.py, and modules small enough to read (issue 10)."""
+"""The daemon package keeps one home per contract: SQL only in the store (core/store/), final states only in
+common.states, task-directory names only in runtime/taskdir.py, and modules small enough to read (issue 10)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pai_jupyter.cluster
 
 CLUSTER = Path(pai_jupyter.cluster.__file__).parent
-STORE = CLUSTER / "core" / "store.py"
+STORE = CLUSTER / "core" / "store"  # the package
 TASKDIR = CLUSTER / "runtime" / "taskdir.py"
 SQL = re.compile(r"\b(SELECT\b.*\bFROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA|BEGIN IMMEDIATE)\b")
 
@@ -26,14 +26,25 @@ def _strings(tree: ast.AST) -> list[str]:
 def test_sql_lives_only_in_the_store() -> None:
     offenders = {}
     for path in _modules():
-        if path == STORE:
+        if path.is_relative_to(STORE):
             continue
         tree = ast.parse(path.read_text())
         sql = [s for s in _strings(tree) if SQL.search(s)]
-        calls = [n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                 and n.func.attr in ("execute", "executemany", "executescript")]
-        raw = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in ("one", "all", "db")
-               and isinstance(n.value, ast.Attribute) and n.value.attr == "store"]
+        calls = [
+            n.func.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("execute", "executemany", "executescript")
+        ]
+        raw = [
+            n.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and n.attr in ("one", "all", "db")
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "store"
+        ]
         if sql or calls or raw:
             offenders[path.relative_to(CLUSTER).as_posix()] = sql + calls + raw
     assert offenders == {}
@@ -58,7 +69,8 @@ def test_log_names_are_spelled_only_by_the_task_directory_module() -> None:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Tuple) and {"stdout", "stderr", "all"} <= {
-                    e.value for e in node.elts if isinstance(e, ast.Constant)}:
+                e.value for e in node.elts if isinstance(e, ast.Constant)
+            }:
                 offenders.append(f"{path.relative_to(CLUSTER)}:{node.lineno}")
     assert offenders == []
 

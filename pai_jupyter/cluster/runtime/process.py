@@ -24,7 +24,6 @@ import psutil
 
 from . import proctree, taskdir
 from .base import (
-    EXIT_LOST,
     EXIT_START_FAILED,
     Runtime,
     TaskExit,
@@ -51,9 +50,15 @@ class ProcessRuntime(Runtime):
 
     name = "process"
 
-    def __init__(self, memory_enforcement: str = "auto", watchdog_interval: float = 0.2,
-                 cpu_limits: bool = True, shim: Shim | None = None, warm_shims: int = 0,
-                 warm_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        memory_enforcement: str = "auto",
+        watchdog_interval: float = 0.2,
+        cpu_limits: bool = True,
+        shim: Shim | None = None,
+        warm_shims: int = 0,
+        warm_dir: Path | None = None,
+    ) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
         self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
@@ -67,8 +72,9 @@ class ProcessRuntime(Runtime):
         self.shim = shim or choose_shim()
         self.warm: WarmPool | None = None
         if warm_shims > 0 and self.shim.kind == "c" and warm_dir is not None:
-            self.warm = WarmPool(self.shim.argv[0], Path(warm_dir), self.cgroups if self.use_cgroups else None,
-                                 warm_shims)
+            self.warm = WarmPool(
+                self.shim.argv[0], Path(warm_dir), self.cgroups if self.use_cgroups else None, warm_shims
+            )
 
     def describe(self) -> str:
         how = self.cgroups.describe() if self.use_cgroups and self.cgroups else "watchdog"
@@ -107,15 +113,21 @@ class ProcessRuntime(Runtime):
         td = Path(os.path.abspath(spec.task_dir))  # the shim runs in work_dir: a relative path would move
         env = _host_env(spec.env)
         cwd = spec.work_dir or str(td)
-        notice = (f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this "
-                  f"host.\n") if spec.image else ""
+        notice = (
+            (f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this host.\n")
+            if spec.image
+            else ""
+        )
         if self.shim.kind == "c":
             return self._start_c(spec, td, env, cwd, notice, quick)
         if quick:
             return None
         if spec.run_as is not None:
-            raise TaskStartError(EXIT_START_FAILED, "the task could not start: running a task as its user's own "
-                                 "account needs the C shim, and this host has no C compiler to build it")
+            raise TaskStartError(
+                EXIT_START_FAILED,
+                "the task could not start: running a task as its user's own "
+                "account needs the C shim, and this host has no C compiler to build it",
+            )
         self._fresh_dir(spec, td)
         taskdir.write_command(td, spec.disk_script())
         if notice:
@@ -124,9 +136,16 @@ class ProcessRuntime(Runtime):
         if cgroup is not None:
             (td / taskdir.CGROUP).write_text("".join(p + "\n" for p in cgroup.procs_paths()))
         try:  # the script reaches shim.sh in its environment (private to the task's account), not on disk
-            popen = subprocess.Popen([*self.shim.argv, str(td)], cwd=cwd, env={**env, SCRIPT_ENV: spec.script},
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     close_fds=True, start_new_session=True)
+            popen = subprocess.Popen(
+                [*self.shim.argv, str(td)],
+                cwd=cwd,
+                env={**env, SCRIPT_ENV: spec.script},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,
+            )
         except OSError as exc:
             if cgroup is not None:
                 cgroup.remove(0)
@@ -147,8 +166,9 @@ class ProcessRuntime(Runtime):
         if spec.work_dir and Path(spec.work_dir).parent == td:
             Path(spec.work_dir).mkdir(exist_ok=True)
 
-    def _start_c(self, spec: TaskSpec, td: Path, env: dict[str, str], cwd: str, notice: str,
-                 quick: bool) -> TaskHandle | None:
+    def _start_c(
+        self, spec: TaskSpec, td: Path, env: dict[str, str], cwd: str, notice: str, quick: bool
+    ) -> TaskHandle | None:
         """A warm shim moved into place when one is ready, else (unless ``quick``) one started now in the task
         directory; then the command and handle.json are written and the task handed to the shim (see shim.c)."""
         shim = self._take_warm(spec, td)
@@ -201,9 +221,14 @@ class ProcessRuntime(Runtime):
         return shim
 
     def _handle(self, pid: int, spec: TaskSpec, cgroup: TaskCgroup | None) -> TaskHandle:
-        info: dict[str, Any] = {"create_time": None, "start_ticks": None, "image": spec.image,
-                                "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
-                                "memory_mb": spec.memory_mb, "cgroup": None}
+        info: dict[str, Any] = {
+            "create_time": None,
+            "start_ticks": None,
+            "image": spec.image,
+            "memory": ("cgroup" if cgroup else "watchdog") if spec.memory_mb > 0 else "none",
+            "memory_mb": spec.memory_mb,
+            "cgroup": None,
+        }
         if spec.run_as is not None:
             info["run_as"] = list(spec.run_as)
         st = proctree.stat(pid)
@@ -227,15 +252,19 @@ class ProcessRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, f"could not create the task's cgroup: {exc}") from exc
 
     # ---- inside a running task: services, terminals, metrics ----------------------------------------------------
-    def terminal_command(self, handle: TaskHandle, env: dict[str, str],
-                         cwd: str | None) -> tuple[list[str], dict[str, str], str | None]:
+    def terminal_command(
+        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
+    ) -> tuple[list[str], dict[str, str], str | None]:
         run_as = handle.info.get("run_as")
         if run_as:  # the task's own account, as its commands run: never the daemon's (root)
             setpriv = shutil.which("setpriv")
             if setpriv is None:
                 raise RuntimeError("a terminal in a task that runs as its user's account needs setpriv (util-linux)")
-            return ([setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups",
-                     "/bin/sh", "-i"], _host_env(env), cwd)
+            return (
+                [setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups", "/bin/sh", "-i"],
+                _host_env(env),
+                cwd,
+            )
         return ["/bin/sh", "-i"], _host_env(env), cwd
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
@@ -323,42 +352,11 @@ class ProcessRuntime(Runtime):
             if status is None:
                 status = await asyncio.to_thread(popen.wait)
             self._children.pop(pid, None)
-        result = self._result(handle, td, status)  # reads the cgroup's OOM counters: before it goes
+        result = proctree.task_exit(handle, td, status, handle.id in self._stopped)  # reads OOM counters: first
         cgroup = TaskCgroup.from_info(handle.info)
         if cgroup is not None and not cgroup.remove(timeout=0):  # freed now, whether or not remove() follows
             await asyncio.to_thread(cgroup.remove)
         return result
-
-    def _result(self, handle: TaskHandle, td: Path, status: int | None) -> TaskExit:
-        code = taskdir.exit_code(td)
-        diag = ""
-        if code is None:
-            if status is not None:
-                code = 128 - status if status < 0 else status
-            elif (td / taskdir.OOM).exists() or handle.id in self._stopped:
-                code = 128 + signal.SIGKILL
-            else:
-                return TaskExit(EXIT_LOST, "the task ended while the daemon was down and left no exit status")
-            if handle.id in self._stopped and code == 128 + signal.SIGKILL:
-                diag = "killed with SIGKILL: the task did not end within the stop grace period"
-        sig = code - 128 if 128 < code <= 128 + 64 else None
-        oom, how = self._oom(handle, td, code)
-        limit = handle.info.get("memory_mb")
-        if oom:
-            diag = f"out of memory: the task used more than {limit} MB (limit enforced by {how})"
-        return TaskExit(exit_code=code, diagnostics=diag, oom=oom, signal=sig)
-
-    def _oom(self, handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:
-        """An OOM kill that made the task fail (a task that survived one of its processes being killed did not)."""
-        if code == 0:
-            return False, ""
-        if (td / taskdir.OOM).exists():
-            return True, "the process runtime's memory watchdog"
-        cgroup = TaskCgroup.from_info(handle.info)
-        if cgroup is None:
-            return False, ""
-        oom = cgroup.oom_kills() > 0 or (code == 128 + signal.SIGKILL and cgroup.failcnt() > 0)
-        return oom, cgroup.describe()
 
 
 def _give(path: Path, run_as: tuple[int, int]) -> None:

@@ -1,6 +1,6 @@
 """A process-runtime task's process tree on this host: who it is (the kernel's start ticks, not a reused pid),
-signalling all of it (group, descendants, cgroup), waiting for its end without being its parent (pidfd), and the
-memory watchdog for hosts without a writable cgroup."""
+signalling all of it (group, descendants, cgroup), waiting for its end without being its parent (pidfd), how it
+ended (exit code, signal, OOM), and the memory watchdog for hosts without a writable cgroup."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from . import taskdir
-from .base import TaskHandle
+from .base import EXIT_LOST, TaskExit, TaskHandle
 from .cgroups import TaskCgroup
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -29,7 +29,7 @@ def stat(pid: int) -> tuple[str, int] | None:
             data = f.read()
     except OSError:
         return None
-    fields = data[data.rfind(b")") + 2:].split()
+    fields = data[data.rfind(b")") + 2 :].split()
     return fields[0].decode(), int(fields[19])
 
 
@@ -131,6 +131,7 @@ async def watchdog(handle: TaskHandle, td: Path, limit_mb: int, interval: float)
     await asyncio.sleep(2.0)
     signal_task(handle, signal.SIGKILL)
 
+
 def command_processes(shim: psutil.Process, procs: list[psutil.Process]) -> list[psutil.Process]:
     """Everything in the tree but the shim's own shells (same command line) and its two tees."""
     try:
@@ -149,3 +150,38 @@ def command_processes(shim: psutil.Process, procs: list[psutil.Process]) -> list
                 continue
             victims.append(p)
     return victims
+
+
+def task_exit(handle: TaskHandle, td: Path, status: int | None, stopped: bool) -> TaskExit:
+    """How a task ended: its shim's exit code (or the wait status, or what a kill without one means), the signal,
+    and whether an OOM kill made it fail. ``stopped``: the daemon stopped it. Read before its cgroup goes."""
+    code = taskdir.exit_code(td)
+    diag = ""
+    if code is None:
+        if status is not None:
+            code = 128 - status if status < 0 else status
+        elif (td / taskdir.OOM).exists() or stopped:
+            code = 128 + signal.SIGKILL
+        else:
+            return TaskExit(EXIT_LOST, "the task ended while the daemon was down and left no exit status")
+        if stopped and code == 128 + signal.SIGKILL:
+            diag = "killed with SIGKILL: the task did not end within the stop grace period"
+    sig = code - 128 if 128 < code <= 128 + 64 else None
+    oom, how = _oom(handle, td, code)
+    limit = handle.info.get("memory_mb")
+    if oom:
+        diag = f"out of memory: the task used more than {limit} MB (limit enforced by {how})"
+    return TaskExit(exit_code=code, diagnostics=diag, oom=oom, signal=sig)
+
+
+def _oom(handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:
+    """An OOM kill that made the task fail (a task that survived one of its processes being killed did not)."""
+    if code == 0:
+        return False, ""
+    if (td / taskdir.OOM).exists():
+        return True, "the process runtime's memory watchdog"
+    cgroup = TaskCgroup.from_info(handle.info)
+    if cgroup is None:
+        return False, ""
+    oom = cgroup.oom_kills() > 0 or (code == 128 + signal.SIGKILL and cgroup.failcnt() > 0)
+    return oom, cgroup.describe()

@@ -1,0 +1,12 @@
+"""SQLite state of the embedded cluster (WAL): users and tokens, jobs, attempts, tasks, events. All of the
+daemon's SQL is here.
+
+Only the daemon opens this database. Every write that changes a job happens in one transaction, so a
+daemon killed at any moment leaves a consistent state to recover from.
+"""
+
+from .db import debug_id, dumps, loads, now_ms
+from .jobs import Store
+from .users import check_password, hash_password, hash_token
+
+__all__ = ["Store", "check_password", "debug_id", "dumps", "hash_password", "hash_token", "loads", "now_ms"]

@@ -1,0 +1,223 @@
+"""Jobs, their attempts, tasks and events: every statement the cluster runs on them, each a named method."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ....common.states import ACTIVE_TASK, LIVE_JOB
+from .db import debug_id, now_ms
+from .schema import CORE_COLUMNS, ITEM, LIST_ORDER_FIELDS, sql_set
+from .users import Users
+
+
+class Store(Users):
+    """Thin, typed access to the database; rows come back as dicts. Only the daemon opens it."""
+
+    # ---- jobs -------------------------------------------------------------------------------------------------
+    def job(self, user: str, name: str) -> dict[str, Any] | None:
+        """The whole job row with its submitted config text and model."""
+        return self.one(
+            "SELECT * FROM jobs JOIN job_configs c ON c.job_id = jobs.id WHERE user = ? AND name = ?", (user, name)
+        )
+
+    def job_by_id(self, job_id: int) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+
+    def insert_job(
+        self,
+        user: str,
+        name: str,
+        *,
+        vc: str,
+        now: int,
+        total_gpu: int,
+        total_tasks: int,
+        total_roles: int,
+        config_format: str,
+        config_text: str,
+        model: str,
+    ) -> int:
+        """A new WAITING job and its submitted config (inside the caller's transaction); returns its id.
+        Raises ``sqlite3.IntegrityError`` when the user has a job of that name."""
+        cur = self.db.execute(
+            "INSERT INTO jobs (user, name, debug_id, state, sub_state, vc, submission_time, created_time, "
+            "total_gpu, total_tasks, total_roles, config_format) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                user,
+                name,
+                debug_id(user, name),
+                "WAITING",
+                "AttemptCreationPending",
+                vc,
+                now,
+                now,
+                total_gpu,
+                total_tasks,
+                total_roles,
+                config_format,
+            ),
+        )
+        job_id = cur.lastrowid
+        assert job_id is not None  # an INSERT into a rowid table always sets it
+        self.db.execute(
+            "INSERT INTO job_configs (job_id, config_text, model) VALUES (?,?,?)", (job_id, config_text, model)
+        )
+        return job_id
+
+    def delete_job(self, job_id: int) -> None:
+        """The job and (by cascade) its config, attempts, tasks, events and tags."""
+        self.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def model_text(self, job_id: int) -> str | None:
+        """The job's stored model (JSON), as the daemon parsed it at submission or last changed it."""
+        row = self.db.execute("SELECT model FROM job_configs WHERE job_id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def set_model_text(self, job_id: int, model: str) -> None:
+        self.db.execute("UPDATE job_configs SET model = ? WHERE job_id = ?", (model, job_id))
+
+    def overdue_jobs(self, now: float) -> list[dict[str, Any]]:
+        """RUNNING jobs whose deadline (seconds since the epoch) is before ``now``."""
+        return self.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? AND state = 'RUNNING'", (now,))
+
+    def jobs_in_state(self, state: str) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM jobs WHERE state = ?", (state,))
+
+    def jobs_in_sub_state(self, sub_state: str) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM jobs WHERE sub_state = ?", (sub_state,))
+
+    def queued_jobs(self) -> list[dict[str, Any]]:
+        """Started jobs with a task of their current attempt still WAITING (id, vc, submission_time): the queue
+        a restarted daemon rebuilds."""
+        return self.all(
+            "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
+            "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
+            f"j.state IN {sql_set(LIVE_JOB)}"
+        )
+
+    def update_job(self, job_id: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
+
+    def job_core(self, job_id: int) -> dict[str, Any] | None:
+        """A job row without its (large) config text and model."""
+        return self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+
+    def list_item(self, job_id: int) -> dict[str, Any]:
+        return json.loads(self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+
+    def add_tag(self, job_id: int, tag: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO job_tags (job_id, tag) VALUES (?, ?)", (job_id, tag))
+
+    def delete_tag(self, job_id: int, tag: str) -> bool:
+        return self.db.execute("DELETE FROM job_tags WHERE job_id = ? AND tag = ?", (job_id, tag)).rowcount > 0
+
+    def list_json(
+        self,
+        *,
+        users: list[str] | None = None,
+        states: list[str] | None = None,
+        vcs: list[str] | None = None,
+        keyword: str | None = None,
+        order: str = "submissionTime,DESC",
+        offset: int = 0,
+        limit: int = 5000,
+        with_total: bool = False,
+    ) -> tuple[str, int | None]:
+        """The JSON array of list items (and the total count when asked), filtered, ordered and paged."""
+        where, args = [], []
+        for col, values in (("user", users), ("state", states), ("vc", vcs)):
+            if values:
+                where.append(f"{col} IN ({','.join('?' * len(values))})")
+                args += values
+        if keyword:
+            where.append("(instr(name, ?) > 0 OR instr(user, ?) > 0 OR instr(vc, ?) > 0)")
+            args += [keyword] * 3
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        field, _, direction = order.partition(",")
+        col = LIST_ORDER_FIELDS.get(field, "submission_time")
+        direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
+        tagged = self.db.execute("SELECT 1 FROM job_tags LIMIT 1").fetchone() is not None  # else: no tag to add
+        rows = self.db.execute(
+            f"SELECT {ITEM if tagged else 'item'} FROM jobs{clause} ORDER BY {col} {direction}, "
+            f"id {direction} LIMIT ? OFFSET ?",
+            (*args, limit, offset),
+        ).fetchall()
+        total = self.db.execute(f"SELECT count(*) FROM jobs{clause}", args).fetchone()[0] if with_total else None
+        return "[" + ",".join(r[0] for r in rows) + "]", total
+
+    # ---- tasks, attempts, events ---------------------------------------------------------------------------------
+    def tasks(self, job_id: int, attempt: int | None = None) -> list[dict[str, Any]]:
+        if attempt is None:
+            return self.all("SELECT * FROM tasks WHERE job_id = ? ORDER BY attempt, rowid", (job_id,))
+        return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
+
+    def task(self, job_id: int, attempt: int, role: str, idx: int) -> dict[str, Any] | None:
+        return self.one(
+            "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+            (job_id, attempt, role, idx),
+        )
+
+    def live_tasks(self) -> list[dict[str, Any]]:
+        """Tasks that hold resources (STARTING, RUNNING) or ports, each with its job's ``vc``: what a restarted
+        daemon re-attaches to and accounts for."""
+        return self.all(
+            "SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
+            f"WHERE t.state IN {sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL"
+        )
+
+    def waiting_tasks(self, job_id: int, attempt: int) -> list[dict[str, Any]]:
+        return self.all(
+            "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",
+            (job_id, attempt),
+        )
+
+    def update_task(self, task: dict[str, Any], **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(
+            f"UPDATE tasks SET {cols} WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+            (*fields.values(), task["job_id"], task["attempt"], task["role"], task["idx"]),
+        )
+        task.update(fields)
+
+    def add_event(
+        self, job_id: int, type_: str, reason: str, message: str, role: str | None = None, idx: int | None = None
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO events (job_id, time, type, reason, message, role, idx) VALUES (?,?,?,?,?,?,?)",
+            (job_id, now_ms(), type_, reason, message, role, idx),
+        )
+
+    def events(self, job_id: int, type_: str | None = None) -> list[dict[str, Any]]:
+        if type_:
+            return self.all("SELECT * FROM events WHERE job_id = ? AND type = ? ORDER BY id", (job_id, type_))
+        return self.all("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+
+    def insert_attempt(self, job_id: int, attempt: int, tasks: list[tuple[str, int, int, int, int]]) -> None:
+        """A new WAITING attempt and its WAITING tasks, each ``(role, idx, cpu, memory_mb, gpu)`` (inside the
+        caller's transaction)."""
+        self.db.execute(
+            "INSERT INTO attempts (job_id, attempt, state, created_time) VALUES (?,?,?,?)",
+            (job_id, attempt, "WAITING", now_ms()),
+        )
+        self.db.executemany(
+            "INSERT INTO tasks (job_id, attempt, role, idx, state, cpu, memory_mb, gpu, created_time) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            [
+                (job_id, attempt, role, idx, "WAITING", cpu, memory_mb, gpu, now_ms())
+                for role, idx, cpu, memory_mb, gpu in tasks
+            ],
+        )
+
+    def update_attempt(self, job_id: int, attempt: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(
+            f"UPDATE attempts SET {cols} WHERE job_id = ? AND attempt = ?", (*fields.values(), job_id, attempt)
+        )
+
+    def attempts(self, job_id: int) -> list[dict[str, Any]]:
+        return self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))
+
+    def attempt(self, job_id: int, attempt: int) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt))

@@ -1,0 +1,77 @@
+"""Users, their passwords and API tokens (only hashes are stored)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from typing import Any
+
+from .db import Database
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 200_000)
+    return f"pbkdf2${salt.hex()}${digest.hex()}"
+
+
+def check_password(password: str, stored: str | None) -> bool:
+    if not stored or not stored.startswith("pbkdf2$"):
+        return False
+    _, salt, _digest = stored.split("$")
+    return secrets.compare_digest(hash_password(password, bytes.fromhex(salt)), stored)
+
+
+class Users(Database):
+    """The users and tokens tables."""
+
+    def ensure_user(self, name: str, *, admin: bool = False) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO users (name, admin, created) VALUES (?, ?, ?)", (name, int(admin), time.time())
+            )
+            if admin:
+                db.execute("UPDATE users SET admin = 1 WHERE name = ?", (name,))
+
+    def set_password(self, name: str, password: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (hash_password(password), name))
+
+    def new_token(self, user: str, label: str = "") -> str:
+        token = secrets.token_urlsafe(32)
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO tokens (hash, user, label, created) VALUES (?, ?, ?, ?)",
+                (hash_token(token), user, label, time.time()),
+            )
+        return token
+
+    def user_for_token(self, token: str) -> dict[str, Any] | None:
+        return self.one(
+            "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?",
+            (hash_token(token),),
+        )
+
+    def user(self, name: str) -> dict[str, Any] | None:
+        return self.one("SELECT * FROM users WHERE name = ?", (name,))
+
+    def tokens(self, user: str) -> list[dict[str, Any]]:
+        """The user's tokens: label, created, the stored hash, and an id to name one by (not the token)."""
+        rows = self.all("SELECT hash, label, created FROM tokens WHERE user = ? ORDER BY created", (user,))
+        for r in rows:
+            r["id"] = f"sha256-{r['hash'][:16]}"
+        return rows
+
+    def revoke_token(self, digest: str) -> None:
+        self.db.execute("DELETE FROM tokens WHERE hash = ?", (digest,))
+
+    def users(self) -> list[dict[str, Any]]:
+        return self.all("SELECT name, admin, created FROM users ORDER BY name")
+
+    def user_names(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM users").fetchall()}
