@@ -73,13 +73,20 @@ def run_p5() -> tuple[Figure, Figure]:
             svc = _running(d, job)
             server = start_jupyter(tmp / "jupyter", d.home, extensions={"jupyter_server_proxy": True})
             tb, jp = svc["tensorboard"], svc["jupyter"]
-            direct = httpx.Client(timeout=120)
+            # The task's TensorBoard answers only a request with its service token (what our proxy adds): the
+            # direct request and the peer's carry it too; the peer authenticates to Jupyter with the query token
+            # instead, as jupyter-server-proxy hands the Authorization header on to the service.
+            tb_auth = {"Authorization": f"token {tb['token']}"}
+            direct = httpx.Client(timeout=120, headers=tb_auth)
             proxied = server.http(timeout=120)
+            peer_client = httpx.Client(
+                base_url=str(proxied.base_url), timeout=120, headers=tb_auth, params={"token": server.token}
+            )
             runs_direct = f"http://{tb['host']}:{tb['port']}/data/runs"
             runs_proxied = task_url(job, "tensorboard/data/runs")
             runs_peer = f"proxy/{tb['port']}/data/runs"  # jupyter-server-proxy's own route, same server
             wait_for(lambda: "run_a" in proxied.get(runs_proxied).text, 60, "TensorBoard to load the event file")
-            wait_for(lambda: proxied.get(runs_peer).status_code == 200, 60, "jupyter-server-proxy's own route")
+            wait_for(lambda: "run_a" in peer_client.get(runs_peer).text, 60, "jupyter-server-proxy's own route")
             a: list[float] = []
             b: list[float] = []
             peer: list[float] = []
@@ -87,7 +94,7 @@ def run_p5() -> tuple[Figure, Figure]:
             for i in range(P5_WARMUP + P5_REQUESTS):
                 t_direct, _ = _fetch(direct, runs_direct)
                 t_proxied, _ = _fetch(proxied, runs_proxied)
-                t_peer, _ = _fetch(proxied, runs_peer)
+                t_peer, _ = _fetch(peer_client, runs_peer)
                 t_floor, _ = _fetch(proxied, "api/status")
                 if i >= P5_WARMUP:
                     a.append(t_direct * 1000)
@@ -136,6 +143,7 @@ def run_p5() -> tuple[Figure, Figure]:
                 f"{max(rates_proxied[1:]):.0f} MB/s); baseline: the same GET to the task's Jupyter port"
             )
             direct.close()
+            peer_client.close()
             d.http.put(f"/api/v2/jobs/{job}/executionType", json={"value": "STOP"})
     finally:
         if server is not None:
