@@ -62,7 +62,8 @@ def signal_task(handle: TaskHandle, sig: int) -> None:
     if st is None or same_process(handle, st):  # a dead leader's group may still hold orphans
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
-    if st is not None and same_process(handle, st):
+    # a live shim's descendants (an exited one's were re-parented when it exited: walking /proc would find none)
+    if st is not None and st[0] not in ("Z", "X") and same_process(handle, st):
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(pid).children(recursive=True):
                 with contextlib.suppress(psutil.Error):
