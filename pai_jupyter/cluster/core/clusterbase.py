@@ -7,7 +7,6 @@ import asyncio
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
@@ -19,12 +18,12 @@ from .errors import NoJobError
 from .queue import JobQueue
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, Space
-from .store import Store
+from .store import JobCore, JobWithConfig, Store, TaskRow
 
 JOB_CACHE = 512
 
 
-def demand(task: dict[str, Any]) -> Resources:
+def demand(task: TaskRow) -> Resources:
     return Resources(task["cpu"], task["memory_mb"], task["gpu"])
 
 
@@ -59,11 +58,12 @@ class ClusterBase(ABC):
             self.runtime_description += f"; {self.accounts.describe()}"
 
     # ---- lookups -------------------------------------------------------------------------------------------------
-    def job_model(self, row: dict[str, Any]) -> Job:
+    def job_model(self, row: JobCore) -> Job:
         """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
         job = self._jobs.pop(row["id"], None)
         if job is None:
-            text = row.get("model") or self.store.model_text(row["id"])
+            model = row.get("model")  # a row read with its config (JobWithConfig) carries it
+            text = model if isinstance(model, str) and model else self.store.model_text(row["id"])
             if text is None:
                 raise NoJobError(f"job {row.get('user')}~{row.get('name')} has no stored model")
             job = Job.model_validate_json(text)
@@ -76,13 +76,13 @@ class ClusterBase(ABC):
         """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone."""
         self._jobs.pop(job_id, None)
 
-    def get_job(self, user: str, name: str) -> dict[str, Any]:
+    def get_job(self, user: str, name: str) -> JobWithConfig:
         row = self.store.job(user, name)
         if row is None:
             raise NoJobError(f"job {user}~{name} was not found")
         return row
 
-    def task_dir(self, row: dict[str, Any], attempt: int, role: str, idx: int, task_attempt: int) -> Path:
+    def task_dir(self, row: JobCore, attempt: int, role: str, idx: int, task_attempt: int) -> Path:
         # one level per task attempt (a0.main-0.t0): every directory made costs up to a millisecond on some disks
         return self.job_dir(row["user"], row["name"]) / f"a{attempt}.{role}-{idx}.t{task_attempt}"
 
@@ -102,7 +102,7 @@ class ClusterBase(ABC):
             self._homes.add(user)
         return path
 
-    def layout(self, row: dict[str, Any], job: Job) -> Layout | None:
+    def layout(self, row: JobCore, job: Job) -> Layout | None:
         """The Estimator's /ml tree of this job, when it asked for one."""
         spec = job.extras.get(ESTIMATOR_KEY)
         return Layout(self.job_dir(row["user"], row["name"]) / "ml", spec) if isinstance(spec, dict) else None

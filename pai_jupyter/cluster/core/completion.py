@@ -5,21 +5,21 @@ minSucceeded succeed it, null disables a rule, and an attempt whose tasks have a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ...common.states import FINAL
 from ...protocol import Job
+from .store import TaskRow
 
 
 @dataclass
 class Decision:
     state: str  # SUCCEEDED | FAILED
-    trigger: dict[str, Any]  # the task row that decided
+    trigger: TaskRow  # the task row that decided
     exit_code: int | None
     message: str
 
 
-def decide(job: Job, tasks: list[dict[str, Any]]) -> Decision | None:
+def decide(job: Job, tasks: list[TaskRow]) -> Decision | None:
     """The attempt's outcome once it is decided, else None (it goes on)."""
     for role in job.task_roles:
         mine = [t for t in tasks if t["role"] == role.name]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from typing import Any
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
@@ -14,7 +13,7 @@ from ..runtime.base import TaskExit, TaskHandle
 from . import completion
 from .clusterbase import ClusterBase, demand
 from .errors import JobNotFinishedError
-from .store import loads, now_ms
+from .store import JobCore, TaskRow, loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")
 DELETION_PENDING = "AttemptDeletionPending"
@@ -25,7 +24,7 @@ class Ending(ClusterBase):
     """Every way a task or job ends, recorded in one transaction each, then ``schedule`` (room may be free)."""
 
     # ---- completion ----------------------------------------------------------------------------------------------
-    def _task_ended(self, job_id: int, t: dict[str, Any], result: TaskExit, handle: TaskHandle | None) -> None:
+    def _task_ended(self, job_id: int, t: TaskRow, result: TaskExit, handle: TaskHandle | None) -> None:
         row = self.store.job_core(job_id)
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"]) if row else None
         if row is None or current is None or current["task_attempt"] != t["task_attempt"]:
@@ -73,7 +72,7 @@ class Ending(ClusterBase):
             self.capacity.give_back(row["vc"], demand(current), loads(current["gpus"], []))
         self.schedule()
 
-    def _retry_task(self, row: dict[str, Any], task: dict[str, Any]) -> None:
+    def _retry_task(self, row: JobCore, task: TaskRow) -> None:
         self.store.update_task(
             task,
             state="WAITING",
@@ -94,17 +93,17 @@ class Ending(ClusterBase):
         )
         self.queue.add(row["vc"], row["submission_time"], row["id"])
 
-    def _apply_completion(self, row: dict[str, Any], job: Job) -> None:
+    def _apply_completion(self, row: JobCore, job: Job) -> None:
         decision = completion.decide(job, self.store.tasks(row["id"], row["attempt"]))
         if decision is not None:
             self._finish_attempt(row, job, decision.state, decision.trigger, decision.exit_code, decision.message)
 
     def _finish_attempt(
         self,
-        row: dict[str, Any],
+        row: JobCore,
         job: Job,
         state: str,
-        trigger: dict[str, Any] | None,
+        trigger: TaskRow | None,
         exit_code: int | None,
         diagnostics: str,
     ) -> None:
@@ -131,12 +130,11 @@ class Ending(ClusterBase):
             "waiting_reason": None,
             "deadline": None,
         }
-        self.store.update_job(row["id"], **decided)
-        row.update(decided)
+        self.store.set_job(row, **decided)
         self._stop_remaining(row)
         self._maybe_completed(row)
 
-    def _maybe_completed(self, row: dict[str, Any]) -> None:
+    def _maybe_completed(self, row: JobCore) -> None:
         """End a decided attempt whose tasks are all gone: the job takes the attempt's outcome, or (a failed
         attempt with retries left, and no stop asked for) waits for its next attempt at its place in the queue."""
         if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
@@ -151,36 +149,28 @@ class Ending(ClusterBase):
             attempt = row["attempt"] + 1
             self._new_attempt(row["id"], attempt, job)
             self.queue.add(row["vc"], row["submission_time"], row["id"])
-            waiting = {
-                "state": "WAITING",
-                "sub_state": "AttemptCreationPending",
-                "attempt": attempt,
-                "retries": row["retries"] + 1,
-            }
-            self.store.update_job(row["id"], **waiting)
-            self.store.add_event(
-                row["id"],
-                "Warning",
-                "JobRetry",
+            retry = (
                 f"attempt {row['attempt']} failed: {diagnostics}; "
-                f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})",
+                f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})"
             )
-            row.update(waiting)
+            self.store.set_job(
+                row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, retries=row["retries"] + 1
+            )
+            self.store.add_event(row["id"], "Warning", "JobRetry", retry)
             return
-        self.store.update_job(row["id"], state=state, sub_state="Completed", completed_time=now)
+        self.store.set_job(row, state=state, sub_state="Completed", completed_time=now)
         self.store.add_event(
             row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
         )
-        row.update(state=state, sub_state="Completed", completed_time=now)
 
-    def resume_completion(self, row: dict[str, Any]) -> None:
+    def resume_completion(self, row: JobCore) -> None:
         """Carry on the end of a decided attempt (AttemptDeletionPending when the daemon went down): stop what
         still runs, and end the attempt once nothing does."""
         with self.store.tx():
             self._stop_remaining(row)
             self._maybe_completed(row)
 
-    def _stop_remaining(self, row: dict[str, Any]) -> None:
+    def _stop_remaining(self, row: JobCore) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
             if t["state"] == "WAITING":
                 self.store.update_task(
@@ -191,17 +181,17 @@ class Ending(ClusterBase):
                 if t["handle"]:
                     self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
 
-    def _release_ports(self, row: dict[str, Any]) -> None:
+    def _release_ports(self, row: JobCore) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
             for ports in (loads(t["ports"]) or {}).values():
                 self.ports.release(ports)
 
     # ---- stop, delete, time limits -------------------------------------------------------------------------------
-    def stop(self, row: dict[str, Any], reason: str) -> None:
+    def stop(self, row: JobCore, reason: str) -> None:
         """Stop the job (on a full disk too: see space.py)."""
         self.space.with_room(lambda: self._stop(row, reason))
 
-    def _stop(self, row: dict[str, Any], reason: str) -> None:
+    def _stop(self, row: JobCore, reason: str) -> None:
         if row["state"] in FINAL or row["execution_type"] == "STOP":
             return
         if row["sub_state"] == DELETION_PENDING:  # the attempt already has its outcome: keep it, retry no more
@@ -216,21 +206,20 @@ class Ending(ClusterBase):
             row["execution_type"] = "STOP"
             return
         with self.store.tx():
-            self.store.update_job(row["id"], execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
+            self.store.set_job(row, execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
             self.store.add_event(row["id"], "Normal", "StopRequested", reason)
-            row.update(execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
             self._stop_remaining(row)
             self._maybe_stopped(row)
         self.schedule()
 
-    def resume_stop(self, row: dict[str, Any]) -> None:
+    def resume_stop(self, row: JobCore) -> None:
         """Carry on the stop of a STOPPING job (one in flight when the daemon went down): stop what still runs,
         and end the job once nothing does."""
         with self.store.tx():
             self._stop_remaining(row)
             self._maybe_stopped(row)
 
-    def _maybe_stopped(self, row: dict[str, Any]) -> None:
+    def _maybe_stopped(self, row: JobCore) -> None:
         if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
             return
         now = now_ms()
@@ -251,11 +240,11 @@ class Ending(ClusterBase):
                 f"stopped: the job ran longer than its max run time of {minutes:g} minutes (extras.maxRunTimeMinutes)",
             )
 
-    def delete(self, row: dict[str, Any]) -> None:
+    def delete(self, row: JobCore) -> None:
         """Delete a finished job and its files (on a full disk too: that is how space comes back)."""
         self.space.with_room(lambda: self._delete(row))
 
-    def _delete(self, row: dict[str, Any]) -> None:
+    def _delete(self, row: JobCore) -> None:
         if row["state"] not in FINAL:
             raise JobNotFinishedError(f"job {row['user']}~{row['name']} is {row['state']}; stop it before deleting")
         for t in self.store.tasks(row["id"]):

@@ -8,7 +8,6 @@ import logging
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from ...common.states import LIVE_JOB
 from ...protocol import Job
@@ -19,7 +18,7 @@ from ..task.taskspec import prepare_task_dir, task_spec
 from .clusterbase import demand
 from .ending import Ending
 from .scheduler import Resources
-from .store import dumps, loads, now_ms
+from .store import JobCore, TaskRow, dumps, loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")
 
@@ -64,7 +63,7 @@ class Launching(Ending):
                 if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
                     entries.pop(0)  # and a nested schedule() removed it already
 
-    def waiting_reason(self, row: dict[str, Any]) -> str | None:
+    def waiting_reason(self, row: JobCore) -> str | None:
         """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
         ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
         if ahead is None or row["execution_type"] != "START":
@@ -73,12 +72,12 @@ class Launching(Ending):
             return f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
         return row["waiting_reason"]
 
-    def _set_waiting(self, row: dict[str, Any], reason: str) -> None:
+    def _set_waiting(self, row: JobCore, reason: str) -> None:
         if row.get("waiting_reason") != reason:
             self.store.update_job(row["id"], waiting_reason=reason)
             row["waiting_reason"] = reason
 
-    def _placements(self, row: dict[str, Any], job: Job) -> dict[tuple[str, int], Placement]:
+    def _placements(self, row: JobCore, job: Job) -> dict[tuple[str, int], Placement]:
         """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
         tasks = self.store.tasks(row["id"], row["attempt"])
         out = {}
@@ -105,7 +104,7 @@ class Launching(Ending):
                 out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
         return out
 
-    def _launch(self, row: dict[str, Any], job: Job, tasks: list[dict[str, Any]]) -> None:
+    def _launch(self, row: JobCore, job: Job, tasks: list[TaskRow]) -> None:
         now = now_ms()
         with self.store.tx():
             for t in tasks:
@@ -134,12 +133,12 @@ class Launching(Ending):
             placements = self._placements(row, job)
             fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
         for t in tasks:
-            t.update(services=fresh[(t["role"], t["idx"])]["services"], ports=fresh[(t["role"], t["idx"])]["ports"])
+            t.update(
+                {"services": fresh[(t["role"], t["idx"])]["services"], "ports": fresh[(t["role"], t["idx"])]["ports"]}
+            )
             self._start_task(row, job, t, placements)
 
-    def _start_task(
-        self, row: dict[str, Any], job: Job, t: dict[str, Any], placements: dict[tuple[str, int], Placement]
-    ) -> None:
+    def _start_task(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> None:
         """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
@@ -182,10 +181,10 @@ class Launching(Ending):
             quick.set_result(handle)
         loop.call_soon(self._started_safely, row["id"], t, quick)
 
-    def _started_safely(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+    def _started_safely(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
         self.space.with_room(lambda: self._started(job_id, t, future))
 
-    def _started(self, job_id: int, t: dict[str, Any], future: Future[TaskHandle]) -> None:
+    def _started(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
         exc = future.exception()
         if exc is not None:
             if not isinstance(exc, TaskStartError):
@@ -214,13 +213,15 @@ class Launching(Ending):
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.stop_grace)
 
-    def watch(self, job_id: int, t: dict[str, Any], handle: TaskHandle) -> None:
+    def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
         """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
         key = (job_id, t["attempt"], t["role"], t["idx"])
+        task_dir = t["task_dir"]
+        assert task_dir is not None  # set when the task was launched (STARTING)
 
         async def watch() -> None:
             try:
-                result = await self.runtime.wait(handle, Path(t["task_dir"]))
+                result = await self.runtime.wait(handle, Path(task_dir))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")

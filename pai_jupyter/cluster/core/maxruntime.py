@@ -16,6 +16,7 @@ from ...protocol.rules import MAX_RUN_TIME_KEY, run_time_problem
 from .ending import DELETION_PENDING
 from .errors import ApiError, BadRequest
 from .service import Cluster
+from .store import JobCore
 
 
 class JobNotRunningError(ApiError):
@@ -29,7 +30,7 @@ def check_minutes(value: Any) -> float:
     return int(value) if float(value).is_integer() else float(value)
 
 
-def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: str) -> dict[str, Any]:
+def set_max_run_time(cluster: Cluster, row: JobCore, minutes: float, by: str) -> dict[str, Any]:
     """Record the new limit durably and move the running attempt's deadline; returns the new deadline."""
     if row["state"] in FINAL or row["execution_type"] == "STOP":
         raise JobNotRunningError(f"job {row['user']}~{row['name']} is {row['state']}; its run time is over")
@@ -42,6 +43,7 @@ def set_max_run_time(cluster: Cluster, row: dict[str, Any], minutes: float, by: 
         if row["state"] == "RUNNING" and row["sub_state"] != DELETION_PENDING:
             launched = cluster.store.attempt(row["id"], row["attempt"])
             started_ms = (launched and launched["launched_time"]) or row["launched_time"]
+            assert started_ms is not None  # a RUNNING job was launched
             deadline = started_ms / 1000 + minutes * 60
             cluster.store.update_job(row["id"], deadline=deadline)
         cluster.store.add_event(

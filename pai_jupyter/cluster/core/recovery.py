@@ -29,6 +29,7 @@ def recover(cluster: Cluster) -> None:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
         cluster.capacity.take(t["vc"], demand, gpus)
+        assert t["task_dir"] is not None  # set when the task was launched (STARTING)
         handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else cluster.runtime.find(t["task_dir"])
         if handle is None:  # it never started: run it again
             with cluster.store.tx():
@@ -42,8 +43,8 @@ def recover(cluster: Cluster) -> None:
             cluster.runtime.stop(handle, cluster.stop_grace)
     for row in cluster.store.jobs_in_sub_state(DELETION_PENDING):  # before the queue: its next attempt joins it
         cluster.resume_completion(row)
-    for row in cluster.store.queued_jobs():
-        cluster.queue.add(row["vc"], row["submission_time"], row["id"])
+    for queued in cluster.store.queued_jobs():
+        cluster.queue.add(queued["vc"], queued["submission_time"], queued["id"])
     for row in cluster.store.jobs_in_state("STOPPING"):
         cluster.resume_stop(row)
     cluster.schedule()

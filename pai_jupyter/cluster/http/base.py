@@ -12,13 +12,14 @@ import tornado.web
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
 from ..core.service import Cluster
 from ..core.space import is_full
+from ..core.store import JobWithConfig, TokenUser
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
 MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
 
 
-def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> dict[str, Any]:
+def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> TokenUser:
     """The user of the request's bearer token; 401 without one or with a wrong one."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     user = cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
@@ -27,7 +28,7 @@ def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) 
     return user
 
 
-def visible_job(cluster: Cluster, viewer: dict[str, Any], user: str, name: str) -> dict[str, Any]:
+def visible_job(cluster: Cluster, viewer: TokenUser, user: str, name: str) -> JobWithConfig:
     """The job, if this viewer may see it; someone else's job is as absent as a missing one."""
     if user != viewer["name"] and not viewer["admin"]:
         raise NoJobError(f"job {user}~{name} was not found")
@@ -36,7 +37,7 @@ def visible_job(cluster: Cluster, viewer: dict[str, Any], user: str, name: str) 
 
 class Base(tornado.web.RequestHandler):
     cluster: Cluster
-    user: dict[str, Any]
+    user: TokenUser
     public = False
 
     def initialize(self, cluster: Cluster) -> None:
@@ -87,7 +88,7 @@ class Base(tornado.web.RequestHandler):
             return
         super()._handle_request_exception(e)
 
-    def own_job(self, user: str, name: str) -> dict[str, Any]:
+    def own_job(self, user: str, name: str) -> JobWithConfig:
         return visible_job(self.cluster, self.user, user, name)
 
     def json_body(self) -> dict[str, Any]:

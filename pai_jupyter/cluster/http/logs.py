@@ -13,12 +13,13 @@ from tornado.iostream import StreamClosedError
 from ...common.states import FINAL
 from ..core.errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSatisfiable, UnauthorizedUserError
 from ..core.service import Cluster
+from ..core.store import JobCore, TaskRow
 from ..runtime.taskdir import LOGS
 from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
 from .base import JOB, MAX_INT, Base, Route, authenticate
 
 
-def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: str) -> dict[str, Any]:
+def _task(cluster: Cluster, row: JobCore, attempt: str, role: str, idx: str) -> TaskRow:
     if int(attempt) > MAX_INT or int(idx) > MAX_INT:
         raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}] in attempt {attempt}")
     task = cluster.store.task(row["id"], int(attempt), role, int(idx))
@@ -27,7 +28,7 @@ def _task(cluster: Cluster, row: dict[str, Any], attempt: str, role: str, idx: s
     return task
 
 
-def _log_path(cluster: Cluster, row: dict[str, Any], task: dict[str, Any], task_attempt: int) -> Path:
+def _log_path(cluster: Cluster, row: JobCore, task: TaskRow, task_attempt: int) -> Path:
     return cluster.task_dir(row, task["attempt"], task["role"], task["idx"], task_attempt)
 
 

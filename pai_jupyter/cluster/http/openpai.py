@@ -10,7 +10,7 @@ from typing import Any
 from ... import __version__
 from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
 from ..core.service import Cluster
-from ..core.store import hash_token
+from ..core.store import JobCore, UserSummary, hash_token
 from . import views
 from .authn import LoginLimiter, login, login_body
 from .base import JOB, MAX_INT, Base, Route, authenticate
@@ -111,7 +111,7 @@ class Index(Base):
         )
 
 
-def _user_info(cluster: Cluster, row: dict[str, Any]) -> dict[str, Any]:
+def _user_info(cluster: Cluster, row: UserSummary) -> dict[str, Any]:
     vcs = sorted(cluster.capacity.quotas)
     return {
         "username": row["name"],
@@ -173,7 +173,7 @@ class VirtualCluster(Base):
         self.write_json(_vc_info(self.cluster, name))
 
 
-def _attempt_number(raw: str, row: dict[str, Any]) -> int:
+def _attempt_number(raw: str, row: JobCore) -> int:
     number = int(raw) if len(raw) < 12 else MAX_INT + 1
     if number > row["attempt"]:
         raise NotFoundError(f"Job attempt not found in job {row['user']}~{row['name']} with jobAttemptIndex {raw}")

@@ -11,15 +11,18 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..core.errors import BadRequest, NotFoundError
-from ..core.store import loads
+from ..core.store import JobCore, loads
 from ..paths import os_user
 from ..runtime import taskdir
 from ..task import sshd
 from .base import Base, Route
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 TITLE_MAX = 100
 
@@ -69,7 +72,7 @@ class SshKey(Base):
         self.write_json({"message": f"ssh key {title!r} removed"})
 
 
-def ssh_info(cluster: Any, row: dict[str, Any]) -> dict[str, Any]:
+def ssh_info(cluster: Cluster, row: JobCore) -> dict[str, Any]:
     job = cluster.job_model(row)
     params = sshd.plugin(job)
     if params is None:

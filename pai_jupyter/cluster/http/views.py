@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ...common.states import FINAL
-from ..core.store import loads
+from ..core.store import AttemptRow, EventRow, JobCore, TaskRow, loads
 
 EXIT_SPECS: dict[int, tuple[str, str, str]] = {
     0: ("Succeeded", "SUCCEEDED", "The task completed."),
@@ -48,7 +48,7 @@ def _gpu_mask(gpus: list[int]) -> int:
     return sum(1 << g for g in gpus)
 
 
-def log_url(row: dict[str, Any], task: dict[str, Any]) -> str:
+def log_url(row: JobCore, task: TaskRow) -> str:
     fw = quote(f"{row['user']}~{row['name']}", safe="~")
     return (
         f"/api/v2/jobs/{fw}/attempts/{task['attempt']}/taskRoles/{quote(task['role'], safe='')}/taskIndex/"
@@ -56,7 +56,7 @@ def log_url(row: dict[str, Any], task: dict[str, Any]) -> str:
     )
 
 
-def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+def task_status(row: JobCore, task: TaskRow) -> dict[str, Any]:
     ports = loads(task["ports"], {}) or {}
     gpus = loads(task["gpus"], []) or []
     handle = loads(task["handle"], {}) or {}
@@ -88,7 +88,7 @@ def task_status(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
 
 
 def detail(
-    row: dict[str, Any], item: dict[str, Any], tasks: list[dict[str, Any]], roles: list[str], waiting_reason: str | None
+    row: JobCore, item: dict[str, Any], tasks: list[TaskRow], roles: list[str], waiting_reason: str | None
 ) -> dict[str, Any]:
     """OpenPAI's job detail; ``item`` is the job's list item (from the store)."""
     status = dict(item)
@@ -133,13 +133,13 @@ def exit_diagnostics(diagnostics: str | None) -> dict[str, Any] | None:
     return {"diagnosticsSummary": diagnostics, "runtime": None, "launcher": diagnostics} if diagnostics else None
 
 
-def attempt_state(attempt: dict[str, Any]) -> str:
+def attempt_state(attempt: AttemptRow) -> str:
     """An attempt that has its outcome but not yet its end (its tasks are being stopped) is RUNNING, as OpenPAI's
     convertAttemptState shows AttemptDeletionPending; its outcome shows once it has ended."""
     return "RUNNING" if attempt["completed_time"] is None and attempt["state"] in FINAL else attempt["state"]
 
 
-def attempt_status(attempt: dict[str, Any] | None) -> dict[str, Any]:
+def attempt_status(attempt: AttemptRow | None) -> dict[str, Any]:
     """The jobStatus fields an earlier attempt answers with (state, times, exit) in a detail by attempt."""
     if attempt is None:
         return {}
@@ -160,7 +160,7 @@ def attempt_status(attempt: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+def attempt_item(row: JobCore, attempt: AttemptRow, tasks: list[TaskRow]) -> dict[str, Any]:
     """One job attempt as OpenPAI's job-attempts routes give it (frameworkConverter.convertToJobAttempt)."""
     ended = attempt["completed_time"] is not None
     spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if ended else None
@@ -202,7 +202,7 @@ def attempt_item(row: dict[str, Any], attempt: dict[str, Any], tasks: list[dict[
     }
 
 
-def task_detail(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+def task_detail(row: JobCore, task: TaskRow) -> dict[str, Any]:
     """A task and its attempts, newest first (frameworkConverter.convertToTaskDetail). Earlier task attempts
     keep only their number and log location here: their exit is in the job's events."""
     status = task_status(row, task)
@@ -266,7 +266,7 @@ def iso_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def event_item(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+def event_item(row: JobCore, event: EventRow) -> dict[str, Any]:
     """A job event in OpenPAI's FrameworkEvent shape (controllers/v2/job.js getEvents)."""
     when = iso_time(event["time"])
     task = f"{row['user']}~{row['name']}-{event['role']}-{event['idx']}" if event["role"] is not None else None

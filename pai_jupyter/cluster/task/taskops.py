@@ -6,16 +6,19 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...metrics.nvml import Nvml
 from ..core.errors import BadRequest, NotFoundError
-from ..core.store import loads
+from ..core.store import JobCore, TaskRow, loads
 from ..runtime import taskdir
 from ..runtime.base import TaskHandle, TaskSpec
 from . import services
 from .env import Placement
 from .taskspec import task_spec
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 _nvml = Nvml()
 CPU_WINDOW = 1.0  # seconds: the kernel's CPU clock ticks every 10 ms, a shorter window reads 0 % or 200 %
@@ -70,14 +73,14 @@ class CpuWindows:
 _cpu = CpuWindows()
 
 
-def _task(cluster: Any, row: dict[str, Any], role: str, idx: int) -> dict[str, Any]:
+def _task(cluster: Cluster, row: JobCore, role: str, idx: int) -> TaskRow:
     t = cluster.store.task(row["id"], row["attempt"], role, idx)
     if t is None:
         raise NotFoundError(f"job {row['user']}~{row['name']} has no task {role}[{idx}]")
     return t
 
 
-def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
+def _spec(cluster: Cluster, row: JobCore, t: TaskRow) -> TaskSpec:
     """The task's spec as it was started (env, working dir): what a service or a terminal inside it needs."""
     job = cluster.job_model(row)
     placements = {
@@ -98,13 +101,13 @@ def _spec(cluster: Any, row: dict[str, Any], t: dict[str, Any]) -> TaskSpec:
     )
 
 
-def _running_handle(t: dict[str, Any]) -> TaskHandle:
+def _running_handle(t: TaskRow) -> TaskHandle:
     if t["state"] != "RUNNING" or not t["handle"]:
         raise BadRequest(f"task {t['role']}[{t['idx']}] is {t['state']}, not running")
     return TaskHandle.from_dict(loads(t["handle"]))
 
 
-def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
+def list_services(cluster: Cluster, row: JobCore) -> list[dict[str, Any]]:
     out = []
     for t in cluster.store.tasks(row["id"], row["attempt"]):
         for name, info in (loads(t["services"], {}) or {}).items():
@@ -140,7 +143,7 @@ def list_services(cluster: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name: str, action: str) -> dict[str, Any]:
+def service_action(cluster: Cluster, row: JobCore, role: str, idx: int, name: str, action: str) -> dict[str, Any]:
     t = _task(cluster, row, role, idx)
     own = loads(t["services"], {}) or {}
     if name not in own:
@@ -148,6 +151,7 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
     if action not in taskdir.SERVICE_ACTIONS:
         raise BadRequest('action must be "start" or "stop"')
     handle = _running_handle(t)
+    assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     task_dir = Path(t["task_dir"])
     request = task_dir / taskdir.service_file(name, "request")
     request.write_text(action)  # the task's supervisor acts on it
@@ -162,14 +166,14 @@ def service_action(cluster: Any, row: dict[str, Any], role: str, idx: int, name:
     return {"role": role, "index": idx, "name": name, "action": action}
 
 
-def terminal(cluster: Any, row: dict[str, Any], role: str, idx: int) -> tuple[list[str], dict[str, str], str | None]:
+def terminal(cluster: Cluster, row: JobCore, role: str, idx: int) -> tuple[list[str], dict[str, str], str | None]:
     t = _task(cluster, row, role, idx)
     handle = _running_handle(t)
     spec = _spec(cluster, row, t)
     return cluster.runtime.terminal_command(handle, spec.env, spec.work_dir)
 
 
-async def metrics(cluster: Any, row: dict[str, Any], cpu: CpuWindows | None = None) -> dict[str, Any]:
+async def metrics(cluster: Cluster, row: JobCore, cpu: CpuWindows | None = None) -> dict[str, Any]:
     """CPU %, memory and (with NVML) GPU use of each task. CPU % is over at least CPU_WINDOW seconds of kept
     samples whoever asked before: a call that finds no sample old enough waits for one (once, for all tasks)."""
     cpu = cpu or _cpu

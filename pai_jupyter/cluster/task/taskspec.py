@@ -8,7 +8,7 @@ from typing import Any
 from ... import seedpaths
 from ...protocol import Job, render_commands
 from ...protocol.render import MASK
-from ..core.store import loads
+from ..core.store import JobCore, TaskRow, loads
 from ..runtime import taskdir
 from ..runtime.base import Mount, TaskSpec
 from . import services, sshd
@@ -17,9 +17,9 @@ from .estimator import REQUIREMENTS, Layout
 
 
 def task_spec(
-    row: dict[str, Any],
+    row: JobCore,
     job: Job,
-    t: dict[str, Any],
+    t: TaskRow,
     placements: dict[tuple[str, int], Placement],
     *,
     docker: bool,
@@ -31,6 +31,7 @@ def task_spec(
     (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
     existing host directories, at the same paths (data and code read-only)."""
     role = job.role(t["role"])
+    assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
     extra = {

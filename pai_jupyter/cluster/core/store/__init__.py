@@ -7,6 +7,41 @@ daemon killed at any moment leaves a consistent state to recover from.
 
 from .db import debug_id, dumps, loads, now_ms
 from .jobs import Store
+from .rows import (
+    AttemptRow,
+    EventRow,
+    JobCore,
+    JobRow,
+    JobWithConfig,
+    LiveTask,
+    QueuedJob,
+    TaskRow,
+    TokenRow,
+    TokenUser,
+    UserRow,
+    UserSummary,
+)
 from .users import check_password, hash_password, hash_token
 
-__all__ = ["Store", "check_password", "debug_id", "dumps", "hash_password", "hash_token", "loads", "now_ms"]
+__all__ = [
+    "AttemptRow",
+    "EventRow",
+    "JobCore",
+    "JobRow",
+    "JobWithConfig",
+    "LiveTask",
+    "QueuedJob",
+    "Store",
+    "TaskRow",
+    "TokenRow",
+    "TokenUser",
+    "UserRow",
+    "UserSummary",
+    "check_password",
+    "debug_id",
+    "dumps",
+    "hash_password",
+    "hash_token",
+    "loads",
+    "now_ms",
+]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ....common.states import ACTIVE_TASK, LIVE_JOB
 from .db import debug_id, now_ms
+from .rows import AttemptRow, EventRow, JobCore, JobRow, JobWithConfig, LiveTask, QueuedJob, TaskRow
 from .schema import CORE_COLUMNS, ITEM, LIST_ORDER_FIELDS, sql_set
 from .users import Users
 
@@ -15,14 +16,17 @@ class Store(Users):
     """Thin, typed access to the database; rows come back as dicts. Only the daemon opens it."""
 
     # ---- jobs -------------------------------------------------------------------------------------------------
-    def job(self, user: str, name: str) -> dict[str, Any] | None:
+    def job(self, user: str, name: str) -> JobWithConfig | None:
         """The whole job row with its submitted config text and model."""
-        return self.one(
-            "SELECT * FROM jobs JOIN job_configs c ON c.job_id = jobs.id WHERE user = ? AND name = ?", (user, name)
+        return cast(
+            "JobWithConfig | None",
+            self.one(
+                "SELECT * FROM jobs JOIN job_configs c ON c.job_id = jobs.id WHERE user = ? AND name = ?", (user, name)
+            ),
         )
 
-    def job_by_id(self, job_id: int) -> dict[str, Any] | None:
-        return self.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+    def job_by_id(self, job_id: int) -> JobRow | None:
+        return cast("JobRow | None", self.one("SELECT * FROM jobs WHERE id = ?", (job_id,)))
 
     def insert_job(
         self,
@@ -77,32 +81,43 @@ class Store(Users):
     def set_model_text(self, job_id: int, model: str) -> None:
         self.db.execute("UPDATE job_configs SET model = ? WHERE job_id = ?", (model, job_id))
 
-    def overdue_jobs(self, now: float) -> list[dict[str, Any]]:
+    def overdue_jobs(self, now: float) -> list[JobRow]:
         """RUNNING jobs whose deadline (seconds since the epoch) is before ``now``."""
-        return self.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? AND state = 'RUNNING'", (now,))
+        return cast(
+            "list[JobRow]",
+            self.all("SELECT * FROM jobs WHERE deadline IS NOT NULL AND deadline < ? AND state = 'RUNNING'", (now,)),
+        )
 
-    def jobs_in_state(self, state: str) -> list[dict[str, Any]]:
-        return self.all("SELECT * FROM jobs WHERE state = ?", (state,))
+    def jobs_in_state(self, state: str) -> list[JobRow]:
+        return cast("list[JobRow]", self.all("SELECT * FROM jobs WHERE state = ?", (state,)))
 
-    def jobs_in_sub_state(self, sub_state: str) -> list[dict[str, Any]]:
-        return self.all("SELECT * FROM jobs WHERE sub_state = ?", (sub_state,))
+    def jobs_in_sub_state(self, sub_state: str) -> list[JobRow]:
+        return cast("list[JobRow]", self.all("SELECT * FROM jobs WHERE sub_state = ?", (sub_state,)))
 
-    def queued_jobs(self) -> list[dict[str, Any]]:
+    def queued_jobs(self) -> list[QueuedJob]:
         """Started jobs with a task of their current attempt still WAITING (id, vc, submission_time): the queue
         a restarted daemon rebuilds."""
-        return self.all(
-            "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
-            "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
-            f"j.state IN {sql_set(LIVE_JOB)}"
+        return cast(
+            "list[QueuedJob]",
+            self.all(
+                "SELECT DISTINCT j.id, j.vc, j.submission_time FROM jobs j JOIN tasks t ON t.job_id = j.id AND "
+                "t.attempt = j.attempt WHERE t.state = 'WAITING' AND j.execution_type = 'START' AND "
+                f"j.state IN {sql_set(LIVE_JOB)}"
+            ),
         )
 
     def update_job(self, job_id: int, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
 
-    def job_core(self, job_id: int) -> dict[str, Any] | None:
+    def set_job(self, row: JobCore, **fields: Any) -> None:
+        """Write ``fields`` to the job's row and to the caller's copy ``row`` (kept current in place)."""
+        self.update_job(row["id"], **fields)
+        cast("dict[str, Any]", row).update(fields)
+
+    def job_core(self, job_id: int) -> JobCore | None:
         """A job row without its (large) config text and model."""
-        return self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return cast("JobCore | None", self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,)))
 
     def list_item(self, job_id: int) -> dict[str, Any]:
         return json.loads(self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
@@ -148,38 +163,50 @@ class Store(Users):
         return "[" + ",".join(r[0] for r in rows) + "]", total
 
     # ---- tasks, attempts, events ---------------------------------------------------------------------------------
-    def tasks(self, job_id: int, attempt: int | None = None) -> list[dict[str, Any]]:
+    def tasks(self, job_id: int, attempt: int | None = None) -> list[TaskRow]:
         if attempt is None:
-            return self.all("SELECT * FROM tasks WHERE job_id = ? ORDER BY attempt, rowid", (job_id,))
-        return self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
+            rows = self.all("SELECT * FROM tasks WHERE job_id = ? ORDER BY attempt, rowid", (job_id,))
+        else:
+            rows = self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
+        return cast("list[TaskRow]", rows)
 
-    def task(self, job_id: int, attempt: int, role: str, idx: int) -> dict[str, Any] | None:
-        return self.one(
-            "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
-            (job_id, attempt, role, idx),
+    def task(self, job_id: int, attempt: int, role: str, idx: int) -> TaskRow | None:
+        return cast(
+            "TaskRow | None",
+            self.one(
+                "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
+                (job_id, attempt, role, idx),
+            ),
         )
 
-    def live_tasks(self) -> list[dict[str, Any]]:
+    def live_tasks(self) -> list[LiveTask]:
         """Tasks that hold resources (STARTING, RUNNING) or ports, each with its job's ``vc``: what a restarted
         daemon re-attaches to and accounts for."""
-        return self.all(
-            "SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
-            f"WHERE t.state IN {sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL"
+        return cast(
+            "list[LiveTask]",
+            self.all(
+                "SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
+                f"WHERE t.state IN {sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL"
+            ),
         )
 
-    def waiting_tasks(self, job_id: int, attempt: int) -> list[dict[str, Any]]:
-        return self.all(
-            "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",
-            (job_id, attempt),
+    def waiting_tasks(self, job_id: int, attempt: int) -> list[TaskRow]:
+        return cast(
+            "list[TaskRow]",
+            self.all(
+                "SELECT * FROM tasks WHERE job_id = ? AND attempt = ? AND state = 'WAITING' ORDER BY rowid",
+                (job_id, attempt),
+            ),
         )
 
-    def update_task(self, task: dict[str, Any], **fields: Any) -> None:
+    def update_task(self, task: TaskRow, **fields: Any) -> None:
+        """Write ``fields`` to the task's row and to the caller's copy ``task`` (kept current in place)."""
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(
             f"UPDATE tasks SET {cols} WHERE job_id = ? AND attempt = ? AND role = ? AND idx = ?",
             (*fields.values(), task["job_id"], task["attempt"], task["role"], task["idx"]),
         )
-        task.update(fields)
+        cast("dict[str, Any]", task).update(fields)
 
     def add_event(
         self, job_id: int, type_: str, reason: str, message: str, role: str | None = None, idx: int | None = None
@@ -189,10 +216,12 @@ class Store(Users):
             (job_id, now_ms(), type_, reason, message, role, idx),
         )
 
-    def events(self, job_id: int, type_: str | None = None) -> list[dict[str, Any]]:
+    def events(self, job_id: int, type_: str | None = None) -> list[EventRow]:
         if type_:
-            return self.all("SELECT * FROM events WHERE job_id = ? AND type = ? ORDER BY id", (job_id, type_))
-        return self.all("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+            rows = self.all("SELECT * FROM events WHERE job_id = ? AND type = ? ORDER BY id", (job_id, type_))
+        else:
+            rows = self.all("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,))
+        return cast("list[EventRow]", rows)
 
     def insert_attempt(self, job_id: int, attempt: int, tasks: list[tuple[str, int, int, int, int]]) -> None:
         """A new WAITING attempt and its WAITING tasks, each ``(role, idx, cpu, memory_mb, gpu)`` (inside the
@@ -216,8 +245,12 @@ class Store(Users):
             f"UPDATE attempts SET {cols} WHERE job_id = ? AND attempt = ?", (*fields.values(), job_id, attempt)
         )
 
-    def attempts(self, job_id: int) -> list[dict[str, Any]]:
-        return self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))
+    def attempts(self, job_id: int) -> list[AttemptRow]:
+        return cast(
+            "list[AttemptRow]", self.all("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt DESC", (job_id,))
+        )
 
-    def attempt(self, job_id: int, attempt: int) -> dict[str, Any] | None:
-        return self.one("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
+    def attempt(self, job_id: int, attempt: int) -> AttemptRow | None:
+        return cast(
+            "AttemptRow | None", self.one("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
+        )

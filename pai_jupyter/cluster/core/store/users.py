@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from typing import Any
+from typing import cast
 
 from .db import Database
+from .rows import TokenRow, TokenUser, UserRow, UserSummary
 
 
 def hash_token(token: str) -> str:
@@ -51,27 +52,30 @@ class Users(Database):
             )
         return token
 
-    def user_for_token(self, token: str) -> dict[str, Any] | None:
-        return self.one(
-            "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?",
-            (hash_token(token),),
+    def user_for_token(self, token: str) -> TokenUser | None:
+        return cast(
+            "TokenUser | None",
+            self.one(
+                "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?",
+                (hash_token(token),),
+            ),
         )
 
-    def user(self, name: str) -> dict[str, Any] | None:
-        return self.one("SELECT * FROM users WHERE name = ?", (name,))
+    def user(self, name: str) -> UserRow | None:
+        return cast("UserRow | None", self.one("SELECT * FROM users WHERE name = ?", (name,)))
 
-    def tokens(self, user: str) -> list[dict[str, Any]]:
+    def tokens(self, user: str) -> list[TokenRow]:
         """The user's tokens: label, created, the stored hash, and an id to name one by (not the token)."""
         rows = self.all("SELECT hash, label, created FROM tokens WHERE user = ? ORDER BY created", (user,))
         for r in rows:
             r["id"] = f"sha256-{r['hash'][:16]}"
-        return rows
+        return cast("list[TokenRow]", rows)
 
     def revoke_token(self, digest: str) -> None:
         self.db.execute("DELETE FROM tokens WHERE hash = ?", (digest,))
 
-    def users(self) -> list[dict[str, Any]]:
-        return self.all("SELECT name, admin, created FROM users ORDER BY name")
+    def users(self) -> list[UserSummary]:
+        return cast("list[UserSummary]", self.all("SELECT name, admin, created FROM users ORDER BY name"))
 
     def user_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM users").fetchall()}
