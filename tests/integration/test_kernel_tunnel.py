@@ -123,6 +123,9 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(
 
     loop.run_until_complete(async_wait_for(reopened, 60, "the tunnel to be re-opened", interval=0.2))
     assert prov._tunnel.local_ports == dropped.local_ports and ports(km) == local
+    # the client's ZMQ sockets reconnect through it on their own, iopub too: output published before iopub is
+    # back is lost (as after any network drop), so wait as a client would, for a reply and iopub traffic
+    loop.run_until_complete(kc.wait_for_ready(timeout=60))
     _, text = loop.run_until_complete(run_cell(kc, "print(6 * 7)"))
     assert text.strip() == "42"
 
