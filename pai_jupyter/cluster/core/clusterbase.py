@@ -12,7 +12,9 @@ from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
 from ..runtime.base import Runtime
+from ..task.env import Placement
 from ..task.estimator import Layout
+from ..task.taskspec import TaskSpec, task_spec
 from .accounts import Accounts
 from .errors import NoJobError
 from .queue import JobQueue
@@ -106,6 +108,20 @@ class ClusterBase(ABC):
         """The Estimator's /ml tree of this job, when it asked for one."""
         spec = job.extras.get(ESTIMATOR_KEY)
         return Layout(self.job_dir(row["user"], row["name"]) / "ml", spec) if isinstance(spec, dict) else None
+
+    def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
+        """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout): the
+        same when the task starts and when a service or terminal inside it is started later."""
+        return task_spec(
+            row,
+            job,
+            t,
+            placements,
+            docker=self.runtime.in_container,
+            home=self.user_home(row["user"]),
+            layout=self.layout(row, job),
+            host_paths=self.is_admin(row["user"]),
+        )
 
     def job_dir(self, user: str, name: str) -> Path:
         return self.dir / "jobs" / f"{user}~{name}"

@@ -14,7 +14,7 @@ from ...protocol import Job
 from ..runtime.base import TaskExit, TaskHandle, TaskStartError
 from ..task import services
 from ..task.env import HOST_IP, Placement
-from ..task.taskspec import prepare_task_dir, task_spec
+from ..task.taskspec import prepare_task_dir
 from .clusterbase import demand
 from .ending import Ending
 from .scheduler import Resources
@@ -143,16 +143,7 @@ class Launching(Ending):
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
         try:
-            spec = task_spec(
-                row,
-                job,
-                t,
-                placements,
-                docker=self.runtime.in_container,
-                home=self.user_home(row["user"]),
-                layout=self.layout(row, job),
-                host_paths=self.is_admin(row["user"]),
-            )
+            spec = self.task_spec(row, job, t, placements)
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))

@@ -15,7 +15,6 @@ from ..runtime import taskdir
 from ..runtime.base import TaskHandle, TaskSpec
 from . import services
 from .env import Placement
-from .taskspec import task_spec
 
 if TYPE_CHECKING:
     from ..core.service import Cluster
@@ -89,16 +88,7 @@ def _spec(cluster: Cluster, row: JobCore, t: TaskRow) -> TaskSpec:
         )
         for x in cluster.store.tasks(row["id"], row["attempt"])
     }
-    return task_spec(
-        row,
-        job,
-        t,
-        placements,
-        docker=cluster.runtime.in_container,
-        home=cluster.user_home(row["user"]),
-        layout=cluster.layout(row, job),
-        host_paths=cluster.is_admin(row["user"]),
-    )
+    return cluster.task_spec(row, job, t, placements)
 
 
 def _running_handle(t: TaskRow) -> TaskHandle:
