@@ -19,6 +19,8 @@ from pai_jupyter.notebook import display, tensorboard
 from pai_jupyter.protocol import Job
 from pai_jupyter.server.common import task_prefix
 
+from .jobdocs import v2_doc, v2_role
+
 
 def test_states_are_their_wire_strings() -> None:
     assert JobState.FAILED == "FAILED" and JobState("RUNNING") is JobState.RUNNING
@@ -104,26 +106,8 @@ class _NoServices:
 
 
 def test_the_notebook_and_the_daemon_pick_the_same_tensorboard_tasks() -> None:
-    doc = {
-        "protocolVersion": 2,
-        "name": "j",
-        "type": "job",
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-        "taskRoles": {
-            r: {
-                "instances": n,
-                "dockerImage": "img",
-                "commands": ["true"],
-                "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-            }
-            for r, n in ROLES
-        },
-        "extras": {
-            "com.microsoft.pai.runtimeplugin": [
-                {"plugin": "tensorboard", "parameters": {"taskRole": "worker", "allTasks": True}}
-            ]
-        },
-    }
+    plugin = {"plugin": "tensorboard", "parameters": {"taskRole": "worker", "allTasks": True}}
+    doc = v2_doc({r: v2_role(instances=n) for r, n in ROLES}, extras={"com.microsoft.pai.runtimeplugin": [plugin]})
     daemon = sorted(
         task for task, own in services.planned(Job.from_text(yaml.safe_dump(doc))).items() if "tensorboard" in own
     )

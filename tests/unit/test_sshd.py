@@ -12,30 +12,15 @@ import yaml
 from pai_jupyter.cluster.task import services, sshd
 from pai_jupyter.protocol import Job
 
+from .jobdocs import v2_doc, v2_role
+
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3mZJ0hFVsFd1O3y0m3C2bqZQ9nq3lBqD5o4m0vTq9c me@laptop"
 
 
 def _job(plugins: list[dict], **extras: object) -> Job:
-    return Job.from_text(
-        yaml.safe_dump(
-            {
-                "protocolVersion": 2,
-                "name": "j",
-                "type": "job",
-                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-                "taskRoles": {
-                    r: {
-                        "instances": n,
-                        "dockerImage": "img",
-                        "commands": ["true"],
-                        "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-                    }
-                    for r, n in (("main", 1), ("worker", 2))
-                },
-                "extras": {"com.microsoft.pai.runtimeplugin": plugins, **extras},
-            }
-        )
-    )
+    roles = {r: v2_role(instances=n) for r, n in (("main", 1), ("worker", 2))}
+    doc = v2_doc(roles, extras={"com.microsoft.pai.runtimeplugin": plugins, **extras})
+    return Job.from_text(yaml.safe_dump(doc))
 
 
 def test_every_task_runs_sshd_and_jobssh_needs_gang_allocation() -> None:

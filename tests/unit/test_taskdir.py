@@ -18,6 +18,8 @@ from pai_jupyter.cluster.runtime.shim import SHIM_C, SHIM_SH, Shim
 from pai_jupyter.cluster.task.env import Placement, task_env
 from pai_jupyter.protocol import Job
 
+from .jobdocs import v2_doc, v2_role
+
 KNOWN = {
     taskdir.STDOUT,
     taskdir.STDERR,
@@ -85,24 +87,8 @@ def test_the_docker_runtime_stands_apart_from_the_process_runtime() -> None:
 
 
 def _env(gpus: list[int]) -> dict[str, str]:
-    job = Job.from_text(
-        yaml.safe_dump(
-            {
-                "protocolVersion": 2,
-                "name": "j",
-                "type": "job",
-                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-                "taskRoles": {
-                    "main": {
-                        "instances": 1,
-                        "dockerImage": "img",
-                        "commands": ["true"],
-                        "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": len(gpus)},
-                    }
-                },
-            }
-        )
-    )
+    role = v2_role(resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": len(gpus)})
+    job = Job.from_text(yaml.safe_dump(v2_doc({"main": role})))
     return task_env(job, "alice", "default", job.task_roles[0], 0, {("main", 0): Placement("127.0.0.1", {}, gpus)})
 
 
