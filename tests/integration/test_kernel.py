@@ -127,29 +127,38 @@ def kernel(daemon: Api, kernelspecs: Path, tmp_path: Path) -> Iterator[tuple[Any
         stop_kernel(loop, km, kc)
 
 
-def test_nbclient_runs_a_notebook_in_a_pai_job(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
+def run_notebook(cells: list[str], folder: Path) -> list[str]:
+    """Run a notebook of these code cells in folder with the pai-test kernel (nbclient, as `jupyter execute`
+    does); each cell's first output text."""
     from nbclient import NotebookClient
 
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    NotebookClient(
+        nb, kernel_name="pai-test", timeout=120, startup_timeout=120, resources={"metadata": {"path": str(folder)}}
+    ).execute()
+    return [cell.outputs[0]["text"] for cell in nb.cells]
+
+
+def test_nbclient_runs_a_notebook_in_a_pai_job(daemon: Api, kernelspecs: Path, tmp_path: Path) -> None:
     install_spec()
     nbdir = tmp_path / "analysis"
     nbdir.mkdir()
     (nbdir / "data.txt").write_text("beside the notebook")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'], os.getcwd(), sep='|')"),
-        nbformat.v4.new_code_cell("print(open('data.txt').read()); open('written.txt', 'w').write('x')"),
-        nbformat.v4.new_code_cell("print('PAI_KERNEL_KEY' in os.environ, 'PAI_JOB_NAME' in os.environ)"),
-    ]
-    client = NotebookClient(
-        nb, kernel_name="pai-test", timeout=120, startup_timeout=120, resources={"metadata": {"path": str(nbdir)}}
+    texts = run_notebook(
+        [
+            "import os; print(os.environ['PAI_JOB_NAME'], os.getcwd(), sep='|')",
+            "print(open('data.txt').read()); open('written.txt', 'w').write('x')",
+            "print('PAI_KERNEL_KEY' in os.environ, 'PAI_JOB_NAME' in os.environ)",
+        ],
+        nbdir,
     )
-    client.execute()
-    job_name, cwd = nb.cells[0].outputs[0]["text"].strip().split("|")
+    job_name, cwd = texts[0].strip().split("|")
     assert cwd == str(nbdir)  # the embedded cluster's owner: the kernel works in the notebook's directory
     assert job_name.startswith("analysis-kernel-")
-    assert nb.cells[1].outputs[0]["text"].strip() == "beside the notebook"
+    assert texts[1].strip() == "beside the notebook"
     assert (nbdir / "written.txt").read_text() == "x"
-    assert nb.cells[2].outputs[0]["text"].strip() == "False True"  # the key left the kernel's environment
+    assert texts[2].strip() == "False True"  # the key left the kernel's environment
     detail = daemon.detail(f"{daemon.http.get('/api/v2/info').json()['user']}~{job_name}")
     assert detail["jobStatus"]["state"] == "STOPPED"  # nbclient shut the kernel down: the job is stopped
     assert not job_processes(job_name)
@@ -268,21 +277,11 @@ def remote_profile(api: Api) -> str:
 def test_a_remote_profile_connects_to_the_tasks_host_and_ports(
     daemon: Api, kernelspecs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from nbclient import NotebookClient
-
     install_spec(profile=remote_profile(daemon))
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')")]
     with caplog.at_level(logging.INFO):
-        NotebookClient(
-            nb,
-            kernel_name="pai-test",
-            timeout=120,
-            startup_timeout=120,
-            resources={"metadata": {"path": str(tmp_path)}},
-        ).execute()
+        [text] = run_notebook(["import os; print(os.getcwd(), os.environ['PAI_TASK_DIR'], sep='|')"], tmp_path)
     assert "kernel reached directly (127.0.0.1:" in caplog.text  # tunnel: auto, and the ports answer
-    cwd, task_dir = nb.cells[0].outputs[0]["text"].strip().split("|")
+    cwd, task_dir = text.strip().split("|")
     assert cwd != str(tmp_path) and cwd.startswith(task_dir)  # not the notebook's folder: the job's own dir
     body = daemon.http.get("/api/v2/jobs").json()
     assert [j["state"] for j in (body["data"] if isinstance(body, dict) else body)] == ["STOPPED"]

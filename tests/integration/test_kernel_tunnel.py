@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import nbformat
 import pytest
 import tornado.web
 
@@ -30,6 +29,7 @@ from .test_kernel import (
     job_processes,
     remote_profile,
     run_cell,
+    run_notebook,
     running_kernel,
     start_kernel,
     stop_kernel,
@@ -142,21 +142,11 @@ def test_a_kernel_through_the_ssh_tunnel_lives_its_whole_life(
 def test_nbclient_runs_a_notebook_through_the_tunnel(
     daemon: Api, kernelspecs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from nbclient import NotebookClient
-
     need_sshd()
     install_spec(profile=remote_profile(daemon), tunnel="always")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.environ['PAI_JOB_NAME'])")]
     with caplog.at_level(logging.INFO):
-        NotebookClient(
-            nb,
-            kernel_name="pai-test",
-            timeout=120,
-            startup_timeout=120,
-            resources={"metadata": {"path": str(tmp_path)}},
-        ).execute()
-    name = nb.cells[0].outputs[0]["text"].strip()
+        [text] = run_notebook(["import os; print(os.environ['PAI_JOB_NAME'])"], tmp_path)
+    name = text.strip()
     assert name.startswith(f"{tmp_path.name}-kernel-") or "-kernel-" in name
     assert "through an SSH tunnel via 127.0.0.1:" in caplog.text
     body = daemon.http.get("/api/v2/jobs").json()
