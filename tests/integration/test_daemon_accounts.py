@@ -74,9 +74,15 @@ def test_a_users_task_cannot_read_the_admin_token_or_other_users_files(tmp_path:
         assert "HOME-OK" in out and "WORK-OK" in out
         user_home = home / "local" / "users" / "hbob" / "home"
         assert f"home={user_home.resolve()}" in out or f"home={user_home}" in out
-        for path in (user_home, user_home / "note", next((home / "local" / "jobs").glob("hbob~attack"))):
+        for path in (user_home, user_home / "note"):
             st = path.stat()
             assert st.st_uid == account.pw_uid and st.st_mode & 0o077 == 0, path
+        # the job's directory and the task's control part stay root's: the task's group may read, never write
+        job_dir = next((home / "local" / "jobs").glob("hbob~attack"))
+        for path in (job_dir, next(job_dir.glob("a0.*"))):
+            st = path.stat()
+            assert (st.st_uid, st.st_gid) == (0, account.pw_gid) and st.st_mode & 0o027 == 0, path
+        assert next(job_dir.glob("a0.*/work")).stat().st_uid == account.pw_uid
         # the daemon's own files stay root's and private
         for name in ("runtime.json", "state.db"):
             st = (home / "local" / name).stat()

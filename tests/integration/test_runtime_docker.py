@@ -84,9 +84,11 @@ def test_hello_world(rt: Tracked, image: str, tmp_path: Path) -> None:
     attrs = rt.client.api.inspect_container(handle.id)
     result = wait(rt, handle, s.task_dir)
     assert result == TaskExit(exit_code=0)
-    assert read(s.task_dir, "stdout") == "hello world\nhi from home\n/tmp\n"
-    assert read(s.task_dir, "stderr") == "err\n"
-    assert read(s.task_dir, "all").splitlines()[:2] == ["hello world", "err"]
+    logs = rt.logs_dir(s.task_dir)  # the container's shim writes them into run/, the control part is read-only
+    assert logs == s.task_dir / "run"
+    assert read(logs, "stdout") == "hello world\nhi from home\n/tmp\n"
+    assert read(logs, "stderr") == "err\n"
+    assert read(logs, "all").splitlines()[:2] == ["hello world", "err"]
     labels = attrs["Config"]["Labels"]
     assert labels["pai.managed"] == "1" and labels["pai.job"] == f"tester~{s.job_name}"
     assert (labels["pai.user"], labels["pai.role"], labels["pai.index"], labels["pai.key"]) == (
@@ -108,7 +110,7 @@ def test_exit_code(rt: Tracked, image: str, tmp_path: Path) -> None:
     s = spec(tmp_path, "echo bye; exit 7")
     result = wait(rt, rt.start(s), tmp_path)
     assert result.exit_code == 7 and not result.oom
-    assert read(tmp_path, "exit_code").strip() == "7"
+    assert read(tmp_path / "run", "exit_code").strip() == "7"
 
 
 def test_oom_is_reported(rt: Tracked, image: str, tmp_path: Path) -> None:
@@ -116,8 +118,8 @@ def test_oom_is_reported(rt: Tracked, image: str, tmp_path: Path) -> None:
     result = wait(rt, rt.start(s), tmp_path, timeout=60)
     assert result.oom and result.exit_code == 137
     assert "out of memory" in result.diagnostics and "Docker" in result.diagnostics and "64 MB" in result.diagnostics
-    assert read(tmp_path, "all").startswith("start\n")
-    assert "survived" not in read(tmp_path, "all")
+    assert read(tmp_path / "run", "all").startswith("start\n")
+    assert "survived" not in read(tmp_path / "run", "all")
 
 
 def test_image_not_found_fails_fast(rt: Tracked, image: str, tmp_path: Path) -> None:
@@ -142,15 +144,15 @@ def test_gpu_request_without_nvidia_runtime(rt: Tracked, image: str, tmp_path: P
 
 
 def test_stop_a_sleeping_container(rt: Tracked, image: str, tmp_path: Path) -> None:
-    handle = rt.start(spec(tmp_path, "sleep 1000 & touch /pai/task/ready; wait"))
-    _, result = stop_when_ready(rt, handle, tmp_path, grace=5, end_within=15)
+    handle = rt.start(spec(tmp_path, "sleep 1000 & touch /pai/task/run/ready; wait"))
+    _, result = stop_when_ready(rt, handle, tmp_path / "run", grace=5, end_within=15)
     assert result.exit_code == 143  # SIGTERM ended it, not the SIGKILL after the grace
     assert not rt.is_alive(handle)
 
 
 def test_stop_kills_after_the_grace(rt: Tracked, image: str, tmp_path: Path) -> None:
-    handle = rt.start(spec(tmp_path, "trap '' TERM; sleep 1000 & touch /pai/task/ready; wait; wait"))
-    took, result = stop_when_ready(rt, handle, tmp_path, grace=1, end_within=15)
+    handle = rt.start(spec(tmp_path, "trap '' TERM; sleep 1000 & touch /pai/task/run/ready; wait; wait"))
+    took, result = stop_when_ready(rt, handle, tmp_path / "run", grace=1, end_within=15)
     assert result.exit_code == 137 and took >= 0.9  # not before the grace
     assert "SIGKILL" in result.diagnostics
     assert not rt.is_alive(handle)

@@ -47,7 +47,7 @@ def test_shim_c_writes_the_same_files() -> None:
 
 def test_service_files() -> None:
     assert taskdir.service_file("tensorboard", "request") == "service-tensorboard.request"
-    assert taskdir.in_shell(taskdir.service_file("ssh", "missing")) == '"$PAI_TASK_DIR/service-ssh.missing"'
+    assert taskdir.in_shell(taskdir.service_file("ssh", "missing")) == '"$PAI_TASK_DIR/run/service-ssh.missing"'
     with pytest.raises(ValueError):
         taskdir.service_file("ssh", "nope")
 

@@ -148,16 +148,21 @@ class Accounts:
                 self.blocked = above
                 return
 
-    def give(self, path: Path, run_as: tuple[int, int] | None, *, tree: bool = False) -> None:
-        """``path`` (and with ``tree`` everything below it) to the account, private."""
-        if run_as is None:
-            return
+    def check_reachable(self) -> None:
+        """Raise when a directory above the cluster's home keeps other accounts from their task directories."""
         if self.blocked is not None:
             raise AccountError(
                 f"{self.blocked} cannot be traversed by other accounts, so a task running as "
                 "its user's own account cannot reach its directory; put the cluster's home "
                 "elsewhere (PAI_JUPYTER_HOME)"
             )
+
+    def give(self, path: Path, run_as: tuple[int, int] | None, *, tree: bool = False) -> None:
+        """``path`` (and with ``tree`` everything below it) to the account, private. Only for a tree root made
+        before any task of the account ran: a walk of a tree a task can write could be led through its links."""
+        if run_as is None:
+            return
+        self.check_reachable()
         uid, gid = run_as
         paths = [path]
         if tree:

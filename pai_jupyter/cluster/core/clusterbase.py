@@ -11,6 +11,7 @@ from pathlib import Path
 from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
+from ..runtime import taskdir
 from ..runtime.base import Runtime
 from ..task.env import Placement
 from ..task.estimator import Layout
@@ -99,8 +100,10 @@ class ClusterBase(ABC):
         if user not in self._homes:
             path.mkdir(parents=True, exist_ok=True)
             run_as = self.accounts.run_as(user)
-            self.accounts.give(path.parent, run_as)
-            self.accounts.give(path, run_as)
+            if run_as is not None:
+                self.accounts.check_reachable()
+                taskdir.share(path.parent, run_as)  # root's: the account cannot swap its home for a link
+                taskdir.give(path, run_as)
             self._homes.add(user)
         return path
 

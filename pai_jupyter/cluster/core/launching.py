@@ -11,10 +11,11 @@ from pathlib import Path
 
 from ...common.states import LIVE_JOB
 from ...protocol import Job
+from ..runtime import taskdir
 from ..runtime.base import TaskExit, TaskHandle, TaskStartError
 from ..task import services
 from ..task.env import HOST_IP, Placement
-from ..task.taskspec import prepare_task_dir
+from ..task.taskspec import owned_parts, prepare_task_dir
 from .clusterbase import demand
 from .ending import Ending
 from .scheduler import Resources
@@ -145,12 +146,13 @@ class Launching(Ending):
         try:
             spec = self.task_spec(row, job, t, placements)
             spec.run_as = self.accounts.run_as(row["user"])
-            if spec.run_as is not None:  # the task's account owns its job's directories, its HOME is its own
+            if spec.run_as is not None:  # the job's directory stays root's; what the task writes is its account's
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
                 prepare_task_dir(spec)
-                self.accounts.give(spec.task_dir.parent, spec.run_as)
-                if (spec.task_dir.parent / "ml").is_dir():
-                    self.accounts.give(spec.task_dir.parent / "ml", spec.run_as, tree=True)
+                self.accounts.check_reachable()
+                taskdir.share(spec.task_dir.parent, spec.run_as)
+                for part in owned_parts(spec.task_dir):
+                    taskdir.give(part, spec.run_as)
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
             self._task_ended(

@@ -5,16 +5,24 @@ flight, through Cluster's public methods."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ..runtime.base import TaskHandle
+from ..runtime.taskdir import exit_code
 from .ending import DELETION_PENDING
 from .scheduler import Resources
 from .store import dumps, loads
 
 if TYPE_CHECKING:
     from .service import Cluster
+
+
+def _never_ran(cluster: Cluster, task_dir: str, handle: TaskHandle) -> bool:
+    """A task caught STARTING whose shim is gone and left no exit status never ran its command (a shim that got
+    no task exits without one); so it runs again rather than fail as lost (-1300)."""
+    return not cluster.runtime.is_alive(handle) and exit_code(cluster.runtime.logs_dir(Path(task_dir))) is None
 
 
 def recover(cluster: Cluster) -> None:
@@ -30,7 +38,10 @@ def recover(cluster: Cluster) -> None:
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
         cluster.capacity.take(t["vc"], demand, gpus)
         assert t["task_dir"] is not None  # set when the task was launched (STARTING)
+        # the store's handle, else the one the runtime wrote (root's, in the control part): never a task's word
         handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else cluster.runtime.find(t["task_dir"])
+        if handle is not None and t["state"] == "STARTING" and _never_ran(cluster, t["task_dir"], handle):
+            handle = None  # the daemon died while handing it over: the command never ran
         if handle is None:  # it never started: run it again
             with cluster.store.tx():
                 cluster.capacity.give_back(t["vc"], demand, gpus)

@@ -121,8 +121,9 @@ class Cluster(Launching):
                 )
                 self._new_attempt(job_id, 0, job)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
-                if isinstance(estimator, dict):
+                if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create()
+                    self.accounts.give(self.job_dir(user, job.name) / "ml", self.accounts.run_as(user), tree=True)
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
         except (OSError, sqlite3.OperationalError) as exc:  # nothing was written

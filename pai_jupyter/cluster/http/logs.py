@@ -15,7 +15,7 @@ from ..core.errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSat
 from ..core.service import Cluster
 from ..core.store import JobCore, TaskRow
 from ..runtime.taskdir import LOGS
-from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, read_chunks, read_log
+from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, log_size, read_chunks, read_log
 from .base import JOB, MAX_INT, Base, Route, authenticate
 
 
@@ -28,17 +28,22 @@ def _task(cluster: Cluster, row: JobCore, attempt: str, role: str, idx: str) -> 
     return task
 
 
-def _log_path(cluster: Cluster, row: JobCore, task: TaskRow, task_attempt: int) -> Path:
-    return cluster.task_dir(row, task["attempt"], task["role"], task["idx"], task_attempt)
+def _logs_dir(cluster: Cluster, row: JobCore, task: TaskRow, task_attempt: int) -> Path:
+    """Where this task attempt's runtime keeps its logs (the task directory, or its ``run/`` on Docker)."""
+    return cluster.runtime.logs_dir(cluster.task_dir(row, task["attempt"], task["role"], task["idx"], task_attempt))
 
 
 PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
 
 
-def _log_scope(user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str) -> str:
+def _log_scope(row: JobCore, attempt: str, role: str, idx: str, task_attempt: str) -> str:
+    """What a log token is good for: one task attempt of one job, by the job's row and submission time (a job
+    deleted and submitted again under the same name, even into the same row id, is another job, whose logs an
+    old token must not read)."""
     if max(len(attempt), len(idx), len(task_attempt)) > 10:
         raise NoTaskLogError("Log of task is not found.")
-    return f"{user}~{name}/{int(attempt)}/{role}/{int(idx)}/{int(task_attempt)}"
+    job = f"{row['id']}.{row['submission_time']}:{row['user']}~{row['name']}"
+    return f"{job}/{int(attempt)}/{role}/{int(idx)}/{int(task_attempt)}"
 
 
 class LogLocations(Base):
@@ -54,7 +59,7 @@ class LogLocations(Base):
         task = _task(self.cluster, row, attempt, role, idx)
         if int(task_attempt) > task["task_attempt"]:
             raise NoTaskLogError("Log of task is not found.")  # (also any overflowing number)
-        query = {"token": self.signer.sign(_log_scope(user, name, attempt, role, idx, task_attempt))}
+        query = {"token": self.signer.sign(_log_scope(row, attempt, role, idx, task_attempt))}
         if (self.get_argument("tail-mode", None) or self.get_argument("tailMode", "false")).lower() == "true":
             query["tail-mode"] = "true"  # (OpenPAI's JS SDK sends tailMode)
         prefix = self.request.headers.get("X-Forwarded-Prefix", "").rstrip("/")  # behind a gateway's path
@@ -63,7 +68,7 @@ class LogLocations(Base):
             f"{prefix}/api/v2/local/logs/{quote(user)}~{quote(name)}/{int(attempt)}/{quote(role, safe='')}/"
             f"{int(idx)}/{int(task_attempt)}"
         )
-        names = log_names(_log_path(self.cluster, row, task, int(task_attempt)))
+        names = log_names(_logs_dir(self.cluster, row, task, int(task_attempt)))
         self.write_json({"locations": [{"name": n, "uri": f"{base}/{n}?{urlencode(query)}"} for n in names]})
 
 
@@ -80,32 +85,29 @@ class LogFile(Base):
     async def get(self, user: str, name: str, attempt: str, role: str, idx: str, task_attempt: str, log: str) -> None:
         token = self.get_argument("token", None)
         if token is not None:
-            if not self.signer.check(_log_scope(user, name, attempt, role, idx, task_attempt), token):
+            found = self.cluster.store.job(user, name)
+            if found is None or not self.signer.check(_log_scope(found, attempt, role, idx, task_attempt), token):
                 raise UnauthorizedUserError(
                     "this log location's token is wrong or has expired; ask for the locations again"
                 )
-            row = self.cluster.get_job(user, name)
+            row = found
         else:
             self.user = authenticate(self.request, self.cluster)
             row = self.own_job(user, name)
         task = _task(self.cluster, row, attempt, role, idx)
         if int(task_attempt) > task["task_attempt"]:
             raise NoTaskLogError("Log of task is not found.")
-        folder = _log_path(self.cluster, row, task, int(task_attempt))
+        folder = _logs_dir(self.cluster, row, task, int(task_attempt))
         if log not in log_names(folder):
             raise NoTaskLogError(f"Log of task is not found: no {log!r} log.")
-        path = folder / log
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         if self.get_argument("tail-mode", "false").lower() == "true":
-            self.finish(read_log(path, tail=True))
+            self.finish(read_log(folder, log, tail=True))
             return
-        await self._send(path)
+        await self._send(folder, log)
 
-    async def _send(self, path: Path) -> None:
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            size = 0
+    async def _send(self, folder: Path, log: str) -> None:
+        size = log_size(folder, log)
         self.set_header("Accept-Ranges", "bytes")
         try:
             wanted = byte_range(self.request.headers.get("Range"), size)
@@ -122,7 +124,7 @@ class LogFile(Base):
             self.finish()
             return
         try:
-            for chunk in read_chunks(path, start, end):
+            for chunk in read_chunks(folder, log, start, end):
                 self.write(chunk)
                 await self.flush()
         except StreamClosedError:
@@ -144,7 +146,7 @@ class LogStream(Base):
         task = _task(self.cluster, row, str(attempt), role, str(idx))
         store = self.cluster.store
         task_attempt = task["task_attempt"]
-        path = _log_path(self.cluster, row, task, task["task_attempt"]) / stream
+        folder = _logs_dir(self.cluster, row, task, task["task_attempt"])
 
         def done() -> bool:
             cur = store.task(row["id"], attempt, task["role"], idx)
@@ -160,7 +162,7 @@ class LogStream(Base):
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("X-Accel-Buffering", "no")
         try:
-            async for data in follow(path, done, start=0):
+            async for data in follow(folder, stream, done, start=0):
                 self.write(data)
                 await self.flush()
         except StreamClosedError:

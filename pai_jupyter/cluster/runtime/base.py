@@ -139,6 +139,12 @@ class Runtime(abc.ABC):
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         """CPU seconds and memory of the task now, or None when it is gone."""
 
+    def logs_dir(self, task_dir: Path) -> Path:
+        """Where a task's shim writes its logs and exit status: the control part of the task directory, written by
+        root from fds it opened before the command's privileges dropped (``taskdir``); a runtime whose shim runs
+        inside the task (a container) names the task-writable directory it writes instead."""
+        return Path(task_dir)
+
     def find(self, task_dir: str) -> TaskHandle | None:
         """The handle of a task whose start was not recorded (daemon killed mid-start), or None if it never ran."""
         return None

@@ -1,8 +1,11 @@
 """The Docker runtime: one container per task, running shim.sh (bash semantics; sh where the image has no bash).
 
-The task directory is bind-mounted at ``TASK_MOUNT`` (``taskdir.IN_CONTAINER``), so the logs and the exit
-status appear on the host as they are written, and stay there when the container is gone. Containers carry
-``pai.*`` labels, which is how a restarted daemon finds them again (``recover``/``find``).
+The task directory (its control part, root's) is bind-mounted read-only at ``TASK_MOUNT``
+(``taskdir.IN_CONTAINER``) and its ``run/`` writable below it: the container's shim writes the logs and the exit
+status there, so they appear on the host as they are written and stay when the container is gone. The container
+(root inside) can write only ``run/``, the job's output and the user's home; the daemon reads what it wrote
+through ``safeio`` and takes the exit code from the engine. Containers carry ``pai.*`` labels, which is how a
+restarted daemon finds them again (``recover``/``find``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from .taskdir import SCRIPT_ENV
 
 T = TypeVar("T")
 TASK_MOUNT = taskdir.IN_CONTAINER
-COMMAND = ["/bin/sh", f"{TASK_MOUNT}/{taskdir.SHIM_COPY}", TASK_MOUNT]
+COMMAND = ["/bin/sh", f"{TASK_MOUNT}/{taskdir.SHIM_COPY}", f"{TASK_MOUNT}/{taskdir.RUN}"]
 ALIVE_STATES = ("running", "paused", "restarting")
 
 
@@ -114,8 +117,11 @@ class DockerRuntime(Runtime):
         td = Path(spec.task_dir).resolve()
         td.mkdir(parents=True, exist_ok=True)
         taskdir.clear_stale(td)
+        run = td / taskdir.RUN
+        shutil.rmtree(run, ignore_errors=True)  # what an earlier start into this directory left (fd-based: safe)
+        run.mkdir(mode=0o700)
         taskdir.write_command(td, spec.disk_script())  # the real one: in the environment
-        shutil.copyfile(SHIM_SH, td / taskdir.SHIM_COPY)
+        taskdir.write_copy(td, taskdir.SHIM_COPY, SHIM_SH.read_text())
         # Readable and unique: two daemons on one engine (tests, two homes) may run the same key at once.
         name = f"pai-{re.sub(r'[^a-zA-Z0-9_.-]', '-', spec.key)[:180]}-{secrets.token_hex(3)}"
         kwargs = self._create_args(spec, td, name)
@@ -142,7 +148,10 @@ class DockerRuntime(Runtime):
         return handle
 
     def _create_args(self, spec: TaskSpec, td: Path, name: str) -> dict[str, Any]:
-        mounts = [Mount(TASK_MOUNT, str(td), type="bind")]
+        mounts = [
+            Mount(TASK_MOUNT, str(td), type="bind", read_only=True),
+            Mount(f"{TASK_MOUNT}/{taskdir.RUN}", str(td / taskdir.RUN), type="bind"),
+        ]
         for m in spec.mounts:
             with contextlib.suppress(OSError):  # like `docker run -v`: a missing host directory is made
                 Path(m.host_path).mkdir(parents=True, exist_ok=True)
@@ -233,8 +242,11 @@ class DockerRuntime(Runtime):
         )
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
+    def logs_dir(self, task_dir: Path) -> Path:
+        return Path(task_dir) / taskdir.RUN  # the container's shim writes them: read with safeio
+
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
-        code = taskdir.exit_code(task_dir)
+        code = taskdir.exit_code(self.logs_dir(task_dir))
         try:
             container = await _in_thread(lambda: self._wait_blocking(handle.id))
         except NotFound:
@@ -245,7 +257,7 @@ class DockerRuntime(Runtime):
                 "the task's container is gone (removed while the daemon was not watching) and left no exit status",
             )
         state = container.attrs.get("State") or {}
-        code = taskdir.exit_code(task_dir)
+        code = taskdir.exit_code(self.logs_dir(task_dir))
         diag = ""
         if code is None:  # the shim did not finish: killed with the container
             code = int(state.get("ExitCode") or 0)

@@ -16,13 +16,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from . import proctree, taskdir
+from . import proctree, safeio, taskdir
 from .base import (
     EXIT_START_FAILED,
     Runtime,
@@ -34,7 +35,7 @@ from .base import (
 )
 from .cgroups import CgroupManager, TaskCgroup
 from .shim import Shim, choose_shim
-from .taskdir import SCRIPT_ENV, read_int
+from .taskdir import SCRIPT_ENV, SERVICE_BIN, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
@@ -134,7 +135,7 @@ class ProcessRuntime(Runtime):
             taskdir.add_notice(td, notice)
         cgroup = self._make_cgroup(spec)
         if cgroup is not None:
-            (td / taskdir.CGROUP).write_text("".join(p + "\n" for p in cgroup.procs_paths()))
+            taskdir.write_private(td / taskdir.CGROUP, "".join(p + "\n" for p in cgroup.procs_paths()))
         try:  # the script reaches shim.sh in its environment (private to the task's account), not on disk
             popen = subprocess.Popen(
                 [*self.shim.argv, str(td)],
@@ -162,9 +163,15 @@ class ProcessRuntime(Runtime):
 
     @staticmethod
     def _inner_work_dir(spec: TaskSpec, td: Path) -> None:
-        """A work dir inside the task directory is the runtime's to make (``taskdir.WORK`` is the default)."""
-        if spec.work_dir and Path(spec.work_dir).parent == td:
-            Path(spec.work_dir).mkdir(exist_ok=True)
+        """The task's own parts of its directory (``run/``, and ``work/`` when it is the working directory), made
+        by the runtime and given to the task's account; the directory itself stays root's (``taskdir``)."""
+        inner = bool(spec.work_dir and Path(spec.work_dir).parent == td)
+        taskdir.make_task_parts(td, spec.run_as, work=False)
+        if inner:
+            assert spec.work_dir is not None
+            Path(spec.work_dir).mkdir(mode=0o700, exist_ok=True)
+            taskdir.give(Path(spec.work_dir), spec.run_as)
+        taskdir.share(td, spec.run_as)
 
     def _start_c(
         self, spec: TaskSpec, td: Path, env: dict[str, str], cwd: str, notice: str, quick: bool
@@ -174,6 +181,7 @@ class ProcessRuntime(Runtime):
         shim = self._take_warm(spec, td)
         if shim is None and quick:
             return None
+        warm = shim is not None
         if shim is None:
             self._fresh_dir(spec, td)
             cgroup = self._make_cgroup(spec)
@@ -183,13 +191,9 @@ class ProcessRuntime(Runtime):
                 if cgroup is not None:
                     cgroup.remove(0)
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
-        else:
-            self._inner_work_dir(spec, td)
         try:
-            if spec.run_as is not None:  # the task's own account owns its directory (private: the umask's 0700)
-                _give(td, spec.run_as)
-                if spec.work_dir and Path(spec.work_dir).parent == td:
-                    _give(Path(spec.work_dir), spec.run_as)
+            if warm:
+                self._inner_work_dir(spec, td)
             if not os.path.isdir(cwd):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
             taskdir.write_command(td, spec.disk_script())
@@ -300,7 +304,7 @@ class ProcessRuntime(Runtime):
                 info["start_ticks"] = st[1] if st else -1
                 info["create_time"] = (info["start_ticks"] / proctree.CLK_TCK) + self._boot_time
         with contextlib.suppress(OSError):
-            procs = (td / taskdir.CGROUP).read_text().split()
+            procs = (safeio.read_text_beneath(td, taskdir.CGROUP) or "").split()
             if procs:
                 info.update(TaskCgroup.from_procs(procs).to_info(), memory="cgroup")
         return TaskHandle(runtime=self.name, id=str(pid), info=info)
@@ -359,16 +363,20 @@ class ProcessRuntime(Runtime):
         return result
 
 
-def _give(path: Path, run_as: tuple[int, int]) -> None:
-    st = path.lstat()
-    if (st.st_uid, st.st_gid) != tuple(run_as):
-        os.lchown(path, run_as[0], run_as[1])
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def _host_env(env: dict[str, str]) -> dict[str, str]:
-    """The task's env plus PATH, HOME and LANG from the daemon where the task does not set them."""
+    """The task's env plus a plain system PATH, and HOME and LANG from the daemon, where the task does not set them.
+
+    Never the daemon's own PATH: it starts with the workbench's venv, so a root task's ``pip install`` went into
+    the workbench itself (and other accounts got "bad interpreter"); OpenPAI's tasks get their image's
+    environment, and this host's system is the process runtime's image. The services the platform runs inside a
+    task (TensorBoard, Jupyter) are the workbench's: they find its tools through ``SERVICE_BIN`` alone."""
     out = dict(env)
-    for name in ("PATH", "HOME", "LANG"):
+    out.setdefault("PATH", SYSTEM_PATH)
+    for name in ("HOME", "LANG"):
         if name not in out and name in os.environ:
             out[name] = os.environ[name]
+    out.setdefault(SERVICE_BIN, os.path.dirname(sys.executable))
     return out

@@ -125,7 +125,7 @@ async def watchdog(handle: TaskHandle, td: Path, limit_mb: int, interval: float)
                 rss += p.memory_info().rss
         if rss > limit:
             break
-    (td / taskdir.OOM).write_text(f"rss {rss} bytes > limit {limit} bytes\n")
+    taskdir.write_private(td / taskdir.OOM, f"rss {rss} bytes > limit {limit} bytes\n")
     for p in command_processes(shim, procs):
         with contextlib.suppress(psutil.Error):
             p.kill()
@@ -161,7 +161,7 @@ def task_exit(handle: TaskHandle, td: Path, status: int | None, stopped: bool) -
     if code is None:
         if status is not None:
             code = 128 - status if status < 0 else status
-        elif (td / taskdir.OOM).exists() or stopped:
+        elif taskdir.has_file(td, taskdir.OOM) or stopped:
             code = 128 + signal.SIGKILL
         else:
             return TaskExit(EXIT_LOST, "the task ended while the daemon was down and left no exit status")
@@ -179,7 +179,7 @@ def _oom(handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:
     """An OOM kill that made the task fail (a task that survived one of its processes being killed did not)."""
     if code == 0:
         return False, ""
-    if (td / taskdir.OOM).exists():
+    if taskdir.has_file(td, taskdir.OOM):
         return True, "the process runtime's memory watchdog"
     cgroup = TaskCgroup.from_info(handle.info)
     if cgroup is None:

@@ -209,6 +209,7 @@ class WarmPool:
     def _start(self, key: str) -> WaitingShim:
         directory = self.warm_dir / key
         (directory / taskdir.WORK).mkdir(parents=True)
+        (directory / taskdir.RUN).mkdir()
         (directory / taskdir.COMMAND).touch()
         cgroup = self.cgroups.make(key) if self.cgroups is not None else None
         try:

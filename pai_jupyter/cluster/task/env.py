@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,8 @@ def job_logs_dir(task_dir: Path) -> Path:
     """``<job dir>/output/logs`` on the host: one per job, shared by its tasks and kept across attempts (the task
     dir is ``<job dir>/a<attempt>.<role>-<index>.t<n>``). Made here so a bind mount and the user's writes find it."""
     path = task_dir.parent / "output" / "logs"
-    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # the task's to write: whatever it put there is not followed here
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

@@ -23,10 +23,10 @@ EXIT_REQUIREMENTS_FAILED = 226
 REQUIREMENTS = (
     'if [ -f "$PAI_WORKING_DIR/requirements.txt" ]; then '
     'echo "[pai_jupyter] installing $PAI_WORKING_DIR/requirements.txt"; '
-    'python3 -m pip install -q --disable-pip-version-check --no-input --target "$PAI_TASK_DIR/deps" '
+    'python3 -m pip install -q --disable-pip-version-check --no-input --target "$PAI_TASK_DIR/run/deps" '
     '-r "$PAI_WORKING_DIR/requirements.txt" || { echo "[pai_jupyter] installing requirements.txt failed" >&2; '
     f"exit {EXIT_REQUIREMENTS_FAILED}; }}; "
-    'export PYTHONPATH="$PAI_TASK_DIR/deps${PYTHONPATH:+:$PYTHONPATH}"; fi'
+    'export PYTHONPATH="$PAI_TASK_DIR/run/deps${PYTHONPATH:+:$PYTHONPATH}"; fi'
 )
 
 

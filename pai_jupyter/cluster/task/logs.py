@@ -1,18 +1,25 @@
 """Task log files: names, the 16 KiB tail, byte ranges read in chunks, following a file as it grows, and the
-short-lived tokens that let a log location be fetched with no header (as OpenPAI's log manager's are)."""
+short-lived tokens that let a log location be fetched with no header (as OpenPAI's log manager's are).
+
+Every read opens the log beneath its directory with ``safeio`` (no symlink followed, regular files only): on
+Docker the logs are written by the container's shim into a directory the container can write, and even the
+process runtime's root-written logs are read the same way, as a second line (docs/security.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+from ..runtime import safeio
 from ..runtime.taskdir import LOGS, RUNTIME_LOG
 
 TAIL_BYTES = 16 * 1024
@@ -20,9 +27,14 @@ CHUNK = 64 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
-def log_names(task_dir: Path) -> tuple[str, ...]:
+def log_names(logs_dir: Path) -> tuple[str, ...]:
     """The logs a task offers: stdout, stderr, all, and runtime when the runtime wrote notices."""
-    return LOGS + ((RUNTIME_LOG,) if (task_dir / RUNTIME_LOG).is_file() else ())
+    return LOGS + ((RUNTIME_LOG,) if safeio.is_file_beneath(logs_dir, RUNTIME_LOG) else ())
+
+
+def log_size(logs_dir: Path, name: str) -> int:
+    """The log's size now (0 when it is not there yet, or is not a regular file)."""
+    return safeio.size_beneath(logs_dir, name) or 0
 
 
 class RangeError(ValueError):
@@ -49,17 +61,20 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def read_chunks(path: Path, start: int, end: int, chunk: int = CHUNK) -> Iterator[bytes]:
-    """Bytes start..end (inclusive) of a file, ``chunk`` at a time: memory stays flat whatever the size."""
-    with path.open("rb") as f:
-        f.seek(start)
-        left = end - start + 1
-        while left > 0:
-            data = f.read(min(chunk, left))
-            if not data:
-                return
-            left -= len(data)
-            yield data
+def read_chunks(logs_dir: Path, name: str, start: int, end: int, chunk: int = CHUNK) -> Iterator[bytes]:
+    """Bytes start..end (inclusive) of a log, ``chunk`` at a time: memory stays flat whatever the size."""
+    try:
+        with safeio.open_regular(logs_dir, name) as (fd, _st):
+            at, left = start, end - start + 1
+            while left > 0:
+                data = os.pread(fd, min(chunk, left), at)
+                if not data:
+                    return
+                at += len(data)
+                left -= len(data)
+                yield data
+    except OSError:
+        return
 
 
 class LogSigner:
@@ -83,27 +98,22 @@ class LogSigner:
         return hmac.compare_digest(mac, self._mac(scope, int(expires)))
 
 
-def read_log(path: Path, *, tail: bool = False) -> bytes:
-    """The whole file, or its last 16 KiB starting at a line boundary (so no UTF-8 sequence is cut)."""
+def read_log(logs_dir: Path, name: str, *, tail: bool = False) -> bytes:
+    """The whole log, or its last 16 KiB starting at a line boundary (so no UTF-8 sequence is cut)."""
     try:
-        with path.open("rb") as f:
-            if not tail:
-                return f.read()
-            f.seek(0, 2)
-            size = f.tell()
-            if size <= TAIL_BYTES:
-                f.seek(0)
-                return f.read()
-            f.seek(size - TAIL_BYTES)
-            data = f.read()
-    except FileNotFoundError:
+        with safeio.open_regular(logs_dir, name) as (fd, st):
+            if not tail or st.st_size <= TAIL_BYTES:
+                return b"".join(iter(lambda: os.read(fd, CHUNK), b""))
+            data = os.pread(fd, TAIL_BYTES, st.st_size - TAIL_BYTES)
+    except OSError:
         return b""
     cut = data.find(b"\n")
     return data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
 
 
 async def follow(
-    path: Path,
+    logs_dir: Path,
+    name: str,
     done: Callable[[], bool],
     *,
     start: int = 0,
@@ -111,31 +121,38 @@ async def follow(
     check_every: float = 0.05,
     chunk: int = 64 * 1024,
 ) -> AsyncIterator[bytes]:
-    """Yield new bytes of ``path`` as they are written, until ``done()`` and the file is drained.
+    """Yield new bytes of log ``name`` as they are written, until ``done()`` and the file is drained.
 
-    The file's size is polled every few milliseconds (cheap); ``done()`` (a database read) far less often."""
+    The log is opened once, safely, when it exists (the shim appends to it, never replaces it); then its size is
+    polled every few milliseconds through that fd (cheap), ``done()`` (a database read) far less often."""
     offset = start
     last_check = 0.0
-    while True:
-        try:
-            grown = os.stat(path).st_size > offset
-        except FileNotFoundError:
-            grown = False
-        if grown:
-            with path.open("rb") as f:
-                f.seek(offset)
-                data = f.read(chunk)
-            offset += len(data)
-            yield data
-            continue
-        now = time.monotonic()
-        if now - last_check >= check_every:
-            last_check = now
-            if done():  # the task has ended, so its log is complete: drain what is left, then stop
-                try:
-                    if os.stat(path).st_size > offset:
+    fd: int | None = None
+    try:
+        while True:
+            if fd is None:
+                with contextlib.suppress(OSError):
+                    fd = safeio.open_beneath(logs_dir, name)
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        os.close(fd)
+                        return  # a FIFO or a device where a log should be: nothing to follow
+            if fd is not None and os.fstat(fd).st_size > offset:
+                data = os.pread(fd, chunk, offset)
+                offset += len(data)
+                yield data
+                continue
+            now = time.monotonic()
+            if now - last_check >= check_every:
+                last_check = now
+                if done():  # the task has ended, so its log is complete: drain what is left, then stop
+                    if fd is None:
+                        with contextlib.suppress(OSError):
+                            fd = safeio.open_beneath(logs_dir, name)
+                    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_size > offset:
                         continue
-                except FileNotFoundError:
-                    pass
-                return
-        await asyncio.sleep(interval)
+                    return
+            await asyncio.sleep(interval)
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)

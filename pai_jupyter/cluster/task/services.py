@@ -94,7 +94,7 @@ def start_command(service: str, info: dict[str, Any]) -> str:
             target = "--logdir_spec " + shlex.quote(",".join(f"{k}:{v}" for k, v in logdir.items()))
             prepare = ""
         else:
-            path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/tensorboard}"'
+            path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/run/tensorboard}"'
             target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
         serve = (
             f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
@@ -112,7 +112,9 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         )
     log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
     running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op
-    return f"{running} || {{ ( {cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
+    # the platform's services find the workbench's tools (process runtime); the user's commands never do
+    tools = f'PATH="${{{taskdir.SERVICE_BIN}:+${taskdir.SERVICE_BIN}:}}$PATH"; '
+    return f"{running} || {{ ( {tools}{cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
 
 
 def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
@@ -121,7 +123,7 @@ def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
     logdir = params.get("logdir")
     if isinstance(logdir, dict):
         return ",".join(f"{k}:{v}" for k, v in logdir.items())
-    return str(logdir) if logdir else env.get("PAI_OUTPUT_LOGS") or f"{env.get('PAI_TASK_DIR', '')}/tensorboard"
+    return str(logdir) if logdir else env.get("PAI_OUTPUT_LOGS") or f"{env.get('PAI_TASK_DIR', '')}/run/tensorboard"
 
 
 def stop_command(service: str) -> str:
@@ -132,7 +134,8 @@ def stop_command(service: str) -> str:
 def supervisor(own: dict[str, dict[str, Any]]) -> str:
     """Shell to put before the user's command: start each service, then a small loop (in the background, in the
     task's process group, cgroup or container) that starts or stops a service when the daemon leaves a
-    ``service-<name>.request`` file saying so in the task dir — how idle services are culled and revived."""
+    ``service-<name>.request`` file saying so in the task dir — how idle services are culled and revived. The
+    request is root's (the task can read it, not change it): ``<action> <serial>``, acted on once per serial."""
     cases = "".join(
         f"      {name}:start) {start_command(name, info)} ;;\n      {name}:stop) {stop_command(name)} ;;\n"
         for name, info in own.items()
@@ -141,7 +144,8 @@ def supervisor(own: dict[str, dict[str, Any]]) -> str:
         "( set +o errexit; while sleep 0.5; do\n"
         f'  for f in "$PAI_TASK_DIR"/{taskdir.service_request_glob()}; do\n'
         '    [ -f "$f" ] || continue\n'
-        '    name=${f##*/service-}; name=${name%.request}; action=$(cat "$f"); rm -f "$f"\n'
+        '    name=${f##*/service-}; name=${name%.request}; read -r action serial < "$f" || continue\n'
+        '    eval "seen=\\${seen_$name-}"; [ "$seen" = "$serial" ] && continue; eval "seen_$name=\\$serial"\n'
         '    case "$name:$action" in\n' + cases + "    esac\n  done\ndone ) >/dev/null 2>&1 &"
     )
     ssh = own.get("ssh")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ...metrics.nvml import Nvml
 from ..core.errors import BadRequest, NotFoundError
 from ..core.store import JobCore, TaskRow, loads
-from ..runtime import taskdir
+from ..runtime import safeio, taskdir
 from ..runtime.base import TaskHandle, TaskSpec
 from . import services
 from .env import Placement
@@ -103,7 +102,7 @@ def list_services(cluster: Cluster, row: JobCore) -> list[dict[str, Any]]:
         for name, info in (loads(t["services"], {}) or {}).items():
             host = t["host_ip"] or "127.0.0.1"
             up = t["state"] == "RUNNING" and services.answers(host, info["port"])
-            if t["task_dir"] and (Path(t["task_dir"]) / taskdir.service_file(name, "stopped")).exists():
+            if t["task_dir"] and taskdir.has_marker(Path(t["task_dir"]), name):
                 state = "stopping" if up else "stopped"
             elif t["state"] in ("WAITING", "STARTING"):
                 state = "waiting"  # for its task to start
@@ -111,8 +110,10 @@ def list_services(cluster: Cluster, row: JobCore) -> list[dict[str, Any]]:
                 state = "stopped"
             else:
                 state = "running" if up else "starting"
-            missing = Path(t["task_dir"]) / taskdir.service_file(name, "missing") if t["task_dir"] else None
-            problem = missing.read_text().strip() if state == "starting" and missing and missing.exists() else None
+            problem = None
+            if state == "starting" and t["task_dir"]:  # the service's own words, in its run/: read safely
+                said = safeio.read_text_beneath(t["task_dir"], taskdir.service_file(name, "missing"), 4096)
+                problem = said.strip() or None if said is not None else None
             out.append(
                 {
                     "role": t["role"],
@@ -140,19 +141,13 @@ def service_action(cluster: Cluster, row: JobCore, role: str, idx: int, name: st
         raise NotFoundError(f"task {role}[{idx}] has no {name} service")
     if action not in taskdir.SERVICE_ACTIONS:
         raise BadRequest('action must be "start" or "stop"')
-    handle = _running_handle(t)
+    _running_handle(t)
     assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     task_dir = Path(t["task_dir"])
-    request = task_dir / taskdir.service_file(name, "request")
-    request.write_text(action)  # the task's supervisor acts on it
-    run_as = handle.info.get("run_as")
-    if run_as:  # the supervisor runs as the task's own account (cluster/core/accounts.py)
-        os.chown(request, int(run_as[0]), int(run_as[1]))
-    marker = task_dir / taskdir.service_file(name, "stopped")  # on disk, so a restarted daemon still knows
-    if action == "stop":
-        marker.touch()
-    else:
-        marker.unlink(missing_ok=True)
+    # in the control part (root's): the supervisor, running as the task's account, reads it through its group
+    run_as = cluster.accounts.run_as(row["user"])
+    taskdir.write_request(task_dir, name, action, time.time_ns(), run_as[1] if run_as else None)
+    taskdir.set_marker(task_dir, name, action == "stop")  # on disk, so a restarted daemon still knows
     return {"role": role, "index": idx, "name": name, "action": action}
 
 

@@ -107,6 +107,14 @@ def masked_script(script: str, secrets: Any) -> str | None:
     return None if shown == script else shown
 
 
+def owned_parts(task_dir: Path) -> list[Path]:
+    """The directories of a task's job that its account owns (it writes there): the job's output (TensorBoard's
+    ``PAI_OUTPUT_LOGS``) and the Estimator's ``ml/`` top, when there; the job directory itself stays root's."""
+    job_dir = task_dir.parent
+    out = [job_dir / "output", job_logs_dir(task_dir)]
+    return out + ([job_dir / "ml"] if (job_dir / "ml").is_dir() else [])
+
+
 def prepare_task_dir(spec: TaskSpec) -> None:
     """Make the parent of the task's directory: the runtime makes the directory itself (the process runtime may
     move a ready one into place, see runtime/warm.py)."""

@@ -1,0 +1,202 @@
+"""The task directory on a shared machine (docs/security.md): root never follows a path a task can write.
+
+The audit's attacks, as a platform user other than the cluster's owner on a root daemon: the task plants symlinks
+to the daemon's ``runtime.json`` (the admin token) and to a root-owned decoy where the daemon reads its logs, its
+exit status and handle, its service files, and where it writes service requests and markers; then asks the daemon
+to serve and write them. Before the split the task owned its directory and each plant worked (a ``runtime`` log
+served the admin token; a service request overwrote and chowned the decoy). Also, on every daemon: a task's PATH
+is not the workbench's venv, and a log location's token does not read a job re-created under the same name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import sys
+from pathlib import Path
+
+import pytest
+
+from pai_jupyter.cluster import control
+from pai_jupyter.cluster.core.accounts import dedicated_name
+from tests.polling import wait_for
+
+from .conftest import Api, docker_or_skip, kill_leftovers, start_daemon, v1
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
+DECOY_TEXT = "decoy: root's file, untouched\n"
+PLANTS = (
+    "runtime",
+    "stderr",
+    "stdout",
+    "all",
+    "exit_code",
+    "handle.json",
+    "command.sh",
+    "service-tensorboard.request",
+    "service-tensorboard.stopped",
+    "planted",
+)
+
+
+def _attack(runtime_json: Path, decoy: Path) -> str:
+    lines = [
+        "echo uid=$(id -u)",
+        f'for f in {" ".join(PLANTS)}; do ln -sf {runtime_json} "$PAI_TASK_DIR/$f" 2>/dev/null '
+        '&& echo "PLANTED-$f" || echo "DENIED-$f"; done',
+        'mv "$PAI_TASK_DIR" "$PAI_TASK_DIR.moved" 2>/dev/null && echo MOVED || echo DENIED-move',
+        'mv "$PAI_TASK_DIR/.." "$PAI_TASK_DIR/../../moved" 2>/dev/null && echo MOVED-job || echo DENIED-move-job',
+        # run/ is the task's own: what it plants there the daemon reads without following
+        f'ln -sf {runtime_json} "$PAI_TASK_DIR/run/service-tensorboard.missing" && echo RUN-LINK',
+        f'ln -sf {decoy} "$PAI_TASK_DIR/run/service-tensorboard.log"',
+        "echo ready",
+        "sleep 60",
+    ]
+    return "\n".join(lines)
+
+
+def _job(name: str, script: str) -> str:
+    return json.dumps(
+        {
+            "protocolVersion": 2,
+            "name": name,
+            "type": "job",
+            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox"}],
+            "taskRoles": {
+                "main": {
+                    "instances": 1,
+                    "dockerImage": "img",
+                    "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                    "commands": script.splitlines(),
+                }
+            },
+            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]},
+        }
+    )
+
+
+def _wait_for_line(api: Api, job: str, line: str) -> str:
+    def seen() -> str | None:
+        out = api.log(job, name="stdout")
+        return out if line in out else None
+
+    return wait_for(seen, 30, lambda: f"{job} to print {line!r}")
+
+
+def _served_everything(api: Api, job: str) -> str:
+    """Every log the daemon serves for the task, its services and a service request: what it read or wrote."""
+    served = []
+    d = api.detail(job)
+    attempt = d["jobStatus"]["attemptId"]
+    r = api.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/main/taskIndex/0/attempts/0/logs")
+    assert r.status_code == 200, r.text
+    for loc in r.json()["locations"]:
+        served.append(api.http.get(loc["uri"]).text)
+        served.append(api.http.get(loc["uri"] + "&tail-mode=true").text)
+    r = api.http.get(f"/api/v2/local/jobs/{job}/services")
+    assert r.status_code == 200, r.text
+    served.append(r.text)
+    for action in ("stop", "start"):
+        r = api.http.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", json={"action": action})
+        assert r.status_code == 202, r.text
+    return "\n".join(served)
+
+
+@root_only
+def test_a_task_cannot_make_root_follow_its_links_on_the_process_runtime(tmp_path: Path) -> None:
+    home = tmp_path / "pai-home"
+    decoy = tmp_path / "decoy"
+    decoy.write_text(DECOY_TEXT)
+    os.chmod(decoy, 0o644)
+    try:
+        admin = start_daemon(home)
+        bob = admin.new_user("pvbob")
+        job = bob.submit_ok(_job("plant", _attack(home / "local" / "runtime.json", decoy)))
+        out = _wait_for_line(bob, job, "ready")
+        account = pwd.getpwnam(dedicated_name("pvbob"))
+        assert f"uid={account.pw_uid}" in out and account.pw_uid != 0, out
+        for name in PLANTS:
+            assert f"DENIED-{name}" in out, out
+        assert "DENIED-move" in out and "DENIED-move-job" in out and "RUN-LINK" in out, out
+        served = _served_everything(bob, job)
+        assert admin.token not in served
+        assert decoy.read_text() == DECOY_TEXT and decoy.stat().st_uid == 0
+        task_dir = next((home / "local" / "jobs" / f"{job}").glob("a0.main-0.t0"))
+        request = task_dir / "service-tensorboard.request"
+        st = request.lstat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, account.pw_gid, 0o640)
+        assert request.read_text().startswith("start ")
+        for name in ("stdout", "all", "exit_code", "handle.json", "command.sh"):
+            st = (task_dir / name).lstat()
+            assert st.st_uid == 0 and st.st_mode & 0o077 == 0, name  # root's, private: the task writes via pipes
+        assert bob.stop(job).status_code == 202
+        assert bob.wait(job)["jobStatus"]["state"] == "STOPPED"
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.mark.docker
+def test_a_container_cannot_make_root_follow_its_links(tmp_path: Path) -> None:
+    """On Docker the container (root inside) sees its control part read-only; what it plants in ``run/``,
+    where its shim writes the logs, the daemon reads without following."""
+    docker_or_skip()
+    home = tmp_path / "pai-home"
+    decoy = tmp_path / "decoy"
+    decoy.write_text(DECOY_TEXT)
+    try:
+        admin = start_daemon(home, runtime="docker")
+        runtime_json = home / "local" / "runtime.json"
+        script = "\n".join(
+            [
+                f'for f in {" ".join(PLANTS)}; do ln -sf {runtime_json} "$PAI_TASK_DIR/$f" 2>/dev/null '
+                '&& echo "PLANTED-$f" || echo "DENIED-$f"; done',
+                "echo ready",
+                # the logs and exit status are in run/: replace them all with links to the admin token
+                f'for f in stderr runtime planted; do ln -sf {runtime_json} "$PAI_TASK_DIR/run/$f"; done',
+                f'ln -sf {decoy} "$PAI_TASK_DIR/run/service-tensorboard.log"',
+                "sleep 60",
+            ]
+        )
+        job = admin.submit_ok(_job("plant", script))
+        out = _wait_for_line(admin, job, "ready")
+        for name in PLANTS:
+            assert f"DENIED-{name}" in out, out
+        td = next((home / "local" / "jobs" / job).glob("a0.main-0.t0"))
+        wait_for(lambda: (td / "run" / "runtime").is_symlink() or None, 20, lambda: "the container's links")
+        served = _served_everything(admin, job)
+        assert admin.token not in served
+        assert decoy.read_text() == DECOY_TEXT
+        assert admin.stop(job).status_code == 202
+        assert admin.wait(job)["jobStatus"]["state"] == "STOPPED"
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+def test_a_task_gets_a_system_path_never_the_workbench_venv(daemon: Api) -> None:
+    """Tasks run with their image's environment (the host's system on the process runtime): a task's ``pip``
+    must not install into the workbench's own venv, whatever account it runs as."""
+    job = daemon.submit_ok(v1("path", 'echo "PATH=$PATH"; command -v pai || echo NO-PAI'))
+    assert daemon.wait(job)["jobStatus"]["state"] == "SUCCEEDED"
+    out = daemon.log(job, name="stdout")
+    venv_bin = os.path.dirname(sys.executable)
+    path = next(line for line in out.splitlines() if line.startswith("PATH="))
+    assert venv_bin not in path.split("=", 1)[1].split(":"), out
+    assert "NO-PAI" in out, out
+
+
+def test_a_log_token_does_not_read_a_job_recreated_under_the_same_name(daemon: Api) -> None:
+    job = daemon.submit_ok(v1("again", "echo first-secret-log"))
+    assert daemon.wait(job)["jobStatus"]["state"] == "SUCCEEDED"
+    r = daemon.http.get(f"/api/v2/jobs/{job}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs")
+    uri = {loc["name"]: loc["uri"] for loc in r.json()["locations"]}["stdout"]
+    tokenless = daemon.as_user("nobody-token").http
+    assert "first-secret-log" in tokenless.get(uri).text  # the location's own token reads it, no header
+    assert daemon.http.delete(f"/api/v2/jobs/{job}").status_code in (200, 202)
+    wait_for(lambda: daemon.http.get(f"/api/v2/jobs/{job}").status_code == 404 or None, 20, lambda: "the delete")
+    again = daemon.submit_ok(v1("again", "echo second-log"))
+    assert daemon.wait(again)["jobStatus"]["state"] == "SUCCEEDED"
+    r = tokenless.get(uri)
+    assert r.status_code == 401 and "second-log" not in r.text, r.text
