@@ -60,31 +60,36 @@ def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         rt.remove(h)
 
 
+def logs(kind: str, td: Path) -> Path:
+    """Where the task's shim wrote its logs: the task directory, or its run/ in a container (runtime.logs_dir)."""
+    return td / "run" if kind.startswith("docker") else td
+
+
 @pytest.mark.parametrize("script", FAILING)
 def test_errexit_nounset_pipefail_fail_the_task(runner: tuple[str, object], tmp_path: Path, script: str) -> None:
     kind, run = runner
     result = run(tmp_path, script)  # type: ignore[operator]
     assert result.exit_code != 0, f"{script!r} succeeded on {kind}"
-    assert "after" not in read(tmp_path, "stdout")
+    assert "after" not in read(logs(kind, tmp_path), "stdout")
 
 
 @pytest.mark.parametrize("runner", WITH_BASH, indirect=True)
 def test_bash_features_work_where_there_is_bash(runner: tuple[str, object], tmp_path: Path) -> None:
-    _kind, run = runner
+    kind, run = runner
     result = run(tmp_path, BASHISMS)  # type: ignore[operator]
-    assert result.exit_code == 0, read(tmp_path, "all")
-    assert read(tmp_path, "stdout") == "y z 2\n"
-    assert not (tmp_path / "runtime").exists() or "no bash" not in read(tmp_path, "runtime")
+    assert result.exit_code == 0, read(logs(kind, tmp_path), "all")
+    assert read(logs(kind, tmp_path), "stdout") == "y z 2\n"
+    assert not (logs(kind, tmp_path) / "runtime").exists() or "no bash" not in read(logs(kind, tmp_path), "runtime")
 
 
 @pytest.mark.parametrize("runner", ["docker-busybox"], indirect=True)
 def test_an_image_without_bash_says_so(runner: tuple[str, object], tmp_path: Path) -> None:
-    _kind, run = runner
+    kind, run = runner
     result = run(tmp_path, "echo $0; false | cat; echo after")  # type: ignore[operator]
     assert result.exit_code != 0
-    note = read(tmp_path, "runtime")
+    note = read(logs(kind, tmp_path), "runtime")
     assert "no bash here" in note and "errexit, nounset and pipefail" in note  # busybox ash has pipefail
-    assert "after" not in read(tmp_path, "all")
+    assert "after" not in read(logs(kind, tmp_path), "all")
 
 
 def test_the_script_and_its_secrets_never_touch_the_disk(runner: tuple[str, object], tmp_path: Path) -> None:
@@ -95,8 +100,8 @@ def test_the_script_and_its_secrets_never_touch_the_disk(runner: tuple[str, obje
         f'test "{secret}" = "$(printf s3cr3t-planted-7f1c)"; echo ok',  # type: ignore[operator]
         shown_script='test "******" = "$(printf ******)"; echo ok',
     )
-    assert result.exit_code == 0, read(tmp_path, "all")
-    assert read(tmp_path, "stdout") == "ok\n"
+    assert result.exit_code == 0, read(logs(kind, tmp_path), "all")
+    assert read(logs(kind, tmp_path), "stdout") == "ok\n"
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"{path.name} holds the secret ({kind})"
