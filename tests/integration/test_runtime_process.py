@@ -412,7 +412,8 @@ def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
         rt = r.make()
         assert rt.warm is not None and "1 warm" in rt.describe()
         ready = rt.warm._ready[0]
-        assert {p.name for p in ready.directory.iterdir()} == {"work", "run", "command.sh", "stdout", "all", "exit_code"}
+        made = {p.name for p in ready.directory.iterdir()}
+        assert made == {"work", "run", "command.sh", "stdout", "all", "exit_code"}
         td = tmp_path / "jobs" / "t0"
         td.parent.mkdir()
         work = td / "work"
