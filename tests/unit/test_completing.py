@@ -7,6 +7,7 @@ test_scheduler.py: no daemon, no sleeps. Behaviour with real processes: tests/in
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from pai_jupyter.cluster.core.scheduler import Capacity, Resources
 from pai_jupyter.cluster.core.service import Cluster
 from pai_jupyter.cluster.http import views
-from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle
+from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from pai_jupyter.common.states import FINAL
 
 from . import test_scheduler as ts
@@ -274,3 +275,58 @@ def test_a_max_run_time_set_while_the_attempt_is_torn_down_is_for_the_next_attem
         assert row["deadline"] - row["launched_time"] / 1000 >= 5 * 60
 
     run(tmp_path, body)
+
+
+class HandOverRuntime(ts.MemoryRuntime):
+    """The first start goes to a worker thread and never returns (the daemon dies while handing the task over,
+    after its handle was written); ``find`` then finds that handle, whose shim is gone without an exit status."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hanging = threading.Event()
+        self.first = True
+
+    def start_quick(self, spec: TaskSpec) -> TaskHandle | None:
+        if self.first:
+            self.first = False
+            return None
+        return super().start_quick(spec)
+
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        self.hanging.wait(5)
+        raise TaskStartError(255, "the daemon went away")
+
+    def find(self, task_dir: str) -> TaskHandle | None:
+        return TaskHandle(runtime=self.name, id="handed-over", info={})
+
+    def is_alive(self, handle: TaskHandle) -> bool:
+        return False if handle.id == "handed-over" else super().is_alive(handle)
+
+
+def test_a_task_caught_starting_by_a_crash_runs_again(tmp_path: Path) -> None:
+    """A task whose shim never got its command (STARTING at kill -9) is queued again, not failed as lost."""
+
+    async def main() -> None:
+        runtime = HandOverRuntime()
+        first = Cluster(tmp_path / "local", runtime, Capacity(ts.MACHINE), stop_grace=0.0)
+        first.submit("alice", two_roles("handover"))
+        await ts.Harness(first, runtime).settle()
+        assert {t["state"] for t in first.store.tasks(first.get_job("alice", "handover")["id"])} >= {"STARTING"}
+        first.store.close()
+        runtime.hanging.set()
+        first.spawner.shutdown(wait=False)
+
+        second = Cluster(tmp_path / "local", runtime, Capacity(ts.MACHINE), stop_grace=0.0)
+        h = H(second, runtime)
+        try:
+            second.recover()
+            await h.settle()
+            assert {t["state"] for t in h.tasks("handover").values()} == {"RUNNING"}, h.tasks("handover")
+            for role in ("ps", "worker"):
+                await h.finish(key("handover", role), 0)
+            assert h.row("handover")["state"] == "SUCCEEDED"
+        finally:
+            second.spawner.shutdown(wait=False)
+            second.store.close()
+
+    asyncio.run(main())
