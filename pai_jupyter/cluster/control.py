@@ -86,9 +86,7 @@ def start(
             cmd += [flag, str(value)]
     cmd += extra_args or []
     log_path = local / "daemon.log"
-    env = dict(os.environ)
-    # process tasks find this environment's tools first (python3, tensorboard, jupyter for their services)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+    env = dict(os.environ)  # (tasks never get it: a system PATH, see runtime/process.py)
     with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=env, close_fds=True

@@ -14,6 +14,7 @@ import json
 import os
 import pwd
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,49 @@ def test_a_log_token_does_not_read_a_job_recreated_under_the_same_name(daemon: A
     assert daemon.wait(again)["jobStatus"]["state"] == "SUCCEEDED"
     r = tokenless.get(uri)
     assert r.status_code == 401 and "second-log" not in r.text, r.text
+
+
+TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run makes it (tensorboard inside)
+
+
+def _tensorboard_state(api: Api, job: str) -> dict[str, object] | None:
+    r = api.http.get(f"/api/v2/local/jobs/{job}/services")
+    assert r.status_code == 200, r.text
+    found = [s for s in r.json() if s["name"] == "tensorboard"]
+    return found[0] if found and found[0]["state"] in ("running", "unavailable") else None
+
+
+@root_only
+def test_another_users_tensorboard_runs_on_a_root_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-owner's TensorBoard starts: its output dir is its account's, and the services' Python is one every
+    account can run (PAI_JUPYTER_TASK_TOOLS); without one, the service says why instead of failing silently."""
+    if not Path(TASK_TOOLS, "bin", "tensorboard").exists():
+        pytest.skip(f"no task tools at {TASK_TOOLS} (.ci/run makes a venv with tensorboard there)")
+    script = 'test -w "$PAI_OUTPUT_LOGS" && echo OUTPUT-WRITABLE; echo ready; sleep 60'
+    for tools in (None, TASK_TOOLS):
+        home = tmp_path / f"home-{bool(tools)}"
+        if tools:
+            monkeypatch.setenv("PAI_JUPYTER_TASK_TOOLS", tools)
+        try:
+            admin = start_daemon(home)
+            bob = admin.new_user("tbbob")
+            job = bob.submit_ok(_job("board", script))
+            assert "OUTPUT-WRITABLE" in _wait_for_line(bob, job, "ready")
+            state = wait_for(partial(_tensorboard_state, bob, job), 60, lambda: "tensorboard to run or say why")
+            if tools:
+                assert state["state"] == "running", state
+                import httpx
+
+                r = httpx.get(
+                    f"http://127.0.0.1:{state['port']}/", headers={"Authorization": f"token {state['token']}"}
+                )
+                assert r.status_code == 200 and "TensorBoard" in r.text
+            elif "PAI_JUPYTER_TASK_TOOLS" in str(state.get("message")):
+                assert state["state"] == "unavailable"  # the workbench's Python is private to root here
+            else:
+                assert state["state"] == "running", state  # a workbench every account can run
+            assert bob.stop(job).status_code == 202
+            bob.wait(job)
+        finally:
+            control.stop(home)
+            kill_leftovers(home)

@@ -4,6 +4,7 @@ accounts tasks run as) and the lookups every part of it uses: a job's model, dir
 from __future__ import annotations
 
 import asyncio
+import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,6 +14,7 @@ from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
 from ..runtime import taskdir
 from ..runtime.base import Runtime
+from ..runtime.process import TASK_TOOLS, service_bin, usable_by_others
 from ..task.env import Placement
 from ..task.estimator import Layout
 from ..task.taskspec import TaskSpec, task_spec
@@ -59,6 +61,11 @@ class ClusterBase(ABC):
         self.accounts.open_path(local_dir)
         if self.accounts.describe():
             self.runtime_description += f"; {self.accounts.describe()}"
+        if self.accounts.isolating and not usable_by_others(os.path.join(service_bin(), "python3")):
+            self.runtime_description += (
+                f"; TensorBoard and Jupyter in other users' tasks need {TASK_TOOLS} (a Python environment "
+                f"every account can use): {service_bin()} is not"
+            )
 
     # ---- lookups -------------------------------------------------------------------------------------------------
     def job_model(self, row: JobCore) -> Job:

@@ -378,5 +378,32 @@ def _host_env(env: dict[str, str]) -> dict[str, str]:
     for name in ("HOME", "LANG"):
         if name not in out and name in os.environ:
             out[name] = os.environ[name]
-    out.setdefault(SERVICE_BIN, os.path.dirname(sys.executable))
+    out.setdefault(SERVICE_BIN, service_bin())
     return out
+
+
+TASK_TOOLS = "PAI_JUPYTER_TASK_TOOLS"
+
+
+def service_bin() -> str:
+    """The bin directory of the Python environment the platform's services inside a task run from: the admin's
+    ``PAI_JUPYTER_TASK_TOOLS`` (a virtualenv every account can use), else the workbench's own. The workbench's
+    may be unusable by other accounts (a Python under root's 0700 home); the services then say so in their
+    ``.missing`` file (``services.start_command``) and the cluster's description names the setting."""
+    tools = os.environ.get(TASK_TOOLS)
+    return os.path.join(tools, "bin") if tools else os.path.dirname(sys.executable)
+
+
+def usable_by_others(path: str) -> bool:
+    """Can any account run ``path``: every directory on the way to it (and to what it links to) world-searchable
+    and the file world-executable."""
+    for candidate in {path, os.path.realpath(path)}:
+        p = Path(candidate)
+        try:
+            if not p.stat().st_mode & 0o001:
+                return False
+            if any(not parent.stat().st_mode & 0o001 for parent in p.parents):
+                return False
+        except OSError:
+            return False
+    return True

@@ -110,11 +110,26 @@ def start_command(service: str, info: dict[str, Any]) -> str:
             f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
             '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
         )
+    if service in ("tensorboard", "jupyter"):  # the platform's Python services: say plainly when they cannot run
+        cmd = f"{_tools_check(service)}{cmd}"
     log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
     running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op
     # the platform's services find the workbench's tools (process runtime); the user's commands never do
     tools = f'PATH="${{{taskdir.SERVICE_BIN}:+${taskdir.SERVICE_BIN}:}}$PATH"; '
     return f"{running} || {{ ( {tools}{cmd} ) >>{log} 2>&1 & echo $! >{pid}; }}"
+
+
+def _tools_check(service: str) -> str:
+    """Shell: the workbench's Python must be runnable by the task's account, else the service's ``.missing``
+    says why and what the admin sets (a Python under root's private home is not, for other accounts)."""
+    missing = taskdir.in_shell(taskdir.service_file(service, "missing"))
+    why = (
+        f"{service} cannot start: the Python environment of the platform's services ($PAI_SERVICE_BIN) cannot be "
+        "run by this task's account ($(id -un)); the cluster's admin sets PAI_JUPYTER_TASK_TOOLS to a Python "
+        f"environment with {service} that every account can use"
+    )
+    unusable = '[ -n "${PAI_SERVICE_BIN:-}" ] && [ ! -x "$PAI_SERVICE_BIN/python3" ]'
+    return f'if {unusable}; then echo "{why}" >{missing}; exit 127; fi; '
 
 
 def tensorboard_logdir(params: dict[str, Any], env: dict[str, str]) -> str:
