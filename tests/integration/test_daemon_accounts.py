@@ -193,8 +193,20 @@ def test_a_user_named_after_a_host_account_never_runs_as_it(tmp_path: Path) -> N
             ):
                 r = admin.http.post("/api/v2/local/users", json={"name": "mapped2", "account": account})
                 assert r.status_code == status and words in r.json()["message"], (account, r.text)
+            # an existing user is mapped (e.g. one who ran as the account of their name before): not while a job runs
+            regacct = admin.as_user(admin.http.post("/api/v2/local/users", json={"name": "regacct"}).json()["token"])
+            running = regacct.submit_ok(v1("running", "sleep 300"))
+            regacct.wait(running, ("RUNNING",))
             r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
-            assert r.status_code == 409 and "remove the user first" in r.json()["message"], r.text
+            assert r.status_code == 409 and "stop them first" in r.json()["message"], r.text
+            regacct.stop(running)
+            regacct.wait(running)
+            r = admin.http.delete("/api/v2/local/users/mapped1")  # frees the account; a host account stays
+            assert "the host's account regacct, which stays" in r.json()["message"], r.text
+            assert pwd.getpwnam("regacct").pw_uid == regular.pw_uid
+            r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
+            assert r.status_code == 201, r.text
+            assert uid_of_job(regacct, "mapped-now", 'echo x > "$PAI_USER_HOME/mine"') == regular.pw_uid
         finally:
             control.stop(home)
             kill_leftovers(home)

@@ -41,10 +41,10 @@ class Users(Base):
                     f"{name}'s tasks do not run as an OS account of their own on this cluster (the daemon is not "
                     "root, tasks are containers, or the user owns the cluster): leave account out"
                 )
-            if store.user(name) is not None and mapped != account:
+            if mapped != account and store.unfinished_jobs(name):
                 raise ConflictJobError(
-                    f"user {name} exists and their tasks run as {mapped or 'an account of their own'}; remove the "
-                    "user first (pai cluster user remove) to map them to another account"
+                    f"user {name}'s tasks run as {mapped or 'an account of their own'} and some of their jobs have "
+                    "not ended: stop them first to map the user to another account"
                 )
             accounts.vet(name, account)
         elif mapped is None:
@@ -61,6 +61,9 @@ class Users(Base):
             if password:
                 store.set_password(name, password)
             token = store.new_token(name, "created by admin")
+        if account is not None and account != mapped:  # their next task runs as it, their directories are its
+            accounts.forget(name)
+            self.cluster.forget_home(name)
         self.write_json({"name": name, "token": token}, 201)
 
 
