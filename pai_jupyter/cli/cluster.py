@@ -1,9 +1,11 @@
-"""``pai cluster start|stop|status|user add``: run the embedded local cluster."""
+"""``pai cluster start|stop|status|user add|user remove``: run the embedded local cluster."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Any
+from urllib.parse import quote
 
 import click
 
@@ -128,21 +130,51 @@ def user() -> None:
     help="Also set a password for `pai profile login` (asked for when given without a value).",
 )
 @click.option("--admin", is_flag=True, help="The user sees and controls every job.")
-def user_add(name: str, password: str | None, admin: bool) -> None:
+@click.option(
+    "--account",
+    help="Run the user's tasks as this regular OS account of the host (default: an account of their own, pai-NAME).",
+)
+def user_add(name: str, password: str | None, admin: bool, account: str | None) -> None:
     """Create user NAME (or give an existing one a new token) and print the token."""
+    info = _running()
+    if password == "":
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    body = {"name": name, "admin": admin, **({"password": password} if password else {})}
+    if account is not None:
+        body["account"] = account
+    click.echo(_as_admin(info, "POST", "/api/v2/local/users", body)["token"])
+
+
+@user.command("remove")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def user_remove(name: str, yes: bool) -> None:
+    """Remove user NAME: revoke their tokens, stop their jobs, and remove the OS account made for their tasks.
+    Their jobs stay as stopped records and their files as root's."""
+    info = _running()
+    if not yes:
+        click.confirm(f"remove user {name}, revoke their tokens and stop their jobs?", abort=True)
+    click.echo(_as_admin(info, "DELETE", f"/api/v2/local/users/{quote(name, safe='')}")["message"])
+
+
+def _running() -> dict[str, Any]:
     info = control.running()
     if info is None:
         click.echo("local cluster is not running; start it with: pai cluster start", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    if password == "":
-        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
-    body = {"name": name, "admin": admin, **({"password": password} if password else {})}
+    return info
+
+
+def _as_admin(info: dict[str, Any], method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The daemon's answer to a request with the admin's token (from runtime.json); exits with its message on an
+    error."""
     import httpx
 
-    r = httpx.post(
-        f"{info['url']}/api/v2/local/users", json=body, headers={"Authorization": f"Bearer {info['token']}"}, timeout=10
+    r = httpx.request(
+        method, info["url"] + path, json=body, headers={"Authorization": f"Bearer {info['token']}"}, timeout=120
     )
     if r.status_code >= 400:
         click.echo(f"pai cluster: {r.json().get('message', r.text)}", err=True)
         sys.exit(2)
-    click.echo(r.json()["token"])
+    data: dict[str, Any] = r.json()
+    return data

@@ -1,22 +1,31 @@
 """A user's task cannot become admin (issue 12 item 1): with the daemon as root, each user's tasks run as an OS
 account of their own, their directories are theirs and private, the daemon's files unreadable from any task.
 The attack of the audit: bob's job reads the daemon's runtime.json (the admin token), state.db (every secret)
-and greps other users' task directories for a secret."""
+and greps other users' task directories for a secret.
+
+Issue 20: a platform user named after a host account (a service account above UID_MAX, a regular one, a
+``pai-`` one the daemon did not make) never runs as it; only an admin's mapping picks a regular account; removing
+a user stops their jobs, revokes their tokens and removes the account the daemon made."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.accounts import Accounts, dedicated_name
+from pai_jupyter.cluster.core.accounts import SHELL, Accounts, UidRanges, dedicated_name, pids_of
 from pai_jupyter.cluster.core.errors import ConflictJobError
+from tests.polling import wait_for
 
-from .conftest import kill_leftovers, start_daemon, v1
+from .conftest import Api, kill_leftovers, start_daemon, v1
+from .test_cli import pai
 
 SECRET = "root-secret-planted-91ab"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
@@ -109,3 +118,176 @@ def test_dedicated_account_names_are_valid_and_distinct() -> None:
     odd = [dedicated_name(n) for n in ("Bob.Smith", "bob.smith", "x" * 64)]
     assert len(set(odd)) == 3
     assert all(len(n) <= 32 and n.startswith("pai-") for n in odd)
+
+
+def test_login_defs_ranges_are_read_with_their_defaults(tmp_path: Path) -> None:
+    defs = tmp_path / "login.defs"
+    defs.write_text("# comment\nUID_MIN\t\t\t 2000\nUID_MAX  50000\nSYS_UID_MIN 200\nGID_MIN 7\nUID_MAX_X 1\n")
+    r = UidRanges.read(defs)
+    assert (r.uid_min, r.uid_max, r.sys_uid_min, r.sys_uid_max) == (2000, 50000, 200, 1999)
+    assert UidRanges.read(tmp_path / "missing") == UidRanges()
+    assert r.regular(2000) and not r.regular(50001) and not r.regular(1999) and not r.regular(65534)
+    assert r.system(1999) and not r.system(0) and not r.system(2000)
+
+
+# ---- issue 20: real accounts ----------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def host_accounts(*names: str) -> Iterator[None]:
+    """Remove these OS accounts (and their groups) before and after: the test makes some, the daemon others."""
+
+    def clean() -> None:
+        for name in names:
+            subprocess.run(["userdel", name], capture_output=True, check=False)
+            subprocess.run(["groupdel", name], capture_output=True, check=False)
+
+    clean()
+    try:
+        yield
+    finally:
+        clean()
+
+
+def useradd(*args: str) -> pwd.struct_passwd:
+    subprocess.run(["useradd", "--no-create-home", *args], check=True, capture_output=True)
+    return pwd.getpwnam(args[-1])
+
+
+def uid_of_job(api: Api, name: str, before: str = "true") -> int:
+    """The uid a job of ``api``'s user runs as (``before``: a command that must succeed first)."""
+    job = api.submit_ok(v1(name, f"{before} && id -u"))
+    detail = api.wait(job)
+    out = api.log(job, name="stdout")
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", (detail, out)
+    return int(out.split()[-1])
+
+
+@root_only
+def test_a_user_named_after_a_host_account_never_runs_as_it(tmp_path: Path) -> None:
+    """The audit: a platform user named ``slurm`` ran as the real ``slurm`` service account (any uid >= 1000 was
+    taken by name, even above UID_MAX). Now a name picks only the daemon's own ``pai-`` account."""
+    home = tmp_path / "pai-home"
+    ranges = UidRanges.read()
+    high = next(u for u in range(ranges.uid_max + 101, ranges.uid_max + 5000) if not _uid_used(u))
+    names = ("svcacct", "regacct", "pai-squat", "pai-svcacct", "pai-regacct", "pai-mapped1", "pai-oldie")
+    with host_accounts(*names):
+        service = useradd("--uid", str(high), "--shell", "/usr/sbin/nologin", "svcacct")
+        regular = useradd("regacct")
+        useradd("--system", "pai-squat")  # a pai- account of someone else's (no comment of ours)
+        # an account made by an older daemon: ours, with nologin, which the ssh plugin's logins cannot use
+        useradd("--system", "--shell", "/usr/sbin/nologin", "--comment", "pai_jupyter tasks of oldie", "pai-oldie")
+        try:
+            admin = start_daemon(home)
+            for user, account in (("svcacct", service), ("regacct", regular)):
+                uid = uid_of_job(admin.new_user(user), f"as-{user}")
+                assert uid != account.pw_uid, f"the platform user {user}'s task ran as the host's account {user}"
+                own = pwd.getpwnam(dedicated_name(user))
+                assert uid == own.pw_uid, (user, uid, own)
+                assert own.pw_gecos == f"pai_jupyter tasks of {user}" and ranges.system(own.pw_uid)
+                assert own.pw_shell == SHELL and _shadow(own.pw_name).startswith("!")  # locked: no password
+            r = admin.http.post("/api/v2/local/users", json={"name": "squat"})
+            assert r.status_code == 409 and "pai_jupyter did not make it" in r.json()["message"], r.text
+            uid_of_job(admin.new_user("oldie"), "old-account")
+            assert pwd.getpwnam("pai-oldie").pw_shell == SHELL
+            # an admin's explicit mapping picks a regular account, and only a regular one, for one user only
+            assert uid_of_job(admin.new_user("mapped1", account="regacct"), "mapped") == regular.pw_uid
+            for account, status, words in (
+                ("svcacct", 400, "not a regular account"),
+                ("daemon", 400, "not a regular account"),
+                ("root", 400, "not a regular account"),
+                ("no-such-acct", 400, "no OS account"),
+                ("regacct", 409, "runs the tasks of user mapped1"),
+            ):
+                r = admin.http.post("/api/v2/local/users", json={"name": "mapped2", "account": account})
+                assert r.status_code == status and words in r.json()["message"], (account, r.text)
+            # an existing user is mapped (e.g. one who ran as the account of their name before): not while a job runs
+            regacct = admin.as_user(admin.http.post("/api/v2/local/users", json={"name": "regacct"}).json()["token"])
+            running = regacct.submit_ok(v1("running", "sleep 300"))
+            regacct.wait(running, ("RUNNING",))
+            r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
+            assert r.status_code == 409 and "stop them first" in r.json()["message"], r.text
+            regacct.stop(running)
+            regacct.wait(running)
+            r = admin.http.delete("/api/v2/local/users/mapped1")  # frees the account; a host account stays
+            assert "the host's account regacct, which stays" in r.json()["message"], r.text
+            assert pwd.getpwnam("regacct").pw_uid == regular.pw_uid
+            r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
+            assert r.status_code == 201, r.text
+            assert uid_of_job(regacct, "mapped-now", 'echo x > "$PAI_USER_HOME/mine"') == regular.pw_uid
+        finally:
+            control.stop(home)
+            kill_leftovers(home)
+
+
+def _uid_used(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def _shadow(name: str) -> str:
+    for line in Path("/etc/shadow").read_text().splitlines():
+        if line.split(":")[0] == name:
+            return line.split(":")[1]
+    raise AssertionError(f"{name} is not in /etc/shadow")
+
+
+def _owners(*tops: Path) -> set[int]:
+    out = set()
+    for top in tops:
+        for dirpath, dirnames, filenames in os.walk(top):
+            out |= {os.lstat(os.path.join(dirpath, n)).st_uid for n in (".", *dirnames, *filenames)}
+    return out
+
+
+@root_only
+def test_removing_a_user_stops_their_jobs_revokes_their_tokens_and_removes_their_account(tmp_path: Path) -> None:
+    """The audit: no route or command removed a user; their token, jobs and ``pai-`` account outlived them."""
+    home = tmp_path / "pai-home"
+    with host_accounts("pai-hrm"):
+        try:
+            admin = start_daemon(home)
+            hrm = admin.new_user("hrm", password="hunter22")
+            job = hrm.submit_ok(v1("sleeper", 'echo mine > "$PAI_USER_HOME/note"; sleep 300'))
+            hrm.wait(job, ("RUNNING",))
+            account = pwd.getpwnam("pai-hrm")
+            wait_for(lambda: pids_of(account.pw_uid), 30, "the sleeper to run as pai-hrm")
+            assert hrm.http.delete("/api/v2/local/users/hrm").status_code == 403  # admins only
+            # a process of the account's that no task holds (as an escaped one would be): the account waits for it
+            stray = subprocess.Popen(["sleep", "300"], user=account.pw_uid, group=account.pw_gid)
+            try:
+                r = admin.http.delete("/api/v2/local/users/hrm")
+                assert r.status_code == 200, r.text
+                body = r.json()
+                assert body["stoppedJobs"] == ["hrm~sleeper"] and body["revokedTokens"] == 1
+                assert body["account"] == "pai-hrm" and body["accountRemoved"] is False, body
+                assert f"processes still run as it (pids {stray.pid})" in body["message"]
+                assert admin.detail(job)["jobStatus"]["state"] == "STOPPED"
+                assert hrm.http.get("/api/v2/jobs").status_code == 401  # the old token
+                login = {"username": "hrm", "password": "hunter22"}
+                assert admin.http.post("/api/v2/authn/basic/login", json=login).json()["code"] == "NoUserError"
+            finally:
+                stray.kill()
+                stray.wait()
+            r = admin.http.delete("/api/v2/local/users/hrm")  # again, once the process is gone
+            assert r.status_code == 200 and r.json()["accountRemoved"] is True, r.text
+            with pytest.raises(KeyError):
+                pwd.getpwnam("pai-hrm")
+            assert pids_of(account.pw_uid) == []
+            # its files are root's now: an account made later may get the freed uid
+            assert _owners(home / "local" / "users" / "hrm", home / "local" / "jobs" / "hrm~sleeper") == {0}
+            assert admin.http.delete("/api/v2/local/users/hrm").status_code == 404
+            assert admin.http.delete(f"/api/v2/local/users/{pwd.getpwuid(os.geteuid()).pw_name}").status_code == 409
+            # a user of that name added again gets a new account and a home it can write; the command removes it
+            again = admin.new_user("hrm")
+            uid = uid_of_job(again, "again", 'echo again > "$PAI_USER_HOME/note2"')
+            assert uid == pwd.getpwnam("pai-hrm").pw_uid
+            r = pai("cluster", "user", "remove", "hrm", "--yes", home=home)
+            assert r.returncode == 0 and "the OS account pai-hrm was removed" in r.stdout, (r.stdout, r.stderr)
+            assert again.http.get("/api/v2/jobs").status_code == 401
+            with pytest.raises(KeyError):
+                pwd.getpwnam("pai-hrm")
+        finally:
+            control.stop(home)
+            kill_leftovers(home)

@@ -36,6 +36,7 @@ def test_every_route_needs_a_valid_token(daemon: Api) -> None:
         ("GET", "/api/v1/user/x"),
         ("GET", "/api/v1/token"),
         ("POST", "/api/v2/local/users"),
+        ("DELETE", "/api/v2/local/users/x"),
         ("DELETE", f"/api/v2/jobs/{name}"),
         ("GET", "/api/v2/nope"),
     ]
@@ -80,6 +81,40 @@ def test_users_see_and_control_only_their_own_jobs(daemon: Api) -> None:
     r = httpx.post(daemon.url + "/api/v2/authn/basic/login", json={"username": "bob", "password": "nope00"})
     assert r.status_code == 400 and r.json()["code"] == "IncorrectPasswordError"
     daemon.stop(mine)
+
+
+def test_an_admin_revokes_any_token_a_user_only_their_own(daemon: Api) -> None:
+    """The audit: an admin could not revoke a leaked token of another user (403)."""
+    r = daemon.http.post("/api/v2/local/users", json={"name": "leaky"})
+    leaked = r.json()["token"]
+    leaky = daemon.as_user(leaked)
+    spare = daemon.as_user(daemon.http.post("/api/v2/local/users", json={"name": "leaky"}).json()["token"])
+    mallory = daemon.new_user("mallory")
+    assert mallory.http.delete(f"/api/v2/tokens/{leaked}").status_code == 403  # not theirs
+    assert mallory.http.delete(f"/api/v2/tokens/{daemon.token}").status_code == 403
+    assert leaky.http.get("/api/v2/jobs").status_code == 200
+    r = daemon.http.delete(f"/api/v2/tokens/{leaked}")  # by the token itself
+    assert r.status_code == 200, r.text
+    assert leaky.http.get("/api/v2/jobs").status_code == 401
+    ids = spare.http.get("/api/v2/tokens").json()["tokens"]
+    assert len(ids) == 1
+    assert daemon.http.delete(f"/api/v1/token/{ids[0]}").status_code == 200  # by its id, on the v1 path
+    assert spare.http.get("/api/v2/jobs").status_code == 401
+    assert daemon.http.delete(f"/api/v2/tokens/{ids[0]}").status_code == 403  # gone: names no token
+    assert mallory.http.get("/api/v2/jobs").status_code == 200
+
+
+def test_ssh_keys_are_bounded_in_size_and_count(daemon: Api) -> None:
+    """The audit: a 5 MB "key" was stored, and every listing and every task with the ssh plugin carried it."""
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3mZJ0hFVsFd1O3y0m3C2bqZQ9nq3lBqD5o4m0vTq9c"
+    r = daemon.http.post("/api/v2/local/ssh-keys", json={"title": "huge", "value": "ssh-rsa " + "A" * 5_000_000})
+    assert r.status_code == 400 and "at most 8192 characters" in r.json()["message"], r.text[:300]
+    assert daemon.http.get("/api/v2/local/ssh-keys").json() == []
+    for i in range(50):
+        r = daemon.http.post("/api/v2/local/ssh-keys", json={"title": f"k{i}", "value": f"{key} k{i}"})
+        assert r.status_code == 201, r.text
+    r = daemon.http.post("/api/v2/local/ssh-keys", json={"title": "one-more", "value": key})
+    assert r.status_code == 400 and "at most 50 keys" in r.json()["message"]
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ class ClusterBase(ABC):
         self._homes: set[str] = set()
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
-        self.accounts = Accounts(os_user(), runtime.name)
+        self.accounts = Accounts(os_user(), runtime.name, mapped=self.store.account_of)
         self.accounts.open_path(local_dir)
         if self.accounts.describe():
             self.runtime_description += f"; {self.accounts.describe()}"
@@ -113,6 +113,10 @@ class ClusterBase(ABC):
                 taskdir.give(path, run_as)
             self._homes.add(user)
         return path
+
+    def forget_home(self, user: str) -> None:
+        """The user was removed: a user of that name added later gets their home (re)made for their account."""
+        self._homes.discard(user)
 
     def layout(self, row: JobCore, job: Job) -> Layout | None:
         """The Estimator's /ml tree of this job, when it asked for one."""

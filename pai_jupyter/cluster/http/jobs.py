@@ -1,5 +1,4 @@
-"""The job routes of OpenPAI's v2 REST API: submit, list, detail, stop, clone, config, attempts, events; and the
-admin's ``POST /api/v2/local/users``.
+"""The job routes of OpenPAI's v2 REST API: submit, list, detail, stop, clone, config, attempts, events.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -7,7 +6,6 @@ Every route needs a bearer token except login; a user sees only their own jobs (
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import tornado.http1connection
@@ -21,7 +19,6 @@ from ...protocol.edit import rename_text
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import (
     BadRequest,
-    ForbiddenUserError,
     InvalidProtocolError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
@@ -180,29 +177,6 @@ class Events(Base):
         self.write_json({"totalCount": len(events), "data": [views.event_item(row, e) for e in reversed(events)]})
 
 
-class Users(Base):
-    def post(self) -> None:
-        if not self.is_admin:
-            raise ForbiddenUserError("only an admin can add users")
-        body = self.json_body()
-        name = body.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-            raise BadRequest(
-                "a user name starts with a letter or digit, then letters, digits, '-', '_' and '.' (at most 64)"
-            )
-        admin, password = body.get("admin", False), body.get("password")
-        if not isinstance(admin, bool):
-            raise BadRequest("admin must be true or false")
-        if password is not None and (not isinstance(password, str) or len(password) < 6):
-            raise BadRequest("a password must be a string of at least 6 characters")
-        store = self.cluster.store
-        self.cluster.admit_user(name)
-        store.ensure_user(name, admin=admin)
-        if password:
-            store.set_password(name, password)
-        self.write_json({"name": name, "token": store.new_token(name, "created by admin")}, 201)
-
-
 def routes(args: dict[str, Any]) -> list[Route]:
     return [
         (r"/api/v2/jobs", Jobs, args),
@@ -212,5 +186,4 @@ def routes(args: dict[str, Any]) -> list[Route]:
         (JOB + r"/clone", Clone, args),
         (JOB + r"/job-attempts", Attempts, args),
         (JOB + r"/events", Events, args),
-        (r"/api/v2/local/users", Users, args),
     ]

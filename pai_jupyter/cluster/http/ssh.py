@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..core.service import Cluster
 
 TITLE_MAX = 100
+KEY_MAX = 8192  # an RSA-16384 key is about 2,800; every task of the user's jobs with the plugin gets them all
 
 
 def _fingerprint(pub: Path) -> str | None:
@@ -46,6 +47,8 @@ class SshKeys(Base):
         title, value = body.get("title"), body.get("value")
         if not isinstance(title, str) or not title.strip() or len(title) > TITLE_MAX or "/" in title:
             raise BadRequest(f"title must be a non-empty string of at most {TITLE_MAX} characters, without '/'")
+        if isinstance(value, str) and len(value) > KEY_MAX:
+            raise BadRequest(f"a public key has at most {KEY_MAX} characters; this one has {len(value)}")
         try:
             key = sshd.check_public_key(value if isinstance(value, str) else "")
         except sshd.KeyError_ as exc:

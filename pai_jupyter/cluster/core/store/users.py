@@ -1,4 +1,5 @@
-"""Users, their passwords and API tokens (only hashes are stored)."""
+"""Users, their passwords and API tokens (only hashes are stored), the OS account an admin mapped a user to, and a
+user's removal."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import secrets
 import time
 from typing import cast
 
+from ....common.states import FINAL
 from .db import Database
-from .rows import TokenRow, TokenUser, UserRow, UserSummary
+from .rows import JobCore, TokenRow, TokenUser, UserRow, UserSummary
+from .schema import CORE_COLUMNS, sql_set
 
 
 def hash_token(token: str) -> str:
@@ -73,6 +76,48 @@ class Users(Database):
 
     def revoke_token(self, digest: str) -> None:
         self.db.execute("DELETE FROM tokens WHERE hash = ?", (digest,))
+
+    def find_token(self, token: str, user: str | None) -> str | None:
+        """The stored hash of ``token`` (the token itself, or its listed id), among ``user``'s tokens or, with
+        None (an admin asking), anyone's; None when it names no token (or, by an id, more than one)."""
+        rows = self.db.execute(
+            "SELECT hash FROM tokens WHERE (hash = ? OR 'sha256-' || substr(hash, 1, 16) = ?) "
+            "AND (? IS NULL OR user = ?) LIMIT 2",
+            (hash_token(token), token, user, user),
+        ).fetchall()
+        return rows[0][0] if len(rows) == 1 else None
+
+    # ---- the OS account a user's tasks run as (core/accounts.py) -------------------------------------------------
+    def account_of(self, user: str) -> str | None:
+        """The OS account an admin mapped ``user`` to (None: the daemon's own ``pai-`` account)."""
+        row = self.db.execute("SELECT account FROM user_accounts WHERE user = ?", (user,)).fetchone()
+        return row[0] if row else None
+
+    def user_of_account(self, account: str) -> str | None:
+        row = self.db.execute("SELECT user FROM user_accounts WHERE account = ?", (account,)).fetchone()
+        return row[0] if row else None
+
+    def set_account(self, user: str, account: str) -> None:
+        """Map ``user`` to ``account``; IntegrityError when another user has it."""
+        self.db.execute(
+            "INSERT INTO user_accounts (user, account) VALUES (?, ?) "
+            "ON CONFLICT (user) DO UPDATE SET account = excluded.account",
+            (user, account),
+        )
+
+    # ---- removal -------------------------------------------------------------------------------------------------
+    def remove_user(self, name: str) -> int:
+        """Delete the user with their password, tokens and account mapping (their jobs stay, as records);
+        returns how many tokens were revoked."""
+        with self.tx() as db:
+            revoked = db.execute("DELETE FROM tokens WHERE user = ?", (name,)).rowcount
+            db.execute("DELETE FROM users WHERE name = ?", (name,))
+        return revoked
+
+    def unfinished_jobs(self, user: str) -> list[JobCore]:
+        """The user's jobs that have not reached a final state."""
+        sql = f"SELECT {CORE_COLUMNS} FROM jobs WHERE user = ? AND state NOT IN {sql_set(FINAL)}"
+        return cast("list[JobCore]", self.all(sql, (user,)))
 
     def users(self) -> list[UserSummary]:
         return cast("list[UserSummary]", self.all("SELECT name, admin, created FROM users ORDER BY name"))
