@@ -14,7 +14,7 @@ from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
 from ..runtime import taskdir
 from ..runtime.base import Runtime
-from ..runtime.process import TASK_TOOLS, service_bin, usable_by_others
+from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 from ..task.env import Placement
 from ..task.estimator import Layout
 from ..task.taskspec import TaskSpec, task_spec

@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,9 @@ from .base import (
     TaskStartError,
 )
 from .cgroups import CgroupManager, TaskCgroup
+from .hostenv import host_env
 from .shim import Shim, choose_shim
-from .taskdir import SCRIPT_ENV, SERVICE_BIN, read_int
+from .taskdir import SCRIPT_ENV, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
 ENFORCEMENTS = ("auto", "cgroup", "watchdog")
@@ -112,7 +112,7 @@ class ProcessRuntime(Runtime):
 
     def _start(self, spec: TaskSpec, quick: bool) -> TaskHandle | None:
         td = Path(os.path.abspath(spec.task_dir))  # the shim runs in work_dir: a relative path would move
-        env = _host_env(spec.env)
+        env = host_env(spec.env)
         cwd = spec.work_dir or str(td)
         notice = (
             (f"[pai_jupyter] process runtime: the image {spec.image!r} was not used; the task runs on this host.\n")
@@ -266,10 +266,10 @@ class ProcessRuntime(Runtime):
                 raise RuntimeError("a terminal in a task that runs as its user's account needs setpriv (util-linux)")
             return (
                 [setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups", "/bin/sh", "-i"],
-                _host_env(env),
+                host_env(env),
                 cwd,
             )
-        return ["/bin/sh", "-i"], _host_env(env), cwd
+        return ["/bin/sh", "-i"], host_env(env), cwd
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         """CPU seconds and RSS of the shim's whole process tree."""
@@ -361,49 +361,3 @@ class ProcessRuntime(Runtime):
         if cgroup is not None and not cgroup.remove(timeout=0):  # freed now, whether or not remove() follows
             await asyncio.to_thread(cgroup.remove)
         return result
-
-
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def _host_env(env: dict[str, str]) -> dict[str, str]:
-    """The task's env plus a plain system PATH, and HOME and LANG from the daemon, where the task does not set them.
-
-    Never the daemon's own PATH: it starts with the workbench's venv, so a root task's ``pip install`` went into
-    the workbench itself (and other accounts got "bad interpreter"); OpenPAI's tasks get their image's
-    environment, and this host's system is the process runtime's image. The services the platform runs inside a
-    task (TensorBoard, Jupyter) are the workbench's: they find its tools through ``SERVICE_BIN`` alone."""
-    out = dict(env)
-    out.setdefault("PATH", SYSTEM_PATH)
-    for name in ("HOME", "LANG"):
-        if name not in out and name in os.environ:
-            out[name] = os.environ[name]
-    out.setdefault(SERVICE_BIN, service_bin())
-    return out
-
-
-TASK_TOOLS = "PAI_JUPYTER_TASK_TOOLS"
-
-
-def service_bin() -> str:
-    """The bin directory of the Python environment the platform's services inside a task run from: the admin's
-    ``PAI_JUPYTER_TASK_TOOLS`` (a virtualenv every account can use), else the workbench's own. The workbench's
-    may be unusable by other accounts (a Python under root's 0700 home); the services then say so in their
-    ``.missing`` file (``services.start_command``) and the cluster's description names the setting."""
-    tools = os.environ.get(TASK_TOOLS)
-    return os.path.join(tools, "bin") if tools else os.path.dirname(sys.executable)
-
-
-def usable_by_others(path: str) -> bool:
-    """Can any account run ``path``: every directory on the way to it (and to what it links to) world-searchable
-    and the file world-executable."""
-    for candidate in {path, os.path.realpath(path)}:
-        p = Path(candidate)
-        try:
-            if not p.stat().st_mode & 0o001:
-                return False
-            if any(not parent.stat().st_mode & 0o001 for parent in p.parents):
-                return False
-        except OSError:
-            return False
-    return True
