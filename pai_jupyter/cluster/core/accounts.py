@@ -112,7 +112,7 @@ class Accounts:
                     "--home-dir",
                     "/nonexistent",
                     "--shell",
-                    "/usr/sbin/nologin",
+                    "/bin/sh",
                     "--comment",
                     f"pai_jupyter tasks of {user}",
                     name,
