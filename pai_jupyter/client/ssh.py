@@ -21,6 +21,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import shlex
 from collections.abc import Callable, Coroutine
@@ -115,7 +116,8 @@ class SshTarget:
 
 def known_hosts_path(job_id: str, profile: str, home: Path | None = None) -> Path:
     """The job's file of trusted host keys (per profile: job ids of two clusters may be the same)."""
-    return (home or pai_home()) / "ssh" / "known_hosts" / quote(profile, safe="") / quote(job_id, safe="~")
+    where = (home or pai_home()) / "ssh" / "known_hosts" / re.sub(r"[^\w.-]", "_", profile)
+    return where / re.sub(r"[^\w.~-]", "_", job_id)
 
 
 def _host_name(host: str, port: int) -> str:
