@@ -46,6 +46,15 @@ def ssh_info(
             continue
         cmds = t.commands()
         click.echo(f"   host {t.host}  port {t.port}  user {t.user}  key {t.key or '(none found: use --identity)'}")
+        if t.known_hosts:
+            check = (
+                "the first one seen is kept"
+                if t.trust_first
+                else "pinned as its sshd reported it"
+                if t.host_key
+                else "not reported yet (its sshd is starting)"
+            )
+            click.echo(f"   host key: {check}, in {t.known_hosts}")
         click.echo(f"   ssh:  {cmds['ssh']}")
         click.echo(f"   scp:  {cmds['scp']}")
         click.echo("   ~/.ssh/config (VS Code Remote-SSH and other IDEs):")

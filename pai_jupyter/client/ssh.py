@@ -7,12 +7,22 @@ and ``containerPorts.ssh`` from the job detail, user ``root``, and the user's ow
 else ``~/.ssh/id_ed25519`` or ``~/.ssh/id_rsa``) whose public half is in OpenPAI (profile ``sshKeys`` or
 ``userssh``).
 
+Host keys are checked, per job, in ``$PAI_JUPYTER_HOME/ssh/known_hosts/<profile>/<user>~<job>``: on the embedded
+cluster the file holds the host key each task's sshd reported through the daemon's authenticated API (pinned:
+anything else on that port is refused); a remote OpenPAI reports none, so the first key seen is kept and a
+changed one refused (trust on first use, OpenSSH's ``accept-new``).
+
 Each function takes a Client or an AsyncClient and returns a value or an awaitable accordingly.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
+import re
+import secrets
 import shlex
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
@@ -33,12 +43,12 @@ if TYPE_CHECKING:
     from .sync import Client
 
 T = TypeVar("T")
-NO_HOST_CHECK = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR")
 
 
 @dataclass
 class SshTarget:
-    """One task's sshd and how to log in."""
+    """One task's sshd and how to log in. ``host_key``: the key its sshd reported (pinned); ``known_hosts``: the
+    job's file of trusted host keys; ``trust_first``: no key reported (remote OpenPAI), the first one seen is kept."""
 
     job: str
     role: str
@@ -49,25 +59,45 @@ class SshTarget:
     user: str
     key: str | None
     problem: str | None = None
+    host_key: str | None = None
+    known_hosts: str | None = None
+    trust_first: bool = False
 
     @property
     def alias(self) -> str:
         return f"pai-{self.job.replace('~', '-')}-{self.role}-{self.index}"
 
+    def _host_options(self) -> list[tuple[str, str]]:
+        """(name, value) of ssh's host key options, the value as ssh's config parser reads it."""
+        if self.known_hosts is None:
+            return []  # built by hand: the ssh client's own settings decide
+        path = self.known_hosts.replace("%", "%%")  # ssh expands %-tokens in this path
+        return [
+            ("StrictHostKeyChecking", "accept-new" if self.trust_first else "yes"),
+            ("UserKnownHostsFile", f'"{path}"'),
+        ]
+
     def ssh_argv(self, command: str | None = None) -> list[str]:
         if not self.host or not self.port:
             raise BadRequest(f"{self.job} {self.role}[{self.index}] has no ssh address yet (it is {self.state})")
-        argv = ["ssh", "-p", str(self.port), *NO_HOST_CHECK]
+        if self.known_hosts is not None and not self.trust_first and not self.host_key:
+            raise BadRequest(
+                f"{self.job} {self.role}[{self.index}]: its sshd has not reported its host key yet (it is "
+                "starting); try again in a moment"
+            )
+        argv = ["ssh", "-p", str(self.port)]
+        for name, value in self._host_options():
+            argv += ["-o", f"{name}={value}"]
         if self.key:
             argv += ["-i", self.key, "-o", "IdentitiesOnly=yes"]
         return [*argv, f"{self.user}@{self.host}", *([command] if command else [])]
 
     def commands(self) -> dict[str, str]:
         key = f" -i {shlex.quote(self.key)}" if self.key else ""
-        opts = " ".join(NO_HOST_CHECK)
+        opts = "".join(f" -o {shlex.quote(f'{name}={value}')}" for name, value in self._host_options())
         return {
-            "ssh": f"ssh{key} -p {self.port} {opts} {self.user}@{self.host}",
-            "scp": f"scp{key} -P {self.port} {opts} LOCAL_FILE {self.user}@{self.host}:",
+            "ssh": f"ssh{key} -p {self.port}{opts} {self.user}@{self.host}",
+            "scp": f"scp{key} -P {self.port}{opts} LOCAL_FILE {self.user}@{self.host}:",
             "config": "\n".join(
                 [
                     f"Host {self.alias}",
@@ -75,14 +105,80 @@ class SshTarget:
                     f"  Port {self.port}",
                     f"  User {self.user}",
                     *([f"  IdentityFile {self.key}", "  IdentitiesOnly yes"] if self.key else []),
-                    "  StrictHostKeyChecking no",
-                    "  UserKnownHostsFile /dev/null",
+                    *(f"  {name} {value}" for name, value in self._host_options()),
                 ]
             ),
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), **(self.commands() if self.host and self.port else {})}
+
+
+def known_hosts_path(job_id: str, profile: str, home: Path | None = None) -> Path:
+    """The job's file of trusted host keys (per profile: job ids of two clusters may be the same)."""
+    where = (home or pai_home()) / "ssh" / "known_hosts" / re.sub(r"[^\w.-]", "_", profile)
+    return where / re.sub(r"[^\w.~-]", "_", job_id)
+
+
+def _host_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _names_match(field: str, name: str) -> bool:
+    """A known_hosts host field (plain names, or ``|1|salt|hash`` as OpenSSH's HashKnownHosts writes them)."""
+    for pattern in field.split(","):
+        if pattern.startswith("|1|"):
+            try:
+                salt, digest = (base64.b64decode(x) for x in pattern[3:].split("|"))
+            except ValueError:
+                continue
+            if hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest):
+                return True
+        elif pattern == name:
+            return True
+    return False
+
+
+def trusted_host_keys(target: SshTarget) -> list[str]:
+    """The host keys ``target``'s sshd may show: the one its cluster reported, else those kept for its address in
+    the job's known_hosts file; [] when none is known yet (first use)."""
+    if target.host_key:
+        return [target.host_key]
+    if not target.known_hosts or not target.host or not target.port:
+        return []
+    name = _host_name(target.host, target.port)
+    try:
+        lines = Path(target.known_hosts).read_text().splitlines()
+    except OSError:
+        return []
+    keys = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3 and not parts[0].startswith(("#", "@")) and _names_match(parts[0], name):
+            keys.append(f"{parts[1]} {parts[2]}")
+    return keys
+
+
+def remember_host_key(target: SshTarget, public_key: str) -> None:
+    """Trust on first use: keep the key ``target``'s sshd showed in the job's known_hosts file."""
+    if not target.known_hosts or not target.host or not target.port:
+        return
+    path = Path(target.known_hosts)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    kind, blob = public_key.split()[:2]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(f"{_host_name(target.host, target.port)} {kind} {blob}\n")
+
+
+def _pin(path: Path, targets: list[SshTarget]) -> None:
+    """The job's known_hosts file: exactly the host keys its tasks reported (ports are reused by later jobs)."""
+    lines = [
+        f"{_host_name(t.host, t.port)} {' '.join(t.host_key.split()[:2])}\n"
+        for t in targets
+        if t.host and t.port and t.host_key
+    ]
+    _write_private(path, "".join(lines).encode())
 
 
 def targets_html(targets: list[SshTarget]) -> str:
@@ -112,7 +208,7 @@ def key_path(job_id: str, home: Path | None = None) -> Path:
 
 def _write_private(path: Path, data: bytes) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -151,7 +247,8 @@ def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTar
             saved = key_path(job_id, client.home)
             _write_private(saved, data.content)
             key = str(saved)
-        return [
+        known = known_hosts_path(job_id, client.profile.name, client.home)
+        targets = [
             SshTarget(
                 job_id,
                 c["taskRole"],
@@ -162,9 +259,13 @@ def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTar
                 info["user"],
                 key,
                 c.get("problem"),
+                host_key=c.get("hostKey"),
+                known_hosts=str(known),
             )
             for c in info["containers"]
         ]
+        _pin(known, targets)
+        return targets
     detail = yield from client._detail(job)  # first: a missing job is JobNotFound here, a missing config below
     config = yield from client._config(job)
     doc = yaml.safe_load(config) or {}
@@ -175,6 +276,7 @@ def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTar
             "extras.com.microsoft.pai.runtimeplugin)"
         )
     key = identity or default_identity()
+    tofu = str(known_hosts_path(job_id, client.profile.name, client.home))
     out: list[SshTarget] = []
     for t in detail.tasks:
         port = str((t.container_ports or {}).get("ssh") or "").split(",")[0]
@@ -188,6 +290,8 @@ def _targets(client: Calls, job: JobRef, identity: str | None) -> Op[list[SshTar
                 int(port) if port.isdigit() else None,
                 "root",
                 key,
+                known_hosts=tofu,
+                trust_first=True,
             )
         )
     return out

@@ -6,8 +6,10 @@ terminal route, so here this server opens an SSH session (asyncssh) to the task'
 plugin's, at the task's ``containerIp`` and ``containerPorts.ssh`` — with a pty, and relays it. Same auth as
 every route: Jupyter's login, and only the profile user's jobs. The key is ``c.PaiWebSsh.identity`` (default
 ``~/.ssh/id_ed25519``, ``id_ecdsa`` or ``id_rsa``); its public half must be in the user's OpenPAI profile or the
-job's ``userssh``. Errors come before the websocket upgrade, as JSON: 409 when the job has no ssh plugin or the
-task is not running, 502 when the port does not answer or the key is refused.
+job's ``userssh``. The task's host key is checked (``client.ssh.trusted_host_keys``): the key its cluster
+reported, else the one kept for the job on first use; a changed key is refused. Errors come before the
+websocket upgrade, as JSON: 409 when the job has no ssh plugin or the task is not running, 502 when the port does
+not answer, the host key changed or the key is refused.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 code="NotSupported",
             ) from None
 
-        from ..client.ssh import default_identity, ssh_info
+        from ..client.ssh import default_identity, remember_host_key, ssh_info, trusted_host_keys
 
         settings = PaiWebSsh(parent=self.serverapp)
         try:
@@ -116,12 +118,20 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 code="NoKey",
             )
         where = f"{t.host}:{t.port}"
+        trusted = []
+        for line in trusted_host_keys(t):
+            try:
+                trusted.append(asyncssh.import_public_key(line))
+            except (asyncssh.KeyImportError, ValueError):
+                continue
+        if not trusted and not t.trust_first:
+            raise PaiHTTPError(502, f"the task's sshd at {where} has not reported its host key yet", code="NoHostKey")
         try:
-            return await asyncssh.connect(
+            conn = await asyncssh.connect(
                 t.host,
                 t.port,
                 username=settings.user,
-                known_hosts=None,
+                known_hosts=(trusted, [], []) if trusted else None,  # None: first use, kept below
                 client_keys=[str(Path(t.key).expanduser())],
                 agent_path=None,
                 password=None,
@@ -129,6 +139,14 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 preferred_auth="publickey",
                 connect_timeout=settings.connect_timeout,
             )
+        except asyncssh.HostKeyNotVerifiable:
+            raise PaiHTTPError(
+                502,
+                f"the task's sshd at {where} showed a host key other than the one known for it "
+                f"(kept in {t.known_hosts}): refused, something else may be answering on that port. If the "
+                "task was started again, remove that file and retry",
+                code="HostKeyChanged",
+            ) from None
         except asyncssh.PermissionDenied:
             raise PaiHTTPError(
                 502,
@@ -144,6 +162,10 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 "port reachable from this server?)",
                 code="SshUnreachable",
             ) from None
+        shown = conn.get_server_host_key()
+        if not trusted and shown is not None:
+            remember_host_key(t, shown.export_public_key().decode())
+        return conn
 
     async def open(self, **kw: Any) -> None:
         if self.conn is None:

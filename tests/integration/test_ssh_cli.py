@@ -14,7 +14,7 @@ import httpx
 from tests.polling import wait_for
 
 from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, ssh
+from .ssh_helpers import impostor, keypair, need_sshd, ssh
 
 PAI = [sys.executable, "-m", "pai_jupyter.cli"]
 
@@ -92,6 +92,41 @@ def test_stored_key_job_key_and_ssh_info(daemon: Api, tmp_path: Path) -> None:
     r = pai("ssh-key", "remove", "laptop", home=daemon.home)
     assert r.returncode == 0 and json.loads(pai("ssh-key", "list", "-o", "json", home=daemon.home).stdout) == []
     assert pai("ssh-key", "remove", "laptop", home=daemon.home).returncode != 0
+    daemon.stop(job)
+
+
+def test_pai_ssh_pins_the_host_key_the_task_reported(daemon: Api, tmp_path: Path) -> None:
+    """The daemon reports each task's host key; `pai ssh` accepts no other on that port (another local process
+    that takes the port once the task's sshd is gone, letting the same key in, is refused)."""
+    need_sshd()
+    from pai_jupyter.client import Client
+
+    job = daemon.submit_ok(_job("sshpin"))
+    daemon.wait(job, ("RUNNING",))
+    pai_client = Client()
+    wait_for(
+        lambda: [s for s in pai_client.services(job) if s["name"] == "ssh" and s["state"] == "running"],
+        60,
+        "the task's sshd",
+    )
+    r = pai("ssh", job, "--", "echo", "pinned", home=daemon.home)
+    assert r.returncode == 0 and r.stdout.strip() == "pinned", r.stderr
+    [info] = json.loads(pai("ssh-info", job, "-o", "json", home=daemon.home).stdout)
+
+    pai_client.service_action(job, "main", 0, "ssh", "stop")
+    public = daemon.http.get(f"/api/v2/local/jobs/{job}/ssh").json()["keyPair"]["publicKey"]
+    fake = impostor(tmp_path / "impostor", public, info["port"])
+    try:
+        r = pai("ssh", job, "--", "echo", "reached the impostor", home=daemon.home)
+        assert r.returncode == 255 and "impostor" not in r.stdout
+        assert "Host key verification failed" in r.stderr, r.stderr
+    finally:
+        fake.terminate()
+        fake.wait(10)
+    [container] = daemon.http.get(f"/api/v2/local/jobs/{job}/ssh").json()["containers"]
+    assert info["host_key"] == container["hostKey"] and not info["trust_first"]
+    known = Path(info["known_hosts"]).read_text().split()
+    assert known == [f"[127.0.0.1]:{info['port']}", *container["hostKey"].split()[:2]]
     daemon.stop(job)
 
 

@@ -5,43 +5,12 @@ from __future__ import annotations
 import getpass
 from pathlib import Path
 
-import yaml
-
 from pai_jupyter.client import Client
 from pai_jupyter.common.states import FINAL
 from tests.polling import wait_for
 
 from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, scp, ssh
-
-
-def _job(name: str, command: str, params: dict, instances: int = 1, worker: str | None = None) -> str:
-    roles = {
-        "main": {
-            "instances": instances,
-            "dockerImage": "img",
-            "commands": [command],
-            "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-        }
-    }
-    if worker:
-        roles["worker"] = {
-            "instances": 1,
-            "dockerImage": "img",
-            "commands": [worker],
-            "completion": {"minSucceededInstances": 1},
-            "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-        }
-    return yaml.safe_dump(
-        {
-            "protocolVersion": 2,
-            "name": name,
-            "type": "job",
-            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox:latest"}],
-            "taskRoles": roles,
-            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": params}]},
-        }
-    )
+from .ssh_helpers import keypair, need_sshd, plugin_job, scp, ssh
 
 
 def _ssh_port(pai: Client, job: str, role: str = "main", index: int = 0) -> int:
@@ -60,7 +29,7 @@ def test_login_lands_in_the_task_with_its_env_and_scp_copies_in(daemon: Api, tmp
     wrong, _ = keypair(tmp_path, "id_wrong")
     pai = Client()
     job = pai.submit(
-        _job("sshin", "echo command ran at once; sleep 300", {"userssh": {"type": "custom", "value": pub}})
+        plugin_job("sshin", "echo command ran at once; sleep 300", {"userssh": {"type": "custom", "value": pub}})
     )
     pai.wait(job, until={"RUNNING"})
     wait_for(lambda: "command ran at once" in pai.logs(job, stream="stdout"), 20, "the user's command")
@@ -87,7 +56,7 @@ def test_jobssh_tasks_reach_each_other_by_name_after_the_barrier(daemon: Api) ->
     need_sshd()
     pai = Client()
     job = pai.submit(
-        _job(
+        plugin_job(
             "mpi",
             "sleep 300",
             {"jobssh": True, "sshbarrier": True, "sshbarrierTimeout": 2},

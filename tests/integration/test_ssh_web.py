@@ -22,41 +22,10 @@ import yaml
 from tornado.httpclient import HTTPClientError
 
 from .jupyter_fixture import free_port, jupyter, task_url, terminal_round_trip
-from .ssh_helpers import keypair, need_sshd
+from .ssh_helpers import impostor, keypair, need_sshd, start_sshd
 from .standin import serving
 
 SSH_PLUGIN = {"extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]}}
-
-
-def _sshd(d: Path, authorized: str) -> tuple[subprocess.Popen[bytes], int]:
-    d.mkdir(parents=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host")], check=True)
-    (d / "authorized_keys").write_text(authorized + "\n")
-    port = free_port()
-    (d / "sshd_config").write_text(
-        "\n".join(
-            [
-                f"Port {port}",
-                "ListenAddress 127.0.0.1",
-                f"HostKey {d / 'host'}",
-                f"AuthorizedKeysFile {d}/authorized_keys",
-                "UsePAM no",
-                "StrictModes no",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password",
-                "PidFile none",
-                "",
-            ]
-        )
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen(
-        ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
-        stdout=subprocess.DEVNULL,
-        stderr=open(d / "log", "wb"),  # noqa: SIM115 (the child writes it; closed with the process)
-    )
-    return proc, port
 
 
 def _job(name: str, port: int, plugin: bool = True) -> dict[str, Any]:
@@ -97,10 +66,13 @@ def sshds(tmp_path: Path) -> Iterator[dict[str, Any]]:
     need_sshd()
     key, pub = keypair(tmp_path)
     _, other = keypair(tmp_path, "id_other")
-    good, good_port = _sshd(tmp_path / "sshd-good", pub)
-    locked, locked_port = _sshd(tmp_path / "sshd-locked", other)  # lets in another key only
-    yield {"key": key, "good": good_port, "locked": locked_port, "closed": free_port()}
-    for p in (good, locked):
+    good_port, locked_port = free_port(), free_port()
+    procs = {
+        "good": start_sshd(tmp_path / "sshd-good", pub, good_port),
+        "locked": start_sshd(tmp_path / "sshd-locked", other, locked_port),  # lets in another key only
+    }
+    yield {"key": key, "pub": pub, "good": good_port, "locked": locked_port, "closed": free_port(), "procs": procs}
+    for p in procs.values():
         p.terminate()
         p.wait(10)
 
@@ -200,3 +172,58 @@ def test_ssh_info_and_pai_ssh_on_a_remote_profile(openpai: str, sshds: dict[str,
     assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
     r = pai("ssh-info", "nossh")
     assert r.returncode != 0 and "has no ssh plugin" in r.stderr
+
+
+def test_web_ssh_and_pai_ssh_refuse_a_changed_host_key(
+    openpai: str, sshds: dict[str, Any], pai_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote OpenPAI reports no host key: the first one seen is kept per job, and when something else answers
+    on the task's port later (another sshd, the same key let in) neither web SSH nor `pai ssh` log into it."""
+    pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_bytes(sshds["key"].read_bytes())
+    (home / ".ssh" / "id_ed25519").chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    pai_home.mkdir(parents=True, exist_ok=True)
+    (pai_home / "clusters.yaml").write_text(
+        yaml.safe_dump({"clusters": [{"name": "remote", "url": openpai, "username": "root", "token": "t0ken"}]})
+    )
+    env = {**os.environ, "PAI_JUPYTER_HOME": str(pai_home)}
+
+    def pai_ssh() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pai_jupyter.cli", "ssh", "-p", "remote", "web", "--", "echo", "$((6*7))"]
+        return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    upgrade = {
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    with jupyter(tmp_path / "jupyter", pai_home, {"profile": "remote"}) as js:
+
+        async def session() -> str:
+            ws = await js.ws(task_url("root~web", "terminal/websocket"))
+            try:
+                return await terminal_round_trip(ws)
+            finally:
+                ws.close()
+
+        assert "42MARK" in asyncio.run(session())  # first use: the key is kept
+        r = pai_ssh()  # the same file: OpenSSH reads what web SSH kept
+        assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
+
+        sshds["procs"]["good"].terminate()
+        sshds["procs"]["good"].wait(10)
+        sshds["procs"]["impostor"] = impostor(tmp_path / "sshd-impostor", sshds["pub"], sshds["good"])
+        web = js.http().get(task_url("root~web", "terminal/websocket"), headers=upgrade)
+        assert web.status_code == 502 and web.json()["code"] == "HostKeyChanged", web.text
+        r = pai_ssh()
+        assert r.returncode == 255 and "42" not in r.stdout
+        assert "Host key verification failed" in r.stderr, r.stderr
+
+    known = pai_home / "ssh" / "known_hosts" / "remote" / "root~web"  # the first key seen, and only that
+    host_key = (tmp_path / "sshd-good" / "host.pub").read_text().split()[:2]
+    assert known.read_text().split() == [f"[127.0.0.1]:{sshds['good']}", *host_key]
+    assert str(known) in web.json()["message"]  # says where the key is kept

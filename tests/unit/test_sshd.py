@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pai_jupyter.cluster.task import services, sshd
+from pai_jupyter.cluster.task import jobkey, services, sshd
 from pai_jupyter.protocol import Job
 
 from .jobdocs import v2_doc, v2_role
@@ -92,3 +93,83 @@ def test_bad_ssh_parameters_are_refused_at_submission() -> None:
     } <= paths, paths
     ok = _job([{"plugin": "ssh", "parameters": {"jobssh": "true", "userssh": {"type": "custom", "value": KEY}}}])
     assert all(p["ssh"]["jobssh"] is True for p in sshd.planned(ok).values())  # OpenPAI reads "true" too
+
+
+def test_the_job_key_is_the_daemons_and_readable_by_the_tasks_group_only(tmp_path: Path) -> None:
+    job_dir = tmp_path / "alice~j"
+    public = jobkey.ensure(job_dir, "pai-job alice~j", None)  # the tasks run as the daemon's account
+    assert sshd.check_public_key(public) == public and public.endswith("pai-job alice~j")
+    d = jobkey.key_dir(job_dir)
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert stat.S_IMODE((d / jobkey.JOB_KEY).stat().st_mode) == 0o600
+    private = jobkey.read(job_dir)
+    assert private is not None and b"PRIVATE KEY" in private
+    group = os.getgid()  # the tasks run as an account of their own: its group reads, nobody else
+    assert jobkey.ensure(job_dir, "ignored: made already", group) == public
+    assert stat.S_IMODE(d.stat().st_mode) == 0o750 and d.stat().st_gid == group
+    for name in (jobkey.JOB_KEY, jobkey.PUBLIC):
+        st = (d / name).stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o640, group)
+    out = subprocess.run(["ssh-keygen", "-l", "-f", str(d / jobkey.PUBLIC)], capture_output=True, text=True)
+    assert jobkey.fingerprint(public) == out.stdout.split()[1]
+
+
+def test_a_planted_key_dir_or_key_file_is_neither_read_nor_written(tmp_path: Path) -> None:
+    """What a task could put in the key's place (its job dir was its own): a link to root's ~/.ssh, a hard link."""
+    roots = tmp_path / "root-ssh"
+    roots.mkdir()
+    (roots / jobkey.JOB_KEY).write_text("ROOT'S KEY")
+    (roots / jobkey.PUBLIC).write_text(KEY)
+    job_dir = tmp_path / "bob~j"
+    job_dir.mkdir()
+    jobkey.key_dir(job_dir).symlink_to(roots)
+    assert jobkey.read(job_dir) is None and jobkey.read(job_dir, jobkey.PUBLIC) is None
+    with pytest.raises(jobkey.JobKeyError):
+        jobkey.ensure(job_dir, "c", None)
+    assert sorted(p.name for p in roots.iterdir()) == [jobkey.JOB_KEY, jobkey.PUBLIC]  # nothing written there
+
+    other = tmp_path / "carol~j"
+    jobkey.ensure(other, "c", None)
+    key = jobkey.key_dir(other) / jobkey.JOB_KEY
+    key.unlink()
+    os.link(roots / jobkey.JOB_KEY, key)  # a second name of a file of root's
+    assert jobkey.read(other) is None
+    with pytest.raises(jobkey.JobKeyError):
+        jobkey.ensure(other, "c", None)
+
+
+def test_files_a_task_writes_are_read_without_following_links(tmp_path: Path) -> None:
+    task_dir = tmp_path / "a0.main-0.t0"
+    ssh_dir = task_dir / sshd.TASK_SSH
+    ssh_dir.mkdir(parents=True)
+    host_pub = ssh_dir / f"{sshd.HOST_KEY}.pub"
+    assert sshd.reported_host_key(task_dir) is None  # not made yet
+    host_pub.write_text(KEY + "\n")
+    assert sshd.reported_host_key(task_dir) == KEY
+    host_pub.write_text("not a key\n")
+    assert sshd.reported_host_key(task_dir) is None
+    roots = tmp_path / "root.pub"
+    roots.write_text(KEY)
+    host_pub.unlink()
+    host_pub.symlink_to(roots)
+    assert sshd.reported_host_key(task_dir) is None
+
+    home = tmp_path / "users" / "bob" / "home"
+    home.mkdir(parents=True)
+    sshd.save_user_keys(home, [{"title": "t", "value": KEY}])
+    assert [k["value"] for k in sshd.load_user_keys(home)] == [KEY]
+    planted = tmp_path / "roots.json"
+    planted.write_text('[{"title": "x", "value": "ROOT"}]')
+    sshd.user_keys_file(home).unlink()
+    sshd.user_keys_file(home).symlink_to(planted)
+    assert sshd.load_user_keys(home) == []
+    sshd.user_keys_file(home).unlink()
+    os.mkfifo(sshd.user_keys_file(home))  # would block a plain read forever
+    assert sshd.load_user_keys(home) == []
+
+
+def test_the_task_runs_its_sshd_from_its_run_dir() -> None:
+    info = {"port": 2222, "parameters": {}, "authorizedKeys": [KEY], "jobKey": None}
+    for script in (sshd.prelude(info), sshd.command(info)):
+        assert f'pai_ssh="$PAI_TASK_DIR/{sshd.TASK_SSH}"' in script
+        assert '"$PAI_TASK_DIR/ssh"' not in script

@@ -126,6 +126,7 @@ class ClusterBase(ABC):
     def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
         """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout): the
         same when the task starts and when a service or terminal inside it is started later."""
+        run_as = self.accounts.run_as(row["user"])
         return task_spec(
             row,
             job,
@@ -135,6 +136,7 @@ class ClusterBase(ABC):
             home=self.user_home(row["user"]),
             layout=self.layout(row, job),
             host_paths=self.is_admin(row["user"]),
+            key_group=run_as[1] if run_as else None,
         )
 
     def job_dir(self, user: str, name: str) -> Path:

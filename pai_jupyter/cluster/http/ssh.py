@@ -4,21 +4,26 @@
 {title}`` DELETE; ``/api/v2/local/jobs/{user}~{name}/ssh`` GET (where each task's sshd listens, who logs in, the
 job key's fingerprint; OpenPAI v1's ``{containers: [{id, sshIp, sshPort}], keyPair}`` with more); ``.../ssh/key``
 GET: the job's private key, to the job's owner only (not even an admin). Same bearer auth as every route.
+
+Each container's ``hostKey`` is the public host key its sshd reported, for clients to pin. Whatever a task can
+write (its ``.missing`` note, its host key) is read through ``safeio`` and the job key through ``jobkey``: a
+link a task planted there is never followed.
 """
 
 from __future__ import annotations
 
-import subprocess
+import pwd
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..core.accounts import AccountError
 from ..core.errors import BadRequest, NotFoundError
 from ..core.store import JobCore, loads
 from ..paths import os_user
-from ..runtime import taskdir
-from ..task import sshd
+from ..runtime import safeio, taskdir
+from ..task import jobkey, sshd
 from .base import Base, Route
 
 if TYPE_CHECKING:
@@ -28,12 +33,20 @@ TITLE_MAX = 100
 KEY_MAX = 8192  # an RSA-16384 key is about 2,800; every task of the user's jobs with the plugin gets them all
 
 
-def _fingerprint(pub: Path) -> str | None:
+def _login_user(cluster: Cluster, user: str) -> str:
+    """Who logs into the user's tasks: root in a container, else the account the tasks run as."""
+    if cluster.runtime.in_container:
+        return "root"
     try:
-        out = subprocess.run(["ssh-keygen", "-l", "-f", str(pub)], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.split()[1] if out.returncode == 0 and len(out.stdout.split()) > 1 else None
+        run_as = cluster.accounts.run_as(user)
+    except AccountError:
+        run_as = None
+    if run_as is None:
+        return os_user()
+    try:
+        return pwd.getpwuid(run_as[0]).pw_name
+    except KeyError:
+        return str(run_as[0])
 
 
 class SshKeys(Base):
@@ -90,7 +103,7 @@ def ssh_info(cluster: Cluster, row: JobCore) -> dict[str, Any]:
         if (t["role"], t["idx"]) not in planned or not info:
             continue
         td = Path(t["task_dir"]) if t["task_dir"] else None
-        missing = td / taskdir.service_file("ssh", "missing") if td else None
+        missing = safeio.read_beneath(td, taskdir.service_file("ssh", "missing"), 4096) if td else None
         containers.append(
             {
                 "id": f"{t['role']}-{t['idx']}",
@@ -99,21 +112,22 @@ def ssh_info(cluster: Cluster, row: JobCore) -> dict[str, Any]:
                 "taskState": t["state"],
                 "sshIp": t["host_ip"] or "127.0.0.1",
                 "sshPort": info["port"],
-                "problem": missing.read_text().strip() if missing and missing.exists() else None,
+                "hostKey": sshd.reported_host_key(td) if td else None,
+                "problem": (missing or b"").decode(errors="replace").strip() or None,
             }
         )
-    job_dir = cluster.job_dir(row["user"], row["name"])
-    key = sshd.job_key_dir(job_dir) / sshd.JOB_KEY
+    raw = jobkey.read(cluster.job_dir(row["user"], row["name"]), jobkey.PUBLIC)
+    public = raw.decode(errors="replace").strip() if raw else None
     base = f"/api/v2/local/jobs/{quote(row['user'], safe='')}~{quote(row['name'], safe='')}/ssh/key"
     return {
-        "user": "root" if cluster.runtime.in_container else os_user(),
+        "user": _login_user(cluster, row["user"]),
         "jobssh": bool(planned) and bool(next(iter(planned.values()))["ssh"]["jobssh"]),
         "containers": containers,
         "keyPair": {
-            "publicKey": key.with_suffix(".pub").read_text().strip() if key.exists() else None,
-            "fingerprint": _fingerprint(key.with_suffix(".pub")) if key.exists() else None,
+            "publicKey": public,
+            "fingerprint": jobkey.fingerprint(public) if public else None,
             "privateKeyFileName": f"{row['user']}~{row['name']}.key",
-            "privateKeyDirectDownloadLink": base if key.exists() else None,
+            "privateKeyDirectDownloadLink": base if public else None,
         },
     }
 
@@ -132,12 +146,12 @@ class JobSshKey(Base):
         row = self.own_job(user, name)
         if sshd.plugin(self.cluster.job_model(row)) is None:
             raise NotFoundError(f"job {user}~{name} has no ssh plugin, so no key")
-        key = sshd.job_key_dir(self.cluster.job_dir(user, name)) / sshd.JOB_KEY
-        if not key.exists():
+        key = jobkey.read(self.cluster.job_dir(user, name))
+        if key is None:
             raise NotFoundError(f"job {user}~{name} has no key yet: it is made when its first task starts")
         self.set_header("Content-Type", "application/x-pem-file")
         self.set_header("Content-Disposition", f'attachment; filename="{quote(user)}~{quote(name)}.key"')
-        self.finish(key.read_bytes())
+        self.finish(key)
 
 
 def routes(job: str, args: dict[str, Any]) -> list[Route]:

@@ -1,16 +1,20 @@
 """The ``ssh`` runtime plugin: an sshd per task, OpenPAI's semantics (runtime plugin ``ssh``).
 
 Every task of a job with the plugin runs its own sshd on the task's ``ssh`` port (``PAI_CONTAINER_SSH_PORT``),
-as the task's user, with a config and host key of its own under ``$PAI_TASK_DIR/ssh/`` (the host's sshd on the
-process runtime, the image's in Docker). A login runs ``login.sh`` (sshd's ``ForceCommand``): it loads the
+as the task's user, with a config and host key of its own under ``$PAI_TASK_DIR/run/ssh/`` (the host's sshd on
+the process runtime, the image's in Docker). A login runs ``login.sh`` (sshd's ``ForceCommand``): it loads the
 task's environment, changes to the task's working dir, then runs the shell, the command, or sftp (so ``scp``
-lands relative paths in the working dir too).
+lands relative paths in the working dir too). The daemon reports the host key's public half (``host_key``) in
+the job's ssh info, so clients pin it instead of trusting whatever answers on the port.
 
-Who may log in (``authorized_keys``): the job's key (a key pair made per job, downloadable by its owner), the
-user's stored public keys and ``userssh.value``. With ``jobssh: true`` (forced off when ``gangAllocation`` is
-false, as OpenPAI does) the job's private key and an ssh config naming every task ``<role>-<index>`` are put in
-the task, and ``ssh`` / ``scp`` on the task's PATH use them; ``sshbarrier: true`` holds the user's command until
-every other task's sshd lets the job key in (exit 249 after ``sshbarrierTimeout`` minutes, default 30).
+Who may log in (``authorized_keys``): the job's key (a key pair made per job, downloadable by its owner, see
+``jobkey``), the user's stored public keys and ``userssh.value``. With ``jobssh: true`` (forced off when
+``gangAllocation`` is false, as OpenPAI does) the job's private key and an ssh config naming every task
+``<role>-<index>`` are put in the task, and ``ssh`` / ``scp`` on the task's PATH use them; ``sshbarrier: true``
+holds the user's command until every other task's sshd lets the job key in (exit 249 after
+``sshbarrierTimeout`` minutes, default 30).
+
+Every file here that a task can write is read by the daemon through ``safeio`` (no symlink is followed).
 
 Only the file writes run before the command; the host key and sshd start in the background.
 """
@@ -22,16 +26,19 @@ import os
 import re
 import secrets
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from ...protocol import Job
 from ...protocol.rules import SSH_PUBLIC_KEY
-from ..runtime import taskdir
+from ..runtime import safeio, taskdir
+from . import jobkey
 
 KEY_RE = re.compile(SSH_PUBLIC_KEY)
-JOB_KEY = "id_ed25519"
+JOB_KEY = jobkey.JOB_KEY
+TASK_SSH = "run/ssh"  # the task's sshd files, beneath its task directory (task-writable)
+HOST_KEY = "host_ed25519"
+USER_KEYS_MAX = 1 << 20
 DOCKER_JOB_KEY_DIR = "/pai/jobssh"
 EXIT_SSH_BARRIER = 249  # OpenPAI's exit spec: SSH barrier timeout
 SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/sftp-server", "/usr/libexec/openssh/sftp-server")
@@ -78,9 +85,11 @@ def user_keys_file(home: Path) -> Path:
 
 
 def load_user_keys(home: Path) -> list[dict[str, Any]]:
+    """The stored keys; read without following a link (the directory is the user's account's)."""
+    raw = safeio.read_beneath(home.parent, user_keys_file(home).name, USER_KEYS_MAX)
     try:
-        data = json.loads(user_keys_file(home).read_text())
-    except (OSError, ValueError):
+        data = json.loads(raw or b"[]")
+    except ValueError:
         return []
     return (
         [k for k in data if isinstance(k, dict) and isinstance(k.get("value"), str)] if isinstance(data, list) else []
@@ -98,38 +107,25 @@ def save_user_keys(home: Path, keys: list[dict[str, Any]]) -> None:
 
 
 def job_key_dir(job_dir: Path) -> Path:
-    return job_dir / "ssh"
+    return jobkey.key_dir(job_dir)
 
 
-def ensure_job_key(job_dir: Path, comment: str) -> Path:
-    """The job's key pair (made once, mode 0600, in a 0700 dir); returns the private key's path."""
-    d = job_key_dir(job_dir)
-    key = d / JOB_KEY
-    if key.exists() and key.with_suffix(".pub").exists():
-        return key
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = d / f"new-{secrets.token_hex(4)}"
+def reported_host_key(task_dir: Path) -> str | None:
+    """The public host key the task's sshd reported (its ``run/ssh/host_ed25519.pub``), read without following a
+    link; None until the sshd made it, or when it is not one public key line."""
+    raw = safeio.read_beneath(task_dir, f"{TASK_SSH}/{HOST_KEY}.pub", 4096)
     try:
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(tmp)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-    except FileNotFoundError:
-        raise RuntimeError("ssh-keygen is missing on this host: install openssh-client") from None
-    except subprocess.CalledProcessError as exc:
-        raise RuntimeError(f"ssh-keygen failed: {exc.stderr.decode(errors='replace').strip()}") from None
-    os.chmod(tmp, 0o600)
-    os.replace(tmp.with_suffix(".pub"), key.with_suffix(".pub"))
-    os.replace(tmp, key)
-    return key
+        return check_public_key(raw.decode()) if raw else None
+    except (KeyError_, UnicodeDecodeError):
+        return None
 
 
-def authorized_keys(job_dir: Path, home: Path, params: dict[str, Any], comment: str) -> list[str]:
-    """Who may log into the job's tasks: the job key, the user's stored keys, ``userssh.value``."""
-    key = ensure_job_key(job_dir, comment)
-    keys = [key.with_suffix(".pub").read_text().strip()]
+def authorized_keys(
+    job_dir: Path, home: Path, params: dict[str, Any], comment: str, group: int | None = None
+) -> list[str]:
+    """Who may log into the job's tasks: the job key (made now if need be, see ``jobkey.ensure``), the user's
+    stored keys, ``userssh.value``."""
+    keys = [jobkey.ensure(job_dir, comment, group)]
     keys += [k["value"] for k in load_user_keys(home)]
     userssh = params.get("userssh")
     if isinstance(userssh, dict) and isinstance(userssh.get("value"), str) and userssh["value"].strip():
@@ -141,13 +137,16 @@ def authorized_keys(job_dir: Path, home: Path, params: dict[str, Any], comment: 
     return list(dict.fromkeys(keys))
 
 
-def enrich(own: dict[str, Any], job_dir: Path, home: Path, *, docker: bool, comment: str) -> dict[str, Any]:
-    """The task's services with what its sshd needs added (keys, where the job key is in the task)."""
+def enrich(
+    own: dict[str, Any], job_dir: Path, home: Path, *, docker: bool, comment: str, group: int | None = None
+) -> dict[str, Any]:
+    """The task's services with what its sshd needs added (keys, where the job key is in the task). ``group``: the
+    gid of the account the job's tasks run as, which may read the job key (None: the daemon's own account)."""
     if "ssh" not in own:
         return own
     info = dict(own["ssh"])
     params = info.get("parameters") or {}
-    info["authorizedKeys"] = authorized_keys(job_dir, home, params, comment)
+    info["authorizedKeys"] = authorized_keys(job_dir, home, params, comment, group)
     info["jobKey"] = (
         (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if docker else str(job_key_dir(job_dir) / JOB_KEY))
         if params.get("jobssh")
@@ -187,14 +186,14 @@ def prelude(info: dict[str, Any]) -> str:
     job_key = info.get("jobKey")
     sftp = " ".join(SFTP_SERVERS)
     lines = [
-        'pai_ssh="$PAI_TASK_DIR/ssh"; (umask 077; mkdir -p "$pai_ssh/bin")',
+        f'pai_ssh="$PAI_TASK_DIR/{TASK_SSH}"; (umask 077; mkdir -p "$pai_ssh/bin")',
         f'command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || echo "[pai ssh plugin] {NO_SSHD}" >&2',
         _heredoc('"$pai_ssh/authorized_keys"', "\n".join(keys)),
         _heredoc('"$pai_ssh/login.sh"', _LOGIN % {"sftp": sftp, "sftp_cases": "|".join(SFTP_SERVERS)}),
         'chmod 700 "$pai_ssh/login.sh"',
         # the daemon's config: this task's port, host key, keys and login script; no passwords, no PAM
         '{ printf "Port %s\\nListenAddress %s\\n" ' + str(port) + ' "${PAI_CURRENT_CONTAINER_IP:-127.0.0.1}"',
-        '  printf "HostKey %s\\nAuthorizedKeysFile %s\\nForceCommand %s\\n" "$pai_ssh/host_ed25519" '
+        f'  printf "HostKey %s\\nAuthorizedKeysFile %s\\nForceCommand %s\\n" "$pai_ssh/{HOST_KEY}" '
         '"$pai_ssh/authorized_keys" "$pai_ssh/login.sh"',
         '  printf "AllowUsers %s\\nPidFile none\\n" "$(id -un 2>/dev/null || echo root)"',
         '  printf "%s\\n" "PasswordAuthentication no" "KbdInteractiveAuthentication no" "PubkeyAuthentication yes" '
@@ -235,10 +234,10 @@ def prelude(info: dict[str, Any]) -> str:
 def command(info: dict[str, Any]) -> str:
     """The service itself (run in the background by the task's supervisor): a host key, then sshd."""
     return (
-        'pai_ssh="$PAI_TASK_DIR/ssh"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
+        f'pai_ssh="$PAI_TASK_DIR/{TASK_SSH}"; pai_sshd=$(command -v sshd || echo /usr/sbin/sshd); '
         f'if [ ! -x "$pai_sshd" ]; then echo "{NO_SSHD}" >&2; '
         f'echo "{NO_SSHD}" >{taskdir.in_shell(taskdir.service_file("ssh", "missing"))}; exit 127; fi; '
-        '[ -f "$pai_ssh/host_ed25519" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/host_ed25519" || exit 1; '
+        f'[ -f "$pai_ssh/{HOST_KEY}" ] || ssh-keygen -q -t ed25519 -N "" -f "$pai_ssh/{HOST_KEY}" || exit 1; '
         '[ "$(id -u)" = 0 ] && mkdir -p /run/sshd; '
         'exec "$pai_sshd" -D -e -f "$pai_ssh/sshd_config"'
     )

@@ -26,10 +26,12 @@ def task_spec(
     home: Path,
     layout: Layout | None,
     host_paths: bool = False,
+    key_group: int | None = None,
 ) -> TaskSpec:
     """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
     (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
-    existing host directories, at the same paths (data and code read-only)."""
+    existing host directories, at the same paths (data and code read-only). ``key_group``: the gid of the
+    account the task runs as (the job's ssh key is readable by that group)."""
     role = job.role(t["role"])
     assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     td = Path(t["task_dir"])
@@ -46,7 +48,8 @@ def task_spec(
         script, changed = seedpaths.rewrite(script)
         script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
     own = loads(t.get("services"), {}) or {}
-    own = sshd.enrich(own, td.parent, home, docker=docker, comment=f"pai-job {row['user']}~{row['name']}")
+    comment = f"pai-job {row['user']}~{row['name']}"
+    own = sshd.enrich(own, td.parent, home, docker=docker, comment=comment, group=key_group)
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
         env.update(services.token_env(own))
