@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -33,7 +32,7 @@ from .base import (
     TaskStartError,
 )
 from .cgroups import CgroupManager, TaskCgroup
-from .shim import Shim, choose_shim
+from .shim import Shim, choose_shim, shell_in_task
 from .taskdir import SCRIPT_ENV, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
@@ -194,7 +193,9 @@ class ProcessRuntime(Runtime):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
             taskdir.write_command(td, spec.disk_script())
             self._children[shim.pid] = shim.popen
-            handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
+            handle = self._handle(shim.pid, spec, shim.cgroup)
+            handle.info["exec_socket"] = str(td / taskdir.EXEC_SOCKET)  # shells in the task (terminal_command)
+            self._write_handle(td, handle)  # before the task can run
             shim.hand(str(td), cwd, notice, spec.script, spec.run_as, env)
         except (OSError, TaskStartError) as exc:
             self._children.pop(shim.pid, None)
@@ -255,17 +256,23 @@ class ProcessRuntime(Runtime):
     def terminal_command(
         self, handle: TaskHandle, env: dict[str, str], cwd: str | None
     ) -> tuple[list[str], dict[str, str], str | None]:
-        run_as = handle.info.get("run_as")
-        if run_as:  # the task's own account, as its commands run: never the daemon's (root)
-            setpriv = shutil.which("setpriv")
-            if setpriv is None:
-                raise RuntimeError("a terminal in a task that runs as its user's account needs setpriv (util-linux)")
-            return (
-                [setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups", "/bin/sh", "-i"],
-                _host_env(env),
-                cwd,
+        """A shell inside the task: started by the task's C shim (so in its account, cgroups and process tree, and
+        gone when the task ends), which ``pai-shim --exec`` reaches through the shim's socket. No ``cwd`` for the
+        client: the shell changes to it as the task's account. A task of shim.sh runs as the daemon's account (a
+        root daemon needs the C shim), and its shell is the daemon's child."""
+        socket = handle.info.get("exec_socket")
+        shell_env = {**_host_env(env), "TERM": "xterm-256color"}
+        if socket and self.shim.kind == "c":
+            argv, wrapped = shell_in_task(
+                self.shim.argv[0], str(socket), int(handle.id), cwd, ["/bin/sh", "-i"], shell_env
             )
-        return ["/bin/sh", "-i"], _host_env(env), cwd
+            return argv, wrapped, None
+        if handle.info.get("run_as"):
+            raise RuntimeError(
+                "a terminal in this task needs its C shim's socket (shim.c): the task was started by an older "
+                "version, or this daemon has no C compiler; restart the task (or the daemon with a compiler)"
+            )
+        return ["/bin/sh", "-i"], shell_env, cwd
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         """CPU seconds and RSS of the shim's whole process tree."""

@@ -4,7 +4,8 @@ every name in it and the format of each file, here once (shim.c and shim.sh spel
 Written by the shim (``shim.c``, ``shim.sh``): ``stdout``, ``stderr`` and ``all`` (both, interleaved as they
 arrive), ``runtime`` (the runtime's own notices, OpenPAI's "runtime" log), ``pid`` (shim.sh: its pid, a hint) and
 ``exit_code`` (the command's status, 128+N for signal N, one short write once the logs are complete; shim.sh
-goes through ``exit_code.tmp``). An empty integer file reads as missing.
+goes through ``exit_code.tmp``). An empty integer file reads as missing. The C shim also listens on
+``exec.sock`` while the task runs (0600, the daemon's only): the daemon's way to start a shell inside the task.
 
 Written by the runtime: ``command.sh`` (the script as it may be shown, secrets masked: the real one reaches the
 shell in memory), ``handle.json`` (the task's ``TaskHandle``, before the task can run, so a daemon killed mid-start
@@ -35,6 +36,7 @@ RUNTIME_LOG = "runtime"
 PID = "pid"
 EXIT_CODE = "exit_code"
 EXIT_CODE_TMP = "exit_code.tmp"
+EXEC_SOCKET = "exec.sock"  # the C shim's: shells inside the task (shim.c, "A shell in the task")
 # written by the runtime
 COMMAND = "command.sh"
 HANDLE = "handle.json"
