@@ -1,9 +1,10 @@
 """What keeps a process-runtime task in its place (issue 20): the shim (root, on a shared machine) writes through no
-link planted in the task's directory."""
+link planted in the task's directory, and a task's processes are capped by its pids cgroup."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 
 from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import TaskStartError
+from pai_jupyter.cluster.runtime.cgroups import CgroupManager
+from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim
+from tests.polling import wait_for
 
 from .conftest import reachable
 from .conftest_runtime import make_spec, read, wait
@@ -90,5 +94,43 @@ def test_the_shim_refuses_a_hard_link_planted_as_its_log(tmp_path: Path, target:
         else:
             assert result.exit_code != 0
         _untouched(target)
+    finally:
+        r.cleanup()
+
+
+PIDS = CgroupManager().pids_parent is not None
+FORKS = f"""\"{sys.executable}\" -c '
+import os, signal, time
+kids = []
+for _ in range(300):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+print("forked", len(kids), flush=True)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+'"""
+
+
+@pytest.mark.skipif(not PIDS, reason="no writable pids cgroup on this machine")
+@pytest.mark.parametrize("kind", ["c", "c-warm", "sh"])
+def test_a_task_that_forks_all_it_can_stays_under_its_pids_limit(tmp_path: Path, kind: str) -> None:
+    """Audit item 14: nothing capped a task's processes; a fork bomb in one task took the machine's pid space."""
+    shim = SHIMS["c"]() if kind != "sh" else Shim(("/bin/sh", str(SHIM_SH)), "sh")
+    r = Runtimes(shim, warm=1 if kind == "c-warm" else 0, warm_dir=tmp_path / "warm" if kind == "c-warm" else None)
+    r.pids_limit = 40
+    try:
+        rt = r.make("cgroup")
+        assert "processes: at most 40 per task (pids cgroup)" in rt.describe()
+        handle = rt.start(make_spec(tmp_path / "td", FORKS, memory_mb=256))
+        result = wait(rt, handle, tmp_path / "td")
+        assert result.exit_code == 0, read(tmp_path / "td", taskdir.ALL)
+        forked = int(wait_for(lambda: read(tmp_path / "td", taskdir.STDOUT).split()[-1], 5, "the count"))
+        assert 0 < forked < 40  # the shim, its shell and python count too
     finally:
         r.cleanup()

@@ -23,6 +23,7 @@ import psutil
 
 from . import proctree, taskdir
 from .base import (
+    DEFAULT_PIDS_LIMIT,
     EXIT_START_FAILED,
     Runtime,
     TaskExit,
@@ -45,7 +46,8 @@ class ProcessRuntime(Runtime):
     ``memory_enforcement``: "auto" (cgroup where writable, else watchdog), "cgroup" (fail at construction when
     cgroups are unusable) or "watchdog" (never touch cgroups). ``cpu_limits``: also give each task a cpu cgroup
     (CFS quota of ``cpu`` cores, weight of ``cpu`` processes) where writable; under CPU contention a task then
-    gets its share as one group, which makes trivial tasks slower to start on a loaded machine."""
+    gets its share as one group, which makes trivial tasks slower to start on a loaded machine. ``pids_limit``:
+    the most processes (threads too) a task may have, where a pids cgroup is writable (0: no limit)."""
 
     name = "process"
 
@@ -57,10 +59,11 @@ class ProcessRuntime(Runtime):
         shim: Shim | None = None,
         warm_shims: int = 0,
         warm_dir: Path | None = None,
+        pids_limit: int = DEFAULT_PIDS_LIMIT,
     ) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
-        self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
+        self.cgroups = CgroupManager(cpu_limits, pids_limit) if memory_enforcement != "watchdog" else None
         if memory_enforcement == "cgroup" and not (self.cgroups and self.cgroups.available):
             raise RuntimeError("memory_enforcement='cgroup' but no writable memory cgroup was found on this machine")
         self.use_cgroups = bool(self.cgroups and self.cgroups.available)
@@ -80,7 +83,8 @@ class ProcessRuntime(Runtime):
         shim = "C shim" if self.shim.kind == "c" else f"sh shim: {self.shim.note}" if self.shim.note else "sh shim"
         if self.warm is not None and self.warm.enabled:
             shim += f", {self.warm.size} warm"
-        return f"process (memory limit: {how}; escaped processes: {self.containment()}; {shim})"
+        pids = self.cgroups.describe_pids() if self.use_cgroups and self.cgroups else "not limited (no cgroup)"
+        return f"process (memory limit: {how}; processes: {pids}; escaped processes: {self.containment()}; {shim})"
 
     def containment(self) -> str:
         """What keeps a task's processes that leave its process group (setsid, double fork) attributed to it."""
@@ -245,7 +249,9 @@ class ProcessRuntime(Runtime):
         return handle
 
     def _make_cgroup(self, spec: TaskSpec) -> TaskCgroup | None:
-        if not self.use_cgroups or self.cgroups is None or (spec.memory_mb <= 0 and spec.cpu <= 0):
+        if not self.use_cgroups or self.cgroups is None:
+            return None
+        if spec.memory_mb <= 0 and spec.cpu <= 0 and self.cgroups.pids_parent is None:
             return None
         try:
             return self.cgroups.create(spec.key, spec.memory_mb, spec.cpu)
