@@ -4,6 +4,9 @@ link planted in the task's directory, and a task's processes are capped by its p
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +97,34 @@ def test_the_shim_refuses_a_hard_link_planted_as_its_log(tmp_path: Path, target:
         else:
             assert result.exit_code != 0
         _untouched(target)
+    finally:
+        r.cleanup()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another account to call from needs root")
+def test_only_the_shims_own_account_may_ask_it_for_a_shell(tmp_path: Path) -> None:
+    """The shim makes its socket when the daemon first asks (SIGUSR1, through a pidfd): 0600, its own account's;
+    and were the file open to all, the shim still refuses a caller that is neither root nor that account."""
+    r = Runtimes(SHIMS["c"]())
+    try:
+        rt = r.make()
+        td = tmp_path / "td"
+        handle = rt.start(make_spec(td, "sleep 30"))
+        argv, env, cwd = rt.terminal_command(handle, {"PATH": os.environ["PATH"]}, None)
+        assert cwd is None and not (td / taskdir.EXEC_SOCKET).exists()  # no socket until a shell is asked for
+        client = [*argv[: argv.index("/bin/sh")], "/bin/sh", "-c", "echo SHELL-RAN-$(id -u)"]
+        done = subprocess.run(client, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+        assert (done.returncode, done.stdout) == (0, b"SHELL-RAN-0\n"), done.stderr
+        st = (td / taskdir.EXEC_SOCKET).lstat()
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0
+        (td / taskdir.EXEC_SOCKET).chmod(0o666)
+        reachable(td / taskdir.EXEC_SOCKET)
+        client[0] = shutil.copy(client[0], tmp_path / "pai-shim")  # the cache it was built in is root's own
+        done = subprocess.run(
+            client, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=30, user=NOBODY[0], group=NOBODY[1]
+        )
+        assert done.returncode == 255 and b"SHELL-RAN" not in done.stdout, done
+        assert b"refused this caller" in done.stderr  # connected, and then refused by the shim
     finally:
         r.cleanup()
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import (
     DEFAULT_PIDS_LIMIT,
     EXIT_LOST,
@@ -422,8 +421,7 @@ def test_warm_start_hands_the_task_to_a_ready_shim(tmp_path: Path) -> None:
         rt = r.make()
         assert rt.warm is not None and "1 warm" in rt.describe()
         ready = rt.warm._ready[0]
-        names = {p.name for p in ready.directory.iterdir()}
-        assert names == {"work", "command.sh", "stdout", "all", "exit_code", taskdir.EXEC_SOCKET}
+        assert {p.name for p in ready.directory.iterdir()} == {"work", "command.sh", "stdout", "all", "exit_code"}
         td = tmp_path / "jobs" / "t0"
         td.parent.mkdir()
         work = td / "work"

@@ -266,12 +266,11 @@ class ProcessRuntime(Runtime):
         gone when the task ends), which ``pai-shim --exec`` reaches through the shim's socket. No ``cwd`` for the
         client: the shell changes to it as the task's account. A task of shim.sh runs as the daemon's account (a
         root daemon needs the C shim), and its shell is the daemon's child."""
-        socket = handle.info.get("exec_socket")
+        socket, ticks = handle.info.get("exec_socket"), handle.info.get("start_ticks")
         shell_env = {**_host_env(env), "TERM": "xterm-256color"}
-        if socket and self.shim.kind == "c":
-            argv, wrapped = shell_in_task(
-                self.shim.argv[0], str(socket), int(handle.id), cwd, ["/bin/sh", "-i"], shell_env
-            )
+        if socket and ticks is not None and self.shim.kind == "c":
+            shim = (int(handle.id), int(ticks))
+            argv, wrapped = shell_in_task(self.shim.argv[0], str(socket), shim, cwd, ["/bin/sh", "-i"], shell_env)
             return argv, wrapped, None
         if handle.info.get("run_as"):
             raise RuntimeError(

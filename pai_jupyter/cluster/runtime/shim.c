@@ -36,14 +36,18 @@
  * refused, exit_code is made new (O_EXCL) after the name is unlinked. Its files stay the shim's (never chowned to
  * the task's account): the task writes its logs only through the shim's pipes.
  *
- * A shell in the task (the web terminal): the shim listens on DIR/exec.sock (a unix socket, 0600: only the
- * shim's own account, the daemon, may connect, and the shim checks that with SO_PEERCRED). A client,
+ * A shell in the task (the web terminal): asked with SIGUSR1, the shim of a running task listens on DIR/exec.sock
+ * (a unix socket, 0600: only the shim's own account, the daemon, may connect, and the shim checks that with
+ * SO_PEERCRED). Asked, not always: the socket's inode costs ~0.3 ms of file system per task, and few tasks get
+ * a terminal. A client,
  *
- *     pai-shim --exec SOCKET SHIM_PID CWD ARGV...
+ *     pai-shim --exec SOCKET SHIM_PID:START_TICKS CWD ARGV...
  *
- * run by the daemon under the terminal's pty, checks that the socket's listener is SHIM_PID, gives up the pty as
- * its controlling terminal and sends its stdin, stdout and stderr (SCM_RIGHTS) with CWD, ARGV and the shell's
- * environment in one SOCK_SEQPACKET message. That environment reaches the client as PAI_JUPYTER_SHELL_ENV_<n>=
+ * run by the daemon under the terminal's pty, pins the shim (a pidfd of SHIM_PID, checked against its start
+ * time, so no signal reaches a process that took a dead shim's pid), asks it for the socket when there is none
+ * yet, checks that the socket's listener is that shim, gives up the pty as its controlling terminal and sends
+ * its stdin, stdout and stderr (SCM_RIGHTS) with CWD, ARGV and the shell's environment in one SOCK_SEQPACKET
+ * message. That environment reaches the client as PAI_JUPYTER_SHELL_ENV_<n>=
  * KEY=VALUE, one variable each: the client may be root, and a job's LD_PRELOAD or GLIBC_TUNABLES must not act
  * on it, only on the shell. The shim forks a child that makes the pty its controlling terminal
  * in a new session, becomes the task's account, changes to CWD (as the account, never as root) and execs ARGV:
@@ -73,6 +77,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,6 +95,7 @@ static uid_t run_uid;
 static gid_t run_gid;
 static int has_cred = 0;
 static struct { int conn; pid_t pid; } execs[MAX_EXECS]; /* a client's connection; its shell once started */
+static volatile sig_atomic_t exec_asked = 0;              /* SIGUSR1: a client wants the socket */
 
 /* A file of the task's, beneath DIR and never through a link (see "Files" above). O_NONBLOCK: a FIFO cannot
  * hang the open. -1 with errno set when it cannot be made or is not a plain file of one name. */
@@ -108,6 +114,14 @@ static void on_child(int sig) {
     int saved = errno;
     (void)sig;
     if (write(wake[1], "c", 1) < 0) { /* full pipe: a wake-up is pending anyway */ }
+    errno = saved;
+}
+
+static void on_exec_ask(int sig) {
+    int saved = errno;
+    (void)sig;
+    exec_asked = 1;
+    if (write(wake[1], "x", 1) < 0) { /* no pipe yet (the loop looks anyway), or a wake-up is pending */ }
     errno = saved;
 }
 
@@ -212,12 +226,12 @@ static int sh_has_pipefail(void) {
     return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* No more shells: the socket goes (its name too, so a late client hears "no such file", not a hang). */
+/* No more shells. The socket's name stays (no file-system work on the way out): a late client is refused, and
+ * the next start into this directory replaces it. */
 static void close_exec(void) {
     if (listener < 0) return;
     close(listener);
     listener = -1;
-    unlinkat(task_fd, EXEC_SOCKET, 0);
 }
 
 /* The exit status into the (empty) exit_code: one small write, so a reader sees nothing or all of it. */
@@ -272,9 +286,8 @@ static double now(void) {
 
 /* ---- shells in the task (see "A shell in the task" above) --------------------------------------------------- */
 
-/* The socket, made before the shim says it is ready (a warm shim's moves with its directory). Bound by a name
- * relative to DIR (a socket's path is short; DIR's may not be), 0600 through the umask. Without it the task runs
- * all the same, with no shells. */
+/* The socket, made when a client first asks for it. Bound by a name relative to DIR (a socket's path is short;
+ * DIR's may not be), 0600 through the umask. Without it the task runs all the same, with no shells. */
 static void listen_exec(void) {
     struct sockaddr_un addr = {.sun_family = AF_UNIX, .sun_path = EXEC_SOCKET};
     listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -391,29 +404,57 @@ static void exec_ended(pid_t pid, int rc) {
     }
 }
 
-/* pai-shim --exec SOCKET SHIM_PID CWD ARGV...: the daemon's side (see "A shell in the task" above). */
+/* A pidfd of the shim when PID still is the process that started at START (clock ticks since boot, field 22 of
+ * /proc/PID/stat), else -1; -2 where the kernel has no pidfds (then kill(PID), checked the same way). */
+static int pin_shim(pid_t pid, unsigned long long start) {
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0), none = fd < 0 && errno == ENOSYS;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int f = fd >= 0 || none ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = f >= 0 ? read(f, buf, sizeof buf - 1) : -1;
+    if (f >= 0) close(f);
+    char *field = n > 0 ? (buf[n] = '\0', strrchr(buf, ')')) : NULL;
+    for (int i = 2; field && i < 22; i++) field = strchr(field + 1, ' '); /* from field 2's end to 22's start */
+    if (field && strtoull(field + 1, NULL, 10) == start) return none ? -2 : fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static int signal_shim(int pin, pid_t pid, int sig) {
+    return pin == -2 ? kill(pid, sig) : (int)syscall(SYS_pidfd_send_signal, pin, sig, NULL, 0);
+}
+
+/* pai-shim --exec SOCKET SHIM_PID:START_TICKS CWD ARGV...: the daemon's side (see "A shell in the task" above). */
 static int exec_client(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: pai-shim --exec SOCKET SHIM_PID CWD ARGV... (run by pai_jupyter's daemon)\n");
+    unsigned long long start;
+    int shim;
+    if (argc < 6 || sscanf(argv[3], "%d:%llu", &shim, &start) != 2) {
+        fprintf(stderr, "usage: pai-shim --exec SOCKET SHIM_PID:START_TICKS CWD ARGV... (run by pai_jupyter)\n");
         return 2;
     }
     const char *path = argv[2], *cwd = argv[4], *slash = strrchr(path, '/');
-    pid_t shim = (pid_t)atoi(argv[3]);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     const char *name = slash ? slash + 1 : path;
     if (strlen(name) >= sizeof addr.sun_path) return 2;
     strcpy(addr.sun_path, name);
     char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : NULL;
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int pin = pin_shim(shim, start);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), bad = pin == -1 || s < 0 || (dir && chdir(dir));
+    /* no socket yet (or an earlier start's): ask the shim for one, then wait for it while the shim lives */
+    for (int tries = 0; !bad && connect(s, (struct sockaddr *)&addr, sizeof addr); tries++) {
+        bad = (errno != ENOENT && errno != ECONNREFUSED) || tries == 2000;
+        if (!bad) bad = signal_shim(pin, shim, tries ? 0 : SIGUSR1) != 0; /* asked once; then: is it alive? */
+        if (!bad) usleep(1000);
+    }
     struct ucred cred;
     socklen_t len = sizeof cred;
-    if (s < 0 || (dir && chdir(dir)) || connect(s, (struct sockaddr *)&addr, sizeof addr)) {
+    if (bad) {
         fprintf(stderr, "pai-shim: no shell in this task (%s: %s): it has ended, or its shim is older\r\n", path,
                 strerror(errno));
         return 255;
     }
     if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid != shim) {
-        fprintf(stderr, "pai-shim: %s is not served by the task's shim (pid %d): refused\r\n", path, (int)shim);
+        fprintf(stderr, "pai-shim: %s is not served by the task's shim (pid %d): refused\r\n", path, shim);
         return 255;
     }
     extern char **environ;
@@ -456,13 +497,18 @@ static int exec_client(int argc, char **argv) {
     ssize_t r;
     while ((r = recv(s, &status, sizeof status, 0)) < 0 && errno == EINTR) {}
     if (r == (ssize_t)sizeof status) return status & 255;
-    fprintf(stderr, "\r\n[pai_jupyter] the task has ended, and its shells with it\r\n");
+    fprintf(stderr, "\r\n[pai_jupyter] the shell is over: its task has ended (or its shim refused this caller)\r\n");
     return 255;
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--exec") == 0) return exec_client(argc, argv);
     block_term(SIG_BLOCK);
+    struct sigaction ask;
+    memset(&ask, 0, sizeof ask);
+    ask.sa_handler = on_exec_ask;
+    ask.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &ask, NULL); /* first: a client's SIGUSR1 must never end a shim */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     if (argc != 2) {
         fprintf(stderr, "usage: pai-shim DIR < TASK (started by pai_jupyter's process runtime; see shim.c)\n");
@@ -481,7 +527,6 @@ int main(int argc, char **argv) {
     }
     /* the room for the exit status, taken now: a task that ends on a full disk still records how it ended */
     if (fallocate(code, FALLOC_FL_KEEP_SIZE, 0, 64)) { /* not every file system can: then it is a plain write */ }
-    listen_exec();
     put(1, "\n", 1); /* ready: the files are made, the directory may be renamed */
     int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nul >= 0) dup2(nul, 1);
@@ -582,6 +627,10 @@ int main(int argc, char **argv) {
     double deadline = 0;
     char buf[65536];
     while (rc < 0 || fds[0].fd >= 0 || fds[1].fd >= 0) {
+        if (exec_asked && rc < 0) {
+            exec_asked = 0;
+            if (listener < 0) listen_exec();
+        }
         int timeout = -1;
         if (rc >= 0) {
             double left = deadline - now();

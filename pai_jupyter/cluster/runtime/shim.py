@@ -88,11 +88,11 @@ def choose_shim() -> Shim:
 
 
 def shell_in_task(
-    shim_path: str, socket: str, shim_pid: int, cwd: str | None, argv: list[str], env: dict[str, str]
+    shim_path: str, socket: str, shim: tuple[int, int], cwd: str | None, argv: list[str], env: dict[str, str]
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) of ``pai-shim --exec``: ``argv`` run by the task's C shim ``shim_pid`` (in the task's
-    account, cgroups and process tree, see shim.c), reached through its ``socket``. The client may run as root:
-    ``env`` reaches it wrapped, one ``SHELL_ENV_PREFIX<n>=KEY=VALUE`` each, so none of it (LD_PRELOAD, say) acts
-    on the client; only the shell gets it."""
+    """(argv, environment) of ``pai-shim --exec``: ``argv`` run by the task's C shim ``shim`` (its pid and start
+    ticks) in the task's account, cgroups and process tree (see shim.c), reached through its ``socket``. The
+    client may run as root: ``env`` reaches it wrapped, one ``SHELL_ENV_PREFIX<n>=KEY=VALUE`` each, so none of it
+    (LD_PRELOAD, say) acts on the client; only the shell gets it."""
     wrapped = {f"{SHELL_ENV_PREFIX}{i}": f"{k}={v}" for i, (k, v) in enumerate(env.items())}
-    return [shim_path, "--exec", socket, str(shim_pid), cwd or "", *argv], wrapped
+    return [shim_path, "--exec", socket, f"{shim[0]}:{shim[1]}", cwd or "", *argv], wrapped
