@@ -136,6 +136,18 @@ def test_what_the_terminal_started_ends_with_the_task(admin: Api) -> None:
 
     sleeper = asyncio.run(start())
     assert psutil.Process(sleeper).cmdline() == ["sleep", "1000"]  # it outlives its terminal, as nohup would
+    control.stop(admin.home)  # and the daemon: the task's shim holds the shell, not the daemon
+    admin = start_daemon(admin.home)
+    assert psutil.Process(sleeper).cmdline() == ["sleep", "1000"]
+
+    async def again() -> None:  # a restarted daemon opens a terminal in the task it re-attached to
+        term = await Terminal.open(admin, job)
+        try:
+            await term.run("echo AGAIN=$((1+1))END", r"AGAIN=2END")
+        finally:
+            term.close()
+
+    asyncio.run(again())
     admin.stop(job)
     admin.wait(job)
 
