@@ -47,13 +47,12 @@
  * time, so no signal reaches a process that took a dead shim's pid), asks it for the socket when there is none
  * yet, checks that the socket's listener is that shim, gives up the pty as its controlling terminal and sends
  * its stdin, stdout and stderr (SCM_RIGHTS) with CWD, ARGV and the shell's environment in one SOCK_SEQPACKET
- * message. That environment reaches the client as PAI_JUPYTER_SHELL_ENV_<n>=
- * KEY=VALUE, one variable each: the client may be root, and a job's LD_PRELOAD or GLIBC_TUNABLES must not act
- * on it, only on the shell. The shim forks a child that makes the pty its controlling terminal
- * in a new session, becomes the task's account, changes to CWD (as the account, never as root) and execs ARGV:
- * the shell is in the task's cgroups and below the shim's subreaper, and ends with the task. The shim answers the
- * shell's status (4 bytes, 128+N for signal N), which the client exits with; a client that goes away hangs the
- * shell up (SIGHUP to its session).
+ * message. That environment reaches the client as PAI_JUPYTER_SHELL_ENV_<n>=KEY=VALUE, one variable each: the
+ * client may be root, and a job's LD_PRELOAD or GLIBC_TUNABLES must act on the shell only, never on it. The shim
+ * forks a child that makes the pty its controlling terminal in a new session, becomes the task's account,
+ * changes to CWD (as the account, never as root) and execs ARGV: the shell is in the task's cgroups and below
+ * the shim's subreaper, and ends with the task. The shim answers the shell's status (4 bytes, 128+N for signal
+ * N), which the client exits with; a client that goes away hangs the shell up (SIGHUP to its session).
  *
  * Stop: SIGTERM to the group must reach the command, never the shim. The shim blocks it from its first
  * instruction and the command unblocks it just before its exec, so one that comes in between stays pending and
@@ -489,13 +488,13 @@ static int exec_client(int argc, char **argv) {
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof tty);
     memcpy(CMSG_DATA(cm), tty, sizeof tty);
-    if (sendmsg(s, &mh, 0) < 0) {
-        fprintf(stderr, "pai-shim: could not hand the terminal to the task's shim: %s\r\n", strerror(errno));
+    int32_t status;
+    ssize_t r = sendmsg(s, &mh, MSG_NOSIGNAL);
+    if (r < 0 && errno == EMSGSIZE) {
+        fprintf(stderr, "pai-shim: the shell's environment is too large (%zu bytes)\r\n", size);
         return 255;
     }
-    int32_t status;
-    ssize_t r;
-    while ((r = recv(s, &status, sizeof status, 0)) < 0 && errno == EINTR) {}
+    while (r >= 0 && (r = recv(s, &status, sizeof status, 0)) < 0 && errno == EINTR) r = 0;
     if (r == (ssize_t)sizeof status) return status & 255;
     fprintf(stderr, "\r\n[pai_jupyter] the shell is over: its task has ended (or its shim refused this caller)\r\n");
     return 255;
@@ -534,10 +533,7 @@ int main(int argc, char **argv) {
     size_t size = 0;
     char *msg = read_stdin(&size);
     if (!msg) return fail_start("could not read its task from", "stdin");
-    if (size == 0) { /* no task came */
-        close_exec();
-        return 0;
-    }
+    if (size == 0) return 0; /* no task came */
     if (nul >= 0) dup2(nul, 0);
     char *fields[5];
     size_t at = 0;
