@@ -33,7 +33,7 @@ from .paths import (
     take_daemon_lock,
     write_private_json,
 )
-from .runtime.base import Runtime
+from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
 
 log = logging.getLogger("pai_jupyter.cluster")
 EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
@@ -64,20 +64,30 @@ def docker_socket_present() -> bool:
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
 
 
-def pick_runtime(kind: str, memory: str = "auto", cpu_limits: bool = False, warm_dir: Path | None = None) -> Runtime:
+def pick_runtime(
+    kind: str,
+    memory: str = "auto",
+    cpu_limits: bool = False,
+    warm_dir: Path | None = None,
+    pids_limit: int = DEFAULT_PIDS_LIMIT,
+) -> Runtime:
     """'auto' uses Docker when the engine answers, else the process runtime (keeping two warm task shims in
-    ``warm_dir``, which must be on the task directories' filesystem)."""
+    ``warm_dir``, which must be on the task directories' filesystem). ``pids_limit``: processes per task."""
     if kind == "docker" or (kind == "auto" and docker_socket_present()):
         from .runtime.docker import DockerRuntime, docker_available  # a slow import: only when an engine may be there
 
         if docker_available():
-            return DockerRuntime()
+            return DockerRuntime(pids_limit=pids_limit)
         if kind == "docker":
             raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
     from .runtime.process import ProcessRuntime
 
     return ProcessRuntime(
-        memory_enforcement=memory, cpu_limits=cpu_limits, warm_shims=2 if warm_dir else 0, warm_dir=warm_dir
+        memory_enforcement=memory,
+        cpu_limits=cpu_limits,
+        warm_shims=2 if warm_dir else 0,
+        warm_dir=warm_dir,
+        pids_limit=pids_limit,
     )
 
 
@@ -114,7 +124,9 @@ async def serve(args: argparse.Namespace) -> None:
 
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits
-    runtime = pick_runtime(args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm")
+    runtime = pick_runtime(
+        args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm", pids_limit=args.pids_limit
+    )
     cluster = Cluster(
         local,
         runtime,
@@ -192,6 +204,13 @@ def main(argv: list[str] | None = None) -> None:
         "--cpu-limits",
         action="store_true",
         help="process runtime: also cap CPU with a cpu cgroup (costs ~5 ms per task start)",
+    )
+    p.add_argument(
+        "--pids-limit",
+        type=int,
+        default=DEFAULT_PIDS_LIMIT,
+        help="the most processes (threads too) one task may have; 0: no limit (process runtime: where a pids "
+        "cgroup is writable)",
     )
     p.add_argument("--cpus", type=int)
     p.add_argument("--memory-mb", type=int)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster.runtime.base import (
+    DEFAULT_PIDS_LIMIT,
     EXIT_IMAGE_NOT_FOUND,
     EXIT_LOST,
     EXIT_START_FAILED,
@@ -43,8 +44,8 @@ def image() -> str:
 class Tracked(DockerRuntime):
     """Remembers every container it starts, so each is force-removed after the test, even a failing one."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, pids_limit: int = DEFAULT_PIDS_LIMIT) -> None:
+        super().__init__(pids_limit=pids_limit)
         self.handles: list[TaskHandle] = []
 
     def start(self, spec):  # type: ignore[no-untyped-def]
@@ -120,6 +121,25 @@ def test_oom_is_reported(rt: Tracked, image: str, tmp_path: Path) -> None:
     assert "out of memory" in result.diagnostics and "Docker" in result.diagnostics and "64 MB" in result.diagnostics
     assert read(tmp_path / "run", "all").startswith("start\n")
     assert "survived" not in read(tmp_path / "run", "all")
+
+
+def test_a_container_that_forks_all_it_can_stays_under_its_pids_limit(image: str, tmp_path: Path) -> None:
+    """Audit item 14: no pids limit per task. Only builtins once the forks begin (a full container cannot fork
+    a ``cat``): the subshell counts its forks in a file until one fails."""
+    rt = Tracked(pids_limit=40)
+    try:
+        assert "at most 40 processes per task" in rt.describe()
+        forks = "i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); echo $i > /tmp/forked; done"
+        s = spec(tmp_path, f"( {forks} ) 2>/dev/null || true; read n < /tmp/forked; echo forked $n")
+        handle = rt.start(s)
+        result = wait(rt, handle, tmp_path, timeout=60)
+        assert result.exit_code == 0, read(tmp_path, "all")
+        assert 0 < int(read(tmp_path, "stdout").split()[-1]) < 40
+        assert rt.client.containers.get(handle.id).attrs["HostConfig"]["PidsLimit"] == 40
+    finally:
+        for handle in rt.handles:
+            rt.remove(handle)
+        rt.client.close()
 
 
 def test_image_not_found_fails_fast(rt: Tracked, image: str, tmp_path: Path) -> None:

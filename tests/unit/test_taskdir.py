@@ -14,7 +14,7 @@ import yaml
 from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import Runtime, TaskSpec
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
-from pai_jupyter.cluster.runtime.shim import SHIM_C, SHIM_SH, Shim
+from pai_jupyter.cluster.runtime.shim import SHELL_ENV_PREFIX, SHIM_C, SHIM_SH, Shim
 from pai_jupyter.cluster.task.env import Placement, task_env
 from pai_jupyter.protocol import Job
 
@@ -40,9 +40,12 @@ def test_shim_sh_writes_only_the_named_files() -> None:
 
 def test_shim_c_writes_the_same_files() -> None:
     source = SHIM_C.read_text()
-    used = set(re.findall(r'(?:openat\(task_fd|open_in\(dir), "([A-Za-z0-9_.-]+)"', source))
+    used = set(re.findall(r'task_file\("([A-Za-z0-9_.-]+)"', source))
     # the C shim is handed its pid and cgroup by the runtime and writes exit_code directly (no .tmp, no pid file)
     assert used == {taskdir.STDOUT, taskdir.STDERR, taskdir.ALL, taskdir.RUNTIME_LOG, taskdir.EXIT_CODE}
+    assert source.count("openat(task_fd") == 1 and "open_in" not in source  # all through task_file (O_NOFOLLOW)
+    assert f'#define EXEC_SOCKET "{taskdir.EXEC_SOCKET}"' in source
+    assert f'#define SHELL_ENV "{SHELL_ENV_PREFIX}"' in source
 
 
 def test_service_files() -> None:

@@ -21,6 +21,10 @@ EXIT_OOM = -1200
 EXIT_LOST = -1300  # the task disappeared while the daemon was down and left no exit status
 EXIT_START_FAILED = 255
 
+DEFAULT_PIDS_LIMIT = 4096
+"""The most processes (threads included) one task may have, by default (the daemon's ``--pids-limit``): a fork
+bomb in a task stays in that task. 0: no limit."""
+
 
 @dataclass
 class Mount:

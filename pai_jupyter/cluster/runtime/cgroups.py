@@ -1,14 +1,17 @@
-"""Per-task cgroups for the process runtime: a memory limit the kernel enforces, and a CPU quota.
+"""Per-task cgroups for the process runtime: a memory limit the kernel enforces, a CPU quota, and a cap on the
+number of processes (``pids.max``: a fork bomb in one task stays in that task, default ``DEFAULT_PIDS_LIMIT``).
 
-Each task gets ``<the daemon's own cgroup>/pai_jupyter/<key>`` in the memory (and, if writable, cpu) hierarchy.
-Nesting under the daemon's own cgroup keeps tasks inside whatever limits the daemon itself runs under and
-works in delegated subtrees (containers, systemd user slices). The shim joins the cgroups itself, by writing
+Each task gets ``<the daemon's own cgroup>/pai_jupyter/<key>`` in the memory (and, if writable, cpu and pids)
+hierarchy. Nesting under the daemon's own cgroup keeps tasks inside whatever limits the daemon itself runs under
+and works in delegated subtrees (containers, systemd user slices). The shim joins the cgroups itself, by writing
 its pid to the ``cgroup.procs`` paths listed in ``TASK_DIR/cgroup``, before it runs the command, so the
 command and everything it forks are limited from their first instruction.
 
-cgroup v1 (``memory`` + ``cpu`` hierarchies) is what these machines have; cgroup v2 (one unified hierarchy,
-``memory.max``) is used when that is the machine's memory controller and it can be delegated. Nothing here
-raises when cgroups are unusable: ``CgroupManager.available`` is False and the caller falls back to a watchdog.
+cgroup v1 (``memory`` + ``cpu`` + ``pids`` hierarchies) is what these machines have; joining the pids one costs
+little (the first move of a process waits for an RCU grace period, a move right after it does not: 0.2 ms
+measured). cgroup v2 (one unified hierarchy, ``memory.max``) is used when that is the machine's memory controller
+and it can be delegated. Nothing here raises when cgroups are unusable: ``CgroupManager.available`` is False and
+the caller falls back to a watchdog.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .base import DEFAULT_PIDS_LIMIT
+
 PARENT_NAME = "pai_jupyter"
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
-    """Controller ("memory", "cpu", or "" for cgroup2) -> (mount point, root of the mount) from mountinfo."""
+    """Controller ("memory", "cpu", "pids", or "" for cgroup2) -> (mount point, root of the mount) from mountinfo."""
     found: dict[str, tuple[str, str]] = {}
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -41,7 +46,7 @@ def _mounts() -> dict[str, tuple[str, str]]:
             found.setdefault("", (point, root))
         elif fstype == "cgroup":
             for opt in rfields[2].split(","):
-                if opt in ("memory", "cpu"):
+                if opt in ("memory", "cpu", "pids"):
                     found.setdefault(opt, (point, root))
     return found
 
@@ -87,7 +92,7 @@ class TaskCgroup:
     """The cgroup directories of one task; rebuilt from a TaskHandle's info after a daemon restart."""
 
     version: int
-    dirs: list[Path]  # dirs[0] holds the memory controller
+    dirs: list[Path]  # dirs[0] holds the memory controller (v1: then cpu and pids, where the task has them)
 
     @property
     def memory_dir(self) -> Path:
@@ -163,12 +168,15 @@ class TaskCgroup:
 
 
 class CgroupManager:
-    """Finds where task cgroups can be made on this machine (checked once, by really making one)."""
+    """Finds where task cgroups can be made on this machine (checked once, by really making one).
+    ``pids_limit``: the most processes a task may have (where a pids cgroup is writable; 0: no limit)."""
 
-    def __init__(self, cpu_limits: bool = True) -> None:
+    def __init__(self, cpu_limits: bool = True, pids_limit: int = DEFAULT_PIDS_LIMIT) -> None:
         self.version = 0
         self.memory_parent: Path | None = None
         self.cpu_parent: Path | None = None
+        self.pids_parent: Path | None = None
+        self.pids_limit = max(0, pids_limit)
         mounts, own = _mounts(), _own_paths()
         v1_mem = _own_dir("memory", mounts, own)
         if v1_mem is not None and self._probe(v1_mem / PARENT_NAME, "memory.limit_in_bytes", str(64 << 20)):
@@ -176,12 +184,17 @@ class CgroupManager:
             v1_cpu = _own_dir("cpu", mounts, own) if cpu_limits else None
             if v1_cpu is not None and self._probe(v1_cpu / PARENT_NAME, "cpu.cfs_quota_us", "-1"):
                 self.cpu_parent = v1_cpu / PARENT_NAME
+            v1_pids = _own_dir("pids", mounts, own) if self.pids_limit else None
+            if v1_pids is not None and self._probe(v1_pids / PARENT_NAME, "pids.max", "max"):
+                self.pids_parent = v1_pids / PARENT_NAME
             return
         v2 = _own_dir("", mounts, own)
         if v2 is not None and self._setup_v2(v2):
             self.version, self.memory_parent = 2, v2 / PARENT_NAME
             if cpu_limits and "cpu" in self._controllers(self.memory_parent):
                 self.cpu_parent = self.memory_parent
+            if self.pids_limit and "pids" in self._controllers(self.memory_parent):
+                self.pids_parent = self.memory_parent
 
     @property
     def available(self) -> bool:
@@ -189,6 +202,12 @@ class CgroupManager:
 
     def describe(self) -> str:
         return f"cgroup v{self.version}" if self.available else "none"
+
+    def describe_pids(self) -> str:
+        """The cap on a task's processes, in words."""
+        if self.pids_parent is not None:
+            return f"at most {self.pids_limit} per task (pids cgroup)"
+        return "not limited (pids limit 0)" if not self.pids_limit else "not limited (no writable pids cgroup)"
 
     @staticmethod
     def _probe(parent: Path, limit_file: str, value: str) -> bool:
@@ -218,13 +237,15 @@ class CgroupManager:
                 return False
             if "memory" not in self._controllers(own):
                 _write(own / "cgroup.subtree_control", "+memory")  # EBUSY when own holds processes (no-internal rule)
-            with contextlib.suppress(OSError):
-                _write(own / "cgroup.subtree_control", "+cpu")
+            for extra in ("+cpu", "+pids"):
+                with contextlib.suppress(OSError):
+                    _write(own / "cgroup.subtree_control", extra)
             parent = own / PARENT_NAME
             parent.mkdir(exist_ok=True)
             _write(parent / "cgroup.subtree_control", "+memory")
-            with contextlib.suppress(OSError):
-                _write(parent / "cgroup.subtree_control", "+cpu")
+            for extra in ("+cpu", "+pids"):
+                with contextlib.suppress(OSError):
+                    _write(parent / "cgroup.subtree_control", extra)
             return self._probe(parent, "memory.max", "max")
         except OSError:
             return False
@@ -244,24 +265,40 @@ class CgroupManager:
         assert self.memory_parent is not None
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:180] or "task"
         dirs = [self._fresh_dir(self.memory_parent, name)]
-        if self.version == 1 and self.cpu_parent is not None and with_cpu:
-            try:
-                dirs.append(self._fresh_dir(self.cpu_parent, name))
-            except OSError:
-                TaskCgroup(self.version, dirs).remove(0)
-                raise
+        if self.version == 1:
+            wanted = [self.cpu_parent if with_cpu else None, self.pids_parent]
+            for i, parent in enumerate(wanted):
+                if parent is None or parent == self.memory_parent or parent in wanted[:i]:
+                    continue  # none, or a hierarchy mounted together with one before (one cgroup holds both)
+                try:
+                    dirs.append(self._fresh_dir(parent, name))
+                except OSError:
+                    TaskCgroup(self.version, dirs).remove(0)
+                    raise
         return TaskCgroup(self.version, dirs)
 
+    def _dir_under(self, cgroup: TaskCgroup, parent: Path | None) -> Path | None:
+        """The task's cgroup of the hierarchy ``parent`` is in (v2: the one directory)."""
+        if parent is None:
+            return None
+        if self.version == 2:
+            return cgroup.memory_dir
+        return next((d for d in cgroup.dirs if d.parent == parent), None)
+
     def limit(self, cgroup: TaskCgroup, memory_mb: int, cpu: int) -> None:
-        """Set a task's memory limit (MB, 0 = none) and CPU quota (cores, 0 = none) on its cgroup(s)."""
+        """Set a task's memory limit (MB, 0 = none), CPU quota (cores, 0 = none) and its cap on processes
+        (``pids_limit``) on its cgroup(s)."""
         mem = cgroup.memory_dir
+        pids_dir = self._dir_under(cgroup, self.pids_parent)
+        if pids_dir is not None:
+            _write(pids_dir / "pids.max", str(self.pids_limit))
         if self.version == 1:
             if memory_mb > 0:
                 _write(mem / "memory.limit_in_bytes", str(memory_mb << 20))
                 with contextlib.suppress(OSError):  # absent without swap accounting
                     _write(mem / "memory.memsw.limit_in_bytes", str(memory_mb << 20))
-            if len(cgroup.dirs) > 1 and cpu > 0:
-                cpu_dir = cgroup.dirs[1]
+            cpu_dir = self._dir_under(cgroup, self.cpu_parent)
+            if cpu_dir is not None and cpu > 0:
                 with contextlib.suppress(OSError, ValueError):
                     period = int((cpu_dir / "cpu.cfs_period_us").read_text())
                     _write(cpu_dir / "cpu.cfs_quota_us", str(cpu * period))
@@ -280,7 +317,7 @@ class CgroupManager:
         """Remove the empty cgroups named ``prefix*`` (left by the warm shims of a daemon killed with -9); a cgroup
         that still holds a process cannot be removed, so live ones, another daemon's included, stay."""
         removed = 0
-        for parent in {p for p in (self.memory_parent, self.cpu_parent) if p is not None}:
+        for parent in {p for p in (self.memory_parent, self.cpu_parent, self.pids_parent) if p is not None}:
             with contextlib.suppress(OSError):
                 for d in parent.glob(f"{prefix}*"):
                     with contextlib.suppress(OSError):

@@ -30,6 +30,7 @@ from docker.utils import parse_repository_tag
 
 from . import taskdir
 from .base import (
+    DEFAULT_PIDS_LIMIT,
     EXIT_IMAGE_NOT_FOUND,
     EXIT_LOST,
     EXIT_START_FAILED,
@@ -93,20 +94,28 @@ def _in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
 
 
 class DockerRuntime(Runtime):
-    """Runs tasks as containers. ``pull_timeout``: seconds one pull of a missing image may take."""
+    """Runs tasks as containers. ``pull_timeout``: seconds one pull of a missing image may take; ``pids_limit``:
+    the most processes a container may have (0: the engine's default, usually none)."""
 
     name = "docker"
     in_container = True
 
-    def __init__(self, client: docker.DockerClient | None = None, pull_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        pull_timeout: float = 60.0,
+        pids_limit: int = DEFAULT_PIDS_LIMIT,
+    ) -> None:
         self.client = client or docker.from_env(max_pool_size=256)
         self.pull_timeout = pull_timeout
+        self.pids_limit = max(0, pids_limit)
         self._stopped: set[str] = set()
 
     def describe(self) -> str:
+        pids = f"at most {self.pids_limit} processes per task" if self.pids_limit else "processes not limited"
         with contextlib.suppress(Exception):
-            return f"docker (engine {self.client.version().get('Version', '?')})"
-        return "docker"
+            return f"docker (engine {self.client.version().get('Version', '?')}; {pids})"
+        return f"docker ({pids})"
 
     # ---- start -----------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:
@@ -184,6 +193,8 @@ class DockerRuntime(Runtime):
             kwargs["nano_cpus"] = int(spec.cpu * 1e9)
         if spec.shm_mb > 0:
             kwargs["shm_size"] = f"{spec.shm_mb}m"
+        if self.pids_limit:
+            kwargs["pids_limit"] = self.pids_limit
         if spec.gpus:
             kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in spec.gpus], capabilities=[["gpu"]])]
         return kwargs

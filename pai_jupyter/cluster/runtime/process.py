@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -24,6 +23,7 @@ import psutil
 
 from . import proctree, safeio, taskdir
 from .base import (
+    DEFAULT_PIDS_LIMIT,
     EXIT_START_FAILED,
     Runtime,
     TaskExit,
@@ -34,7 +34,7 @@ from .base import (
 )
 from .cgroups import CgroupManager, TaskCgroup
 from .hostenv import host_env
-from .shim import Shim, choose_shim
+from .shim import Shim, choose_shim, shell_in_task
 from .taskdir import SCRIPT_ENV, read_int
 from .warm import WaitingShim, WarmPool, spawn_shim
 
@@ -47,7 +47,8 @@ class ProcessRuntime(Runtime):
     ``memory_enforcement``: "auto" (cgroup where writable, else watchdog), "cgroup" (fail at construction when
     cgroups are unusable) or "watchdog" (never touch cgroups). ``cpu_limits``: also give each task a cpu cgroup
     (CFS quota of ``cpu`` cores, weight of ``cpu`` processes) where writable; under CPU contention a task then
-    gets its share as one group, which makes trivial tasks slower to start on a loaded machine."""
+    gets its share as one group, which makes trivial tasks slower to start on a loaded machine. ``pids_limit``:
+    the most processes (threads too) a task may have, where a pids cgroup is writable (0: no limit)."""
 
     name = "process"
 
@@ -59,10 +60,11 @@ class ProcessRuntime(Runtime):
         shim: Shim | None = None,
         warm_shims: int = 0,
         warm_dir: Path | None = None,
+        pids_limit: int = DEFAULT_PIDS_LIMIT,
     ) -> None:
         if memory_enforcement not in ENFORCEMENTS:
             raise ValueError(f"memory_enforcement must be one of {ENFORCEMENTS}, not {memory_enforcement!r}")
-        self.cgroups = CgroupManager(cpu_limits) if memory_enforcement != "watchdog" else None
+        self.cgroups = CgroupManager(cpu_limits, pids_limit) if memory_enforcement != "watchdog" else None
         if memory_enforcement == "cgroup" and not (self.cgroups and self.cgroups.available):
             raise RuntimeError("memory_enforcement='cgroup' but no writable memory cgroup was found on this machine")
         self.use_cgroups = bool(self.cgroups and self.cgroups.available)
@@ -82,7 +84,8 @@ class ProcessRuntime(Runtime):
         shim = "C shim" if self.shim.kind == "c" else f"sh shim: {self.shim.note}" if self.shim.note else "sh shim"
         if self.warm is not None and self.warm.enabled:
             shim += f", {self.warm.size} warm"
-        return f"process (memory limit: {how}; escaped processes: {self.containment()}; {shim})"
+        pids = self.cgroups.describe_pids() if self.use_cgroups and self.cgroups else "not limited (no cgroup)"
+        return f"process (memory limit: {how}; processes: {pids}; escaped processes: {self.containment()}; {shim})"
 
     def containment(self) -> str:
         """What keeps a task's processes that leave its process group (setsid, double fork) attributed to it."""
@@ -198,7 +201,9 @@ class ProcessRuntime(Runtime):
                 raise TaskStartError(EXIT_START_FAILED, f"the task could not start: no working directory {cwd!r}")
             taskdir.write_command(td, spec.disk_script())
             self._children[shim.pid] = shim.popen
-            handle = self._write_handle(td, self._handle(shim.pid, spec, shim.cgroup))  # before the task can run
+            handle = self._handle(shim.pid, spec, shim.cgroup)
+            handle.info["exec_socket"] = str(td / taskdir.EXEC_SOCKET)  # shells in the task (terminal_command)
+            self._write_handle(td, handle)  # before the task can run
             shim.hand(str(td), cwd, notice, spec.script, spec.run_as, env)
         except (OSError, TaskStartError) as exc:
             self._children.pop(shim.pid, None)
@@ -248,7 +253,9 @@ class ProcessRuntime(Runtime):
         return handle
 
     def _make_cgroup(self, spec: TaskSpec) -> TaskCgroup | None:
-        if not self.use_cgroups or self.cgroups is None or (spec.memory_mb <= 0 and spec.cpu <= 0):
+        if not self.use_cgroups or self.cgroups is None:
+            return None
+        if spec.memory_mb <= 0 and spec.cpu <= 0 and self.cgroups.pids_parent is None:
             return None
         try:
             return self.cgroups.create(spec.key, spec.memory_mb, spec.cpu)
@@ -259,17 +266,22 @@ class ProcessRuntime(Runtime):
     def terminal_command(
         self, handle: TaskHandle, env: dict[str, str], cwd: str | None
     ) -> tuple[list[str], dict[str, str], str | None]:
-        run_as = handle.info.get("run_as")
-        if run_as:  # the task's own account, as its commands run: never the daemon's (root)
-            setpriv = shutil.which("setpriv")
-            if setpriv is None:
-                raise RuntimeError("a terminal in a task that runs as its user's account needs setpriv (util-linux)")
-            return (
-                [setpriv, f"--reuid={int(run_as[0])}", f"--regid={int(run_as[1])}", "--clear-groups", "/bin/sh", "-i"],
-                host_env(env),
-                cwd,
+        """A shell inside the task: started by the task's C shim (so in its account, cgroups and process tree, and
+        gone when the task ends), which ``pai-shim --exec`` reaches through the shim's socket. No ``cwd`` for the
+        client: the shell changes to it as the task's account. A task of shim.sh runs as the daemon's account (a
+        root daemon needs the C shim), and its shell is the daemon's child."""
+        socket, ticks = handle.info.get("exec_socket"), handle.info.get("start_ticks")
+        shell_env = {**host_env(env), "TERM": "xterm-256color"}
+        if socket and ticks is not None and self.shim.kind == "c":
+            shim = (int(handle.id), int(ticks))
+            argv, wrapped = shell_in_task(self.shim.argv[0], str(socket), shim, cwd, ["/bin/sh", "-i"], shell_env)
+            return argv, wrapped, None
+        if handle.info.get("run_as"):
+            raise RuntimeError(
+                "a terminal in this task needs its C shim's socket (shim.c): the task was started by an older "
+                "version, or this daemon has no C compiler; restart the task (or the daemon with a compiler)"
             )
-        return ["/bin/sh", "-i"], host_env(env), cwd
+        return ["/bin/sh", "-i"], shell_env, cwd
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         """CPU seconds and RSS of the shim's whole process tree."""

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 SHIM_SH = Path(__file__).with_name("shim.sh")
 SHIM_C = Path(__file__).with_name("shim.c")
 SHIM_ENV = "PAI_JUPYTER_SHIM"  # "sh" forces shim.sh, "c" requires the C shim, unset/"auto" prefers C
+SHELL_ENV_PREFIX = "PAI_JUPYTER_SHELL_ENV_"  # how the shell's environment reaches ``pai-shim --exec`` (shim.c)
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,14 @@ def choose_shim() -> Shim:
             raise
         log.warning("using the sh shim (slower task starts): %s", exc)
         return Shim(sh.argv, "sh", str(exc))
+
+
+def shell_in_task(
+    shim_path: str, socket: str, shim: tuple[int, int], cwd: str | None, argv: list[str], env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of ``pai-shim --exec``: ``argv`` run by the task's C shim ``shim`` (its pid and start
+    ticks) in the task's account, cgroups and process tree (see shim.c), reached through its ``socket``. The
+    client may run as root: ``env`` reaches it wrapped, one ``SHELL_ENV_PREFIX<n>=KEY=VALUE`` each, so none of it
+    (LD_PRELOAD, say) acts on the client; only the shell gets it."""
+    wrapped = {f"{SHELL_ENV_PREFIX}{i}": f"{k}={v}" for i, (k, v) in enumerate(env.items())}
+    return [shim_path, "--exec", socket, f"{shim[0]}:{shim[1]}", cwd or "", *argv], wrapped

@@ -15,12 +15,13 @@ a container), so the directory is split by who writes (docs/security.md):
   ``cgroup.procs`` paths shim.sh joins), ``oom`` (the memory watchdog's verdict) and ``shim.sh`` (a container's
   copy) by the runtime; ``service-<name>.request`` (the daemon asks the supervisor to ``start`` or ``stop`` it;
   group-readable) and ``.stopped`` (its marker that a service was stopped on request, for a restarted daemon)
-  by the daemon.
+  by the daemon; ``exec.sock`` (0600, made by the C shim when the daemon first asks: how a shell is started
+  inside the task, under the shim, as its account).
 - ``run/`` and ``work/`` are the task's (its account owns them): ``run/service-<name>.log``, ``.pid`` and
   ``.missing`` (the service's reason it cannot run, e.g. no sshd) and whatever sockets its services make;
   ``work/`` is the default working directory. On Docker the container sees the control part read-only at
   ``IN_CONTAINER`` and ``run/`` writable below it, and its shim (shim.sh, in the container) writes its logs and
-  exit status into ``run/`` (``Runtime.logs_in``): the container's words, read by the daemon like any file a
+  exit status into ``run/`` (``Runtime.logs_dir``): the container's words, read by the daemon like any file a
   task can write.
 
 The daemon reads every file of a task directory through ``safeio`` (no symlink followed, regular files only,
@@ -48,6 +49,7 @@ RUNTIME_LOG = "runtime"
 PID = "pid"
 EXIT_CODE = "exit_code"
 EXIT_CODE_TMP = "exit_code.tmp"
+EXEC_SOCKET = "exec.sock"  # the C shim's: shells inside the task (shim.c, "A shell in the task")
 # written by the runtime
 COMMAND = "command.sh"
 HANDLE = "handle.json"
