@@ -133,8 +133,8 @@ def test_a_container_that_forks_all_it_can_stays_under_its_pids_limit(image: str
         s = spec(tmp_path, f"( {forks} ) 2>/dev/null || true; read n < /tmp/forked; echo forked $n")
         handle = rt.start(s)
         result = wait(rt, handle, tmp_path, timeout=60)
-        assert result.exit_code == 0, read(tmp_path, "all")
-        assert 0 < int(read(tmp_path, "stdout").split()[-1]) < 40
+        assert result.exit_code == 0, read(tmp_path / "run", "all")
+        assert 0 < int(read(tmp_path / "run", "stdout").split()[-1]) < 40
         assert rt.client.containers.get(handle.id).attrs["HostConfig"]["PidsLimit"] == 40
     finally:
         for handle in rt.handles:
