@@ -167,7 +167,7 @@ def test_failing_job_reports_exit_code_and_trigger(daemon: Api) -> None:
     s = d["jobStatus"]
     assert s["state"] == "FAILED" and s["appExitCode"] == 3
     assert s["appExitTriggerTaskRoleName"] == "main" and s["appExitTriggerTaskIndex"] == 0
-    assert s["appExitSpec"]["phrase"] == "UserCommandFailed"
+    assert s["appExitSpec"]["phrase"] == "PAIRuntimeUnknownFailed"
 
 
 def test_min_succeeded_ends_the_job_early_and_stops_the_rest(daemon: Api) -> None:
@@ -269,7 +269,7 @@ def test_oom_fails_the_task_with_a_diagnostic(daemon: Api) -> None:
     assert d["jobStatus"]["state"] == "FAILED"
     task = daemon.tasks(d)[0]
     assert task["containerExitDiagnostics"].startswith("out of memory")
-    assert task["containerExitSpec"]["phrase"] == "ContainerOOMKilled"
+    assert task["containerExitSpec"]["phrase"] == "UserContainerDockerOOMKilled"
 
 
 def test_delete_removes_a_finished_job_and_its_files(daemon: Api) -> None:
