@@ -196,7 +196,10 @@ def test_fifo_no_overtaking_and_the_reason_counts_the_jobs_ahead(tmp_path: Path)
         h.submit(v1("small", cpu=1))
         await h.settle()
         assert [h.state(n) for n in ("big", "next", "small")] == ["RUNNING", "WAITING", "WAITING"]
-        assert h.cluster.waiting_reason(h.row("small")) == "1 job ahead in virtual cluster 'default'"
+        assert h.cluster.waiting_reason(h.row("small")) == (
+            "1 job ahead in virtual cluster 'default'; behind alice~next (needs 8 CPU, 0 free); "
+            "this job needs 1 CPU, 0 free"
+        )
         assert h.cluster.waiting_reason(h.row("next")) == "needs 8 CPU, 0 free"
         assert h.cluster.waiting_reason(h.row("big")) is None
         await h.end("big")

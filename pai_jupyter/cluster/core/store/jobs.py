@@ -236,6 +236,13 @@ class Store(Users):
             ),
         )
 
+    def busy_tasks(self) -> list[dict[str, Any]]:
+        """What holds resources now: each active task's cpu, memory_mb and gpu, its job's vc and deadline."""
+        return self.all(
+            "SELECT t.cpu, t.memory_mb, t.gpu, j.vc, j.deadline FROM tasks t JOIN jobs j ON j.id = t.job_id "
+            f"WHERE t.state IN {sql_set(ACTIVE_TASK)}"
+        )
+
     def waiting_tasks(self, job_id: int, attempt: int) -> list[TaskRow]:
         return cast(
             "list[TaskRow]",
