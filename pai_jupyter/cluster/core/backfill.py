@@ -116,7 +116,8 @@ def plan(now: float, total: Res, quotas: dict[str, Res], busy: list[Busy], queue
     """What starts now (see the module's docstring). ``queues``: each virtual cluster's waiting jobs in queue
     order; ``busy``: what runs. Pure: nothing is changed."""
     out = Plan()
-    used, used_vc = ZERO, {}
+    used: Res = ZERO
+    used_vc: dict[str, Res] = {}
     for b in busy:
         used = add(used, b.demand)
         used_vc[b.vc] = add(used_vc.get(b.vc, ZERO), b.demand)

@@ -85,14 +85,14 @@ class Launching(Ending):
         result = plan(time.time(), total, quotas, busy, {vc: q for vc, q in queues.items() if q})
         for job_id, n in result.starts:
             row = self.store.job_core(job_id)
-            waiting = self.store.waiting_tasks(job_id, row["attempt"]) if row else []
+            tasks = self.store.waiting_tasks(job_id, row["attempt"]) if row else []
             self.queue.info.pop(job_id, None)
-            if row is None or len(waiting) < n:  # changed since it was read: plan again
+            if row is None or len(tasks) < n:  # changed since it was read: plan again
                 self._again = True
                 continue
-            if len(waiting) == n:
+            if len(tasks) == n:
                 self.queue.remove(job_id)
-            self._launch(row, self.job_model(row), waiting[:n])
+            self._launch(row, self.job_model(row), tasks[:n])
         for head in result.heads.values():
             row = self.store.job_core(head.job_id)
             short = Resources(*head.need).shortfall(Resources(*head.room))
