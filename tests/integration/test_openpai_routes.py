@@ -343,3 +343,14 @@ def test_the_list_takes_openpais_tag_and_priority_filters_and_order(daemon: Api)
     assert listed(jobPriority="default") == names[::-1] and listed(jobPriority="prod") == []
     assert listed(order="nope,ASC") == listed(order="submissionTime,asc") == names[::-1]
     assert listed(order="jobName,ASC") == names
+
+
+def test_an_admin_sets_a_jobs_priority_class_which_the_list_shows_and_filters(daemon: Api) -> None:
+    job = daemon.submit_ok(v1("prio", "true"))
+    bob = _user(daemon, "bobprio")
+    r = daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "prod"})
+    assert r.status_code == 200 and r.json()["jobPriority"] == "prod", r.text
+    assert [j["name"] for j in daemon.http.get("/api/v2/jobs", params={"jobPriority": "prod"}).json()] == ["prio"]
+    assert daemon.http.get(f"/api/v2/jobs/{job}").json()["jobPriority"] == "prod"
+    assert daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "x"}).status_code == 400
+    assert bob.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "crit"}).status_code == 403
