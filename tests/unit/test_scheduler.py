@@ -196,7 +196,10 @@ def test_fifo_no_overtaking_and_the_reason_counts_the_jobs_ahead(tmp_path: Path)
         h.submit(v1("small", cpu=1))
         await h.settle()
         assert [h.state(n) for n in ("big", "next", "small")] == ["RUNNING", "WAITING", "WAITING"]
-        assert h.cluster.waiting_reason(h.row("small")) == "1 job ahead in virtual cluster 'default'"
+        assert h.cluster.waiting_reason(h.row("small")) == (
+            "1 job ahead in virtual cluster 'default'; behind alice~next (needs 8 CPU, 0 free); "
+            "this job needs 1 CPU, 0 free"
+        )
         assert h.cluster.waiting_reason(h.row("next")) == "needs 8 CPU, 0 free"
         assert h.cluster.waiting_reason(h.row("big")) is None
         await h.end("big")
@@ -308,5 +311,82 @@ def test_a_job_that_can_never_fit_is_refused_and_nothing_is_written(tmp_path: Pa
         with pytest.raises(InsufficientResourceError, match="gang"):
             h.submit(v1("toomany", tasks=3, cpu=4))
         assert h.cluster.store.all("SELECT name FROM jobs") == [] and len(h.cluster.queue) == 0
+
+    run(tmp_path, body)
+
+
+# ---- priorities and backfill on the cluster (the plan itself: test_backfill.py) --------------------------------
+def run_on(tmp_path: Path, machine: Resources, body: Callable[[Harness], Awaitable[None]]) -> None:
+    async def main() -> None:
+        runtime = MemoryRuntime()
+        cluster = Cluster(tmp_path / "local", runtime, Capacity(machine), stop_grace=0.0)
+        try:
+            await body(Harness(cluster, runtime))
+        finally:
+            cluster.spawner.shutdown(wait=False)
+            cluster.store.close()
+
+    asyncio.run(main())
+
+
+def test_the_issues_example_small_jobs_run_in_the_gaps_of_a_waiting_gang_job(tmp_path: Path) -> None:
+    """2 CPUs, one busy for at most 10 minutes; a 2-task gang job at the head, ten 1-task jobs of at most 5 minutes
+    behind it: a small job takes the free CPU whenever it would end in time, the gang job starts as the CPUs come
+    back. (A job that ends before its max run time may leave a backfilled one running past it: EASY promises the
+    time reserved from the estimates, which is FIFO's when jobs run their estimates.)"""
+
+    async def body(h: Harness) -> None:
+        h.submit(v1("blocker", extras={"maxRunTimeMinutes": 10}))
+        h.submit(v1("gang", tasks=2, extras={"maxRunTimeMinutes": 60}))
+        small = [h.submit(v1(f"small{i}", extras={"maxRunTimeMinutes": 5})) for i in range(10)]
+        await h.settle()
+        states = [h.state(n) for n in small]
+        assert h.state("gang") == "WAITING" and states == ["RUNNING"] + ["WAITING"] * 9
+        assert h.cluster.waiting_reason(h.row("gang")) == "needs 2 CPU, 0 free"
+        reason = h.cluster.waiting_reason(h.row("small1"))
+        assert reason is not None and "behind alice~gang (needs 2 CPU, 0 free)" in reason
+        for name in small:  # each ends (by its max run time) before the blocker must: the next takes its place
+            assert h.state(name) == "RUNNING" and h.state("gang") == "WAITING"
+            await h.end(name)
+        await h.end("blocker")
+        assert h.state("gang") == "RUNNING"  # as soon as the CPUs are back, as under FIFO
+
+    run_on(tmp_path, Resources(2, 8192, 0), body)
+
+
+def test_a_small_job_without_a_run_time_may_not_take_what_the_head_waits_for(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        h.submit(v1("blocker"))
+        h.submit(v1("gang", tasks=2))
+        h.submit(v1("small"))
+        await h.settle()
+        assert [h.state(n) for n in ("blocker", "gang", "small")] == ["RUNNING", "WAITING", "WAITING"]
+        assert h.cluster.waiting_reason(h.row("small")).endswith("it would fit now, but could delay that job")
+
+    run_on(tmp_path, Resources(2, 8192, 0), body)
+
+
+def test_priority_classes_and_an_admins_reordering_decide_who_is_next(tmp_path: Path) -> None:
+    from pai_jupyter.cluster.core.priority import reprioritise
+
+    async def body(h: Harness) -> None:
+        h.submit(v1("hog", cpu=8))
+        for name in ("a", "b", "c", "d"):
+            h.submit(v1(name, cpu=8))
+        h.submit(v1("urgent", cpu=8, extras={"hivedScheduler": {"jobPriorityClass": "prod"}}))
+        h.submit(v1("spare", cpu=8, extras={"hivedScheduler": {"jobPriorityClass": "oppo"}}))
+        await h.settle()
+        line = ["urgent", "a", "b", "c", "d", "spare"]
+        assert [h.cluster.queue.position("default", 0, h.row(n)["id"]) for n in line] == list(range(6))
+        assert h.cluster.store.list_item(h.row("urgent")["id"])["jobPriority"] == "prod"
+        assert reprioritise(h.cluster, h.row("c"), None, 0) == {"jobPriority": "default", "ahead": 1}
+        assert reprioritise(h.cluster, h.row("spare"), "crit", None) == {"jobPriority": "crit", "ahead": 0}
+        assert reprioritise(h.cluster, h.row("a"), None, 2) == {"jobPriority": "default", "ahead": 4}
+        order = []
+        for running in ("hog", "spare", "urgent", "c", "b", "a", "d"):
+            assert h.state(running) == "RUNNING", (running, order)
+            order.append(running)
+            await h.end(running)
+        assert order == ["hog", "spare", "urgent", "c", "b", "a", "d"]
 
     run(tmp_path, body)

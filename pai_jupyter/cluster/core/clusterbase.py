@@ -54,6 +54,7 @@ class ClusterBase(ABC):
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
         self._jobs: dict[int, Job] = {}
         self.queue = JobQueue()
+        self._scheduling = self._again = False  # (Launching.schedule: one pass at a time)
         self._homes: set[str] = set()
         self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()

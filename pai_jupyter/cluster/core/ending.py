@@ -131,6 +131,7 @@ class Ending(ClusterBase):
             "deadline": None,
         }
         self.store.set_job(row, **decided)
+        self.queue.remove(row["id"])
         self._stop_remaining(row)
         self._maybe_completed(row)
 
@@ -205,6 +206,7 @@ class Ending(ClusterBase):
                 )
             row["execution_type"] = "STOP"
             return
+        self.queue.remove(row["id"])
         with self.store.tx():
             self.store.set_job(row, execution_type="STOP", state="STOPPING", exit_diagnostics=reason)
             self.store.add_event(row["id"], "Normal", "StopRequested", reason)

@@ -1,5 +1,5 @@
-"""How jobs start: the FIFO queue heads of each virtual cluster placed where they fit, each task's ports
-and services planned, its spec written, the runtime started off the event loop, and a watcher per task."""
+"""How jobs start: what the scheduling plan (backfill.py) picks from each virtual cluster's queue, each task's
+ports and services planned, its spec written, the runtime started off the event loop, and a watcher per task."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import cast
 
 from ...common.states import LIVE_JOB
 from ...protocol import Job
@@ -16,6 +17,7 @@ from ..runtime.base import TaskExit, TaskHandle, TaskStartError
 from ..task import services
 from ..task.env import HOST_IP, Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
+from .backfill import Busy, Waiting, plan
 from .clusterbase import demand
 from .ending import Ending
 from .scheduler import Resources
@@ -29,49 +31,94 @@ class Launching(Ending):
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
     def schedule(self) -> None:
-        """Start what fits, FIFO by submission time within each virtual cluster. Only queue heads are looked
-        at: the first job that does not fit blocks its VC (no overtaking) and records why it waits."""
-        for vc, entries in self.queue.by_vc.items():
-            while entries:
-                job_id = entries[0][1]
-                row = self.store.job_core(job_id)
-                waiting = (
-                    self.store.waiting_tasks(job_id, row["attempt"])
-                    if row and row["execution_type"] == "START" and row["state"] in LIVE_JOB
-                    else []
-                )
-                if row is None or not waiting:
-                    entries.pop(0)
-                    continue
-                job = self.job_model(row)
-                room = self.capacity.room(vc)
-                if job.gang_allocation:
-                    short = sum((demand(t) for t in waiting), Resources()).shortfall(room)
-                    fits = [] if short else waiting
+        """Start what the plan says (core/backfill.py: priority order, a reservation for each line's head, EASY
+        backfill behind it). A start asked for while one runs (a task that failed to start ends its job) is run
+        again after it."""
+        if self._scheduling:
+            self._again = True
+            return
+        self._scheduling, self._again = True, True
+        try:
+            while self._again:
+                self._again = False
+                self._schedule_once()
+        finally:
+            self._scheduling = False
+
+    def _waiting(self, job_id: int) -> Waiting | None:
+        """The scheduler's view of a queued job (kept in the queue), or None when it waits for nothing now."""
+        found = self.queue.info.get(job_id)
+        if found is None:
+            row = self.store.job_core(job_id)
+            if row is None or row["execution_type"] != "START" or row["state"] not in LIVE_JOB:
+                return None
+            tasks = self.store.waiting_tasks(job_id, row["attempt"])
+            if not tasks:
+                return None
+            job = self.job_model(row)
+            minutes = job.max_run_time_minutes
+            found = Waiting(
+                job_id,
+                tuple((t["cpu"], t["memory_mb"], t["gpu"]) for t in tasks),
+                job.gang_allocation,
+                minutes * 60 if minutes else None,
+            )
+            self.queue.info[job_id] = found
+        return cast("Waiting | None", found)
+
+    def _schedule_once(self) -> None:
+        queues: dict[str, list[Waiting]] = {}
+        for vc in list(self.queue.by_vc):
+            line = queues.setdefault(vc, [])
+            for job_id in self.queue.ids(vc):
+                waiting = self._waiting(job_id)
+                if waiting is None:
+                    self.queue.remove(job_id)
                 else:
-                    fits, short, left = [], None, room
-                    for t in waiting:
-                        short = demand(t).shortfall(left)
-                        if short:
-                            break
-                        fits.append(t)
-                        left = left - demand(t)
-                if fits:
-                    self._launch(row, job, fits)
-                if short:
-                    self._set_waiting(row, short)
-                    break
-                if entries and entries[0][1] == job_id:  # a task that failed to start may have ended the job
-                    entries.pop(0)  # and a nested schedule() removed it already
+                    line.append(waiting)
+        if not any(queues.values()):
+            return
+        cap = self.capacity
+        total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
+        quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
+        busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in self.store.busy_tasks()]
+        result = plan(time.time(), total, quotas, busy, {vc: q for vc, q in queues.items() if q})
+        for job_id, n in result.starts:
+            row = self.store.job_core(job_id)
+            tasks = self.store.waiting_tasks(job_id, row["attempt"]) if row else []
+            self.queue.info.pop(job_id, None)
+            if row is None or len(tasks) < n:  # changed since it was read: plan again
+                self._again = True
+                continue
+            if len(tasks) == n:
+                self.queue.remove(job_id)
+            self._launch(row, self.job_model(row), tasks[:n])
+        for head in result.heads.values():
+            row = self.store.job_core(head.job_id)
+            short = Resources(*head.need).shortfall(Resources(*head.room))
+            if row is not None and short:
+                self._set_waiting(row, short)
 
     def waiting_reason(self, row: JobCore) -> str | None:
-        """Why a job waits: its shortfall at the head of the queue, else how many jobs are ahead of it."""
+        """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
+        what, and whether it could start now were it not for that job's reservation."""
         ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
         if ahead is None or row["execution_type"] != "START":
             return None
-        if ahead:
-            return f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
-        return row["waiting_reason"]
+        if not ahead:
+            return row["waiting_reason"]
+        head = self.store.job_core(self.queue.ids(row["vc"])[0])
+        reason = f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
+        if head is None:
+            return reason
+        reason += f"; behind {head['user']}~{head['name']}"
+        if head["waiting_reason"]:
+            reason += f" ({head['waiting_reason']})"
+        mine = self.queue.info.get(row["id"])
+        if isinstance(mine, Waiting):
+            short = Resources(*mine.total).shortfall(self.capacity.room(row["vc"]))
+            reason += f"; this job {short}" if short else "; it would fit now, but could delay that job"
+        return reason
 
     def _set_waiting(self, row: JobCore, reason: str) -> None:
         if row.get("waiting_reason") != reason:

@@ -54,6 +54,7 @@ def recover(cluster: Cluster) -> None:
             cluster.runtime.stop(handle, cluster.stop_grace)
     for row in cluster.store.jobs_in_sub_state(DELETION_PENDING):  # before the queue: its next attempt joins it
         cluster.resume_completion(row)
+    cluster.queue.order.update(cluster.store.priorities())
     for queued in cluster.store.queued_jobs():
         cluster.queue.add(queued["vc"], queued["submission_time"], queued["id"])
     for row in cluster.store.jobs_in_state("STOPPING"):

@@ -25,6 +25,7 @@ from .errors import (
     InvalidProtocolError,
 )
 from .launching import Launching
+from .priority import job_priority
 from .scheduler import Resources
 from .space import InsufficientStorageError, is_full
 from .store import now_ms
@@ -120,6 +121,8 @@ class Cluster(Launching):
                     model=job.model_dump_json(),
                 )
                 self._new_attempt(job_id, 0, job)
+                if job_priority(job) is not None:
+                    self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
                 if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create()
@@ -136,6 +139,7 @@ class Cluster(Launching):
             shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
             raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
         self._jobs[job_id] = job
+        self.queue.set_order(job_id, job_priority(job), None, now)
         self.queue.add(job.virtual_cluster, now, job_id)
         self.schedule()
         return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}

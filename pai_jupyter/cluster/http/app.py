@@ -1,5 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
-the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, users.py), described in ``openapi.yaml``.
+the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py), described in
+``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -15,7 +16,7 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.service import Cluster
-from . import jobs, logs, maxruntime, openpai, ssh, tasks, users
+from . import jobs, logs, maxruntime, openpai, priority, ssh, tasks, users
 from .base import JOB, Base
 
 
@@ -35,6 +36,7 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         *tasks.routes(local_job, args),
         *ssh.routes(local_job, args),
         *maxruntime.routes(local_job, args),
+        *priority.routes(local_job, args),
         *users.routes(args),
     ]
     return PaiApplication(

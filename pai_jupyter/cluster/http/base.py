@@ -3,6 +3,7 @@ answers and errors (``ApiError`` -> OpenPAI's ``{"code", "message"}``), argument
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -12,17 +13,35 @@ import tornado.web
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
 from ..core.service import Cluster
 from ..core.space import is_full
-from ..core.store import JobWithConfig, TokenUser
+from ..core.store import APPLICATION, JobWithConfig, TokenUser
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
 MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
 
 
-def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> TokenUser:
-    """The user of the request's bearer token; 401 without one or with a wrong one."""
+def request_token(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> str | None:
+    """The token a request carries: ``Bearer <token>``, or (OpenPAI's way for application tokens only)
+    ``Basic base64(<user>:<application token>)``."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    user = cluster.store.user_for_token(token.strip()) if scheme.lower() == "bearer" and token else None
+    token = token.strip()
+    if scheme.lower() == "bearer" and token:
+        return token
+    if scheme.lower() == "basic" and token:
+        try:
+            name, _, secret = base64.b64decode(token, validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        owner = cluster.store.user_for_token(secret) if secret else None
+        if owner is not None and owner["name"] == name and cluster.store.token_label(secret) == APPLICATION:
+            return secret
+    return None
+
+
+def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> TokenUser:
+    """The user of the request's token (``request_token``); 401 without one or with a wrong one."""
+    token = request_token(request, cluster)
+    user = cluster.store.user_for_token(token) if token else None
     if user is None:
         raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
     return user

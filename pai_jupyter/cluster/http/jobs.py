@@ -83,6 +83,9 @@ class Jobs(Base):
             states=states,
             vcs=listed("vc"),
             keyword=self.get_argument("keyword", None),
+            tags_contain=listed("tagsContain"),
+            tags_not_contain=listed("tagsNotContain"),
+            priorities=listed("jobPriority"),
             order=self.get_argument("order", "submissionTime,DESC"),
             offset=self.int_arg("offset", 0),
             limit=self.int_arg("limit", 5000, 1, 50000),
@@ -165,8 +168,9 @@ class Attempts(Base):
         tasks = self.cluster.store.tasks(row["id"])
         attempts = self.cluster.store.attempts(row["id"])
         attempts = attempts[:1] + attempts[:0:-1]
+        priority = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
         self.write_json(
-            [views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]]) for a in attempts]
+            [views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]], priority) for a in attempts]
         )
 
 
@@ -174,7 +178,10 @@ class Events(Base):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
         events = self.cluster.store.events(row["id"], self.get_argument("type", None))
-        self.write_json({"totalCount": len(events), "data": [views.event_item(row, e) for e in reversed(events)]})
+        first = self.cluster.job_model(row).task_roles[0].name
+        self.write_json(
+            {"totalCount": len(events), "data": [views.event_item(row, e, first) for e in reversed(events)]}
+        )
 
 
 def routes(args: dict[str, Any]) -> list[Route]:

@@ -10,10 +10,10 @@ from typing import Any
 from ... import __version__
 from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
 from ..core.service import Cluster
-from ..core.store import JobCore, UserSummary, hash_token
+from ..core.store import APPLICATION, JobCore, UserSummary, hash_token
 from . import views
 from .authn import LoginLimiter, login, login_body
-from .base import JOB, MAX_INT, Base, Route, authenticate
+from .base import JOB, MAX_INT, Base, Route, authenticate, request_token
 
 TAG = re.compile(r"^.{1,255}$", re.S)
 
@@ -38,7 +38,25 @@ class V1Token(Login):
         self.write_json({"tokens": [t["id"] for t in self.cluster.store.tokens(self.user["name"])]})
 
 
-class Tokens(Base):
+class NotApplication(Base):
+    """A token route: an application token may not use it (OpenPAI's tokenMiddleware.checkNotApplication)."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        token = request_token(self.request, self.cluster)
+        if token is not None and self.cluster.store.token_label(token) == APPLICATION:
+            raise ForbiddenUserError("Applications are not allowed to do this operation.")
+
+
+class ApplicationToken(NotApplication):
+    """``POST /api/v2/tokens/application``: a token for job operations only, until revoked; also taken as
+    ``Authorization: Basic base64(<user>:<token>)``, as OpenPAI takes it."""
+
+    def post(self) -> None:
+        self.write_json({"token": self.cluster.store.new_token(self.user["name"], APPLICATION), "application": True})
+
+
+class Tokens(NotApplication):
     """OpenPAI lists the tokens themselves; ours are stored hashed, so each is listed by an id that
     ``DELETE /api/v2/tokens/{token}`` takes as well as the token."""
 
@@ -46,7 +64,7 @@ class Tokens(Base):
         self.write_json({"tokens": [t["id"] for t in self.cluster.store.tokens(self.user["name"])]})
 
 
-class Token(Base):
+class Token(NotApplication):
     """A user revokes their own tokens; an admin anyone's (a leaked token is revoked without its user)."""
 
     def delete(self, token: str) -> None:
@@ -224,7 +242,8 @@ class JobAttemptOne(Base):
         if found is None:
             raise NotFoundError(f"Job attempt not found in job {user}~{name} with jobAttemptIndex {attempt}")
         tasks = self.cluster.store.tasks(row["id"], number)
-        self.write_json({**views.attempt_item(row, found, tasks), "isLatest": True})
+        priority = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
+        self.write_json({**views.attempt_item(row, found, tasks, priority), "isLatest": True})
 
 
 class JobAttemptsHealth(Base):
@@ -261,10 +280,12 @@ def routes(args: dict[str, Any]) -> list[Route]:
         (r"/api/v[12]", Index, args),
         (r"/api/v[12]/authn/basic/login", Login, login_args),
         (r"/api/v[12]/authn/basic/logout", Logout, args),
+        (r"/api/v2/tokens/application", ApplicationToken, args),
+        (r"/api/v1/token/application", ApplicationToken, args),
         (r"/api/v1/token", V1Token, login_args),
-        (r"/api/v1/token/([^/]+)", Token, args),
+        (r"/api/v1/token/(?!application$)([^/]+)", Token, args),
         (r"/api/v2/tokens", Tokens, args),
-        (r"/api/v2/tokens/([^/]+)", Token, args),
+        (r"/api/v2/tokens/(?!application$)([^/]+)", Token, args),
         (r"/api/v2/info", Info, args),
         (r"/api/v2/users", Users, args),
         (r"/api/v2/users/([^/]+)", User, args),

@@ -2,46 +2,60 @@
 
 from __future__ import annotations
 
-import signal
+import functools
+import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import yaml
 
 from ...common.states import FINAL
 from ..core.store import AttemptRow, EventRow, JobCore, TaskRow, loads
 
-EXIT_SPECS: dict[int, tuple[str, str, str]] = {
-    0: ("Succeeded", "SUCCEEDED", "The task completed."),
-    254: ("ImageNotFound", "PERMANENT", "The docker image is not present and could not be pulled."),
-    226: ("RequirementsInstallFailed", "PERMANENT", "pip could not install the source dir's requirements.txt."),
-    255: ("RuntimeUnknownError", "UNKNOWN", "The task could not be started or tracked."),
-    -1200: ("ContainerOOMKilled", "TRANSIENT", "The task used more memory than it asked for."),
-    -1300: ("TaskLost", "UNKNOWN", "The task ended while the daemon was down and left no exit status."),
+EXIT_SPEC_FILE = Path(__file__).with_name("exitspec.yaml")  # OpenPAI's table, unchanged (MIT; see its header)
+# Codes the embedded cluster gives a meaning of its own, where OpenPAI's table has another (or none)
+LOCAL_EXIT_SPECS: dict[int, tuple[str, str]] = {
+    226: ("RequirementsInstallFailed", "pip could not install the source dir's requirements.txt."),
+    -1300: ("TaskLost", "The task ended while the daemon was down and left no exit status."),
 }
+USER_COMMAND_UNKNOWN = 255  # OpenPAI's runtime answers an exit it recognises no pattern in with this code
+COMMAND_NOT_FOUND = (127, 220)  # ... and bash's "command not found" with UserCommandExitWithError
+
+
+@functools.cache
+def exit_spec_table() -> dict[int, dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return {s["code"]: s for s in yaml.load(EXIT_SPEC_FILE.read_text(), Loader=loader)["spec"]}
 
 
 def exit_spec(code: int | None, diagnostics: str | None) -> dict[str, Any] | None:
-    """A small version of OpenPAI's exit spec: a phrase, a type and a reason for the common codes."""
+    """OpenPAI's exit spec of a task's or job's exit code (frameworkConverter.generateExitSpec over its table),
+    with the code as we saw it: a user command's exit that OpenPAI's runtime would report as 255
+    (PAIRuntimeUnknownFailed: anything its patterns do not name) gets that entry; 127 gets 220; a code the table
+    lacks gets the fallback of its sign (256, -8000); an out-of-memory kill gets -1200's."""
     if code is None:
         return None
+    table = exit_spec_table()
     if diagnostics and diagnostics.startswith("out of memory"):
-        phrase, kind, reason = EXIT_SPECS[-1200]
-    elif code in EXIT_SPECS:
-        phrase, kind, reason = EXIT_SPECS[code]
-    elif 128 < code < 160:
-        try:
-            name = signal.Signals(code - 128).name
-        except ValueError:
-            name = f"signal {code - 128}"
-        transient = code in (130, 137, 143)
-        phrase, kind, reason = (
-            f"ContainerKilledBy{name}",
-            "TRANSIENT" if transient else "PERMANENT",
-            f"The task was killed by {name}.",
-        )
-    else:
-        phrase, kind, reason = ("UserCommandFailed", "PERMANENT", "The user's command exited with a non-zero code.")
-    return {"code": code, "phrase": phrase, "type": kind, "reason": reason}
+        return {**table[-1200], "code": code}
+    if code in LOCAL_EXIT_SPECS:
+        phrase, reason = LOCAL_EXIT_SPECS[code]
+        kind, reaction = ("USER_FAILURE", "NEVER_RETRY") if code > 0 else ("UNKNOWN_FAILURE", "RETRY_TO_MAX")
+        return {"code": code, "phrase": phrase, "type": kind, "reaction": reaction, "reason": reason}
+    if code == COMMAND_NOT_FOUND[0]:
+        return {**table[COMMAND_NOT_FOUND[1]], "code": code}
+    if code in table:
+        return table[code]
+    if 0 < code < 256:
+        return {**table[USER_COMMAND_UNKNOWN], "code": code}
+    return {**table[256 if code > 0 else -8000], "code": code}
+
+
+def exit_type(code: int | None) -> str | None:
+    """OpenPAI's appExitType / exitType: the completion type's name (FrameworkController's Succeeded or Failed)."""
+    return None if code is None else ("Succeeded" if code == 0 else "Failed")
 
 
 def _gpu_mask(gpus: list[int]) -> int:
@@ -108,9 +122,7 @@ def detail(
             "appExitTriggerMessage": row["exit_diagnostics"],
             "appExitTriggerTaskRoleName": row["trigger_role"],
             "appExitTriggerTaskIndex": row["trigger_index"],
-            "appExitType": (exit_spec(row["exit_code"], row["exit_diagnostics"]) or {}).get("type")
-            if row["completed_time"]
-            else None,
+            "appExitType": exit_type(row["exit_code"]) if row["completed_time"] else None,
             "waitingReason": waiting_reason,
         }
     )
@@ -122,7 +134,7 @@ def detail(
         "debugId": status["debugId"],
         "name": row["name"],
         "tags": list(status.get("tags") or []),
-        "jobPriority": "default",
+        "jobPriority": status.get("jobPriority", "default"),
         "jobStatus": status,
         "taskRoles": task_roles,
     }
@@ -156,11 +168,13 @@ def attempt_status(attempt: AttemptRow | None) -> dict[str, Any]:
         "appExitDiagnostics": attempt["exit_diagnostics"],
         "appExitTriggerTaskRoleName": attempt["trigger_role"],
         "appExitTriggerTaskIndex": attempt["trigger_index"],
-        "appExitType": (spec or {}).get("type"),
+        "appExitType": exit_type(attempt["exit_code"]) if spec else None,
     }
 
 
-def attempt_item(row: JobCore, attempt: AttemptRow, tasks: list[TaskRow]) -> dict[str, Any]:
+def attempt_item(
+    row: JobCore, attempt: AttemptRow, tasks: list[TaskRow], priority: str | None = None
+) -> dict[str, Any]:
     """One job attempt as OpenPAI's job-attempts routes give it (frameworkConverter.convertToJobAttempt)."""
     ended = attempt["completed_time"] is not None
     spec = exit_spec(attempt["exit_code"], attempt["exit_diagnostics"]) if ended else None
@@ -183,7 +197,7 @@ def attempt_item(row: JobCore, attempt: AttemptRow, tasks: list[TaskRow]) -> dic
         "attemptCompletedTime": attempt["completed_time"],
         "exitCode": attempt["exit_code"],
         "exitPhrase": (spec or {}).get("phrase"),
-        "exitType": (spec or {}).get("type"),
+        "exitType": exit_type(attempt["exit_code"]) if spec else None,
         "exitDiagnostics": diagnostics,
         "appExitTriggerMessage": attempt["exit_diagnostics"],
         "appExitTriggerTaskRoleName": attempt["trigger_role"],
@@ -196,7 +210,7 @@ def attempt_item(row: JobCore, attempt: AttemptRow, tasks: list[TaskRow]) -> dic
         "totalGpuNumber": row["total_gpu"],
         "totalTaskNumber": row["total_tasks"],
         "totalTaskRoleNumber": row["total_roles"],
-        "jobPriority": "default",
+        "jobPriority": priority or "default",
         "taskRoles": roles,
         "isLatest": attempt["attempt"] == row["attempt"],
     }
@@ -266,17 +280,24 @@ def iso_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def event_item(row: JobCore, event: EventRow) -> dict[str, Any]:
-    """A job event in OpenPAI's FrameworkEvent shape (controllers/v2/job.js getEvents)."""
+def pod_uid(row: JobCore, role: str, idx: int) -> str:
+    """A task's stand-in for the pod UID OpenPAI's events carry: a UUID, the same for the task every time."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pai-jupyter:{row['debug_id']}:{row['id']}:{role}:{idx}"))
+
+
+def event_item(row: JobCore, event: EventRow, first_role: str) -> dict[str, Any]:
+    """A job event in OpenPAI's FrameworkEvent shape (controllers/v2/job.js getEvents), whose pod and task fields
+    are always set (its events are all about pods): an event of the whole job (submitted, retried, stopped) is
+    told as one about its first task, ``first_role`` [0]; the task name is OpenPAI's ``<debugId>-<role>-<index>``."""
     when = iso_time(event["time"])
-    task = f"{row['user']}~{row['name']}-{event['role']}-{event['idx']}" if event["role"] is not None else None
+    role, idx = (event["role"], event["idx"]) if event["role"] is not None else (first_role, 0)
     return {
         "uid": f"{row['debug_id']}.{event['id']}",
         "frameworkName": f"{row['user']}~{row['name']}",
-        "podUid": None,
-        "taskroleName": event["role"],
-        "taskName": task,
-        "taskIndex": event["idx"],
+        "podUid": pod_uid(row, role, idx or 0),
+        "taskroleName": role,
+        "taskName": f"{row['debug_id']}-{role}-{idx or 0}",
+        "taskIndex": idx or 0,
         "type": event["type"],
         "reason": event["reason"],
         "message": event["message"],

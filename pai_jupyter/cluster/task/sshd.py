@@ -12,7 +12,7 @@ Who may log in (``authorized_keys``): the job's key (a key pair made per job, do
 ``gangAllocation`` is false, as OpenPAI does) the job's private key and an ssh config naming every task
 ``<role>-<index>`` are put in the task, and ``ssh`` / ``scp`` on the task's PATH use them; ``sshbarrier: true``
 holds the user's command until every other task's sshd lets the job key in (exit 249 after
-``sshbarrierTimeout`` minutes, default 30).
+``sshbarrierTimeout`` minutes, default 300, as OpenPAI's sshbarrier.sh).
 
 Every file here that a task can write is read by the daemon through ``safeio`` (no symlink is followed).
 
@@ -41,6 +41,9 @@ HOST_KEY = "host_ed25519"
 USER_KEYS_MAX = 1 << 20
 DOCKER_JOB_KEY_DIR = "/pai/jobssh"
 EXIT_SSH_BARRIER = 249  # OpenPAI's exit spec: SSH barrier timeout
+# OpenPAI's sshbarrier.sh polls 1800 times 10 s apart (5 h) when no timeout is given (its README's "30 mins" is
+# not what it runs)
+BARRIER_DEFAULT_MINUTES = 300
 SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/sftp-server", "/usr/libexec/openssh/sftp-server")
 MAX_KEYS = 50
 NO_SSHD = "no sshd in this task: the ssh plugin needs openssh-server in the image"
@@ -248,8 +251,9 @@ def barrier(info: dict[str, Any]) -> str:
     params = info.get("parameters") or {}
     if not (info.get("jobKey") and str(params.get("sshbarrier")).lower() == "true"):
         return ""
-    timeout = params.get("sshbarrierTimeout", 30)
-    minutes = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0 else 30
+    timeout = params.get("sshbarrierTimeout", BARRIER_DEFAULT_MINUTES)
+    valid = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
+    minutes = timeout if valid else BARRIER_DEFAULT_MINUTES
     return "\n".join(
         [
             f'pai_deadline=$(( $(date +%s) + {int(minutes * 60)} )); pai_wait=""',

@@ -21,9 +21,10 @@ from .rows import (
     UserRow,
     UserSummary,
 )
-from .users import check_password, hash_password, hash_token
+from .users import APPLICATION, check_password, hash_password, hash_token
 
 __all__ = [
+    "APPLICATION",
     "AttemptRow",
     "EventRow",
     "JobCore",

@@ -8,7 +8,7 @@ from typing import Any, cast
 from ....common.states import ACTIVE_TASK, LIVE_JOB
 from .db import debug_id, now_ms
 from .rows import AttemptRow, EventRow, JobCore, JobRow, JobWithConfig, LiveTask, QueuedJob, TaskRow
-from .schema import CORE_COLUMNS, ITEM, LIST_ORDER_FIELDS, sql_set
+from .schema import CORE_COLUMNS, ITEM, LIST_ORDER_FIELDS, PRIORITY, sql_set
 from .users import Users
 
 
@@ -128,6 +128,28 @@ class Store(Users):
     def delete_tag(self, job_id: int, tag: str) -> bool:
         return self.db.execute("DELETE FROM job_tags WHERE job_id = ? AND tag = ?", (job_id, tag)).rowcount > 0
 
+    def priorities(self) -> dict[int, tuple[str | None, float | None]]:
+        """Every job's priority class and queue key that has either (see ``schema.PRIORITY``)."""
+        rows = self.db.execute("SELECT job_id, priority, queue_key FROM job_priority").fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def priorities_of(self, job_ids: list[int]) -> dict[int, str]:
+        """The priority class of each of these jobs that has one."""
+        marks = ",".join("?" * len(job_ids))
+        rows = self.db.execute(
+            f"SELECT job_id, priority FROM job_priority WHERE job_id IN ({marks}) AND priority IS NOT NULL", job_ids
+        ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def set_priority(self, job_id: int, priority: str | None, queue_key: float | None) -> None:
+        """A job's priority class (None: OpenPAI's "default") and place in its class's line (None: its
+        submission time)."""
+        self.db.execute(
+            "INSERT INTO job_priority (job_id, priority, queue_key) VALUES (?, ?, ?) ON CONFLICT (job_id) DO "
+            "UPDATE SET priority = excluded.priority, queue_key = excluded.queue_key",
+            (job_id, priority, queue_key),
+        )
+
     def list_json(
         self,
         *,
@@ -135,12 +157,19 @@ class Store(Users):
         states: list[str] | None = None,
         vcs: list[str] | None = None,
         keyword: str | None = None,
+        tags_contain: list[str] | None = None,
+        tags_not_contain: list[str] | None = None,
+        priorities: list[str] | None = None,
         order: str = "submissionTime,DESC",
         offset: int = 0,
         limit: int = 5000,
         with_total: bool = False,
     ) -> tuple[str, int | None]:
-        """The JSON array of list items (and the total count when asked), filtered, ordered and paged."""
+        """The JSON array of list items (and the total count when asked), filtered, ordered and paged as
+        OpenPAI's ``controllers/v2/job.js`` list does: a job with any of ``tags_contain`` and none of
+        ``tags_not_contain``; ``priorities`` names priority classes, "default" the jobs without one; ``order`` is
+        ``field,ASC|DESC`` of its fields, anything else the newest first; NULLs sort last ASC, first DESC (as
+        its PostgreSQL does)."""
         where, args = [], []
         for col, values in (("user", users), ("state", states), ("vc", vcs)):
             if values:
@@ -149,13 +178,30 @@ class Store(Users):
         if keyword:
             where.append("(instr(name, ?) > 0 OR instr(user, ?) > 0 OR instr(vc, ?) > 0)")
             args += [keyword] * 3
+        for negate, tags in (("", tags_contain), ("NOT ", tags_not_contain)):
+            if tags:
+                where.append(
+                    f"{negate}EXISTS (SELECT 1 FROM job_tags g WHERE g.job_id = jobs.id AND g.tag IN "
+                    f"({','.join('?' * len(tags))}))"
+                )
+                args += tags
+        if priorities:
+            named = [p for p in priorities if p != "default"]
+            either = [f"{PRIORITY} IN ({','.join('?' * len(named))})"] if named else []
+            either += [f"{PRIORITY} IS NULL"] if "default" in priorities else []
+            where.append(f"({' OR '.join(either)})")
+            args += named
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         field, _, direction = order.partition(",")
-        col = LIST_ORDER_FIELDS.get(field, "submission_time")
-        direction = "ASC" if direction.strip().upper() == "ASC" else "DESC"
-        tagged = self.db.execute("SELECT 1 FROM job_tags LIMIT 1").fetchone() is not None  # else: no tag to add
+        if field not in LIST_ORDER_FIELDS or direction not in ("ASC", "DESC"):
+            field, direction = "submissionTime", "DESC"
+        col = LIST_ORDER_FIELDS[field]
+        nulls = "NULLS LAST" if direction == "ASC" else "NULLS FIRST"
+        decorated = self.db.execute(  # else: no tag or priority to add, the stored item is the answer
+            "SELECT 1 FROM job_tags UNION ALL SELECT 1 FROM job_priority WHERE priority IS NOT NULL LIMIT 1"
+        ).fetchone()
         rows = self.db.execute(
-            f"SELECT {ITEM if tagged else 'item'} FROM jobs{clause} ORDER BY {col} {direction}, "
+            f"SELECT {ITEM if decorated else 'item'} FROM jobs{clause} ORDER BY {col} {direction} {nulls}, "
             f"id {direction} LIMIT ? OFFSET ?",
             (*args, limit, offset),
         ).fetchall()
@@ -188,6 +234,13 @@ class Store(Users):
                 "SELECT t.*, j.vc FROM tasks t JOIN jobs j ON j.id = t.job_id "
                 f"WHERE t.state IN {sql_set(ACTIVE_TASK)} OR t.ports IS NOT NULL"
             ),
+        )
+
+    def busy_tasks(self) -> list[dict[str, Any]]:
+        """What holds resources now: each active task's cpu, memory_mb and gpu, its job's vc and deadline."""
+        return self.all(
+            "SELECT t.cpu, t.memory_mb, t.gpu, j.vc, j.deadline FROM tasks t JOIN jobs j ON j.id = t.job_id "
+            f"WHERE t.state IN {sql_set(ACTIVE_TASK)}"
         )
 
     def waiting_tasks(self, job_id: int, attempt: int) -> list[TaskRow]:

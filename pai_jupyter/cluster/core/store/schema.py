@@ -52,12 +52,20 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job_id, id);
 CREATE TABLE IF NOT EXISTS job_tags (
   job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, tag TEXT NOT NULL, PRIMARY KEY (job_id, tag));
+CREATE TABLE IF NOT EXISTS job_priority (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE, priority TEXT, queue_key REAL);
 """
+# A job's priority class (OpenPAI/HiveD's jobPriorityClass: crit, prod, test, oppo; NULL is OpenPAI's "default")
+# and its place among the waiting jobs of that class (NULL: its submission time). A row only for a job that has
+# either: in a table of its own so that a database made before priorities existed gains it as it opens.
+PRIORITY = "(SELECT priority FROM job_priority p WHERE p.job_id = jobs.id)"
 # A job's list item with its tags (a tagged job is rare: the subquery runs only for those)
-ITEM = (
+_TAGGED = (
     "CASE WHEN EXISTS (SELECT 1 FROM job_tags g WHERE g.job_id = jobs.id) THEN json_set(item, '$.tags', "
     "(SELECT json_group_array(tag) FROM job_tags g WHERE g.job_id = jobs.id)) ELSE item END"
 )
+# ... and with its priority class, where it has one
+ITEM = f"CASE WHEN {PRIORITY} IS NOT NULL THEN json_set({_TAGGED}, '$.jobPriority', {PRIORITY}) ELSE {_TAGGED} END"
 
 LIST_ORDER_FIELDS = {
     "jobName": "name",
@@ -69,6 +77,7 @@ LIST_ORDER_FIELDS = {
     "totalGpuNumber": "total_gpu",
     "state": "state",
     "completionTime": "completed_time",
+    "jobPriority": PRIORITY,
 }
 
 

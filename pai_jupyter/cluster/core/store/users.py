@@ -31,6 +31,9 @@ def check_password(password: str, stored: str | None) -> bool:
     return secrets.compare_digest(hash_password(password, bytes.fromhex(salt)), stored)
 
 
+APPLICATION = "application"  # the label of OpenPAI's application tokens: for job operations only
+
+
 class Users(Database):
     """The users and tokens tables."""
 
@@ -66,6 +69,11 @@ class Users(Database):
 
     def user(self, name: str) -> UserRow | None:
         return cast("UserRow | None", self.one("SELECT * FROM users WHERE name = ?", (name,)))
+
+    def token_label(self, token: str) -> str | None:
+        """The label a token was made with (``APPLICATION`` for an application token), None if none or no such."""
+        row = self.db.execute("SELECT label FROM tokens WHERE hash = ?", (hash_token(token),)).fetchone()
+        return row[0] if row else None
 
     def tokens(self, user: str) -> list[TokenRow]:
         """The user's tokens: label, created, the stored hash, and an id to name one by (not the token)."""

@@ -1,0 +1,29 @@
+"""``PUT /api/v2/local/jobs/{user}~{name}/priority`` ``{"jobPriority": "prod", "position": 0}``: an admin changes
+a job's priority class and, while it waits, its place among the waiting jobs of that class (core/priority.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import BadRequest, ForbiddenUserError
+from ..core.priority import check_priority, reprioritise
+from .base import MAX_INT, Base, Route
+
+
+class Priority(Base):
+    def put(self, user: str, name: str) -> None:
+        if not self.is_admin:
+            raise ForbiddenUserError("only an admin may change a job's priority or place in the queue")
+        row = self.own_job(user, name)
+        body = self.json_body()
+        current = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
+        priority = check_priority(body["jobPriority"]) if "jobPriority" in body else current
+        position = body.get("position")
+        if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+            raise BadRequest(f"position must be an integer from 0, got {position!r}")
+        result = reprioritise(self.cluster, row, priority, min(position, MAX_INT) if position is not None else None)
+        self.write_json({"message": f"job {row['user']}~{row['name']} reprioritised", **result})
+
+
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
+    return [(job + r"/priority", Priority, args)]
