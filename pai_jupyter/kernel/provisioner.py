@@ -102,6 +102,7 @@ class PaiProvisioner(KernelReach):
         wanted = {label: int(old[f"{label}_port"]) for label in jobspec.LABELS if old.get(f"{label}_port")}
         self._end_lease()
         self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
+        self._host_key = None  # a new job's sshd: a new first use
         return await self._submit_and_connect(cmd, key, curve[1], kwargs, wanted)
 
     def _curve_keys(self) -> tuple[bytes, bytes]:
@@ -334,6 +335,7 @@ class PaiProvisioner(KernelReach):
             profile=self.profile,
             path=self.path,
             leased=self._lease is not None,
+            host_key=self._host_key,
         )
         return info
 
@@ -341,6 +343,7 @@ class PaiProvisioner(KernelReach):
         await super().load_provisioner_info(provisioner_info)
         self.job_id = provisioner_info.get("job_id")
         self.incarnation = int(provisioner_info.get("incarnation") or 0)
+        self._host_key = provisioner_info.get("host_key")
         if self.job_id and provisioner_info.get("leased"):  # a Jupyter server that took the kernel over renews it
             self._hold_lease()
 

@@ -88,6 +88,7 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
     _tunnel: KernelTunnel | None = None
     _task_info: dict[str, Any] | None = None  # the kernel's ports in its task (connection_info has the local ones)
     _curve: tuple[bytes, bytes] | None = None  # the CurveZMQ key pair of the kernel's sockets (public, secret)
+    _host_key: str | None = None  # the job's sshd's host key, trusted on first use (tunnel.py)
     path = ""  # "direct" or "SSH tunnel via HOST:PORT"
 
     @property
@@ -201,8 +202,10 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
             identity=self._ssh_identity(),
             deadline=deadline,
             local_ports=wanted,
+            host_key=self._host_key,
             log=self._log(),
         )
+        self._host_key = self._tunnel.host_key
         return self._tunnel.connection_info(task_info)
 
     async def _close_tunnel(self) -> None:
