@@ -30,13 +30,13 @@ def test_an_unrenewed_lease_stops_the_job_with_its_reason(daemon: Api) -> None:
 
 
 def test_renewals_keep_the_job_and_a_waiting_job_lapses_too(daemon: Api) -> None:
-    job = daemon.submit_ok(leased("renewed", 2))
+    job = daemon.submit_ok(leased("renewed", 4))
     blocked = daemon.submit_ok(leased("waiting", 2, cpuNumber=8))  # the daemon has 8 CPUs: it waits behind `job`
     started = time.monotonic()
-    while time.monotonic() - started < 5:  # two and a half leases, renewed every half second
+    while time.monotonic() - started < 9:  # over two leases, renewed every half second
         r = renew(daemon, job)
         assert r.status_code == 200, r.text
-        assert r.json()["seconds"] == 2 and r.json()["expires"] > time.time()
+        assert r.json()["seconds"] == 4 and r.json()["expires"] > time.time()
         assert daemon.detail(job)["jobStatus"]["state"] == "RUNNING"
         time.sleep(0.5)
     waited = daemon.wait(blocked, {"STOPPED"}, timeout=1)  # never renewed: stopped while it waited

@@ -130,7 +130,7 @@ def test_a_jupyter_server_killed_with_9_leaves_no_kernel_job_running(
     daemon: Api, kernelspecs: Path, tmp_path: Path
 ) -> None:
     install_spec()
-    edit_spec(kernelspecs, lease_seconds=2)
+    edit_spec(kernelspecs, lease_seconds=3)
     server = start_jupyter(tmp_path / "jupyter", daemon.home)
     try:
         r = server.http().post("api/kernels", json={"name": "pai-test"})
@@ -145,18 +145,18 @@ def test_a_jupyter_server_killed_with_9_leaves_no_kernel_job_running(
     finally:
         server.stop()
     why = detail["jobStatus"]["appExitDiagnostics"]
-    assert "its Jupyter server stopped renewing the kernel's lease (not renewed for 2 s)" in why, why
+    assert "its Jupyter server stopped renewing the kernel's lease (not renewed for 3 s)" in why, why
     wait_for(lambda: not job_processes(name), 30, f"the processes of {name} to end")
     assert not conn.parent.exists()  # the kernel read its connection file, then removed it with its temp dir
 
 
 def test_a_live_server_keeps_renewing_while_a_cell_runs_longer_than_the_lease(daemon: Api, kernelspecs: Path) -> None:
     install_spec()
-    edit_spec(kernelspecs, lease_seconds=1.5)
+    edit_spec(kernelspecs, lease_seconds=2.5)
 
     async def scenario() -> tuple[dict[str, Any], str, str]:
         async with running_kernel() as (km, kc):
-            reply, text = await run_cell(kc, "import time; time.sleep(6); print('slept')")  # four leases long
+            reply, text = await run_cell(kc, "import time; time.sleep(8); print('slept')")  # three leases long
             return reply, text, daemon.detail(km.provisioner.job_id)["jobStatus"]["state"]
 
     reply, text, state = asyncio.run(scenario())
