@@ -139,6 +139,10 @@ class AsyncClient(Calls):
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return await self._drive(self._set_max_run_time(job, minutes))
 
+    async def renew_lease(self, job: JobRef) -> dict[str, Any]:
+        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): ``{seconds, expires}``."""
+        return await self._drive(self._renew_lease(job))
+
     async def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:
         path = await self._drive(self._local_path(job, "terminals"))
         base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))

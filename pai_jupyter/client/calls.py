@@ -311,6 +311,12 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path + "/maxRunTime", json={"minutes": minutes})
         return json_object(resp)
 
+    def _renew_lease(self, job: JobRef) -> Op[dict[str, Any]]:
+        """Renew the lease the job declares (``extras["com.pai_jupyter.lease"]``): ``{seconds, expires}``."""
+        path = yield from self._local_path(job, "renewing a job's lease")
+        resp = yield Req("PUT", path + "/lease")
+        return json_object(resp)
+
     def _stream_request(self, job: JobRef, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
         """(path, params) of the embedded cluster's live log stream of a task (``follow``)."""
         params: dict[str, Any] = {"index": index, "stream": stream}

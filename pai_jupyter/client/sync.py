@@ -140,6 +140,10 @@ class Client(Calls):
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return self._drive(self._set_max_run_time(job, minutes))
 
+    def renew_lease(self, job: JobRef) -> dict[str, Any]:
+        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): ``{seconds, expires}``."""
+        return self._drive(self._renew_lease(job))
+
     def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:
         """(websocket url, headers) of a terminal inside a running task (terminado's protocol)."""
         path = self._drive(self._local_path(job, "terminals"))

@@ -121,6 +121,7 @@ def admin_token(cluster, local: Path) -> str:
 async def serve(args: argparse.Namespace) -> None:
     from .core.service import Cluster
     from .http.app import make_app
+    from .http.lease import Leases
 
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits
@@ -138,7 +139,8 @@ async def serve(args: argparse.Namespace) -> None:
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
     port = sockets[0].getsockname()[1]
-    server = tornado.httpserver.HTTPServer(make_app(cluster), idle_connection_timeout=3600)
+    leases = Leases(cluster)
+    server = tornado.httpserver.HTTPServer(make_app(cluster, leases), idle_connection_timeout=3600)
     server.add_sockets(sockets)
     cluster.recover()
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -171,6 +173,7 @@ async def serve(args: argparse.Namespace) -> None:
             seconds += 1
             try:
                 cluster.check_deadlines()
+                leases.expire()
                 if seconds % 30 == 0:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
             except Exception:

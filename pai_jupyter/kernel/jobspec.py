@@ -2,8 +2,10 @@
 
 The job is ordinary (``pai jobs``, widgets, labextension show it): one role ``kernel`` with five allocated
 ports (shell, iopub, stdin, control, hb) and a command that runs ``launcher.py`` with the kernelspec's python.
-The connection key travels as a secret (``secrets.kernelKey``): ``GET …/config`` shows it masked, and it reaches
-the task only as an environment variable the launcher removes before the kernel starts.
+The connection key and the CurveZMQ key travel as secrets (``secrets.kernelKey``, ``secrets.kernelCurveKey``):
+``GET …/config`` shows them masked, and they reach the task only as environment variables the launcher removes
+before the kernel starts. On the embedded cluster the job also declares a lease (``extras["com.pai_jupyter.lease"]``)
+that its Jupyter server renews (lease.py); the daemon stops the job when the renewals stop.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zmq.utils import z85
+
 from ..client.models import JobDetail
 from ..protocol import Job, TaskRole
 from ..protocol.model import DEFAULT_IMAGE_PREREQ, Port, Prerequisite
+from ..protocol.rules import LEASE_KEY
 
 ROLE = "kernel"
 LABELS = ("shell", "iopub", "stdin", "control", "hb")
@@ -58,20 +63,24 @@ def kernel_job(
     key: str,
     opts: KernelJobOptions,
     *,
+    curve_secret: bytes,
     kernel_name: str,
     workdir: str | None,
     bind_ip: str,
     ports: dict[str, int] | None = None,
     ssh: dict[str, Any] | None = None,
+    lease: dict[str, Any] | None = None,
 ) -> Job:
-    """The kernel's job. ``workdir``: a host directory the task starts in (the embedded cluster's owner only:
-    it is given as the role's output so a Docker task gets it mounted at the same path). ``ports``: the ports
-    wanted (a new job after a restart asks for the old job's, so connected clients find the new kernel; the
-    embedded cluster gives the next free one where a port is taken). ``ssh``: the ssh runtime plugin's parameters
-    (the SSH tunnel logs into the task's sshd); None: no plugin."""
+    """The kernel's job. ``curve_secret``: the CurveZMQ secret key (Z85) of the kernel's sockets. ``workdir``: a
+    host directory the task starts in (the embedded cluster's owner only: it is given as the role's output so a
+    Docker task gets it mounted at the same path). ``ports``: the ports wanted (a new job after a restart asks for
+    the old job's, so connected clients find the new kernel; the embedded cluster gives the next free one where a
+    port is taken). ``ssh``: the ssh runtime plugin's parameters (the SSH tunnel logs into the task's sshd); None:
+    no plugin. ``lease``: the job's lease (lease.py); None: none (a remote OpenPAI)."""
     commands = [
         "umask 077",
         f"export PAI_KERNEL_KEY={shlex.quote('<% $secrets.kernelKey %>')}",
+        f"export PAI_KERNEL_CURVE_KEY={shlex.quote('<% $secrets.kernelCurveKey %>')}",
         f"export PAI_KERNEL_IP={shlex.quote(bind_ip)} PAI_KERNEL_NAME={shlex.quote(kernel_name)}",
     ]
     prereqs: list[Prerequisite] = []
@@ -94,6 +103,8 @@ def kernel_job(
         min_succeeded=1,
     )
     extras: dict[str, Any] = {EXTRAS_KEY: {"kernelName": kernel_name, "python": opts.python}}
+    if lease is not None:
+        extras[LEASE_KEY] = lease
     if ssh is not None:
         extras["com.microsoft.pai.runtimeplugin"] = [{"plugin": "ssh", "parameters": ssh}]
     image = Prerequisite(name=DEFAULT_IMAGE_PREREQ, type="dockerimage", uri=opts.image)  # what roles use by default
@@ -102,7 +113,7 @@ def kernel_job(
         task_roles=[role],
         prerequisites=[image, *prereqs],
         virtual_cluster=opts.virtual_cluster,
-        secrets={"kernelKey": key},
+        secrets={"kernelKey": key, "kernelCurveKey": z85.decode(curve_secret).hex()},
         extras=extras,
         description=f"Jupyter kernel {kernel_name}",
     )
@@ -117,8 +128,11 @@ def ssh_parameters(public_key: str | None) -> dict[str, Any]:
     return params
 
 
-def connection_info(detail: JobDetail, key: bytes, *, host: str | None = None) -> dict[str, Any] | None:
-    """The KernelManager's connection info from the running task's host and ports; None until all are known."""
+def connection_info(
+    detail: JobDetail, key: bytes, curve: tuple[bytes, bytes] | None = None, *, host: str | None = None
+) -> dict[str, Any] | None:
+    """The KernelManager's connection info from the running task's host and ports, with the CurveZMQ keys
+    ``curve`` (public, secret) when given; None until all ports are known."""
     tasks = detail.role_tasks(ROLE)
     if not tasks or not tasks[0].container_ip:
         return None
@@ -129,6 +143,8 @@ def connection_info(detail: JobDetail, key: bytes, *, host: str | None = None) -
         "signature_scheme": "hmac-sha256",
         "key": key,
     }
+    if curve is not None:  # as the KernelManager's own connection info has them: Z85 text
+        info["curve_publickey"], info["curve_secretkey"] = (k.decode("ascii") for k in curve)
     for label in LABELS:
         value = ports.get(label)
         first = value[0] if isinstance(value, list) and value else value

@@ -2,7 +2,8 @@
 
 A spec is an ordinary Jupyter kernelspec (Lab's launcher lists it) whose ``metadata.kernel_provisioner`` names
 ``pai-provisioner`` with the job's resources; ``interrupt_mode: message`` makes interrupts control-channel
-messages, which reach a kernel in any task without a signal.
+messages, which reach a kernel in any task without a signal; ``supported_encryption: [curve]`` says what every PAI
+kernel does (its channels are CurveZMQ), so a server with ``transport_encryption = required`` starts it.
 """
 
 from __future__ import annotations
@@ -84,7 +85,11 @@ def spec_json(
         "display_name": display or display_name(profile, gpu, cpu, memory_mb),
         "language": "python",
         "interrupt_mode": "message",
-        "metadata": {"debugger": False, "kernel_provisioner": {"provisioner_name": PROVISIONER, "config": config}},
+        "metadata": {
+            "debugger": False,
+            "supported_encryption": ["curve"],  # every PAI kernel's channels are CurveZMQ (provisioner.py)
+            "kernel_provisioner": {"provisioner_name": PROVISIONER, "config": config},
+        },
     }
 
 

@@ -1,12 +1,26 @@
 """``PaiProvisioner``: jupyter_client's kernel provisioner that runs the kernel as a one-task PAI job.
 
 Start submits the job (see jobspec.py), waits for its task to run and its heartbeat to answer, and hands the
-KernelManager the task's host and ports with the manager's own key. Interrupts are control-channel messages
+KernelManager the task's host and ports with the manager's own keys. Interrupts are control-channel messages
 (the kernelspec's ``interrupt_mode: message``), so no signal has to reach the task. A restart keeps the job when
 it is alive (the launcher in the task starts a fresh kernel on the same ports), else submits a new one. Shutdown
 and Jupyter's idle culling stop the job; a job that ends on its own is reported with its exit code, diagnostics
 and the last lines of its log. Progress of a requested shutdown is read from the launcher's log lines. How the
-kernel is reached (directly or through an SSH tunnel) and why a job ended are reach.py's.
+kernel is reached (directly or through an SSH tunnel) and why a job ended are reach.py's; the lease that ends the
+job when this Jupyter server dies is lease.py's.
+
+The kernel's channels are private to its owner by CurveZMQ, always: each of the five sockets is a CurveZMQ
+server whose key pair this provisioner makes (the KernelManager's, kept across restarts, as its HMAC key is) and
+hands the job as a secret, and every client of the KernelManager connects with it (jupyter_client >= 8.9). A
+local account that connects to a kernel port, or subscribes to its iopub, completes no handshake and gets
+nothing; before, it read every cell's code and output on iopub (the HMAC key only kept it from sending). ipc://
+sockets in an owner-only directory were the other way, and no such directory exists here: the kernel runs as the
+task's account (``pai-<name>`` on a root daemon, or root in a Docker container that sees only its own mounts)
+and the Jupyter server as the person's own, so a directory both reach is one a third party (a group, or the
+daemon's making) reaches too, and a remote OpenPAI task shares no file system with the Jupyter server at all.
+CurveZMQ needs nothing shared but the keys, which travel the way the HMAC key does (a masked job secret, an
+environment variable the launcher removes, a 0600 connection file in a private temp dir that the kernel removes
+once read), and it covers the direct path, the SSH tunnel and remote tasks alike.
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ from ..client.errors import PaiError
 from ..common.states import FINAL
 from . import jobspec
 from .jobspec import KernelJobOptions
+from .lease import LeaseKeeper, lease_terms
 from .reach import KernelReach, KernelStartError
 
 __all__ = ["KernelStartError", "PaiProvisioner"]
@@ -40,12 +55,19 @@ class PaiProvisioner(KernelReach):
     gpu = Int(0, config=True)
     virtual_cluster = Unicode("default", config=True)
     poll_interval = Float(1.0, config=True, help="How long a job state read by poll() is reused, in seconds.")
+    lease_seconds = Float(
+        120.0,
+        config=True,
+        help="On the embedded cluster: the kernel's job is stopped this many seconds after this Jupyter server "
+        "last renewed its lease (it renews three times per lease while it runs).",
+    )
 
     incarnation = 0
     _shutdown: str | None = None  # "restart" or "shutdown" while a requested shutdown is under way
     _reuse = False  # the job lives on after the restart shutdown: start its next kernel
     _checked: tuple[float, int | None] = (0.0, None)
     _reported = False
+    _lease: LeaseKeeper | None = None
 
     # ---- state ----------------------------------------------------------------------------------------------
     @property
@@ -54,19 +76,22 @@ class PaiProvisioner(KernelReach):
 
     # ---- start ----------------------------------------------------------------------------------------------
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
-        km = self.parent
-        if (
-            km is not None
-            and getattr(km, "_transport_encryption_policy", None) is not None
-            and km._transport_encryption_policy() == "required"
-        ):
-            raise KernelStartError("transport_encryption='required' is not supported by the PAI kernel provisioner")
+        import zmq
+        from jupyter_client.connect import ConnectionFileMixin
+
+        if not zmq.has("curve") or "curve_publickey" not in ConnectionFileMixin.class_trait_names():
+            raise KernelStartError(
+                "the PAI kernel's channels are encrypted with CurveZMQ, which this Jupyter server cannot do: "
+                "it needs jupyter_client >= 8.9 and pyzmq with CurveZMQ (pip install -U jupyter_client pyzmq)"
+            )
         kwargs = await super().pre_launch(**kwargs)
         kwargs["cmd"] = list(self.kernel_spec.argv)
         return kwargs
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        key = self.parent.session.key if self.parent is not None else os.urandom(16).hex().encode()
+        km = self.parent
+        key = km.session.key if km is not None else os.urandom(16).hex().encode()
+        self._curve = curve = self._curve_keys()
         if self._reuse and self.job_id:
             self._reuse = False
             self.incarnation += 1
@@ -75,11 +100,25 @@ class PaiProvisioner(KernelReach):
                 return await self._connect(detail, key, time.monotonic() + self.start_timeout)
         old: dict[str, Any] = dict(self._task_info or self.connection_info) if self.job_id else {}
         wanted = {label: int(old[f"{label}_port"]) for label in jobspec.LABELS if old.get(f"{label}_port")}
+        self._end_lease()
         self.job_id, self.incarnation, self._reported, self._checked = None, 0, False, (0.0, None)
-        return await self._submit_and_connect(cmd, key, kwargs, wanted)
+        self._host_key = None  # a new job's sshd: a new first use
+        return await self._submit_and_connect(cmd, key, curve[1], kwargs, wanted)
+
+    def _curve_keys(self) -> tuple[bytes, bytes]:
+        """The KernelManager's CurveZMQ key pair (public, secret; Z85), made on the first start."""
+        import zmq
+
+        km = self.parent
+        if km is not None and km.curve_publickey and km.curve_secretkey:
+            return bytes(km.curve_publickey), bytes(km.curve_secretkey)
+        if self._curve is not None:
+            return self._curve
+        public, secret = zmq.curve_keypair()
+        return public, secret
 
     async def _submit_and_connect(
-        self, cmd: list[str], key: bytes, kwargs: dict[str, Any], wanted: dict[str, int]
+        self, cmd: list[str], key: bytes, curve_secret: bytes, kwargs: dict[str, Any], wanted: dict[str, int]
     ) -> KernelConnectionInfo:
         from ..client.errors import InvalidJob
         from ..client.locality import locality
@@ -88,7 +127,8 @@ class PaiProvisioner(KernelReach):
             info = await self.client.info()
         except PaiError as exc:
             raise KernelStartError(f"the PAI kernel cannot start: {exc}") from None
-        self._is_local = locality(self.client.profile, info).this_machine
+        where = locality(self.client.profile, info)
+        self._is_local = where.this_machine
         owner = bool(self._is_local and info.get("admin"))
         env = kwargs.get("env") or {}
         cwd = kwargs.get("cwd")
@@ -97,11 +137,13 @@ class PaiProvisioner(KernelReach):
             name,
             key.decode("ascii"),
             self._options(cmd, info),
+            curve_secret=curve_secret,
             kernel_name=self._kernel_name(),
             workdir=os.path.abspath(cwd) if (cwd and owner) else None,
             bind_ip="127.0.0.1" if (self._is_local or self.tunnel == "always") else "0.0.0.0",
             ports=wanted if self._is_local else None,
             ssh=jobspec.ssh_parameters(self._public_key()) if self._uses_ssh() else None,
+            lease=lease_terms(self.lease_seconds) if where.embedded else None,
         )
         try:
             self.job_id = await self.client.submit(job)
@@ -110,6 +152,8 @@ class PaiProvisioner(KernelReach):
         except PaiError as exc:
             raise KernelStartError(f"the PAI kernel's job could not be submitted: {exc}") from None
         self._log().info("PAI kernel %s: job %s submitted to %s", self.kernel_id, self.job_id, self.client.where)
+        if where.embedded:
+            self._hold_lease()
         deadline = time.monotonic() + self.start_timeout
         try:
             detail = await self._until_running(deadline)
@@ -246,6 +290,7 @@ class PaiProvisioner(KernelReach):
             return
         await self._stop_job()
         await self._close_tunnel()
+        self._end_lease()
         self.job_id = None  # has_process is False from now on; a start again submits a new job
         if self._client is not None:
             await self._client.aclose()
@@ -256,6 +301,7 @@ class PaiProvisioner(KernelReach):
         if self.job_id is None:
             return
         self._reported = True
+        self._end_lease()
         try:
             detail = await self._detail()
             if detail.state not in FINAL:
@@ -268,16 +314,38 @@ class PaiProvisioner(KernelReach):
         except PaiError as exc:
             self._log().warning("PAI kernel %s: stopping job %s failed: %s", self.kernel_id, self.job_id, exc)
 
+    # ---- the lease -----------------------------------------------------------------------------------------
+    def _hold_lease(self) -> None:
+        """Renew the job's lease from now on (a thread: see lease.py)."""
+        self._end_lease()
+        assert self.job_id is not None
+        self._lease = LeaseKeeper(self.profile or None, self.job_id, self.lease_seconds, self._log()).start()
+
+    def _end_lease(self) -> None:
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
+
     # ---- persistence ----------------------------------------------------------------------------------------
     async def get_provisioner_info(self) -> dict[str, Any]:
         info = await super().get_provisioner_info()
-        info.update(job_id=self.job_id, incarnation=self.incarnation, profile=self.profile, path=self.path)
+        info.update(
+            job_id=self.job_id,
+            incarnation=self.incarnation,
+            profile=self.profile,
+            path=self.path,
+            leased=self._lease is not None,
+            host_key=self._host_key,
+        )
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
         await super().load_provisioner_info(provisioner_info)
         self.job_id = provisioner_info.get("job_id")
         self.incarnation = int(provisioner_info.get("incarnation") or 0)
+        self._host_key = provisioner_info.get("host_key")
+        if self.job_id and provisioner_info.get("leased"):  # a Jupyter server that took the kernel over renews it
+            self._hold_lease()
 
 
 def _exit_code(detail: Any) -> int:

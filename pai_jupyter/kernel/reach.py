@@ -87,6 +87,8 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
     _is_local: bool | None = None
     _tunnel: KernelTunnel | None = None
     _task_info: dict[str, Any] | None = None  # the kernel's ports in its task (connection_info has the local ones)
+    _curve: tuple[bytes, bytes] | None = None  # the CurveZMQ key pair of the kernel's sockets (public, secret)
+    _host_key: str | None = None  # the job's sshd's host key, trusted on first use (tunnel.py)
     path = ""  # "direct" or "SSH tunnel via HOST:PORT"
 
     @property
@@ -136,7 +138,7 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
 
     async def _connect(self, detail: Any, key: bytes, deadline: float) -> KernelConnectionInfo:
         """Reach the running kernel directly or through the tunnel (kernelspec ``tunnel``); say which in the log."""
-        task_info = jobspec.connection_info(detail, key)
+        task_info = jobspec.connection_info(detail, key, self._curve)
         assert task_info is not None
         self._task_info = task_info
         if self.tunnel == "never" or (self.tunnel == "auto" and (self._is_local or not self._uses_ssh())):
@@ -200,8 +202,10 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
             identity=self._ssh_identity(),
             deadline=deadline,
             local_ports=wanted,
+            host_key=self._host_key,
             log=self._log(),
         )
+        self._host_key = self._tunnel.host_key
         return self._tunnel.connection_info(task_info)
 
     async def _close_tunnel(self) -> None:
@@ -212,12 +216,16 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
 
     @staticmethod
     async def _answers(info: dict[str, Any], wait_ms: int) -> bool:
-        """Whether the kernel's heartbeat at ``info`` echoes a ping within ``wait_ms``."""
+        """Whether the kernel's heartbeat at ``info`` echoes a ping within ``wait_ms`` (a CurveZMQ handshake first,
+        with the key pair ``info`` carries)."""
         import zmq
         import zmq.asyncio
 
         sock = zmq.asyncio.Context.instance().socket(zmq.REQ)
         sock.linger = 0
+        if info.get("curve_publickey"):  # the kernel's sockets are CurveZMQ servers with this key pair
+            sock.curve_serverkey = sock.curve_publickey = info["curve_publickey"].encode("ascii")
+            sock.curve_secretkey = info["curve_secretkey"].encode("ascii")
         try:
             sock.connect(f"tcp://{info['ip']}:{info['hb_port']}")
             await sock.send(b"ping")

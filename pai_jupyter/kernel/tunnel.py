@@ -5,6 +5,13 @@ Used when the Jupyter server cannot reach a remote task's ports (kernelspec ``tu
 (where ``pai ssh-info`` says: the job's key on the embedded cluster, the user's own key on OpenPAI) with asyncssh
 and forwards each local port to ``127.0.0.1:<port>`` inside the task (local port forwarding), so the kernel may
 bind the task's loopback only. Jupyter is handed the local ports; the tunnel lives as long as the kernel's job.
+
+The task's sshd makes its host key when it starts, and neither cluster reports it, so the tunnel trusts it on
+first use, per job: the key the first connection to a job's sshd saw is the only one a later connection (a tunnel
+re-opened after a drop, a Jupyter server that took the kernel over) accepts for that job; another key is refused
+(the message names the trusted key's fingerprint) before any login, so that sshd gets no login and forwards
+nothing. A new job (a restart after the kernel died) is a new first use. Past the tunnel, the kernel's channels
+are CurveZMQ (provisioner.py): an impostor that won the first use still reads and sends nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ class TunnelError(RuntimeError):
 class KernelTunnel:
     """One SSH connection to the task's sshd with a local forward per kernel port."""
 
-    def __init__(self, conn: Any, listeners: dict[str, Any], via: str, task_ports: dict[str, int]) -> None:
+    def __init__(
+        self, conn: Any, listeners: dict[str, Any], via: str, task_ports: dict[str, int], host_key: str
+    ) -> None:
         self.conn, self.listeners, self.via, self.task_ports = conn, listeners, via, task_ports
+        self.host_key = host_key  # the sshd's public host key (OpenSSH format)
         self.local_ports = {label: int(lst.get_port()) for label, lst in listeners.items()}
         self._closed = False
 
@@ -69,6 +79,12 @@ class KernelTunnel:
             pass
 
 
+def _fingerprint(key: str | None) -> str:
+    import asyncssh
+
+    return asyncssh.import_public_key(key).get_fingerprint() if key else "none"
+
+
 def task_ports(info: dict[str, Any]) -> dict[str, int]:
     return {label: int(info[f"{label}_port"]) for label in LABELS}
 
@@ -81,11 +97,14 @@ async def open_tunnel(
     identity: str | None,
     deadline: float,
     local_ports: dict[str, int] | None = None,
+    host_key: str | None = None,
     connect_timeout: float = 10.0,
     log: logging.Logger | Any = None,
 ) -> KernelTunnel:
     """Log into the kernel task's sshd and forward a loopback port per kernel port (``local_ports`` wanted again
-    after a restart, where free). Retries while the sshd is still starting, until ``deadline``."""
+    after a restart, where free). ``host_key``: the only host key accepted (the job's, from the first use); None:
+    this is the first use, and the tunnel's ``host_key`` says what was seen. Retries while the sshd is still
+    starting, until ``deadline``."""
     try:
         import asyncssh
     except ImportError:
@@ -106,7 +125,7 @@ async def open_tunnel(
                     target.host,
                     target.port,
                     username=target.user,
-                    known_hosts=None,
+                    known_hosts=([asyncssh.import_public_key(host_key)], [], []) if host_key else None,
                     client_keys=[key],
                     agent_path=None,
                     password=None,
@@ -116,6 +135,12 @@ async def open_tunnel(
                     keepalive_interval=30,
                     keepalive_count_max=4,
                 )
+            except asyncssh.HostKeyNotVerifiable:
+                raise TunnelError(
+                    f"the kernel task's sshd at {where} presented a host key other than the one job {job_id}'s "
+                    f"sshd presented first ({_fingerprint(host_key)}): refused, as a stranger may listen there "
+                    "(trust on first use, per job)"
+                ) from None
             except asyncssh.PermissionDenied:
                 raise TunnelError(
                     f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
@@ -132,8 +157,10 @@ async def open_tunnel(
                 except BaseException:
                     conn.close()
                     raise
-                log.debug("pai kernel tunnel to %s open", where)
-                return KernelTunnel(conn, listeners, where, dict(ports))
+                seen = conn.get_server_host_key()
+                assert seen is not None  # None only after a GSS key exchange, which is not offered
+                log.debug("pai kernel tunnel to %s open (host key %s)", where, seen.get_fingerprint())
+                return KernelTunnel(conn, listeners, where, dict(ports), seen.export_public_key().decode().strip())
         else:
             last = "the kernel task's sshd has no address yet"
         try:

@@ -72,6 +72,29 @@ def run_time_problem(minutes: object) -> str | None:
     return None
 
 
+LEASE_KEY = "com.pai_jupyter.lease"  # {"seconds": N, "reason": "..."}: see cluster/http/lease.py
+MAX_LEASE_SECONDS = 24 * 3600
+MAX_LEASE_REASON = 200
+
+
+def lease_problem(lease: object) -> str | None:
+    """Why ``lease`` is not a job's lease (None when it is): its holder renews it within ``seconds`` or the job is
+    stopped with ``reason``."""
+    if not isinstance(lease, dict) or set(lease) - {"seconds", "reason"}:
+        return 'must be a mapping {"seconds": N, "reason": "..."}'
+    seconds, reason = lease.get("seconds"), lease.get("reason", "")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or not 1 <= seconds <= MAX_LEASE_SECONDS
+    ):
+        return f"seconds: {seconds!r} must be a number from 1 to {MAX_LEASE_SECONDS} (a day)"
+    if not isinstance(reason, str) or len(reason) > MAX_LEASE_REASON:
+        return f"reason must be a string of at most {MAX_LEASE_REASON} characters"
+    return None
+
+
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
@@ -135,6 +158,9 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
     limit = extras.get(MAX_RUN_TIME_KEY)
     if limit is not None and (problem := run_time_problem(limit)):
         out.append(Problem(f"{path}.{MAX_RUN_TIME_KEY}", problem))
+    lease = extras.get(LEASE_KEY)
+    if lease is not None and (problem := lease_problem(lease)):
+        out.append(Problem(f"{path}.{LEASE_KEY}", problem))
     out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
     return out
 

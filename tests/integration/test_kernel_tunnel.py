@@ -289,3 +289,70 @@ def test_an_sshd_that_does_not_answer_is_a_clear_start_error(
     message = start_error()
     assert f"the kernel task's sshd at 127.0.0.1:{ssh_port[0]} does not answer" in message, message
     assert "it was stopped" in message and all_stopped(daemon)
+
+
+def impostor(seen: list[str]) -> Any:
+    """An sshd class with no host key of the job's that lets any key in and forwards anything: a stranger listening
+    where the cluster says the job's sshd is. What reached it is recorded in ``seen``."""
+    import asyncssh
+
+    class Impostor(asyncssh.SSHServer):  # type: ignore[misc]
+        def begin_auth(self, username: str) -> bool:
+            return True
+
+        def public_key_auth_supported(self) -> bool:
+            return True
+
+        def validate_public_key(self, username: str, key: Any) -> bool:
+            seen.append(f"login as {username}")
+            return True
+
+        def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
+            seen.append(f"forward to {dest_host}:{dest_port}")
+            return True
+
+    return Impostor
+
+
+def test_a_changed_host_key_is_refused(
+    daemon: Api,
+    kernelspecs: Path,
+    unreachable_profile: str,
+    ssh_port: list[int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Trust on first use, per job: the tunnel re-opened after a drop meets another host key where the cluster
+    says the job's sshd is (a stranger's sshd) and refuses it before logging in or forwarding anything."""
+    need_sshd()
+    asyncssh = pytest.importorskip("asyncssh", reason="a dependency of pai_jupyter (pip install -e .)")
+    install_spec(profile=unreachable_profile, tunnel="always")
+    loop = asyncio.new_event_loop()
+    km, kc = start_kernel(loop)  # the first use: the job's own sshd
+    seen: list[str] = []
+    stranger = loop.run_until_complete(
+        asyncssh.create_server(
+            impostor(seen),
+            "127.0.0.1",
+            0,
+            server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
+        )
+    )
+    try:
+        prov = km.provisioner
+        ssh_port.append(stranger.sockets[0].getsockname()[1])  # from now on the cluster says the sshd is there
+        prov._tunnel.conn.close()  # the connection drops: the next poll re-opens it
+
+        async def refused() -> bool:
+            prov._checked = (0.0, None)
+            await prov.poll()
+            return bool(seen) or "presented a host key other than" in caplog.text
+
+        with caplog.at_level(logging.WARNING):
+            loop.run_until_complete(async_wait_for(refused, 60, "the re-opened tunnel to be refused", interval=0.2))
+        assert seen == [], seen  # no login, no forward: nothing reached the stranger
+        assert "presented a host key other than" in caplog.text
+        assert prov._tunnel is None or not prov._tunnel.alive
+        assert "trust on first use" in caplog.text and prov.job_id in caplog.text
+    finally:
+        stranger.close()
+        stop_kernel(loop, km, kc)

@@ -1,9 +1,11 @@
-"""The PAI kernel's job and kernelspec, without a cluster: the key is a masked secret, names are valid, the
-connection info needs every port, bad resources are refused."""
+"""The PAI kernel's job and kernelspec, without a cluster: the keys are masked secrets, names are valid, the
+connection info needs every port, the lease is declared, bad resources are refused."""
 
 from __future__ import annotations
 
 import pytest
+import zmq
+from zmq.utils import z85
 
 from pai_jupyter.client.models import JobDetail
 from pai_jupyter.kernel import jobspec
@@ -13,6 +15,7 @@ from pai_jupyter.protocol.parse import load_document
 from pai_jupyter.protocol.render import masked_text, render_commands
 
 KEY = "0123456789abcdef-secret-key"
+CURVE = zmq.curve_keypair()  # (public, secret), Z85
 
 
 def test_the_key_is_a_secret_masked_in_the_config_and_only_in_the_rendered_script() -> None:
@@ -20,17 +23,22 @@ def test_the_key_is_a_secret_masked_in_the_config_and_only_in_the_rendered_scrip
         "nb-kernel-abc123",
         KEY,
         jobspec.KernelJobOptions(python="/venv/bin/python", gpu=1),
+        curve_secret=CURVE[1],
         kernel_name="pai-1gpu",
         workdir="/home/me/project",
         bind_ip="127.0.0.1",
     )
     text = job.to_yaml()
     parsed = Job.from_text(text)
-    assert parsed.secrets == {"kernelKey": KEY}
-    assert KEY not in masked_text(text, load_document(text))  # what GET .../config returns
-    assert KEY not in "\n".join(parsed.role("kernel").commands)  # the commands name the secret, not its value
+    curve = z85.decode(CURVE[1]).hex()  # the CurveZMQ secret key, as hex (no quote or `<%` in it)
+    assert parsed.secrets == {"kernelKey": KEY, "kernelCurveKey": curve}
+    for secret in (KEY, curve):
+        assert secret not in masked_text(text, load_document(text))  # what GET .../config returns
+        assert secret not in "\n".join(parsed.role("kernel").commands)  # the commands name the secret only
     script = render_commands(parsed, parsed.role("kernel"))
     assert f"export PAI_KERNEL_KEY={KEY}" in script or f"export PAI_KERNEL_KEY='{KEY}'" in script
+    assert f"export PAI_KERNEL_CURVE_KEY={curve}" in script or f"export PAI_KERNEL_CURVE_KEY='{curve}'" in script
+    assert "com.pai_jupyter.lease" not in parsed.extras  # none asked for
     role = parsed.role("kernel")
     assert [p.label for p in role.ports] == list(jobspec.LABELS) and role.gpu == 1
     assert role.output == jobspec.WORKDIR_PREREQ and "cd /home/me/project" in script
@@ -42,6 +50,7 @@ def test_a_restarted_kernel_asks_for_its_old_ports() -> None:
         "n",
         KEY,
         jobspec.KernelJobOptions(),
+        curve_secret=CURVE[1],
         kernel_name="k",
         workdir=None,
         bind_ip="0.0.0.0",
@@ -49,6 +58,21 @@ def test_a_restarted_kernel_asks_for_its_old_ports() -> None:
     )
     ports = {p.label: p.begin_at for p in job.role("kernel").ports}
     assert ports == {"shell": 40001, "iopub": 0, "stdin": 0, "control": 0, "hb": 40005}
+
+
+def test_an_embedded_clusters_kernel_job_declares_its_lease() -> None:
+    from pai_jupyter.kernel.lease import REASON, lease_terms
+    from pai_jupyter.protocol.rules import lease_problem
+
+    opts = jobspec.KernelJobOptions()
+    job = jobspec.kernel_job(
+        "n", KEY, opts, curve_secret=CURVE[1], kernel_name="k", workdir=None, bind_ip="127.0.0.1", lease=lease_terms(90)
+    )
+    parsed = Job.from_text(job.to_yaml())
+    assert parsed.extras["com.pai_jupyter.lease"] == {"seconds": 90, "reason": REASON}
+    assert lease_problem({"seconds": 0.5}) and lease_problem({"seconds": 90, "what": 1}) and lease_problem(7)
+    with pytest.raises(ValueError, match=r"com\.pai_jupyter\.lease: seconds: 0 must be a number from 1"):
+        Job.from_text(job.to_yaml().replace("seconds: 90", "seconds: 0"))
 
 
 @pytest.mark.parametrize(
@@ -98,6 +122,8 @@ def test_connection_info_needs_every_port_and_the_host() -> None:
     }
     assert jobspec.connection_info(detail({k: v for k, v in ports.items() if k != "hb"}), b"k") is None
     assert jobspec.connection_info(detail(ports, ip=None), b"k") is None
+    curved = jobspec.connection_info(detail(ports), b"k", CURVE)
+    assert curved == {**info, "curve_publickey": CURVE[0].decode(), "curve_secretkey": CURVE[1].decode()}
 
 
 def test_kernelspec_resources_are_checked() -> None:
@@ -106,6 +132,7 @@ def test_kernelspec_resources_are_checked() -> None:
     )
     assert spec["display_name"] == "Python 3 on PAI prod (2 GPU, 8 CPU, 65536 MB)"
     assert spec["interrupt_mode"] == "message"
+    assert spec["metadata"]["supported_encryption"] == ["curve"]  # transport_encryption='required' accepts it
     for bad in ({"gpu": -1}, {"cpu": 0}, {"memory_mb": 99}):
         kw = {"gpu": 0, "cpu": 1, "memory_mb": 1024, **bad}
         with pytest.raises(KernelSpecError):
@@ -118,6 +145,7 @@ def test_a_tunnelled_kernels_job_has_the_ssh_plugin_with_the_tunnel_key() -> Non
         "n",
         KEY,
         opts,
+        curve_secret=CURVE[1],
         kernel_name="k",
         workdir=None,
         bind_ip="127.0.0.1",
@@ -131,7 +159,7 @@ def test_a_tunnelled_kernels_job_has_the_ssh_plugin_with_the_tunnel_key() -> Non
         }
     ]
     assert "PAI_KERNEL_IP=127.0.0.1" in "\n".join(parsed.role("kernel").commands)
-    plain = jobspec.kernel_job("n", KEY, opts, kernel_name="k", workdir=None, bind_ip="0.0.0.0")
+    plain = jobspec.kernel_job("n", KEY, opts, curve_secret=CURVE[1], kernel_name="k", workdir=None, bind_ip="0.0.0.0")
     assert Job.from_text(plain.to_yaml()).runtime_plugins == []
     assert jobspec.ssh_parameters(None) == {"jobssh": False}
 

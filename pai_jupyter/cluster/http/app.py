@@ -1,6 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
-the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py), described in
-``openapi.yaml``.
+the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py, lease.py),
+described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -16,7 +16,7 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.service import Cluster
-from . import jobs, logs, maxruntime, openpai, priority, ssh, tasks, users
+from . import jobs, lease, logs, maxruntime, openpai, priority, ssh, tasks, users
 from .base import JOB, Base
 
 
@@ -26,7 +26,8 @@ class NotFound(Base):
         raise NoApiError(f"API {self.request.path} is not found.")
 
 
-def make_app(cluster: Cluster) -> tornado.web.Application:
+def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.web.Application:
+    """The application; ``leases``: the jobs' leases, whose lapses the daemon's tick checks."""
     args = {"cluster": cluster}
     local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
     routes = [
@@ -38,6 +39,7 @@ def make_app(cluster: Cluster) -> tornado.web.Application:
         *maxruntime.routes(local_job, args),
         *priority.routes(local_job, args),
         *users.routes(args),
+        *lease.routes(local_job, args, leases),
     ]
     return PaiApplication(
         routes,
