@@ -33,6 +33,9 @@ def cluster() -> None:
 @click.option("--memory-mb", type=int, help="Memory to schedule in MB (default: this machine's).")
 @click.option("--gpus", type=int, help="GPUs to schedule (default: NVML's count, 0 without NVML).")
 @click.option("--min-free-mb", type=int, help="Refuse submits while the home's disk has less free space (default 64).")
+@click.option("--smtp", metavar="HOST[:PORT]", help="Mail job notifications through this SMTP server.")
+@click.option("--mail-from", metavar="ADDR", help="The sender of notification mails (default pai@localhost).")
+@click.option("--notify-webhook", metavar="URL", help="POST job notifications here (jobs may name their own).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
 def start(
     port: int,
@@ -41,11 +44,17 @@ def start(
     memory_mb: int | None,
     gpus: int | None,
     min_free_mb: int | None,
+    smtp: str | None,
+    mail_from: str | None,
+    notify_webhook: str | None,
     quiet: bool,
 ) -> None:
-    """Start the daemon in the background; returns once it answers."""
+    """Start the daemon in the background; returns once it answers. Job notifications
+    (extras.jobStatusChangeNotification) are also configured by ``notification: {smtp, mailFrom, webhook}`` in
+    the home's local/cluster.yaml."""
     already = control.running()
-    extra = ["--min-free-mb", str(min_free_mb)] if min_free_mb is not None else None
+    flags = {"--min-free-mb": min_free_mb, "--smtp": smtp, "--mail-from": mail_from, "--notify-webhook": notify_webhook}
+    extra = [str(x) for flag, value in flags.items() if value is not None for x in (flag, value)]
     try:
         info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus, extra_args=extra)
     except control.DaemonError as exc:
@@ -134,7 +143,8 @@ def user() -> None:
     "--account",
     help="Run the user's tasks as this regular OS account of the host (default: an account of their own, pai-NAME).",
 )
-def user_add(name: str, password: str | None, admin: bool, account: str | None) -> None:
+@click.option("--email", help="Mail the notifications of the user's jobs to this address.")
+def user_add(name: str, password: str | None, admin: bool, account: str | None, email: str | None) -> None:
     """Create user NAME (or give an existing one a new token) and print the token."""
     info = _running()
     if password == "":
@@ -142,6 +152,8 @@ def user_add(name: str, password: str | None, admin: bool, account: str | None) 
     body = {"name": name, "admin": admin, **({"password": password} if password else {})}
     if account is not None:
         body["account"] = account
+    if email is not None:
+        body["email"] = email
     click.echo(_as_admin(info, "POST", "/api/v2/local/users", body)["token"])
 
 

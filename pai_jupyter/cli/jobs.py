@@ -237,6 +237,28 @@ def stop(job: str, profile: str | None) -> None:
 
 @click.command()
 @click.argument("job")
+@click.option(
+    "--class",
+    "priority",
+    type=click.Choice(["crit", "prod", "test", "oppo", "default"]),
+    help="The job's priority class (HiveD's jobPriorityClass; default: none).",
+)
+@click.option("--position", type=click.IntRange(0), help="Its place among the waiting jobs of its class (0: first).")
+@profile_option
+@handle_errors
+def priority(job: str, priority: str | None, position: int | None, profile: str | None) -> None:
+    """Change a job's priority class or its place in the queue (admins, the embedded cluster)."""
+    if priority is None and position is None:
+        raise click.UsageError("give --class, --position or both")
+    client = client_for(profile)
+    answer = client.set_priority(job, priority, position=position)
+    ahead = answer.get("ahead")
+    where = "" if ahead is None else f", {ahead} job{'s' * (ahead != 1)} ahead of it"
+    click.echo(f"{client.job_id(job)}: priority {answer.get('jobPriority')}{where}")
+
+
+@click.command()
+@click.argument("job")
 @click.option("--name", help="Name of the copy (default: the name with a random suffix).")
 @click.option("--wait", "-w", is_flag=True, help="Wait for the copy to end.")
 @profile_option
@@ -260,4 +282,4 @@ def delete(job: str, profile: str | None) -> None:
     click.echo(f"deleted {client_for(profile).delete(job)}")
 
 
-COMMANDS = [submit, jobs_cmd, status, logs, stop, clone, delete]
+COMMANDS = [submit, jobs_cmd, status, logs, stop, priority, clone, delete]

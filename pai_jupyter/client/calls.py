@@ -317,6 +317,16 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path + "/lease")
         return json_object(resp)
 
+    def _set_priority(self, job: JobRef, priority: str | None, position: int | None) -> Op[dict[str, Any]]:
+        """An admin gives a job a priority class (crit, prod, test, oppo, default) and/or, while it waits, a place
+        among the waiting jobs of its class (0: first); the answer has ``jobPriority`` and ``ahead``."""
+        path = yield from self._local_path(job, "changing a job's priority")
+        body: dict[str, Any] = {} if priority is None else {"jobPriority": priority}
+        if position is not None:
+            body["position"] = position
+        resp = yield Req("PUT", path + "/priority", json=body)
+        return json_object(resp)
+
     def _stream_request(self, job: JobRef, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
         """(path, params) of the embedded cluster's live log stream of a task (``follow``)."""
         params: dict[str, Any] = {"index": index, "stream": stream}

@@ -136,6 +136,10 @@ class Client(Calls):
     def metrics(self, job: JobRef) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
+    def set_priority(self, job: JobRef, priority: str | None = None, *, position: int | None = None) -> dict[str, Any]:
+        """An admin's: the job's priority class and/or its place among its class's waiting jobs (embedded cluster)."""
+        return self._drive(self._set_priority(job, priority, position))
+
     def set_max_run_time(self, job: JobRef, minutes: float) -> dict[str, Any]:
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return self._drive(self._set_max_run_time(job, minutes))

@@ -19,6 +19,7 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
+from .core.notify import NotifyConfig
 from .core.scheduler import Capacity, Resources, machine_resources
 from .core.space import DEFAULT_FLOOR_MB
 from .paths import (
@@ -134,6 +135,7 @@ async def serve(args: argparse.Namespace) -> None:
         load_capacity(local, args.cpus, args.memory_mb, args.gpus),
         stop_grace=args.stop_grace,
         min_free_mb=args.min_free_mb,
+        notify=NotifyConfig.load(local, args.smtp, args.mail_from, args.notify_webhook),
     )
     cluster.space.at_start()
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
@@ -183,6 +185,10 @@ async def serve(args: argparse.Namespace) -> None:
     await stop.wait()
     ticker.cancel()
     server.stop()
+    try:  # what is being sent gets its chance (each delivery gives up after its own timeout)
+        await asyncio.wait_for(cluster.notifier.drain(), timeout=15)
+    except TimeoutError:
+        log.warning("notifications still being sent when the daemon stopped were dropped")
     info = read_runtime(home)
     if info and info.get("pid") == os.getpid():
         runtime_file(home).unlink(missing_ok=True)
@@ -223,6 +229,15 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=DEFAULT_FLOOR_MB,
         help="refuse submits while the disk holding the home has less free space than this (MB)",
+    )
+    p.add_argument(
+        "--smtp",
+        metavar="HOST[:PORT]",
+        help="mail job notifications through this SMTP server (default: cluster.yaml's)",
+    )
+    p.add_argument("--mail-from", metavar="ADDR", help="the sender of notification mails (default pai@localhost)")
+    p.add_argument(
+        "--notify-webhook", metavar="URL", help="POST job notifications here when a job names no webhook of its own"
     )
     p.add_argument("--stop-grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL on stop")
     p.add_argument("--log-level", default="INFO")

@@ -108,6 +108,14 @@ class PaiMagics(Magics):
     @argument("--timeout", type=float, help="stop waiting (not the job) after this many seconds")
     @argument("--stop-on-interrupt", action="store_true", help="interrupting the cell stops the job")
     @argument("--raw", action="store_true", help="no {name} interpolation of the cell")
+    @argument(
+        "--notify",
+        nargs="?",
+        const="succeeded,failed,stopped",
+        metavar="CHANGES",
+        help="be told (the cluster mails you) when the job changes: any of running,succeeded,failed,stopped,retried "
+        "(default: succeeded,failed,stopped); sets extras.jobStatusChangeNotification",
+    )
     @cell_magic
     @_reported
     def pai_submit(self, line: str, cell: str) -> None:
@@ -120,6 +128,13 @@ class PaiMagics(Magics):
         args = _args(self.pai_submit, line)
         text = cell if args.raw else interpolate(cell, self._namespace())
         params = parse_params(args.param)
+        if args.notify is not None:
+            from ..protocol.edit import with_notification
+
+            try:
+                text = with_notification(text, [c.strip().lower() for c in args.notify.split(",") if c.strip()])
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         client = self.client(args.profile)
         with deferred_interrupt() as held:
             job_id = client.submit(text, name=args.name, params=params or None)

@@ -1,4 +1,4 @@
-"""Small edits to a submitted document that keep the rest of its text as written (for clone and --param)."""
+"""Small edits to a submitted document that keep the rest of its text as written (for clone, --param and --notify)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import yaml
 
 from .load import detect_version
 from .parse import load_document
+from .rules import NOTIFY_KEY, NOTIFY_STATES
 
 
 def _dump(doc: dict[str, Any], as_json: bool) -> str:
@@ -48,3 +49,18 @@ def with_parameters(text: str, params: dict[str, Any]) -> str:
     key = "parameters" if detect_version(doc) == "v2" else "jobEnvs"
     merged = {**(doc.get(key) or {}), **params}
     return _dump({**doc, key: merged}, text.lstrip().startswith("{"))
+
+
+def with_notification(text: str, changes: list[str]) -> str:
+    """Ask for OpenPAI's job status change notification of ``changes`` (running, succeeded, failed, stopped,
+    retried) in ``extras.jobStatusChangeNotification``, keeping what the document already asks for (a webhook too);
+    the document is written anew. ValueError names a change that is not one of those."""
+    known = list(NOTIFY_STATES.values())
+    unknown = [c for c in changes if c not in known]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: a notification is one of {', '.join(known)}")
+    doc = load_document(text)
+    extras = dict(doc.get("extras") or {})
+    current = extras.get(NOTIFY_KEY)
+    extras[NOTIFY_KEY] = {**(current if isinstance(current, dict) else {}), **dict.fromkeys(changes, True)}
+    return _dump({**doc, "extras": extras}, text.lstrip().startswith("{"))

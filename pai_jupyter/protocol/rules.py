@@ -96,6 +96,15 @@ def lease_problem(lease: object) -> str | None:
 
 
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
+NOTIFY_KEY = "jobStatusChangeNotification"
+# OpenPAI's keys in it, by the job state (RETRIED: a new attempt) each one asks to hear of; ``webhook`` is ours
+NOTIFY_STATES = {
+    "RUNNING": "running",
+    "SUCCEEDED": "succeeded",
+    "FAILED": "failed",
+    "STOPPED": "stopped",
+    "RETRIED": "retried",
+}
 CHANNEL = re.compile(r"^[A-Za-z0-9_]+$")
 SCALAR = (str, int, float, bool)
 
@@ -162,6 +171,24 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
     if lease is not None and (problem := lease_problem(lease)):
         out.append(Problem(f"{path}.{LEASE_KEY}", problem))
     out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
+    out += check_notification(extras.get(NOTIFY_KEY), f"{path}.{NOTIFY_KEY}")
+    return out
+
+
+def check_notification(spec: Any, path: str) -> list[Problem]:
+    """OpenPAI's map of changes to booleans, and the webhook the daemon POSTs them to (an http(s) URL)."""
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return [Problem(path, f"must be a mapping of {', '.join(NOTIFY_STATES.values())} to true or false")]
+    out = [
+        Problem(f"{path}.{k}", "must be true or false")
+        for k in NOTIFY_STATES.values()
+        if k in spec and not isinstance(spec[k], bool)
+    ]
+    hook = spec.get("webhook")
+    if hook is not None and (not isinstance(hook, str) or not re.match(r"^https?://[^\s/]+", hook)):
+        out.append(Problem(f"{path}.webhook", "must be an http:// or https:// URL"))
     return out
 
 

@@ -28,6 +28,7 @@ from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
 from .proxy import p5_proxy_latency, p5_proxy_throughput
+from .queue import p18_schedule_pass
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
@@ -49,6 +50,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P14R", "PAI kernel trivial cell round trip", p14_round_trip),
     ("P14T", "PAI kernel start through its SSH tunnel", p14_tunnel_start),
     ("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", p14_tunnel_round_trip),
+    ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
 ]
 
 

@@ -131,3 +131,20 @@ def test_profiles_switch_between_two_clusters_and_never_print_tokens(tmp_path: P
         control.stop(home_b)
         control.stop(home_a)
         kill_leftovers(home_b)
+
+
+def test_priority_moves_a_waiting_job_and_changes_its_class(daemon: Api, tmp_path: Path) -> None:
+    user = daemon.http.get("/api/v2/info").json()["user"]
+    blocker = daemon.submit_ok(v1("blocker", "sleep 60", cpuNumber=8))
+    daemon.wait(blocker, ("RUNNING",))
+    first, second = daemon.submit_ok(v1("first", "true")), daemon.submit_ok(v1("second", "true"))
+    r = pai("priority", "second", "--position", "0", home=daemon.home)
+    assert r.returncode == 0 and r.stdout.strip() == f"{user}~second: priority default, 0 jobs ahead of it", r
+    r = pai("priority", "first", "--class", "prod", home=daemon.home)
+    assert r.stdout.strip() == f"{user}~first: priority prod, 0 jobs ahead of it", r
+    assert daemon.detail(first)["jobPriority"] == "prod"
+    r = pai("priority", "second", "--position", "0", home=daemon.home)
+    assert r.stdout.strip() == f"{user}~second: priority default, 1 job ahead of it", r  # behind the prod job
+    assert pai("priority", "second", home=daemon.home).returncode == 2
+    for job in (blocker, first, second):
+        daemon.stop(job)

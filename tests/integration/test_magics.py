@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -293,3 +294,26 @@ def test_live_job_list_and_a_local_tensorboard(
         assert tb.reused and f'src="/user/me/proxy/{tb.port}/"' in shown.data and 'height="300"' in shown.data
     finally:
         tb.stop()
+
+
+def test_notify_asks_for_the_job_status_change_notification(ip: InteractiveShell, daemon: Api) -> None:
+    import yaml
+
+    submit(ip, "--notify -o job", v1("told", "true"))
+    config = yaml.safe_load(daemon.http.get(f"/api/v2/jobs/{USER}~told/config").text)
+    assert config["extras"]["jobStatusChangeNotification"] == {"succeeded": True, "failed": True, "stopped": True}
+    cell = (
+        "protocolVersion: 2\nname: told2\ntype: job\nprerequisites:\n  - {name: img, type: dockerimage, uri: busybox}\n"
+    )
+    cell += "taskRoles:\n  main:\n    dockerImage: img\n    commands: ['true']\n"
+    cell += "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
+    cell += "extras:\n  jobStatusChangeNotification: {webhook: 'http://127.0.0.1:9/x'}\n"
+    submit(ip, "--notify running,RETRIED", cell)
+    config = yaml.safe_load(daemon.http.get(f"/api/v2/jobs/{USER}~told2/config").text)
+    assert config["extras"]["jobStatusChangeNotification"] == {
+        "webhook": "http://127.0.0.1:9/x",
+        "running": True,
+        "retried": True,
+    }
+    with pytest.raises(UsageError, match="sometimes: a notification is one of running"):
+        ip.run_cell_magic("pai_submit", "--notify sometimes", v1("never", "true"))

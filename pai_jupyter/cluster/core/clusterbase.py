@@ -20,6 +20,7 @@ from ..task.estimator import Layout
 from ..task.taskspec import TaskSpec, task_spec
 from .accounts import Accounts
 from .errors import NoJobError
+from .notify import Notifier, NotifyConfig
 from .queue import JobQueue
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, Space
@@ -43,10 +44,12 @@ class ClusterBase(ABC):
         *,
         stop_grace: float = 3.0,
         min_free_mb: int = DEFAULT_FLOOR_MB,
+        notify: NotifyConfig | None = None,
     ):
         self.dir = local_dir
         self.space = Space(local_dir, min_free_mb)
         self.store = Store(local_dir / "state.db")
+        self.notifier = Notifier(self.store, notify)
         self.runtime = runtime
         self.capacity = capacity
         self.ports = PortAllocator()

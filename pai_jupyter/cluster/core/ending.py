@@ -158,8 +158,10 @@ class Ending(ClusterBase):
                 row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, retries=row["retries"] + 1
             )
             self.store.add_event(row["id"], "Warning", "JobRetry", retry)
+            self.notifier.changed(row, job, "RETRIED")
             return
         self.store.set_job(row, state=state, sub_state="Completed", completed_time=now)
+        self.notifier.changed(row, job, state)
         self.store.add_event(
             row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
         )
@@ -232,6 +234,7 @@ class Ending(ClusterBase):
         )
         self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
         row["state"] = "STOPPED"
+        self.notifier.changed(row, self.job_model(row), "STOPPED")
 
     def check_deadlines(self) -> None:
         now = time.time()

@@ -178,6 +178,7 @@ class Launching(Ending):
                 )
                 self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
                 row["state"] = "RUNNING"
+                self.notifier.changed(row, job, "RUNNING")
             placements = self._placements(row, job)
             fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
         for t in tasks:

@@ -27,7 +27,7 @@ def job_priority(job: Job) -> str | None:
 def check_priority(value: Any) -> str | None:
     if value == "default":
         return None
-    if value not in PRIORITY_CLASSES:
+    if not isinstance(value, str) or value not in PRIORITY_CLASSES:  # ({} or [] would not even hash)
         raise BadRequest(f"jobPriority must be one of default, {', '.join(PRIORITY_CLASSES)}; got {value!r}")
     return str(value)
 

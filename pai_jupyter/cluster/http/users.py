@@ -1,6 +1,7 @@
 """The admin's user routes (local extensions): ``POST /api/v2/local/users`` adds a user (or gives one a new
 token), optionally mapped to a regular OS account of this host (``account``: their tasks run as it, see
-core/accounts.py); ``DELETE /api/v2/local/users/{name}`` removes one (core/offboard.py)."""
+core/accounts.py), and with the ``email`` their jobs' notifications are mailed to (core/notify.py);
+``DELETE /api/v2/local/users/{name}`` removes one (core/offboard.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..core.offboard import remove_user
 from .base import Base, Route
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+EMAIL = re.compile(r"[^@\s<>,;]{1,64}@[^@\s<>,;]{1,255}")
 
 
 class Users(Base):
@@ -32,6 +34,9 @@ class Users(Base):
             raise BadRequest("a password must be a string of at least 6 characters")
         if account is not None and not isinstance(account, str):
             raise BadRequest("account must be the name of an OS account")
+        email = body.get("email")
+        if email is not None and (not isinstance(email, str) or not EMAIL.fullmatch(email)):
+            raise BadRequest("email must be one e-mail address (name@domain)")
         store, accounts = self.cluster.store, self.cluster.accounts
         self.cluster.admit_user(name)
         mapped = store.account_of(name)
@@ -60,6 +65,8 @@ class Users(Base):
                     ) from None
             if password:
                 store.set_password(name, password)
+            if email is not None:
+                store.set_email(name, email)
             token = store.new_token(name, "created by admin")
         if account is not None and account != mapped:  # their next task runs as it, their directories are its
             accounts.forget(name)

@@ -113,6 +113,18 @@ class Users(Database):
             (user, account),
         )
 
+    # ---- the address job notifications are mailed to (core/notify.py) ------------------------------------------
+    def email_of(self, user: str) -> str | None:
+        row = self.db.execute("SELECT email FROM user_emails WHERE user = ?", (user,)).fetchone()
+        return row[0] if row else None
+
+    def set_email(self, user: str, email: str) -> None:
+        self.db.execute(
+            "INSERT INTO user_emails (user, email) VALUES (?, ?) "
+            "ON CONFLICT (user) DO UPDATE SET email = excluded.email",
+            (user, email),
+        )
+
     # ---- removal -------------------------------------------------------------------------------------------------
     def remove_user(self, name: str) -> int:
         """Delete the user with their password, tokens and account mapping (their jobs stay, as records);

@@ -1,0 +1,84 @@
+"""P18: one scheduling pass (``Cluster.schedule``: the queue read, the plan of core/backfill.py, the heads' reasons
+written) over 10,000 waiting jobs, in-process with the in-memory runtime of the scheduler tests: the pass that
+every submit, task end and stop runs. A running job holds 7 of the 8 CPUs and every waiting job needs 2 to 4, so
+no job can start and each pass weighs all 10,000 against the free CPU and the reservation of its line's head;
+half the jobs give a max run time (backfill candidates), a fifth ask for a priority class. Baseline: the pure
+plan alone on the same queues."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from pai_jupyter.cluster.core.backfill import Busy, plan
+from pai_jupyter.cluster.core.scheduler import Capacity, Resources
+from pai_jupyter.cluster.core.service import Cluster
+from tests.unit.test_scheduler import MemoryRuntime
+
+from .common import Figure, median, ratio
+
+JOBS = 10_000
+PASSES = 21
+TARGET_MS = 20.0
+CLASSES = ("prod", "test", "oppo", "crit")
+
+
+def _job(name: str, cpu: int, extras: dict[str, object]) -> bytes:
+    role = {"name": "main", "taskNumber": 1, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0, "command": "true"}
+    return json.dumps({"jobName": name, "image": "img", "taskRoles": [role], "extras": extras}).encode()
+
+
+async def _measure(local: Path) -> tuple[list[float], list[float], float, float]:
+    cluster = Cluster(local, MemoryRuntime(), Capacity(Resources(8, 65536, 0)), stop_grace=0.0)
+    try:
+        cluster.submit("bench", _job("blocker", 7, {}))  # holds 7 CPUs until the end
+        t0 = time.perf_counter()
+        with cluster.store.tx():  # (one transaction: the setup, not the figure)
+            for i in range(JOBS):
+                extras: dict[str, object] = {"maxRunTimeMinutes": 30} if i % 2 else {}
+                if i % 5 == 0:
+                    extras["hivedScheduler"] = {"jobPriorityClass": CLASSES[i // 5 % len(CLASSES)]}
+                cluster.submit("bench", _job(f"w{i}", 2 + i % 3, extras))
+        setup = time.perf_counter() - t0
+        assert len(cluster.queue.ids("default")) == JOBS, "the jobs should all be waiting"
+        cluster.queue.info.clear()  # a cold pass first: every job's view read from the store (after a restart)
+        t0 = time.perf_counter()
+        cluster.schedule()
+        cold = time.perf_counter() - t0
+        passes, pure = [], []
+        for _ in range(PASSES):
+            t0 = time.perf_counter()
+            cluster.schedule()
+            passes.append(time.perf_counter() - t0)
+        queues = {"default": [cluster.queue.info[j] for j in cluster.queue.ids("default")]}
+        busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in cluster.store.busy_tasks()]
+        cap = cluster.capacity
+        total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
+        quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
+        for _ in range(PASSES):
+            t0 = time.perf_counter()
+            result = plan(time.time(), total, quotas, busy, queues)
+            pure.append(time.perf_counter() - t0)
+        assert not result.starts, "no waiting job fits the one free CPU"
+        return passes, pure, cold, setup
+    finally:
+        cluster.spawner.shutdown(wait=False)
+        cluster.store.close()
+
+
+def p18_schedule_pass() -> Figure:
+    fig = Figure("P18", f"one scheduling pass over {JOBS:,} waiting jobs", "ms", f"<= {TARGET_MS:g} ms")
+    with tempfile.TemporaryDirectory(prefix="pai-bench-p18-") as tmp:
+        passes, pure, cold, setup = asyncio.run(_measure(Path(tmp) / "local"))
+    fig.value, fig.baseline = median(passes) * 1000, median(pure) * 1000
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= TARGET_MS
+    fig.note = (
+        f"median of {PASSES} passes of Cluster.schedule, 1 CPU free, none fits (max {max(passes) * 1000:.1f} ms); "
+        f"the first pass after a restart, reading each job's view from the store: {cold * 1000:.0f} ms; "
+        f"baseline: backfill.plan alone on the same queue; setup ({JOBS:,} submits) {setup:.1f} s"
+    )
+    return fig
