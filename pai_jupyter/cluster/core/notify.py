@@ -9,14 +9,17 @@ changes the job, and is logged and recorded as the job's ``NotificationFailed`` 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import smtplib
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
@@ -113,7 +116,8 @@ class Notifier:
             "summary": summary(row["name"], state, row["retries"]),
             "time": now_ms(),
         }
-        task = loop.create_task(self._deliver(row["id"], payload, own if isinstance(own, str) else self.config.webhook))
+        own_hook = own if isinstance(own, str) else None
+        task = loop.create_task(self._deliver(row["id"], payload, own_hook or self.config.webhook, bool(own_hook)))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
@@ -122,13 +126,13 @@ class Notifier:
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
-    async def _deliver(self, job_id: int, payload: dict[str, Any], webhook: str | None) -> None:
+    async def _deliver(self, job_id: int, payload: dict[str, Any], webhook: str | None, users: bool = False) -> None:
         address = self.store.email_of(payload["username"])
         channels = []
         if self.config.smtp_host and address:
             channels.append((f"e-mail to {address}", self._mail(address, payload)))
         if webhook:
-            channels.append((f"webhook {webhook}", self._post(webhook, payload)))
+            channels.append((f"webhook {webhook}", self._post(webhook, payload, guard=users)))
         if not channels:
             self._record(
                 job_id,
@@ -160,7 +164,11 @@ class Notifier:
         with smtplib.SMTP(self.config.smtp_host, self.config.smtp_port, timeout=TIMEOUT_S) as smtp:
             smtp.send_message(msg)
 
-    async def _post(self, url: str, payload: dict[str, Any]) -> None:
+    async def _post(self, url: str, payload: dict[str, Any], guard: bool = False) -> None:
+        """POST the payload. A webhook a user named in their job (``guard``) is never sent to this machine or
+        its link-local neighbours: the daemon (root) must not become a way into services that trust loopback."""
+        if guard:
+            await refuse_local(url)
         request = HTTPRequest(
             url,
             method="POST",
@@ -179,3 +187,24 @@ class Notifier:
                     self.store.add_event(job_id, type_, reason, message)
         except Exception:
             log.exception("recording a notification of job %s failed", job_id)
+
+
+class LocalWebhookError(RuntimeError):
+    """A user's webhook points at this machine (loopback, link-local, unspecified): not sent."""
+
+
+async def refuse_local(url: str) -> None:
+    """Raise LocalWebhookError when ``url``'s host resolves to an address of this machine or its link."""
+    host = urlsplit(url).hostname or ""
+    port = urlsplit(url).port or 443
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise LocalWebhookError(f"cannot resolve {host!r}: {exc}") from None
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if addr.is_loopback or addr.is_link_local or addr.is_unspecified or addr.is_multicast:
+            raise LocalWebhookError(
+                f"a job's own webhook may not point at this machine ({host} is {addr}); the cluster's admin can "
+                "set a webhook for every job (notification.webhook in cluster.yaml)"
+            )
