@@ -25,7 +25,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from jupyter_server.utils import url_path_join
 
     from .common import JOB_RE
-    from .desktop import DESKTOP_RE, DesktopProxyHandler
+    from .desktop import DESKTOP_RE, NOVNC_RE, DesktopProxyHandler, NoNoVncHandler, NoVncHandler, novnc_dir
     from .jobs import JobsHandler
     from .lab_api import route_specs as lab_api_routes
     from .lab_profiles import route_specs as lab_profiles_routes
@@ -38,6 +38,10 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
 
     args = {"registry": registry}
     pai = url_path_join(base_url, "pai")
+    novnc = novnc_dir(registry.config.novnc_dir if registry is not None else "")
+    novnc_route = (
+        (pai + NOVNC_RE, NoVncHandler, {"path": str(novnc)}) if novnc else (pai + NOVNC_RE, NoNoVncHandler, {})
+    )
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
@@ -46,7 +50,8 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         *lab_profiles_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
-        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),
+        novnc_route,
+        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, {**args, "novnc": novnc}),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
     ]
