@@ -9,17 +9,21 @@ path after the service name is forwarded under the path the service expects (``b
 TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for the in-task Jupyter, whose
 token the proxy adds, and whose pages get this server's base_url put in front of that path when it is not
 "/"). TensorBoard's page names its fonts at the server root: they are made relative. The browser's own
-Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task.
+Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task, and the
+task sets no cookie here. TensorBoard's answers are sandboxed into an opaque origin, its page served under a
+capability (``sandbox.py``); the in-task Jupyter's are not (see docs/server-extension.md, "Task pages").
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from jupyter_server.auth import decorator as auth_decorator
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import ensure_async, url_path_join
@@ -27,13 +31,19 @@ from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
 
+from . import sandbox
 from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_found
 from .forward import Relaying, UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
 
+# a handler open without Jupyter's login (it checks a capability itself) in jupyter_server >= 2.13, where
+# ServerApp.allow_unauthenticated_access=False refuses every other one; older versions let each handler decide
+allow_unauthenticated: Any = getattr(auth_decorator, "allow_unauthenticated", lambda method: method)
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+SANDBOXED_RE = TASK_RE + r"/(?P<service>tensorboard)/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
+DROP_ANSWER_HEADERS = ("Set-Cookie", "Clear-Site-Data")  # a task sets no cookie on, nor clears, this origin
 NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
 <body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>
 <p>{message}.</p><p>A task's {title} lives only as long as its task: once the task has ended (or before it
@@ -128,12 +138,14 @@ class ServiceProxyHandler(TaskProxyBase):
     """A task's Jupyter or TensorBoard, HTTP and websocket."""
 
     target: Target | None = None
+    route_re = SERVICE_RE
+    cap: str | None = None  # the capability in the path (SandboxedProxyHandler)
 
     async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
         """Find the service (404/409/503 before any upgrade) and return the path to ask it for."""
         self.key, target = await self.registry.resolve(user, name, role, int(index), service)
         self.target = target
-        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + self.route_re, self.request.path)
         raw_rest = raw.group("rest") if raw else rest
         self.proxy_base = self.request.path[len(self.base_url) : len(self.request.path) - len(raw_rest or "")]
         self.absolute_url = target.base_path != "/"
@@ -146,14 +158,25 @@ class ServiceProxyHandler(TaskProxyBase):
             return {"Authorization": f"token {self.target.token}"}
         return {}
 
+    def sandboxed(self) -> bool:
+        return self.path_kwargs.get("service") in sandbox.SANDBOXED
+
     def _rewrite(self, code: int, headers: HTTPHeaders) -> None:
-        """Redirects inside the service's base path go to the same place under our public prefix; a task's
-        Jupyter sets no cookies of its own (our token authenticates it; its _xsrf would shadow ours)."""
+        """Redirects inside the service's base path go to the same place under our public prefix; a task sets
+        no cookies here (a task's Jupyter is authenticated by our token; its _xsrf would shadow ours). A sandboxed
+        service's answers get the sandbox in place of their own CSP (which would refuse the shim's blob: worker)
+        and, under a capability, may be read by the page's opaque origin (the capability is the credential)."""
         target = self.target
         if target is None:
             return
-        if target.token and "Set-Cookie" in headers:
-            del headers["Set-Cookie"]
+        for name in DROP_ANSWER_HEADERS:
+            headers.pop(name, None)
+        if self.sandboxed():
+            headers.pop("Content-Security-Policy", None)
+            headers["Content-Security-Policy"] = sandbox.SANDBOX_CSP
+            headers["Referrer-Policy"] = "no-referrer"
+            if self.cap:
+                headers["Access-Control-Allow-Origin"] = "*"
         location = headers.get("Location")
         if not location or code not in (301, 302, 303, 307, 308):
             return
@@ -181,15 +204,12 @@ class ServiceProxyHandler(TaskProxyBase):
                 {"X-Forwarded-Context": context, "X-ProxyContextPath": context, "X-Forwarded-Prefix": context}
             )
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-        if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
-            pages = (self.target.base_path, public) if public != self.target.base_path else None
-        else:  # TensorBoard's page asks for its fonts at the server's root, outside any prefix
-            pages = TENSORBOARD_FONTS
+        pages = self._page_rewrite(public)
         # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
         specs = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
         self.record_activity()
         try:
-            await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=specs)
+            await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)
@@ -200,6 +220,34 @@ class ServiceProxyHandler(TaskProxyBase):
                 code="NotAnswering",
             ) from None
         self.record_activity()
+
+    def _page_rewrite(self, public: str) -> Callable[[bytes], bytes] | None:
+        """How the service's HTML pages change on their way (``forward``'s ``rewrite_page``)."""
+        assert self.target is not None
+        if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
+            old, new = self.target.base_path.encode(), public.encode()
+            return None if old == new else lambda page: page.replace(old, new)
+        shim = (public + sandbox.SHIM_NAME) if self.cap else None
+
+        def tensorboard(page: bytes) -> bytes:  # its fonts at the server's root, outside any prefix: made relative
+            page = page.replace(TENSORBOARD_FONTS[0].encode(), TENSORBOARD_FONTS[1].encode())
+            return sandbox.inject_shim(page, shim) if shim else page
+
+        return tensorboard
+
+    def _to_capability(self) -> bool:
+        """A browser opening a sandboxed service's page (a navigation, signed in) goes to it under a fresh
+        capability, so that the page's own requests, which carry no cookie, are let through."""
+        if not self.sandboxed() or self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
+            return False
+        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        if raw is None or raw.group("rest") is None:
+            return False  # .../tensorboard: to .../tensorboard/ first (_forward)
+        path, at = self.request.path, raw.start("rest")
+        query = without_token(self.request.query)  # the page can read its URL: not this server's token
+        query = f"?{query}" if query else ""
+        self.redirect(f"{path[:at]}/~{sandbox.issue(capability_route(self.path_kwargs))}{path[at:]}{query}")
+        return True
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """A browser opening the page of a task that is not running (409) gets a page that says so, not JSON."""
@@ -233,7 +281,8 @@ class ServiceProxyHandler(TaskProxyBase):
         await ensure_async(super().get(*args, **kwargs))  # jupyter-server-proxy: the upgrade, or http_get
 
     async def http_get(self, **kw: Any) -> None:
-        await self._forward(**kw)
+        if not self._to_capability():
+            await self._forward(**kw)
 
     async def open(self, **kw: Any) -> None:
         assert self.target is not None and self.key is not None
@@ -269,6 +318,86 @@ class ServiceProxyHandler(TaskProxyBase):
     @web.authenticated
     async def options(self, **kw: Any) -> None:
         await self._forward(**kw)
+
+
+def capability_route(kw: dict[str, Any]) -> str:
+    """What a capability is bound to: one service of one task."""
+    return f"{kw.get('user')}~{kw.get('name')}/{kw.get('role')}/{kw.get('index')}/{kw.get('service')}"
+
+
+class SandboxedProxyHandler(ServiceProxyHandler):
+    """A sandboxed service under a capability, ``…/tensorboard/~<cap>/…``: the page's own requests, from its
+    opaque origin, without cookies. The capability stands for the login and for the XSRF check (a page elsewhere
+    cannot know it); no websocket."""
+
+    route_re = SANDBOXED_RE
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        if _is_websocket(self):
+            raise not_found("no websocket under a capability")
+        # the host check, and who the browser is: a navigation (a reload) carries the login cookie
+        await JupyterHandler.prepare(self, _redirect_to_login=False)
+        if self._finished:
+            return
+        kw = self.path_kwargs
+        if sandbox.valid(capability_route(kw), kw["cap"]):
+            self.cap = kw["cap"]
+            return
+        if (
+            self.current_user
+            and self.request.method == "GET"
+            and self.request.headers.get("Sec-Fetch-Mode") == "navigate"
+        ):  # expired, or issued before this server restarted: a fresh one
+            raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SANDBOXED_RE, self.request.path)
+            rest = raw.group("rest") if raw and raw.group("rest") else "/"
+            query = without_token(self.request.query)
+            query = f"?{query}" if query else ""
+            prefix = self.request.path[: raw.start("cap")] if raw else ""
+            self.redirect(f"{prefix}{sandbox.issue(capability_route(kw))}{rest}{query}")
+            return
+        raise PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
+
+    def check_origin(self, origin: str | None = None) -> bool:
+        return True  # HTTP only (prepare); the capability is the credential
+
+    @allow_unauthenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self.http_get(**kwargs)
+
+    async def http_get(self, **kw: Any) -> None:
+        if kw.get("rest") == "/" + sandbox.SHIM_NAME:
+            self.set_header("Content-Type", "text/javascript; charset=utf-8")
+            self.set_header("Access-Control-Allow-Origin", "*")
+            self.set_header("Cache-Control", "no-cache")
+            self.finish(sandbox.SHIM)
+            return
+        await self._forward(**kw)
+
+    async def _forward(self, cap: str | None = None, **kw: Any) -> None:  # type: ignore[override]
+        await super()._forward(**kw)
+
+    @allow_unauthenticated
+    async def post(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @allow_unauthenticated
+    async def head(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @allow_unauthenticated
+    async def options(self, **kw: Any) -> None:
+        """A CORS preflight from the page (its requests are cross-origin): any method and header it asks for,
+        with no credentials (the capability in the path is the credential)."""
+        asked = self.request.headers.get("Access-Control-Request-Headers", "")
+        self.set_status(204)
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST")
+        if re.fullmatch(r"[A-Za-z0-9_, -]*", asked):
+            self.set_header("Access-Control-Allow-Headers", asked)
+        self.set_header("Access-Control-Max-Age", "600")
+        self.finish()
+
+    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "OPTIONS")  # others: 405
 
 
 class PaiNotFound(SafeErrors, JupyterHandler):
