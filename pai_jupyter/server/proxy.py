@@ -10,8 +10,8 @@ TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for t
 token the proxy adds, and whose pages get this server's base_url put in front of that path when it is not
 "/"). TensorBoard's page names its fonts at the server root: they are made relative. The browser's own
 Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task, and the
-task sets no cookie here. TensorBoard's answers are sandboxed into an opaque origin, its page served under a
-capability (``sandbox.py``); the in-task Jupyter's are not (see docs/server-extension.md, "Task pages").
+task sets no cookie here. Every answer is sandboxed into an opaque origin, and a browser's pages are served
+under a capability (``sandbox.py``, ``SandboxedProxyHandler``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ allow_unauthenticated: Any = getattr(auth_decorator, "allow_unauthenticated", la
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
-SANDBOXED_RE = TASK_RE + r"/(?P<service>tensorboard)/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
+SANDBOXED_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
 DROP_ANSWER_HEADERS = ("Set-Cookie", "Clear-Site-Data")  # a task sets no cookie on, nor clears, this origin
 NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
 <body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>
@@ -126,6 +126,8 @@ class TaskProxyBase(SafeErrors, Relaying, ProxyHandler):
         headers = self.request.headers.copy()
         for name in DROP_HEADERS:
             headers.pop(name, None)
+        if getattr(self, "cap", None):  # the page's opaque origin ("null"), which the in-task Jupyter would refuse:
+            headers.pop("Origin", None)  # the capability vouches for the request
         headers.update(self.get_request_headers_override())
         return headers
 
@@ -158,25 +160,21 @@ class ServiceProxyHandler(TaskProxyBase):
             return {"Authorization": f"token {self.target.token}"}
         return {}
 
-    def sandboxed(self) -> bool:
-        return self.path_kwargs.get("service") in sandbox.SANDBOXED
-
     def _rewrite(self, code: int, headers: HTTPHeaders) -> None:
         """Redirects inside the service's base path go to the same place under our public prefix; a task sets
-        no cookies here (a task's Jupyter is authenticated by our token; its _xsrf would shadow ours). A sandboxed
-        service's answers get the sandbox in place of their own CSP (which would refuse the shim's blob: worker)
-        and, under a capability, may be read by the page's opaque origin (the capability is the credential)."""
+        no cookies here (a task's Jupyter is authenticated by our token; its _xsrf would shadow ours). Every answer
+        gets the sandbox in place of the service's own CSP (which could refuse the shim's blob: worker) and, under a
+        capability, may be read by the page's opaque origin (the capability is the credential)."""
         target = self.target
         if target is None:
             return
         for name in DROP_ANSWER_HEADERS:
             headers.pop(name, None)
-        if self.sandboxed():
-            headers.pop("Content-Security-Policy", None)
-            headers["Content-Security-Policy"] = sandbox.SANDBOX_CSP
-            headers["Referrer-Policy"] = "no-referrer"
-            if self.cap:
-                headers["Access-Control-Allow-Origin"] = "*"
+        headers.pop("Content-Security-Policy", None)
+        headers["Content-Security-Policy"] = sandbox.SANDBOX_CSP
+        headers["Referrer-Policy"] = "no-referrer"  # the capability in the URL goes nowhere else
+        if self.cap:
+            headers["Access-Control-Allow-Origin"] = "*"
         location = headers.get("Location")
         if not location or code not in (301, 302, 303, 307, 308):
             return
@@ -204,12 +202,12 @@ class ServiceProxyHandler(TaskProxyBase):
                 {"X-Forwarded-Context": context, "X-ProxyContextPath": context, "X-Forwarded-Prefix": context}
             )
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-        pages = self._page_rewrite(public)
         # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
-        specs = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
+        specs = self.absolute_url and path.startswith(self.target.base_path + "api/kernelspecs")
+        pages = self._page_rewrite(public, json=specs)
         self.record_activity()
         try:
-            await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs)
+            await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs and pages is not None)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)
@@ -221,24 +219,29 @@ class ServiceProxyHandler(TaskProxyBase):
             ) from None
         self.record_activity()
 
-    def _page_rewrite(self, public: str) -> Callable[[bytes], bytes] | None:
-        """How the service's HTML pages change on their way (``forward``'s ``rewrite_page``)."""
+    def _page_rewrite(self, public: str, json: bool) -> Callable[[bytes], bytes] | None:
+        """How the service's pages change on their way (``forward``'s ``rewrite_page``): the in-task Jupyter's
+        base path gets our base_url and the capability in front; TensorBoard's fonts, asked for at the server's
+        root, are made relative; a page served under a capability gets the sandbox's shim first."""
         assert self.target is not None
-        if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
+        if self.absolute_url:
             old, new = self.target.base_path.encode(), public.encode()
-            return None if old == new else lambda page: page.replace(old, new)
-        shim = (public + sandbox.SHIM_NAME) if self.cap else None
+        else:
+            old, new = TENSORBOARD_FONTS[0].encode(), TENSORBOARD_FONTS[1].encode()
+        shim = public + sandbox.SHIM_NAME if self.cap and not json else None
+        if old == new and shim is None:
+            return None
 
-        def tensorboard(page: bytes) -> bytes:  # its fonts at the server's root, outside any prefix: made relative
-            page = page.replace(TENSORBOARD_FONTS[0].encode(), TENSORBOARD_FONTS[1].encode())
+        def rewrite(page: bytes) -> bytes:
+            page = page.replace(old, new)
             return sandbox.inject_shim(page, shim) if shim else page
 
-        return tensorboard
+        return rewrite
 
     def _to_capability(self) -> bool:
         """A browser opening a sandboxed service's page (a navigation, signed in) goes to it under a fresh
         capability, so that the page's own requests, which carry no cookie, are let through."""
-        if not self.sandboxed() or self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
+        if self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
             return False
         raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
         if raw is None or raw.group("rest") is None:
@@ -326,15 +329,13 @@ def capability_route(kw: dict[str, Any]) -> str:
 
 
 class SandboxedProxyHandler(ServiceProxyHandler):
-    """A sandboxed service under a capability, ``…/tensorboard/~<cap>/…``: the page's own requests, from its
-    opaque origin, without cookies. The capability stands for the login and for the XSRF check (a page elsewhere
-    cannot know it); no websocket."""
+    """A service under a capability, ``…/{jupyter|tensorboard}/~<cap>/…``: the sandboxed page's own requests and
+    websockets, from its opaque origin, without cookies. The capability stands for the login, the XSRF check and
+    the websocket's origin check (a page elsewhere cannot know it)."""
 
     route_re = SANDBOXED_RE
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
-        if _is_websocket(self):
-            raise not_found("no websocket under a capability")
         # the host check, and who the browser is: a navigation (a reload) carries the login cookie
         await JupyterHandler.prepare(self, _redirect_to_login=False)
         if self._finished:
@@ -358,10 +359,15 @@ class SandboxedProxyHandler(ServiceProxyHandler):
         raise PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
 
     def check_origin(self, origin: str | None = None) -> bool:
-        return True  # HTTP only (prepare); the capability is the credential
+        return True  # the page's origin is opaque ("null"); the capability is the credential
 
     @allow_unauthenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("cap", None)
+        if _is_websocket(self):  # as ServiceProxyHandler.get, without Jupyter's login
+            self.backend_path = await self._resolve(**kwargs)
+            await ensure_async(ProxyHandler.get(self, *args, **kwargs))
+            return
         await self.http_get(**kwargs)
 
     async def http_get(self, **kw: Any) -> None:
@@ -385,19 +391,29 @@ class SandboxedProxyHandler(ServiceProxyHandler):
         await self._forward(**kw)
 
     @allow_unauthenticated
+    async def put(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @allow_unauthenticated
+    async def patch(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @allow_unauthenticated
+    async def delete(self, **kw: Any) -> None:
+        await self._forward(**kw)
+
+    @allow_unauthenticated
     async def options(self, **kw: Any) -> None:
         """A CORS preflight from the page (its requests are cross-origin): any method and header it asks for,
         with no credentials (the capability in the path is the credential)."""
         asked = self.request.headers.get("Access-Control-Request-Headers", "")
         self.set_status(204)
         self.set_header("Access-Control-Allow-Origin", "*")
-        self.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST")
+        self.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE")
         if re.fullmatch(r"[A-Za-z0-9_, -]*", asked):
             self.set_header("Access-Control-Allow-Headers", asked)
         self.set_header("Access-Control-Max-Age", "600")
         self.finish()
-
-    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "OPTIONS")  # others: 405
 
 
 class PaiNotFound(SafeErrors, JupyterHandler):

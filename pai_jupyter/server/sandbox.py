@@ -1,22 +1,23 @@
-"""Task-served pages in an opaque origin: what a task's TensorBoard serves cannot act as this Jupyter server.
+"""Task-served pages in an opaque origin: what a task's Jupyter or TensorBoard serves cannot act as this server.
 
-A task (or the image it runs) controls what its service answers. Served as it is on this server's origin, a page
-from it could read this server's ``_xsrf`` cookie and open a terminal here, as the account that runs this server.
-So every answer of a sandboxed service carries ``Content-Security-Policy: sandbox`` without ``allow-same-origin``
-(as Jupyter serves ``/files/``): the browser gives the page a unique opaque origin, with no access to this
-server's cookies, storage or pages, and its requests back here are cross-origin, without cookies.
+A task (or the image it runs) controls what its services answer. Served as it is on this server's origin, a page
+from one could read this server's ``_xsrf`` cookie and open a terminal here, as the account that runs this server.
+So every answer of a task service carries ``Content-Security-Policy: sandbox`` without ``allow-same-origin`` (as
+Jupyter serves ``/files/``): the browser gives the page a unique opaque origin, with no access to this server's
+cookies, storage or pages, and its requests back here are cross-origin, without cookies.
 
 Without cookies its own requests need another credential: the page is served under a *capability*,
-``…/tensorboard/~<cap>/``, an HMAC (this server's process key) of the task's service route and the time it was
-issued, good for ``LIFETIME`` seconds and for that one service only. A browser opening ``…/tensorboard/`` (a
-navigation, signed in) is redirected there; the page's relative URLs keep the capability, the proxy accepts it
-instead of the login and answers with ``Access-Control-Allow-Origin: *`` (no cookie is ever involved). The
-capability only reaches the task's own TensorBoard, which the task controls anyway; it never authenticates
-anything else on this server. After a restart of this server, or once expired, a reload gets a fresh one.
+``…/{jupyter|tensorboard}/~<cap>/``, an HMAC (this server process's key) of the task service's route and the
+time it was issued, good for ``LIFETIME`` seconds and for that one service only. A browser opening the service (a
+navigation, signed in) is redirected there; the page's URLs keep the capability (TensorBoard's are relative, the
+in-task Jupyter's base path is rewritten to include it), and the proxy accepts it instead of the login, answers
+with ``Access-Control-Allow-Origin: *`` (no cookie is ever involved) and lets its websockets through. It reaches
+the task's own service only, which the task controls anyway; it authenticates nothing else on this server. After
+a restart of this server, or once expired, a reload gets a fresh one.
 
-In an opaque origin ``localStorage``, ``document.cookie`` and ``new Worker(url)`` throw; TensorBoard needs all
-three, so its page gets ``SHIM`` first (served from here): storage kept in memory for the page's lifetime, an
-empty cookie jar, and workers started from a ``blob:`` URL that imports the script.
+In an opaque origin ``localStorage``, ``document.cookie`` and ``new Worker(url)`` throw; TensorBoard and
+JupyterLab use them, so their pages get ``SHIM`` first (served from here): storage kept in memory for the page's
+lifetime, an empty cookie jar, and workers started from a ``blob:`` URL that imports the script.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ import re
 import secrets
 import time
 
-SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"
-SANDBOXED = ("tensorboard",)
+SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals; frame-ancestors 'self'"
 LIFETIME = 24 * 3600.0
 CAP_RE = r"~(?P<cap>[0-9a-f]{1,12}\.[0-9a-f]{32})"
 SHIM_NAME = "~pai-sandbox.js"

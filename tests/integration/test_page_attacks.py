@@ -59,13 +59,14 @@ FILES = {
 }
 
 
-def impostor(service: str) -> str:
-    """A task command that serves FILES on its own ``service``'s port once it has stopped that service."""
+def impostor(service: str, under: str = "") -> str:
+    """A task command that serves FILES (in the directory ``under``, a shell word: where the proxy asks) on its
+    own ``service``'s port once it has stopped that service."""
     files = base64.b64encode(json.dumps(FILES).encode()).decode()
     py = sys.executable
     return "\n".join(
         [
-            f'port="$PAI_CONTAINER_HOST_{service}_PORT_LIST"; d=$(mktemp -d)',
+            f'port="$PAI_CONTAINER_HOST_{service}_PORT_LIST"; top=$(mktemp -d); d="$top/{under}"',
             f"{py} -c 'import base64, json, os, sys; [os.makedirs(os.path.dirname(os.path.join(sys.argv[2], n)), "
             'exist_ok=True) or open(os.path.join(sys.argv[2], n), "w").write(t) for n, t in '
             f'json.loads(base64.b64decode(sys.argv[1])).items()]\' {files} "$d"',
@@ -73,7 +74,7 @@ def impostor(service: str) -> str:
             '"$port" 2>/dev/null; do sleep 0.2; done',  # the real service is up: its pid file is written
             f'for f in "$PAI_TASK_DIR"/run/service-{service}.pid "$PAI_TASK_DIR"/service-{service}.pid; do '
             '[ -f "$f" ] && kill "$(cat "$f")"; done',
-            f'until {py} -m http.server --bind 127.0.0.1 --directory "$d" "$port"; do sleep 0.2; done',
+            f'until {py} -m http.server --bind 127.0.0.1 --directory "$top" "$port"; do sleep 0.2; done',
         ]
     )
 
@@ -147,6 +148,21 @@ def test_a_tensorboard_page_from_the_task_cannot_act_as_the_jupyter_server(env: 
     title, _ = attacked(env, browser, task_url(job, "tensorboard/"), "")
     result = json.loads(title.removeprefix("attack "))
     assert result["origin"] == "null" and "_xsrf" not in result["cookie"], result  # an opaque origin: no cookie
+    assert str(result["jobs"]).startswith("refused") and str(result["terminal"]).startswith("refused"), result
+    assert terminals(env) == []
+
+
+def test_a_page_from_the_tasks_jupyter_port_cannot_act_as_the_jupyter_server(env: Env, browser: Any) -> None:
+    base = "pai/jobs/${PAI_USER_NAME}~${PAI_JOB_NAME}/main/0/jupyter"  # the in-task Jupyter's base path
+    job = env.pai.submit(services_job("jpattack", impostor("jupyter", base), jupyter=True))
+    wait_for(
+        lambda: "impostor" in env.jupyter.http().get(task_url(job, "jupyter/")).text,
+        120,
+        "the impostor on the in-task Jupyter's port",
+    )
+    title, _ = attacked(env, browser, task_url(job, "jupyter/"), "")
+    result = json.loads(title.removeprefix("attack "))
+    assert result["origin"] == "null" and "_xsrf" not in result["cookie"], result
     assert str(result["jobs"]).startswith("refused") and str(result["terminal"]).startswith("refused"), result
     assert terminals(env) == []
 
