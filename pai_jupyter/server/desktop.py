@@ -27,7 +27,7 @@ from .proxy import ServiceProxyHandler, _is_websocket
 
 DESKTOP_RE = TASK_RE + r"/(?P<service>desktop)(?P<rest>/.*)?"
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
-NOVNC_RE = r"/novnc/(?P<path>(?:core|vendor)/[A-Za-z0-9_./-]+\.js)"
+NOVNC_RE = r"/novnc/(?P<path>(?:core|vendor)/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\.js)"
 NO_NOVNC = "noVNC is not installed beside this Jupyter server (Debian: apt-get install novnc), so no desktop page"
 # the page's own script (by nonce) and noVNC's modules from this server; the websocket to this server; no frames,
 # forms or plugins. noVNC draws on a canvas and sets its cursor from data: URLs.
