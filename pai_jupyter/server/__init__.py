@@ -31,7 +31,8 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
-    from .proxy import SANDBOXED_RE, SERVICE_RE, PaiNotFound, SandboxedProxyHandler, ServiceProxyHandler
+    from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
+    from .sandboxed import SANDBOXED_RE, SandboxedProxyHandler
     from .terminal import TERMINAL_RE
     from .terminal_page import route_specs as terminal_page_routes
     from .webssh import TaskTerminalHandler

@@ -11,7 +11,7 @@ token the proxy adds, and whose pages get this server's base_url put in front of
 "/"). TensorBoard's page names its fonts at the server root: they are made relative. The browser's own
 Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task, and the
 task sets no cookie here. Every answer is sandboxed into an opaque origin, and a browser's pages are served
-under a capability (``sandbox.py``, ``SandboxedProxyHandler``).
+under a capability (``sandbox.py``, ``sandboxed.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from jupyter_server.auth import decorator as auth_decorator
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import ensure_async, url_path_join
@@ -36,13 +35,9 @@ from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_
 from .forward import Relaying, UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
 
-# a handler open without Jupyter's login (it checks a capability itself) in jupyter_server >= 2.13, where
-# ServerApp.allow_unauthenticated_access=False refuses every other one; older versions let each handler decide
-allow_unauthenticated: Any = getattr(auth_decorator, "allow_unauthenticated", lambda method: method)
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
-SANDBOXED_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
 DROP_ANSWER_HEADERS = ("Set-Cookie", "Clear-Site-Data")  # a task sets no cookie on, nor clears, this origin
 NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
 <body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>
@@ -249,7 +244,7 @@ class ServiceProxyHandler(TaskProxyBase):
         path, at = self.request.path, raw.start("rest")
         query = without_token(self.request.query)  # the page can read its URL: not this server's token
         query = f"?{query}" if query else ""
-        self.redirect(f"{path[:at]}/~{sandbox.issue(capability_route(self.path_kwargs))}{path[at:]}{query}")
+        self.redirect(f"{path[:at]}/~{sandbox.issue(sandbox.route(self.path_kwargs))}{path[at:]}{query}")
         return True
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -321,99 +316,6 @@ class ServiceProxyHandler(TaskProxyBase):
     @web.authenticated
     async def options(self, **kw: Any) -> None:
         await self._forward(**kw)
-
-
-def capability_route(kw: dict[str, Any]) -> str:
-    """What a capability is bound to: one service of one task."""
-    return f"{kw.get('user')}~{kw.get('name')}/{kw.get('role')}/{kw.get('index')}/{kw.get('service')}"
-
-
-class SandboxedProxyHandler(ServiceProxyHandler):
-    """A service under a capability, ``…/{jupyter|tensorboard}/~<cap>/…``: the sandboxed page's own requests and
-    websockets, from its opaque origin, without cookies. The capability stands for the login, the XSRF check and
-    the websocket's origin check (a page elsewhere cannot know it)."""
-
-    route_re = SANDBOXED_RE
-
-    async def prepare(self, *args: Any, **kwargs: Any) -> None:
-        # the host check, and who the browser is: a navigation (a reload) carries the login cookie
-        await JupyterHandler.prepare(self, _redirect_to_login=False)
-        if self._finished:
-            return
-        kw = self.path_kwargs
-        if sandbox.valid(capability_route(kw), kw["cap"]):
-            self.cap = kw["cap"]
-            return
-        if (
-            self.current_user
-            and self.request.method == "GET"
-            and self.request.headers.get("Sec-Fetch-Mode") == "navigate"
-        ):  # expired, or issued before this server restarted: a fresh one
-            raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SANDBOXED_RE, self.request.path)
-            rest = raw.group("rest") if raw and raw.group("rest") else "/"
-            query = without_token(self.request.query)
-            query = f"?{query}" if query else ""
-            prefix = self.request.path[: raw.start("cap")] if raw else ""
-            self.redirect(f"{prefix}{sandbox.issue(capability_route(kw))}{rest}{query}")
-            return
-        raise PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
-
-    def check_origin(self, origin: str | None = None) -> bool:
-        return True  # the page's origin is opaque ("null"); the capability is the credential
-
-    @allow_unauthenticated
-    async def get(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.pop("cap", None)
-        if _is_websocket(self):  # as ServiceProxyHandler.get, without Jupyter's login
-            self.backend_path = await self._resolve(**kwargs)
-            await ensure_async(ProxyHandler.get(self, *args, **kwargs))
-            return
-        await self.http_get(**kwargs)
-
-    async def http_get(self, **kw: Any) -> None:
-        if kw.get("rest") == "/" + sandbox.SHIM_NAME:
-            self.set_header("Content-Type", "text/javascript; charset=utf-8")
-            self.set_header("Access-Control-Allow-Origin", "*")
-            self.set_header("Cache-Control", "no-cache")
-            self.finish(sandbox.SHIM)
-            return
-        await self._forward(**kw)
-
-    async def _forward(self, cap: str | None = None, **kw: Any) -> None:  # type: ignore[override]
-        await super()._forward(**kw)
-
-    @allow_unauthenticated
-    async def post(self, **kw: Any) -> None:
-        await self._forward(**kw)
-
-    @allow_unauthenticated
-    async def head(self, **kw: Any) -> None:
-        await self._forward(**kw)
-
-    @allow_unauthenticated
-    async def put(self, **kw: Any) -> None:
-        await self._forward(**kw)
-
-    @allow_unauthenticated
-    async def patch(self, **kw: Any) -> None:
-        await self._forward(**kw)
-
-    @allow_unauthenticated
-    async def delete(self, **kw: Any) -> None:
-        await self._forward(**kw)
-
-    @allow_unauthenticated
-    async def options(self, **kw: Any) -> None:
-        """A CORS preflight from the page (its requests are cross-origin): any method and header it asks for,
-        with no credentials (the capability in the path is the credential)."""
-        asked = self.request.headers.get("Access-Control-Request-Headers", "")
-        self.set_status(204)
-        self.set_header("Access-Control-Allow-Origin", "*")
-        self.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE")
-        if re.fullmatch(r"[A-Za-z0-9_, -]*", asked):
-            self.set_header("Access-Control-Allow-Headers", asked)
-        self.set_header("Access-Control-Max-Age", "600")
-        self.finish()
 
 
 class PaiNotFound(SafeErrors, JupyterHandler):

@@ -27,6 +27,7 @@ import hmac
 import re
 import secrets
 import time
+from typing import Any
 
 SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals; frame-ancestors 'self'"
 LIFETIME = 24 * 3600.0
@@ -65,6 +66,11 @@ SHIM = """// pai_jupyter: this page runs in an opaque origin (CSP sandbox), wher
   window.Worker = Worker;
 })();
 """
+
+
+def route(kw: dict[str, Any]) -> str:
+    """What a capability is bound to, from a request's path arguments: one service of one task."""
+    return f"{kw.get('user')}~{kw.get('name')}/{kw.get('role')}/{kw.get('index')}/{kw.get('service')}"
 
 
 def _sign(route: str, issued: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from pai_jupyter.server import sandbox
-from pai_jupyter.server.proxy import SANDBOXED_RE, capability_route
+from pai_jupyter.server.sandboxed import SANDBOXED_RE
 
 ROUTE = "alice~train/main/0/tensorboard"
 
@@ -27,7 +27,7 @@ def test_a_capability_opens_its_own_service_only_and_expires() -> None:
 
 def test_the_route_a_capability_is_bound_to_comes_from_the_path() -> None:
     m = re.fullmatch(SANDBOXED_RE, f"alice~train/main/0/tensorboard/~{sandbox.issue(ROUTE)}/data/runs")
-    assert m is not None and capability_route(m.groupdict()) == ROUTE and m.group("rest") == "/data/runs"
+    assert m is not None and sandbox.route(m.groupdict()) == ROUTE and m.group("rest") == "/data/runs"
     assert re.fullmatch(SANDBOXED_RE, "alice~train/main/0/desktop/~1.%s/" % ("0" * 32)) is None  # ours: no sandbox
 
 
