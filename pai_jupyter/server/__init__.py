@@ -25,19 +25,24 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from jupyter_server.utils import url_path_join
 
     from .common import JOB_RE
-    from .desktop import DESKTOP_RE, DesktopProxyHandler
+    from .desktop import DESKTOP_RE, NOVNC_RE, DesktopProxyHandler, NoNoVncHandler, NoVncHandler, novnc_dir
     from .jobs import JobsHandler
     from .lab_api import route_specs as lab_api_routes
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
+    from .sandboxed import SANDBOXED_RE, SandboxedProxyHandler
     from .terminal import TERMINAL_RE
     from .terminal_page import route_specs as terminal_page_routes
     from .webssh import TaskTerminalHandler
 
     args = {"registry": registry}
     pai = url_path_join(base_url, "pai")
+    novnc = novnc_dir(registry.config.novnc_dir if registry is not None else "")
+    novnc_route = (
+        (pai + NOVNC_RE, NoVncHandler, {"path": str(novnc)}) if novnc else (pai + NOVNC_RE, NoNoVncHandler, {})
+    )
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
@@ -46,7 +51,9 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         *lab_profiles_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
-        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, args),
+        novnc_route,
+        (pai + "/jobs/" + DESKTOP_RE, DesktopProxyHandler, {**args, "novnc": novnc}),
+        (pai + "/jobs/" + SANDBOXED_RE, SandboxedProxyHandler, args),
         (pai + "/jobs/" + SERVICE_RE, ServiceProxyHandler, args),
         (pai + "(?:/.*)?", PaiNotFound, {}),
     ]

@@ -58,6 +58,13 @@ class PaiJupyter(Configurable):
         config=True,
         help="At most this many jobs (newest first) in GET pai/api/jobs; a client may ask for fewer with ?limit=.",
     )
+    novnc_dir = Unicode(
+        "",
+        config=True,
+        help="The installed noVNC (the directory with core/rfb.js) whose scripts the desktop page loads from "
+        "this server (never from the task). Empty: the first of /usr/share/novnc (Debian's novnc package), "
+        "/usr/share/webapps/novnc, /opt/novnc.",
+    )
     enable_inside_tasks = Bool(
         False,
         config=True,

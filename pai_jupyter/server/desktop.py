@@ -1,31 +1,52 @@
 """A task's remote desktop in the browser: ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/desktop/``.
 
-The ``desktop`` runtime plugin runs a VNC display and websockify (serving noVNC) on the task's ``desktop`` port.
-Everything under ``desktop/`` is proxied to it like TensorBoard (same auth, origin checks, idle culling, start
-on demand) except the page at ``desktop/`` itself, which this server writes: noVNC's RFB client pointed at
-``desktop/websockify`` with the task's VNC password in the page (served no-store to the signed-in owner only;
-never in a URL, so never in an access log).
+The ``desktop`` runtime plugin runs a VNC display and websockify on the task's ``desktop`` port. Only the
+websocket, ``desktop/websockify``, is proxied to it (same auth, origin check, idle culling and start on demand as
+TensorBoard). The page at ``desktop/`` is written by this server: noVNC's RFB client pointed at that websocket,
+with the task's VNC password in the page (served no-store to the signed-in owner only; never in a URL, so never
+in an access log). The page runs on this server's origin, so it loads code from this server only: noVNC's
+scripts come from the noVNC installed beside this server (Debian's ``novnc`` package, ``/usr/share/novnc``),
+at ``{base_url}pai/novnc/``, never from the task, which could serve a script that reads this server's ``_xsrf``
+cookie and opens a terminal here. Nothing else under ``desktop/`` reaches the task.
 """
 
 from __future__ import annotations
 
 import html
+import os
+import secrets
+from pathlib import Path
 from typing import Any
 
-from .common import TASK_RE, safe_json
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from .common import TASK_RE, SafeErrors, not_found, safe_json
 from .proxy import ServiceProxyHandler, _is_websocket
 
 DESKTOP_RE = TASK_RE + r"/(?P<service>desktop)(?P<rest>/.*)?"
+NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
+NOVNC_RE = r"/novnc/(?P<path>(?:core|vendor)/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\.js)"
+NO_NOVNC = "noVNC is not installed beside this Jupyter server (Debian: apt-get install novnc), so no desktop page"
+# the page's own script (by nonce) and noVNC's modules from this server; the websocket to this server; no frames,
+# forms or plugins. noVNC draws on a canvas and sets its cursor from data: URLs.
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self' 'nonce-{nonce}'; connect-src 'self'; img-src 'self' data: blob:; "
+    "style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+)
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>html,body{{margin:0;height:100%;background:#2b2b2b;font:13px sans-serif;color:#ddd}}
 #bar{{position:fixed;top:0;right:0;padding:2px 8px;background:rgba(0,0,0,.6);z-index:2}}
 #screen{{width:100%;height:100%}}</style></head>
-<body data-state="connecting"><div id="bar">{title}: <span id="status">connecting…</span></div>
+<body data-state="{state}"><div id="bar">{title}: <span id="status">{status}</span></div>
 <div id="screen"></div>
-<script type="module">
-import RFB from "./core/rfb.js";
+{script}</body></html>
+"""
+SCRIPT = """<script type="module" nonce="{nonce}">
+import RFB from {rfb};
 const cfg = {config};
 const status = document.getElementById("status");
 const ws = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + location.pathname + "websockify";
@@ -40,27 +61,86 @@ rfb.addEventListener("disconnect", (e) => {{
 }});
 rfb.addEventListener("securityfailure", () => {{ status.textContent = "the desktop refused the password"; }});
 window.paiDesktop = rfb;
-</script></body></html>
-"""
+</script>"""
+
+
+def novnc_dir(configured: str = "") -> Path | None:
+    """The installed noVNC (a directory with ``core/rfb.js``): the configured one, else the first of NOVNC_DIRS."""
+    for d in (configured,) if configured else NOVNC_DIRS:
+        if d and os.path.isfile(os.path.join(d, "core", "rfb.js")):
+            return Path(d).resolve()
+    return None
+
+
+class NoVncHandler(SafeErrors, JupyterHandler, web.StaticFileHandler):
+    """noVNC's scripts (``core/`` and ``vendor/``, ``.js`` only) from the installed noVNC, behind Jupyter's auth."""
+
+    def initialize(self, path: str, default_filename: str | None = None) -> None:  # type: ignore[override]
+        web.StaticFileHandler.initialize(self, path, default_filename)
+
+    @web.authenticated
+    async def get(self, path: str, include_body: bool = True) -> None:  # type: ignore[override]
+        await web.StaticFileHandler.get(self, path, include_body)
+
+    def head(self, path: str) -> Any:
+        return self.get(path, include_body=False)
+
+    def get_content_type(self) -> str:
+        return "text/javascript; charset=utf-8"
+
+
+class NoNoVncHandler(SafeErrors, JupyterHandler):
+    """Where no noVNC is installed: 404 with the reason (after auth)."""
+
+    @web.authenticated
+    def get(self, path: str) -> None:
+        raise not_found(NO_NOVNC)
+
+    head = get
 
 
 class DesktopProxyHandler(ServiceProxyHandler):
-    """noVNC's files and websocket from the task; the landing page from here, with the password."""
+    """The landing page from here, with the password; the task's websocket; nothing else."""
+
+    novnc: Path | None = None
+
+    def initialize(self, registry: Any, novnc: Path | None = None) -> None:  # type: ignore[override]
+        super().initialize(registry)
+        self.novnc = novnc
 
     async def http_get(self, **kw: Any) -> None:
         if kw.get("rest") in ("/", "/index.html") and not _is_websocket(self):
             await self._page(**kw)
             return
-        await super().http_get(**kw)
+        await self._forward(**kw)
+
+    async def _forward(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
+        """No HTTP reaches the task: what it would serve could run on this origin."""
+        if rest is None and self.request.method in ("GET", "HEAD"):
+            await super()._forward(user, name, role, index, service, rest)  # .../desktop -> .../desktop/
+            return
+        raise not_found("the desktop serves its page and its websocket only")
+
+    async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
+        if _is_websocket(self) and rest != "/websockify":
+            raise not_found("the desktop's websocket is desktop/websockify")
+        return await super()._resolve(user, name, role, index, service, rest)
 
     async def _page(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> None:
         await self._resolve(user, name, role, index, service, rest)  # 404 / 409 / 503 (starting) as for any service
         assert self.target is not None
         self.record_activity()
         title = html.escape(f"Desktop of {user}~{name} {role}[{index}]")
-        config = safe_json({"password": str(self.target.token or "")[:8]})
+        nonce = secrets.token_urlsafe(18)
+        if self.novnc is None:
+            script, state, status = "", "unavailable", html.escape(NO_NOVNC)
+        else:
+            rfb = safe_json(url_path_join(self.base_url, "pai/novnc/core/rfb.js"))
+            config = safe_json({"password": str(self.target.token or "")[:8]})
+            script, state, status = SCRIPT.format(nonce=nonce, rfb=rfb, config=config), "connecting", "connecting…"
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Referrer-Policy", "no-referrer")
-        self.finish(PAGE.format(title=title, config=config))
+        self.set_header("Content-Security-Policy", PAGE_CSP.format(nonce=nonce))
+        self.finish(PAGE.format(title=title, state=state, status=status, script=script))

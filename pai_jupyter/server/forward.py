@@ -6,11 +6,12 @@ drops Content-Encoding while passing gzip bytes through. This forward keeps stat
 length included) and body as the service sent them, holds no more than a chunk, and skips the thread hop of a
 DNS lookup for the IP literals the cluster reports.
 
-One exception to "as the service sent them": ``html_paths=(old, new)`` replaces ``old`` by ``new`` in HTML
-pages (read whole, they are small; a gzipped one goes on unzipped), and in JSON bodies too with ``json_too``. A
-task's Jupyter writes its own base path into every page (PageConfig, script and link URLs) and its kernel
-specs' logo URLs; behind a Jupyter server whose base_url is not "/" (JupyterHub's /user/NAME/), the browser
-must see that base_url in front. Everything else keeps its encoding.
+One exception to "as the service sent them": ``rewrite_page(body)`` rewrites HTML pages (read whole, they are
+small; a gzipped one goes on unzipped), and JSON bodies too with ``json_too``. A task's Jupyter writes its own
+base path into every page (PageConfig, script and link URLs) and its kernel specs' logo URLs; behind a Jupyter
+server whose base_url is not "/" (JupyterHub's /user/NAME/), the browser must see that base_url in front.
+TensorBoard's page gets its fonts made relative and the sandbox's shim (``sandbox.py``). Everything else keeps
+its encoding.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ async def forward(
     headers: httputil.HTTPHeaders,
     rewrite: Callable[[int, httputil.HTTPHeaders], None] | None = None,
     timeout: float = 3600.0,
-    html_paths: tuple[str, str] | None = None,
+    rewrite_page: Callable[[bytes], bytes] | None = None,
     json_too: bool = False,
 ) -> None:
     """Send ``handler``'s request to ``url`` and relay the answer as it streams in.
@@ -136,7 +137,7 @@ async def forward(
             ctype = got.get("Content-Type", "").lower()
             encoding = got.get("Content-Encoding", "identity").strip().lower()  # TensorBoard says "identity"
             if (
-                html_paths is not None
+                rewrite_page is not None
                 and method != "HEAD"
                 and encoding in ("identity", "gzip")
                 and (ctype.startswith("text/html") or (json_too and ctype.startswith("application/json")))
@@ -179,13 +180,13 @@ async def forward(
     if response.error is not None and response.code == 599:  # broken after the headers: close, do not pad
         handler.request.connection.stream.close()  # type: ignore[union-attr]
         return
-    if page is not None and html_paths is not None:
+    if page is not None and rewrite_page is not None:
         body = bytes(page)
         try:
             body = gzip.decompress(body) if gzipped else body
         except (OSError, EOFError):  # said gzip but is not: pass it on as it came
             handler.set_header("Content-Encoding", "gzip")
         else:
-            body = body.replace(html_paths[0].encode(), html_paths[1].encode())
+            body = rewrite_page(body)
         RequestHandler.write(handler, body)
     handler.finish()

@@ -9,13 +9,16 @@ path after the service name is forwarded under the path the service expects (``b
 TensorBoard, which uses relative URLs; the full ``/pai/jobs/.../jupyter/`` for the in-task Jupyter, whose
 token the proxy adds, and whose pages get this server's base_url put in front of that path when it is not
 "/"). TensorBoard's page names its fonts at the server root: they are made relative. The browser's own
-Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task.
+Jupyter credentials (Authorization header, cookies, ``token`` query parameter) never reach the task, and the
+task sets no cookie here. Every answer is sandboxed into an opaque origin, and a browser's pages are served
+under a capability (``sandbox.py``, ``sandboxed.py``).
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -27,6 +30,7 @@ from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
 
+from . import sandbox
 from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_found
 from .forward import Relaying, UpstreamFailed, forward
 from .registry import TITLES, Key, Registry, Target
@@ -34,6 +38,7 @@ from .registry import TITLES, Key, Registry, Target
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
 SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+DROP_ANSWER_HEADERS = ("Set-Cookie", "Clear-Site-Data")  # a task sets no cookie on, nor clears, this origin
 NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
 <body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>
 <p>{message}.</p><p>A task's {title} lives only as long as its task: once the task has ended (or before it
@@ -116,6 +121,8 @@ class TaskProxyBase(SafeErrors, Relaying, ProxyHandler):
         headers = self.request.headers.copy()
         for name in DROP_HEADERS:
             headers.pop(name, None)
+        if getattr(self, "cap", None):  # the page's opaque origin ("null"), which the in-task Jupyter would refuse:
+            headers.pop("Origin", None)  # the capability vouches for the request
         headers.update(self.get_request_headers_override())
         return headers
 
@@ -128,12 +135,14 @@ class ServiceProxyHandler(TaskProxyBase):
     """A task's Jupyter or TensorBoard, HTTP and websocket."""
 
     target: Target | None = None
+    route_re = SERVICE_RE
+    cap: str | None = None  # the capability in the path (SandboxedProxyHandler)
 
     async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
         """Find the service (404/409/503 before any upgrade) and return the path to ask it for."""
         self.key, target = await self.registry.resolve(user, name, role, int(index), service)
         self.target = target
-        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + self.route_re, self.request.path)
         raw_rest = raw.group("rest") if raw else rest
         self.proxy_base = self.request.path[len(self.base_url) : len(self.request.path) - len(raw_rest or "")]
         self.absolute_url = target.base_path != "/"
@@ -147,13 +156,20 @@ class ServiceProxyHandler(TaskProxyBase):
         return {}
 
     def _rewrite(self, code: int, headers: HTTPHeaders) -> None:
-        """Redirects inside the service's base path go to the same place under our public prefix; a task's
-        Jupyter sets no cookies of its own (our token authenticates it; its _xsrf would shadow ours)."""
+        """Redirects inside the service's base path go to the same place under our public prefix; a task sets
+        no cookies here (a task's Jupyter is authenticated by our token; its _xsrf would shadow ours). Every answer
+        gets the sandbox in place of the service's own CSP (which could refuse the shim's blob: worker) and, under a
+        capability, may be read by the page's opaque origin (the capability is the credential)."""
         target = self.target
         if target is None:
             return
-        if target.token and "Set-Cookie" in headers:
-            del headers["Set-Cookie"]
+        for name in DROP_ANSWER_HEADERS:
+            headers.pop(name, None)
+        headers.pop("Content-Security-Policy", None)
+        headers["Content-Security-Policy"] = sandbox.SANDBOX_CSP
+        headers["Referrer-Policy"] = "no-referrer"  # the capability in the URL goes nowhere else
+        if self.cap:
+            headers["Access-Control-Allow-Origin"] = "*"
         location = headers.get("Location")
         if not location or code not in (301, 302, 303, 307, 308):
             return
@@ -181,15 +197,12 @@ class ServiceProxyHandler(TaskProxyBase):
                 {"X-Forwarded-Context": context, "X-ProxyContextPath": context, "X-Forwarded-Prefix": context}
             )
         public = self.base_url.rstrip("/") + "/" + self.proxy_base.strip("/") + "/"
-        if self.absolute_url:  # the in-task Jupyter: its base path gets our base_url in front
-            pages = (self.target.base_path, public) if public != self.target.base_path else None
-        else:  # TensorBoard's page asks for its fonts at the server's root, outside any prefix
-            pages = TENSORBOARD_FONTS
         # kernel specs list their logos by absolute URL; other API bodies may hold user content: left alone
-        specs = self.absolute_url and pages is not None and path.startswith(self.target.base_path + "api/kernelspecs")
+        specs = self.absolute_url and path.startswith(self.target.base_path + "api/kernelspecs")
+        pages = self._page_rewrite(public, json=specs)
         self.record_activity()
         try:
-            await forward(self, url, headers, self._rewrite, html_paths=pages, json_too=specs)
+            await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs and pages is not None)
         except UpstreamFailed as exc:
             self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
             self.registry.forget(self.key)
@@ -200,6 +213,39 @@ class ServiceProxyHandler(TaskProxyBase):
                 code="NotAnswering",
             ) from None
         self.record_activity()
+
+    def _page_rewrite(self, public: str, json: bool) -> Callable[[bytes], bytes] | None:
+        """How the service's pages change on their way (``forward``'s ``rewrite_page``): the in-task Jupyter's
+        base path gets our base_url and the capability in front; TensorBoard's fonts, asked for at the server's
+        root, are made relative; a page served under a capability gets the sandbox's shim first."""
+        assert self.target is not None
+        if self.absolute_url:
+            old, new = self.target.base_path.encode(), public.encode()
+        else:
+            old, new = TENSORBOARD_FONTS[0].encode(), TENSORBOARD_FONTS[1].encode()
+        shim = public + sandbox.SHIM_NAME if self.cap and not json else None
+        if old == new and shim is None:
+            return None
+
+        def rewrite(page: bytes) -> bytes:
+            page = page.replace(old, new)
+            return sandbox.inject_shim(page, shim) if shim else page
+
+        return rewrite
+
+    def _to_capability(self) -> bool:
+        """A browser opening a sandboxed service's page (a navigation, signed in) goes to it under a fresh
+        capability, so that the page's own requests, which carry no cookie, are let through."""
+        if self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
+            return False
+        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        if raw is None or raw.group("rest") is None:
+            return False  # .../tensorboard: to .../tensorboard/ first (_forward)
+        path, at = self.request.path, raw.start("rest")
+        query = without_token(self.request.query)  # the page can read its URL: not this server's token
+        query = f"?{query}" if query else ""
+        self.redirect(f"{path[:at]}/~{sandbox.issue(sandbox.route(self.path_kwargs))}{path[at:]}{query}")
+        return True
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """A browser opening the page of a task that is not running (409) gets a page that says so, not JSON."""
@@ -233,7 +279,8 @@ class ServiceProxyHandler(TaskProxyBase):
         await ensure_async(super().get(*args, **kwargs))  # jupyter-server-proxy: the upgrade, or http_get
 
     async def http_get(self, **kw: Any) -> None:
-        await self._forward(**kw)
+        if not self._to_capability():
+            await self._forward(**kw)
 
     async def open(self, **kw: Any) -> None:
         assert self.target is not None and self.key is not None

@@ -72,7 +72,8 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         60,
         "the desktop service",
     )
-    assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 200
+    # websockify serves no files (noVNC's come from the Jupyter server) and takes no websocket without the token
+    assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 405
     with jupyter(tmp_path / "jupyter", pai_home) as js:
         with opened(browser) as w:
             page = w.page
@@ -91,6 +92,11 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         http = js.http(token=None)
         assert http.get(task_url(job, "desktop/")).status_code in (302, 403)  # no login: no desktop, no password
         assert svc["token"][:8] not in http.get(task_url(job, "desktop/")).text
+        assert http.get("pai/novnc/core/rfb.js").status_code in (302, 403)  # noVNC's scripts: signed in only
+        rfb = js.http().get("pai/novnc/core/rfb.js")
+        assert rfb.status_code == 200 and rfb.headers["Content-Type"].startswith("text/javascript")
+        assert js.http().get("pai/novnc/app/ui.js").status_code == 404  # core/ and vendor/ scripts, nothing else
+        assert js.http().get("pai/novnc/core/..%2f..%2f..%2fetc%2fpasswd.js").status_code in (403, 404)
         assert js.http().get(task_url("mallory~desk", "desktop/")).status_code == 404
 
         async def websocket(job_id: str, token: str | None) -> int:

@@ -75,6 +75,13 @@ sys.exit(tb.main())
 """
 
 
+JUPYTER_DIRS = (
+    'pai_j="$PAI_TASK_DIR/run/jupyter"; (umask 077; mkdir -p "$pai_j/workspaces" "$pai_j/settings" "$pai_j/runtime"); '
+    'JUPYTERLAB_WORKSPACES_DIR="$pai_j/workspaces" JUPYTERLAB_SETTINGS_DIR="$pai_j/settings" '
+    'JUPYTER_RUNTIME_DIR="$pai_j/runtime" '
+)
+
+
 def token_env(own: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The task's environment entries that carry its services' tokens (never a command line: ``ps`` shows
     those to every local user; a process's environment only to its own account)."""
@@ -101,12 +108,14 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         )  # a token is always given (core/launching.py); older rows had none
         cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
     else:
-        # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page
+        # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page; its
+        # workspaces, settings and runtime files are the task's own (under run/), not those of the HOME it may
+        # share with the user's other Labs, whose open documents it would otherwise restore
         token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
         cmd = (
             "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
             "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
-            f"{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+            f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
             f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
             '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
         )
