@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ def install_spec(name: str = "pai-test", **kw: Any) -> None:
     from pai_jupyter.kernel.kernelspec import install
 
     kw.setdefault("memory_mb", 1024)
-    install(name, **kw)
+    if kw.get("profile"):  # a "remote" cluster (this daemon seen from afar): the kernel runs the image's python,
+        kw.setdefault("python", sys.executable)  # which on this host's process runtime is the workbench's (tasks
+    install(name, **kw)  # get a system PATH, whose python3 has no ipykernel)
 
 
 def job_processes(job_name: str) -> list[psutil.Process]:
