@@ -27,7 +27,7 @@ stop() {
     rm -f "$f"
   done
   if [ -f "$dir/run/netns" ]; then
-    for i in 1 2; do ip netns del "$NS$i" 2>/dev/null || true; done
+    for i in 1 2; do ip link del "${BR}v$i" 2>/dev/null || true; ip netns del "$NS$i" 2>/dev/null || true; done
     ip link del "$BR" 2>/dev/null || true
     rm -f "$dir/run/netns"
   fi
@@ -35,8 +35,9 @@ stop() {
 
 netns() {  # the bridge and two namespaces, or nothing (loopback) where this cannot be done
   [ "$(id -u)" = 0 ] && [ "${PAI_SLURM_LOOPBACK:-}" != 1 ] || return 1
-  ip link add "$BR" type bridge 2>/dev/null || return 1
   touch "$dir/run/netns"
+  for i in 1 2; do ip link del "${BR}v$i" 2>/dev/null || true; done  # a veth outlives its namespace a moment
+  ip link add "$BR" type bridge 2>/dev/null || return 1
   ip addr add 10.203.0.1/24 dev "$BR" && ip link set "$BR" up || return 1
   for i in 1 2; do
     ip netns add "$NS$i" && ip link add "${BR}v$i" type veth peer name eth0 netns "$NS$i" || return 1
@@ -130,7 +131,7 @@ CONF
   exit 1
 }
 
-res="CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN"
+res="CPUs=2 RealMemory=4000 Gres=gpu:2 State=UNKNOWN"
 case $cmd in
   start) start ;;
   stop) stop ;;

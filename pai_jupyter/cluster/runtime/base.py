@@ -58,6 +58,9 @@ class TaskSpec:
     mounts: list[Mount] = field(default_factory=list)
     shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
     run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
+    gpu_count: int = 0  # GPUs the task asks for (a runtime that places GPUs itself, e.g. Slurm's gres)
+    time_limit_minutes: float | None = None  # the job's max run time (a batch system enforces it too)
+    vc: str = "default"  # the job's virtual cluster (Slurm: its partition)
 
     def disk_script(self) -> str:
         """The script as it may be written to disk (secrets masked): the real one reaches the shell in memory."""
