@@ -5,6 +5,8 @@ workers reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import read_runtime
 
 from ..slurm.fixture import slurm_cluster
 from .conftest import Api, start_daemon
@@ -137,3 +140,15 @@ def test_a_failed_task_fails_the_job_with_its_exit_code(slurm: Api) -> None:
     assert detail["jobStatus"]["state"] == "FAILED", detail
     assert slurm.tasks(detail)[0]["containerExitCode"] == 3
     assert slurm.tasks(detail, "side")[0]["taskState"] == "STOPPED"
+
+
+def test_a_killed_daemon_reattaches_to_its_slurm_jobs_by_their_ids(slurm: Api) -> None:
+    name = slurm.submit_ok(job("survives", {"main": role("sleep 4; echo done $SLURM_JOB_ID", instances=2)}))
+    detail = slurm.wait(name, states={"RUNNING"}, timeout=30)
+    os.kill(read_runtime(slurm.home)["pid"], signal.SIGKILL)
+    again = start_daemon(slurm.home, runtime="slurm")
+    detail = again.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    slurm_id = again.tasks(detail)[0]["containerId"]
+    assert again.log(name, name="stdout") == f"done {slurm_id}\n"  # the job it submitted, once
+    assert again.log(name, index=1, name="stdout") == f"done {slurm_id}\n"

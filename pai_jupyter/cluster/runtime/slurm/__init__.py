@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import taskdir
+from .. import safeio, taskdir
 from ..base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec, TaskStartError
 from ..hostenv import host_env
 from ..registry import Options
@@ -34,6 +34,7 @@ from .commands import FINAL, WHY, Jobs, SlurmError, available, run
 
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
+SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 PLACEMENT = "placement"  # in run/: "node ip", written by the wrapper
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
@@ -67,8 +68,11 @@ class SlurmRuntime(Runtime):
         with contextlib.suppress(FileNotFoundError):
             script.unlink()
         taskdir.write_copy(adir, script.name, batch.script(specs, adir, total))
+        name = f"pai-{key}"  # unique per submission: a daemon killed before it read the id finds the job by it
+        for spec in specs:
+            taskdir.write_private(spec.task_dir / SUBMITTED, name)
         try:
-            out = run([*batch.sbatch_args(specs, adir), str(script)], env=self._submit_env)
+            out = run([*batch.sbatch_args(specs, adir, name), str(script)], env=self._submit_env)
         except SlurmError as exc:
             raise TaskStartError(EXIT_START_FAILED, f"Slurm refused the job: {exc}") from exc
         job_id = out.strip().split(";")[0]
@@ -165,8 +169,18 @@ class SlurmRuntime(Runtime):
         return None  # Slurm frees the allocation itself; the directories are the daemon's
 
     def find(self, task_dir: str) -> TaskHandle | None:
+        """The handle written after sbatch, else the job submitted under the name written before it."""
         written = taskdir.read_handle(Path(task_dir))
-        return TaskHandle.from_dict(written) if written else None
+        if written:
+            return TaskHandle.from_dict(written)
+        name = safeio.read_text_beneath(Path(task_dir), SUBMITTED, 256)
+        if not name:
+            return None
+        try:
+            found = run(["squeue", "-h", "-t", "all", "-n", name.strip(), "-o", "%A"]).split()
+        except SlurmError:
+            return None
+        return TaskHandle(runtime=self.name, id=found[0], info={}) if found else None
 
     def terminal_command(
         self, handle: TaskHandle, env: dict[str, str], cwd: str | None

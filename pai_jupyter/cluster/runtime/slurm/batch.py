@@ -3,8 +3,8 @@ instances = tasks) and the ``sbatch`` options that size the allocation to all of
 
 Each task slot of the allocation is the largest task's size (CPUs, memory, GPUs): any role's task fits any slot,
 so the steps always place; a job whose roles differ in size holds a little more than their sum while it runs.
-Heterogeneous jobs would size each role exactly but do not place across nodes in Slurm 22.05 (see
-docs/slurm.md)."""
+Heterogeneous jobs would size each role exactly, but in Slurm 22.05 their components were never placed on a
+shared node and stayed pending (measured; README, "Pointing the workbench at a Slurm cluster")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from ..base import TaskSpec
 
 
-def sbatch_args(specs: Sequence[TaskSpec], adir: Path) -> list[str]:
+def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     cpu = max(max(s.cpu for s in specs), 1)
     mem_per_cpu = max(math.ceil(max(s.memory_mb for s in specs) / cpu), 1)
     gpu = max(len(s.gpus) or s.gpu_count for s in specs)
@@ -24,7 +24,7 @@ def sbatch_args(specs: Sequence[TaskSpec], adir: Path) -> list[str]:
     args = [
         "sbatch",
         "--parsable",
-        f"--job-name=pai-{first.user}~{first.job_name}",
+        f"--job-name={name}",
         f"--ntasks={len(specs)}",
         f"--cpus-per-task={cpu}",
         f"--mem-per-cpu={mem_per_cpu}",

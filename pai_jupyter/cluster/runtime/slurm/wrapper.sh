@@ -5,7 +5,8 @@
 #  2. writes "node ip" to TASK_DIR/run/placement (the daemon reads it with safeio) and its IP to RDV/<role>.<index>;
 #  3. waits until all TOTAL tasks of the attempt have written theirs (the rendezvous: a directory every node sees);
 #  4. exports PAI_HOST_IP_<role>_<i>, the roles' host lists and its own PAI_CURRENT_CONTAINER_IP from them;
-#  5. runs the commands through the shim (shim.sh: bash errexit/nounset/pipefail, logs and exit_code in run/).
+#  5. runs the commands through the shim (shim.sh: bash errexit/nounset/pipefail, logs and exit_code in run/), in
+#     a process group of its own.
 set -u
 rdv=$1 total=$2 shim=$3
 shift 3
@@ -34,4 +35,15 @@ done
 export PAI_CURRENT_CONTAINER_IP=$ip PAI_CONTAINER_HOST_IP=$ip
 cd "${PAI_JUPYTER_WORKDIR:-$run}" || exit 255
 unset PAI_JUPYTER_WORKDIR
-exec sh "$shim" "$run"
+# the shim leads a process group of its own (job control): the tasks of one step on one node may share the
+# step's group, and the shim ends its own group once the command is done. Slurm's signals to the step (scancel,
+# --time) are passed on to it.
+set -m
+sh "$shim" "$run" &
+child=$!
+trap 'kill -TERM -- "-$child" 2>/dev/null' TERM INT
+while :; do
+  wait "$child"
+  rc=$?
+  kill -0 "$child" 2>/dev/null || exit "$rc"
+done
