@@ -16,6 +16,10 @@ conf=$dir/etc/slurm.conf
 started() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 stop() {
+  if started "$dir/run/slurmctld.fg.pid"; then  # end the jobs first: their steps would outlive the slurmd
+    SLURM_CONF=$conf scancel --partition=debug 2>/dev/null || true
+    for _ in $(seq 100); do [ -z "$(SLURM_CONF=$conf squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.05; done
+  fi
   for f in "$dir"/run/slurmd-n*.fg.pid "$dir"/run/slurmctld.fg.pid "$dir"/run/munged.fg.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")
@@ -25,6 +29,9 @@ stop() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$f"
+  done
+  for pid in $(pgrep -x slurmstepd || true); do  # steps of this cluster left behind (their env names its conf)
+    { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$conf" && kill -KILL "$pid" 2>/dev/null
   done
   if [ -f "$dir/run/netns" ]; then
     for i in 1 2; do ip link del "${BR}v$i" 2>/dev/null || true; ip netns del "$NS$i" 2>/dev/null || true; done
