@@ -24,10 +24,12 @@ def cluster() -> None:
 @click.option("--port", type=int, default=0, show_default=True, help="Loopback port; 0 picks a free one.")
 @click.option(
     "--runtime",
-    type=click.Choice(["auto", "docker", "process"]),
+    "--backend",
     default="auto",
     show_default=True,
-    help="auto uses Docker when the engine answers, else plain processes.",
+    help="auto uses `backend:` of local/cluster.yaml, else Docker when the engine answers, else plain processes; "
+    "or a runtime by name: process, docker, slurm (Slurm's commands find the cluster as they do: SLURM_CONF or "
+    "the default slurm.conf), or one a package registers (entry point group pai_jupyter.runtimes).",
 )
 @click.option("--cpus", type=int, help="CPUs to schedule (default: this machine's).")
 @click.option("--memory-mb", type=int, help="Memory to schedule in MB (default: this machine's).")

@@ -34,6 +34,7 @@ from .paths import (
     take_daemon_lock,
     write_private_json,
 )
+from .runtime import registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -65,31 +66,28 @@ def docker_socket_present() -> bool:
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
 
 
-def pick_runtime(
-    kind: str,
-    memory: str = "auto",
-    cpu_limits: bool = False,
-    warm_dir: Path | None = None,
-    pids_limit: int = DEFAULT_PIDS_LIMIT,
-) -> Runtime:
-    """'auto' uses Docker when the engine answers, else the process runtime (keeping two warm task shims in
-    ``warm_dir``, which must be on the task directories' filesystem). ``pids_limit``: processes per task."""
-    if kind == "docker" or (kind == "auto" and docker_socket_present()):
-        from .runtime.docker import DockerRuntime, docker_available  # a slow import: only when an engine may be there
+def pick_runtime(kind: str, options: registry.Options) -> Runtime:
+    """A runtime by name (``runtime/registry.py``); 'auto' uses Docker when the engine answers, else the process
+    runtime."""
+    if kind == "auto":
+        if docker_socket_present():
+            from .runtime.docker import docker_available  # a slow import: only when an engine may be there
 
-        if docker_available():
-            return DockerRuntime(pids_limit=pids_limit)
-        if kind == "docker":
-            raise SystemExit("pai cluster: --runtime docker was asked for but no Docker engine answers")
-    from .runtime.process import ProcessRuntime
+            if docker_available():
+                return registry.make("docker", options)
+        kind = "process"
+    try:
+        return registry.make(kind, options)
+    except ValueError as exc:
+        raise SystemExit(f"pai cluster: {exc}") from None
 
-    return ProcessRuntime(
-        memory_enforcement=memory,
-        cpu_limits=cpu_limits,
-        warm_shims=2 if warm_dir else 0,
-        warm_dir=warm_dir,
-        pids_limit=pids_limit,
-    )
+
+def configured_backend(local: Path) -> str | None:
+    """``backend:`` in the cluster's config (local/cluster.yaml), when set."""
+    config = local / "cluster.yaml"
+    data = (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
+    backend = data.get("backend") if isinstance(data, dict) else None
+    return str(backend) if backend else None
 
 
 def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
@@ -126,8 +124,9 @@ async def serve(args: argparse.Namespace) -> None:
 
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits
+    options = registry.Options(args.memory_enforcement, args.cpu_limits, local / "warm", args.pids_limit)
     runtime = pick_runtime(
-        args.runtime, args.memory_enforcement, args.cpu_limits, warm_dir=local / "warm", pids_limit=args.pids_limit
+        args.runtime if args.runtime not in (None, "auto") else configured_backend(local) or "auto", options
     )
     cluster = Cluster(
         local,
@@ -202,7 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--home", help="PAI_JUPYTER_HOME (default ~/.pai-jupyter)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    p.add_argument("--runtime", choices=["auto", "docker", "process"], default="auto")
+    p.add_argument(
+        "--runtime",
+        "--backend",
+        help=f"auto (the default; or `backend:` in local/cluster.yaml), or one of {', '.join(registry.names())}",
+    )
     p.add_argument(
         "--memory-enforcement",
         choices=["auto", "cgroup", "watchdog"],

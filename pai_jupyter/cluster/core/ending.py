@@ -68,7 +68,7 @@ class Ending(ClusterBase):
                     self._retry_task(row, current)
                 else:
                     self._apply_completion(row, job)
-        if was_active:  # only once it is recorded (a full disk may make us try twice)
+        if was_active and not self.runtime.gang_submit:  # only once it is recorded (a full disk may make us try twice)
             self.capacity.give_back(row["vc"], demand(current), loads(current["gpus"], []))
         self.schedule()
 

@@ -13,9 +13,9 @@ from typing import cast
 from ...common.states import LIVE_JOB
 from ...protocol import Job
 from ..runtime import taskdir
-from ..runtime.base import TaskExit, TaskHandle, TaskStartError
+from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from ..task import services
-from ..task.env import HOST_IP, Placement
+from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
 from .backfill import Busy, Waiting, plan
 from .clusterbase import demand
@@ -78,6 +78,11 @@ class Launching(Ending):
                     line.append(waiting)
         if not any(queues.values()):
             return
+        if self.runtime.gang_submit:  # the runtime's scheduler decides: every waiting job goes to it now
+            for line in queues.values():
+                for waiting in line:
+                    self._launch_all(waiting.id)
+            return
         cap = self.capacity
         total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
         quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
@@ -98,6 +103,12 @@ class Launching(Ending):
             short = Resources(*head.need).shortfall(Resources(*head.room))
             if row is not None and short:
                 self._set_waiting(row, short)
+
+    def _launch_all(self, job_id: int) -> None:
+        self.queue.remove(job_id)
+        row = self.store.job_core(job_id)
+        if row is not None:
+            self._launch(row, self.job_model(row), self.store.waiting_tasks(job_id, row["attempt"]))
 
     def waiting_reason(self, row: JobCore) -> str | None:
         """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
@@ -147,16 +158,17 @@ class Launching(Ending):
                             "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"], name),
                         }
                     self.store.update_task(
-                        t, ports=dumps(ports), host_ip=HOST_IP, services=dumps(mine) if mine else None
+                        t, ports=dumps(ports), host_ip=self.runtime.host_ip, services=dumps(mine) if mine else None
                     )
-                out[(t["role"], t["idx"])] = Placement(HOST_IP, ports, loads(t["gpus"], []))
+                ip = t["host_ip"] or self.runtime.host_ip
+                out[(t["role"], t["idx"])] = Placement(ip, ports, loads(t["gpus"], []))
         return out
 
     def _launch(self, row: JobCore, job: Job, tasks: list[TaskRow]) -> None:
         now = now_ms()
         with self.store.tx():
             for t in tasks:
-                gpus = self.capacity.take(row["vc"], demand(t))
+                gpus = [] if self.runtime.gang_submit else self.capacity.take(row["vc"], demand(t))
                 td = self.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
                 self.store.update_task(
                     t,
@@ -185,12 +197,42 @@ class Launching(Ending):
             t.update(
                 {"services": fresh[(t["role"], t["idx"])]["services"], "ports": fresh[(t["role"], t["idx"])]["ports"]}
             )
-            self._start_task(row, job, t, placements)
+        if self.runtime.gang_submit:
+            self._start_together(row, job, tasks, placements)
+        else:
+            for t in tasks:
+                self._start_task(row, job, t, placements)
 
-    def _start_task(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> None:
-        """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
-        worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
-        records the outcome from a later turn of the loop."""
+    def _start_together(
+        self, row: JobCore, job: Job, tasks: list[TaskRow], placements: dict[tuple[str, int], Placement]
+    ) -> None:
+        """Hand the tasks to a ``gang_submit`` runtime in one call (one allocation for all), in a worker thread."""
+        ready = [(t, spec) for t in tasks if (spec := self._prepared(row, job, t, placements)) is not None]
+        if not ready:
+            return
+        loop = asyncio.get_running_loop()
+
+        def started(f: Future[list[TaskHandle]]) -> None:
+            for k, (t, _) in enumerate(ready):
+                one: Future[TaskHandle] = Future()
+                if f.exception() is not None:
+                    one.set_exception(cast(BaseException, f.exception()))
+                else:
+                    one.set_result(f.result()[k])
+                self._started_safely(row["id"], t, one)
+
+        def submit(specs: list[TaskSpec]) -> list[TaskHandle]:
+            for spec in specs:
+                prepare_task_dir(spec)
+            return self.runtime.start_job(specs)
+
+        future = self.spawner.submit(submit, [spec for _, spec in ready])
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(started, f))
+
+    def _prepared(
+        self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]
+    ) -> TaskSpec | None:
+        """The task's spec with its directories made for its account, or None when that failed (recorded)."""
         try:
             spec = self.task_spec(row, job, t, placements)
             spec.run_as = self.accounts.run_as(row["user"])
@@ -206,6 +248,15 @@ class Launching(Ending):
             self._task_ended(
                 row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"), None
             )
+            return None
+        return spec
+
+    def _start_task(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> None:
+        """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
+        worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
+        records the outcome from a later turn of the loop."""
+        spec = self._prepared(row, job, t, placements)
+        if spec is None:
             return
         loop = asyncio.get_running_loop()
         quick: Future[TaskHandle] = Future()

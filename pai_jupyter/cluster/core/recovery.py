@@ -36,7 +36,8 @@ def recover(cluster: Cluster) -> None:
         if t["state"] not in ACTIVE_TASK:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
-        cluster.capacity.take(t["vc"], demand, gpus)
+        if not cluster.runtime.gang_submit:  # (a batch system's runtime holds its own accounting)
+            cluster.capacity.take(t["vc"], demand, gpus)
         assert t["task_dir"] is not None  # set when the task was launched (STARTING)
         # the store's handle, else the one the runtime wrote (root's, in the control part): never a task's word
         handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else cluster.runtime.find(t["task_dir"])
@@ -44,7 +45,8 @@ def recover(cluster: Cluster) -> None:
             handle = None  # the daemon died while handing it over: the command never ran
         if handle is None:  # it never started: run it again
             with cluster.store.tx():
-                cluster.capacity.give_back(t["vc"], demand, gpus)
+                if not cluster.runtime.gang_submit:
+                    cluster.capacity.give_back(t["vc"], demand, gpus)
                 cluster.store.update_task(t, state="WAITING", launched_time=None)
             continue
         if t["state"] == "STARTING":

@@ -21,6 +21,8 @@ EXIT_OOM = -1200
 EXIT_LOST = -1300  # the task disappeared while the daemon was down and left no exit status
 EXIT_START_FAILED = 255
 
+LOOPBACK = "127.0.0.1"
+
 DEFAULT_PIDS_LIMIT = 4096
 """The most processes (threads included) one task may have, by default (the daemon's ``--pids-limit``): a fork
 bomb in a task stays in that task. 0: no limit."""
@@ -56,6 +58,9 @@ class TaskSpec:
     mounts: list[Mount] = field(default_factory=list)
     shown_script: str | None = None  # what command.sh on disk shows: the script with secrets masked (None: same)
     run_as: tuple[int, int] | None = None  # process runtime as root: (uid, gid) of the account the task runs as
+    gpu_count: int = 0  # GPUs the task asks for (a runtime that places GPUs itself, e.g. Slurm's gres)
+    time_limit_minutes: float | None = None  # the job's max run time (a batch system enforces it too)
+    vc: str = "default"  # the job's virtual cluster (Slurm: its partition)
 
     def disk_script(self) -> str:
         """The script as it may be written to disk (secrets masked): the real one reaches the shell in memory."""
@@ -102,6 +107,18 @@ class Runtime(abc.ABC):
     in_container: bool = False
     """Tasks run in containers: they see the task dir at ``taskdir.IN_CONTAINER``, ``/userhome`` and the job's
     directories through mounts, and run as root there; else they run on this host, at host paths."""
+    host_ip: str = LOOPBACK
+    """The IP a task is reached at, known before it starts (``PAI_HOST_IP_*``, the task table): this host's
+    loopback for the runtimes of this machine. A runtime whose tasks run on other nodes gives each task its
+    node's IP when it runs (see ``runtime/slurm``)."""
+    gang_submit: bool = False
+    """The runtime schedules and places whole jobs itself (a batch system): the daemon hands it every task of a
+    job attempt at once through ``start_job``, as soon as they wait, and checks no capacity of its own."""
+
+    def start_job(self, specs: list[TaskSpec]) -> list[TaskHandle]:
+        """Start these tasks of one job attempt together (a ``gang_submit`` runtime); one handle per spec, in
+        order. Raises TaskStartError for all of them. Default: one start each."""
+        return [self.start(spec) for spec in specs]
 
     @abc.abstractmethod
     def start(self, spec: TaskSpec) -> TaskHandle:

@@ -9,8 +9,6 @@ from pathlib import Path
 
 from ...protocol import Job, TaskRole
 
-HOST_IP = "127.0.0.1"
-
 
 @dataclass
 class Placement:

@@ -90,6 +90,9 @@ def task_spec(
         work_dir=work_dir,
         mounts=mounts,
         shown_script=masked_script(script, job.secrets),
+        gpu_count=role.gpu,
+        time_limit_minutes=job.max_run_time_minutes,
+        vc=row["vc"],
     )
 
 

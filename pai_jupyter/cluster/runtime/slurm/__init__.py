@@ -1,0 +1,202 @@
+"""The Slurm runtime: the daemon as OpenPAI's REST front for a Slurm cluster (``pai cluster start --backend slurm``).
+
+Each job attempt is one ``sbatch`` allocation sized to all its tasks (gang: all or nothing), with one
+``srun --exact`` step per task role whose tasks are the role's instances (``batch.py``). Every task runs under
+``wrapper.sh``: it publishes its node's IP on the job's directory (which the nodes share), waits for all tasks
+of the attempt, exports ``PAI_HOST_IP_*`` and the host lists, and runs the commands through the same shim as the
+Docker runtime (bash errexit/nounset/pipefail; logs and ``exit_code`` in the task's ``run/``, read with safeio).
+Slurm schedules: the daemon submits at once and checks no capacity; GPUs are Slurm's gres
+(``CUDA_VISIBLE_DEVICES`` from Slurm); a virtual cluster is a partition; the max run time is ``--time`` too.
+
+Why the CLI (``sbatch --parsable``, ``squeue -o``, ``scancel``) and not slurmrestd: the commands are on every
+Slurm client machine and find the cluster as users' own commands do (``SLURM_CONF`` or the default slurm.conf,
+munge); slurmrestd is a separate daemon with its own JWT or socket auth that many sites do not run, and its API
+version changes with each Slurm release (v0.0.38 in 22.05). ``--json`` output of 22.05's squeue costs more to
+produce and parse than the four columns the daemon needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import safeio, taskdir
+from ..base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec, TaskStartError
+from ..hostenv import host_env
+from ..registry import Options
+from ..shim import SHIM_SH
+from . import batch
+from .commands import FINAL, WHY, Jobs, SlurmError, available, run
+
+WRAPPER = Path(__file__).with_name("wrapper.sh")
+ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
+SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
+PLACEMENT = "placement"  # in run/: "node ip", written by the wrapper
+SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
+
+
+class SlurmRuntime(Runtime):
+    name = "slurm"
+    gang_submit = True
+    host_ip = ""  # known once the task runs on its node: the wrapper exports it (and writes run/placement)
+
+    def __init__(self) -> None:
+        self.jobs = Jobs()
+        # what sbatch passes on to the job: a plain system environment (never the daemon's, with its venv first)
+        # and how Slurm's commands on the nodes find the cluster
+        conf = {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "MUNGE_SOCKET")}
+        self._submit_env = host_env(conf)
+
+    def describe(self) -> str:
+        return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
+
+    # ---- start ---------------------------------------------------------------------------------------------------
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        return self.start_job([spec])[0]
+
+    def start_job(self, specs: list[TaskSpec]) -> list[TaskHandle]:
+        adir = self._attempt_dir(specs)
+        for spec in specs:
+            self._prepare(spec)
+        total = int(specs[0].env.get("PAI_JOB_TASK_COUNT") or len(specs))
+        key = specs[0].key.replace("~", "-")
+        script = adir / f"batch-{key}.sh"
+        with contextlib.suppress(FileNotFoundError):
+            script.unlink()
+        taskdir.write_copy(adir, script.name, batch.script(specs, adir, total))
+        name = f"pai-{key}"  # unique per submission: a daemon killed before it read the id finds the job by it
+        for spec in specs:
+            taskdir.write_private(spec.task_dir / SUBMITTED, name)
+        try:
+            out = run([*batch.sbatch_args(specs, adir, name), str(script)], env=self._submit_env)
+        except SlurmError as exc:
+            raise TaskStartError(EXIT_START_FAILED, f"Slurm refused the job: {exc}") from exc
+        job_id = out.strip().split(";")[0]
+        handles = []
+        for spec in specs:
+            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role})
+            taskdir.write_handle(spec.task_dir, handle.to_dict())
+            handles.append(handle)
+        return handles
+
+    def _attempt_dir(self, specs: Sequence[TaskSpec]) -> Path:
+        """``slurm-a<N>/`` of the job: the batch script, wrapper and shim (root's), ``rdv/`` and ``log/`` (the
+        task account's: the rendezvous and Slurm's own output of the batch script)."""
+        first = specs[0]
+        adir = first.task_dir.parent / f"slurm-a{first.job_attempt}"
+        adir.mkdir(mode=0o750, exist_ok=True)
+        taskdir.share(adir, first.run_as)
+        taskdir.write_copy(adir, "wrapper.sh", WRAPPER.read_text())
+        taskdir.write_copy(adir, "shim.sh", SHIM_SH.read_text())
+        for part in ("rdv", "log"):
+            (adir / part).mkdir(mode=0o700, exist_ok=True)
+            taskdir.give(adir / part, first.run_as)
+        return adir
+
+    def _prepare(self, spec: TaskSpec) -> None:
+        td = spec.task_dir
+        td.mkdir(mode=0o750, exist_ok=True)
+        taskdir.share(td, spec.run_as)
+        taskdir.clear_stale(td)
+        shutil.rmtree(td / taskdir.RUN, ignore_errors=True)  # an earlier start's (fd-based: no link followed)
+        taskdir.make_task_parts(td, spec.run_as)
+        taskdir.write_command(td, spec.disk_script())
+        if spec.image:
+            taskdir.add_notice(
+                td,
+                f"[pai_jupyter] the image {spec.image} is recorded but not used: the Slurm runtime runs the "
+                "commands on the nodes' own system, as the process runtime does\n",
+            )
+        env = {k: v for k, v in host_env(spec.env).items() if k not in SLURM_SETS}
+        env[taskdir.SCRIPT_ENV] = spec.script
+        env["PAI_JUPYTER_WORKDIR"] = spec.work_dir or str(td / taskdir.WORK)
+        path = td / ENV_FILE
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            if spec.run_as is not None:
+                os.fchown(fd, -1, spec.run_as[1])
+                os.fchmod(fd, 0o640)
+            os.write(fd, b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items() if "\0" not in k + v))
+        finally:
+            os.close(fd)
+
+    # ---- wait, stop, liveness ------------------------------------------------------------------------------------
+    def logs_dir(self, task_dir: Path) -> Path:
+        return Path(task_dir) / taskdir.RUN  # the wrapper's shim writes them as the task's account: safeio
+
+    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
+        gone_at = None
+        while True:
+            code = taskdir.exit_code(self.logs_dir(task_dir))
+            if code is not None:
+                return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
+            seen = await self.jobs.get(handle.id)
+            if seen is None or seen.state in FINAL:
+                # the shim's exit_code may come a moment after Slurm's end (a shared disk): wait a little for it
+                loop = asyncio.get_running_loop()
+                gone_at = gone_at or loop.time()
+                if loop.time() - gone_at > 2.0:
+                    return self._ended_without_status(handle, seen)
+            await asyncio.sleep(0.2)
+
+    def _ended_without_status(self, handle: TaskHandle, seen: object) -> TaskExit:
+        state = getattr(seen, "state", None)
+        if state is None:
+            return TaskExit(EXIT_LOST, f"Slurm no longer knows job {handle.id} and the task left no exit status")
+        why = WHY.get(state, f"Slurm job {handle.id} ended {state}")
+        reason = getattr(seen, "reason", "")
+        if reason and reason != "None":
+            why += f" ({reason})"
+        if state == "CANCELLED":
+            return TaskExit(exit_code=143, diagnostics=why, signal=15)
+        return TaskExit(EXIT_LOST, f"{why}; the task left no exit status", oom=state == "OUT_OF_MEMORY")
+
+    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+        """``scancel`` the task's Slurm job (all its tasks end with it; the grace is the cluster's KillWait)."""
+        self.jobs.cancel(handle.id)
+
+    def is_alive(self, handle: TaskHandle) -> bool:
+        seen = self.jobs.now(handle.id)
+        return seen is not None and seen.state not in FINAL
+
+    def remove(self, handle: TaskHandle) -> None:
+        return None  # Slurm frees the allocation itself; the directories are the daemon's
+
+    def find(self, task_dir: str) -> TaskHandle | None:
+        """The handle written after sbatch, else the job submitted under the name written before it."""
+        written = taskdir.read_handle(Path(task_dir))
+        if written:
+            return TaskHandle.from_dict(written)
+        name = safeio.read_text_beneath(Path(task_dir), SUBMITTED, 256)
+        if not name:
+            return None
+        try:
+            found = run(["squeue", "-h", "-t", "all", "-n", name.strip(), "-o", "%A"]).split()
+        except SlurmError:
+            return None
+        return TaskHandle(runtime=self.name, id=found[0], info={}) if found else None
+
+    def terminal_command(
+        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
+    ) -> tuple[list[str], dict[str, str], str | None]:
+        raise TaskStartError(EXIT_START_FAILED, "terminals inside tasks are not offered on the Slurm runtime yet")
+
+    def sample(self, handle: TaskHandle) -> TaskSample | None:
+        return None  # Slurm's accounting (sstat) needs jobacct_gather; the daemon shows no usage on this runtime
+
+
+def make(options: Options) -> Runtime:
+    """The Slurm runtime, once Slurm's commands answer (they find the cluster through SLURM_CONF or slurm.conf)."""
+    if not available():
+        raise SystemExit("pai cluster: --backend slurm needs Slurm's commands (sbatch, squeue, scancel) on PATH")
+    try:
+        run(["squeue", "-h", "-o", "%A"], timeout=15)
+    except SlurmError as exc:
+        raise SystemExit(f"pai cluster: --backend slurm: no Slurm controller answers: {exc}") from None
+    return SlurmRuntime()

@@ -1,0 +1,103 @@
+"""Slurm's own commands, as the runtime uses them: ``sbatch --parsable`` to submit, ``squeue`` (one call for all
+jobs, shared by every waiter) for states and pending reasons, ``scancel`` to stop. They find the cluster the way
+they always do (``SLURM_CONF``, else the default slurm.conf)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+FINAL = frozenset(
+    ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+)
+"""Slurm job states after which nothing of the job runs."""
+WHY = {
+    "CANCELLED": "cancelled in Slurm (scancel)",
+    "TIMEOUT": "Slurm ended the job at its time limit (--time)",
+    "NODE_FAIL": "a node of the job's allocation failed",
+    "OUT_OF_MEMORY": "Slurm ended the job: out of memory",
+    "PREEMPTED": "preempted by Slurm",
+    "BOOT_FAIL": "a node of the job's allocation failed to boot",
+    "DEADLINE": "Slurm ended the job at its deadline",
+}
+"""What a final state says when the task itself left no exit status."""
+POLL_S = 0.5
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+def run(argv: list[str], stdin: str | None = None, timeout: float = 30.0, env: dict[str, str] | None = None) -> str:
+    """Run a Slurm command and return its stdout; SlurmError carries its stderr."""
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmError(f"{argv[0]}: {exc}") from exc
+    if done.returncode != 0:
+        raise SlurmError(f"{' '.join(argv[:2])}: {done.stderr.strip() or f'exit status {done.returncode}'}")
+    return done.stdout
+
+
+def available() -> bool:
+    return all(shutil.which(c) for c in ("sbatch", "squeue", "scancel"))
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str  # Slurm's, e.g. PENDING, RUNNING, COMPLETED
+    reason: str  # Slurm's pending / end reason, e.g. Resources, Priority, None
+    nodes: str
+
+
+def parse_squeue(text: str) -> dict[str, JobState]:
+    """``squeue -h -t all -o '%A|%T|%r|%N'`` lines by job id."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4:
+            out[parts[0]] = JobState(parts[1], parts[2], parts[3])
+    return out
+
+
+class Jobs:
+    """Slurm's view of every job, read with one ``squeue`` at most every POLL_S seconds whoever asks."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, JobState] = {}
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+        self._cancelled: dict[str, float] = {}
+
+    async def get(self, job_id: str) -> JobState | None:
+        """The job's state now (None: Slurm no longer knows it)."""
+        async with self._lock:
+            if time.monotonic() - self._at >= POLL_S:
+                proc = await asyncio.create_subprocess_exec(
+                    "squeue", "-h", "-t", "all", "-o", "%A|%T|%r|%N", stdout=asyncio.subprocess.PIPE
+                )
+                out, _ = await proc.communicate()
+                if proc.returncode == 0:  # slurmctld away for a moment (a restart): keep what was seen
+                    self._seen = parse_squeue(out.decode())
+                self._at = time.monotonic()
+        return self._seen.get(job_id)
+
+    def now(self, job_id: str) -> JobState | None:
+        """The job's state, asked of Slurm now (blocking: for the daemon's start-up checks)."""
+        try:
+            return parse_squeue(run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%A|%T|%r|%N"])).get(job_id)
+        except SlurmError:
+            return None
+
+    def cancel(self, job_id: str) -> None:
+        """``scancel`` the job once (each of its tasks asks), in the background: Slurm signals its steps (SIGTERM,
+        then SIGKILL after the cluster's KillWait)."""
+        now = time.monotonic()
+        if now - self._cancelled.get(job_id, -60.0) < 30:
+            return
+        self._cancelled[job_id] = now
+        threading.Thread(target=lambda: subprocess.run(["scancel", job_id], capture_output=True), daemon=True).start()

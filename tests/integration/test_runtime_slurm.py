@@ -1,0 +1,154 @@
+"""The Slurm backend on a real two-node cluster (tests/slurm/cluster.sh): OpenPAI's semantics as on the other
+runtimes (bash strict options, exit codes, completion policy, stop), and a 2-role job across both nodes whose
+workers reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import read_runtime
+
+from ..slurm.fixture import slurm_cluster
+from .conftest import Api, start_daemon
+
+pytestmark = [pytest.mark.slurm]
+__all__ = ["slurm_cluster"]
+
+
+@pytest.fixture
+def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:
+    api = start_daemon(pai_home, runtime="slurm")
+    yield api
+    control.stop(pai_home)
+
+
+def job(name: str, roles: dict[str, Any], **extra: Any) -> str:
+    """A v2 job as JSON (YAML's subset): the scripts need no quoting."""
+    body = {"protocolVersion": 2, "name": name, "type": "job", "taskRoles": roles, **extra}
+    body["prerequisites"] = [{"name": "img", "type": "dockerimage", "uri": "ubuntu"}]
+    return json.dumps(body)
+
+
+def role(command: str, instances: int = 1, ports: int = 0, **extra: Any) -> dict[str, Any]:
+    resources: dict[str, Any] = {"cpu": 1, "memoryMB": 256, "gpu": 0} | ({"ports": {"http": ports}} if ports else {})
+    return {
+        "instances": instances,
+        "dockerImage": "img",
+        "resourcePerInstance": resources,
+        "commands": [command],
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "code"),
+    [
+        ("echo before; false; echo after", "FAILED", 1),
+        ("echo $PAI_NEVER_SET; echo after", "FAILED", 1),
+        ("false | cat; echo after", "FAILED", 1),
+        ("exit 7", "FAILED", 7),
+        ("echo fine", "SUCCEEDED", 0),
+    ],
+)
+def test_commands_run_under_bash_strict_options_with_their_exit_codes(
+    slurm: Api, command: str, state: str, code: int
+) -> None:
+    name = slurm.submit_ok(job("strict", {"main": role(command)}))
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == state, detail
+    task = slurm.tasks(detail)[0]
+    assert task["containerExitCode"] == code, task
+    assert "after" not in slurm.log(name, name="stdout")
+
+
+PS = """import os, socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((os.environ["PAI_CURRENT_CONTAINER_IP"], int(os.environ["PAI_PORT_LIST_ps_0_http"])))
+s.listen()
+for _ in range(2):
+    print("ps got", s.accept()[0].recv(100).decode(), flush=True)
+"""
+WORKER = """import os, socket, time
+for _ in range(300):
+    try:
+        c = socket.create_connection((os.environ["PAI_HOST_IP_ps_0"], int(os.environ["PAI_PORT_LIST_ps_0_http"])))
+        break
+    except OSError:
+        time.sleep(0.1)
+c.sendall(("worker %s on %s" % (os.environ["PAI_TASK_INDEX"], os.environ["PAI_CURRENT_CONTAINER_IP"])).encode())
+"""
+
+
+def test_a_ps_and_two_workers_run_across_both_nodes_and_meet(slurm: Api) -> None:
+    roles = {
+        "ps": role('python3 -c "$ps_code"', ports=1),
+        "worker": role('python3 -c "$worker_code"', instances=2, ports=1),
+    }
+    name = slurm.submit_ok(job("dist", roles, parameters={"ps_code": PS, "worker_code": WORKER}))
+    detail = slurm.wait(name, timeout=90)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    ps = slurm.log(name, role="ps", name="stdout")
+    assert ps.count("ps got worker") == 2, ps
+    ips = {line.rsplit(" ", 1)[-1] for line in ps.splitlines()}
+    tasks = slurm.tasks(detail, "ps") + slurm.tasks(detail, "worker")
+    # three tasks of one core each on two nodes of two cores: both nodes ran some
+    placed = set()
+    for role_name, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+        text = Path(slurm.home) / "local" / "jobs" / name / f"a0.{role_name}-{index}.t0" / "run" / "placement"
+        placed.add(text.read_text().split()[0])
+    assert placed == {"n1", "n2"}, placed
+    assert all(t["taskState"] == "SUCCEEDED" for t in tasks)
+    assert ips <= {"10.203.0.11", "10.203.0.12", "127.0.0.1"}, ips
+
+
+def test_stop_cancels_the_slurm_job_and_the_job_is_stopped(slurm: Api) -> None:
+    name = slurm.submit_ok(job("long", {"main": role("echo started; sleep 300", instances=2)}))
+    slurm.wait(name, states={"RUNNING"}, timeout=30)
+    deadline = time.monotonic() + 30
+    while "started" not in slurm.log(name, name="stdout") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    began = time.monotonic()
+    assert slurm.stop(name).status_code in (200, 202)
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "STOPPED", detail
+    assert all(t["taskState"] == "STOPPED" for t in slurm.tasks(detail)), slurm.tasks(detail)
+    assert time.monotonic() - began < 20
+
+
+def test_the_completion_policy_ends_the_job_when_its_minimum_succeeded(slurm: Api) -> None:
+    roles = {"main": role("exit 0", completion={"minSucceededInstances": 1}), "side": role("sleep 300")}
+    name = slurm.submit_ok(job("policy", roles))
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    assert slurm.tasks(detail, "side")[0]["taskState"] == "STOPPED", slurm.tasks(detail, "side")
+
+
+def test_a_failed_task_fails_the_job_with_its_exit_code(slurm: Api) -> None:
+    roles = {"main": role("exit 3"), "side": role("sleep 300")}
+    name = slurm.submit_ok(job("fails", roles))
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "FAILED", detail
+    assert slurm.tasks(detail)[0]["containerExitCode"] == 3
+    assert slurm.tasks(detail, "side")[0]["taskState"] == "STOPPED"
+
+
+def test_a_killed_daemon_reattaches_to_its_slurm_jobs_by_their_ids(slurm: Api) -> None:
+    name = slurm.submit_ok(job("survives", {"main": role("sleep 4; echo done $SLURM_JOB_ID", instances=2)}))
+    detail = slurm.wait(name, states={"RUNNING"}, timeout=30)
+    os.kill(read_runtime(slurm.home)["pid"], signal.SIGKILL)
+    again = start_daemon(slurm.home, runtime="slurm")
+    detail = again.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    slurm_id = again.tasks(detail)[0]["containerId"]
+    assert again.log(name, name="stdout") == f"done {slurm_id}\n"  # the job it submitted, once
+    assert again.log(name, index=1, name="stdout") == f"done {slurm_id}\n"
