@@ -15,8 +15,11 @@ reservation for the job at the head of each virtual cluster's line, and EASY bac
   ends as far as the shadow time goes (then there is no shadow time, and the extra is only what is free now
   beyond the head's need: resources the head could not use anyway), and a waiting job with no max run time is
   backfilled only into the extra.
-- Virtual clusters are planned one after the other, each within its quota and what the machine has left; the
-  reservation protects a head against the jobs of its own virtual cluster.
+- Virtual clusters share the machine: first every virtual cluster's heads start while they fit (as under FIFO),
+  then each head that waits gets its reservation, and only then is anything backfilled. A job behind a head
+  must delay no head at all: its own (as above) nor another virtual cluster's, whose quota it does not touch but
+  whose machine room it could take (it ends before that head's shadow time, or leaves the machine room every
+  other waiting head needs).
 
 Resources are (cpu, memory MB, gpu) tuples here: this runs over every waiting job on each pass (P18 in
 tests/bench: 10,000 jobs).
@@ -122,21 +125,13 @@ def plan(now: float, total: Res, quotas: dict[str, Res], busy: list[Busy], queue
         used = add(used, b.demand)
         used_vc[b.vc] = add(used_vc.get(b.vc, ZERO), b.demand)
     started: list[Busy] = []
-    for vc, queue in queues.items():
+    blocked: dict[str, int] = {}  # virtual cluster -> the place of its head that does not fit
+    for vc, queue in queues.items():  # first every virtual cluster's heads, in order, while they fit (as FIFO)
         head_at = 0
         room = _room(vc, quotas, total, used, used_vc)
-        # the heads, in order, while they fit
         while head_at < len(queue):
             job = queue[head_at]
-            if fits(job.total, room):
-                n = len(job.tasks)
-            elif job.gang:
-                n = 0
-            else:
-                n, left = 0, room
-                while n < len(job.tasks) and fits(job.tasks[n], left):
-                    left = sub(left, job.tasks[n])
-                    n += 1
+            n = _how_many(job, room)
             if n:
                 took = ZERO
                 for t in job.tasks[:n]:
@@ -147,35 +142,86 @@ def plan(now: float, total: Res, quotas: dict[str, Res], busy: list[Busy], queue
                 ends = now + job.estimate_s if job.estimate_s is not None else None
                 started.append(Busy(vc, took, ends))
             if n < len(job.tasks):
+                blocked[vc] = head_at
                 break
             head_at += 1
-        if head_at >= len(queue):
-            continue
-        head = queue[head_at]
+    extras: dict[str, Res] = {}
+    for vc, head_at in blocked.items():  # then a reservation for each head that waits
+        head = queues[vc][head_at]
         need = head.total
-        for t in head.tasks[: out.starts[-1][1] if out.starts and out.starts[-1][0] == head.id else 0]:
-            need = sub(need, t)
+        for job_id, n in out.starts:
+            if job_id == head.id:
+                for t in head.tasks[:n]:
+                    need = sub(need, t)
+        room = _room(vc, quotas, total, used, used_vc)
         shadow, then = _shadow(vc, need, quotas, total, used, used_vc, busy + started)
-        extra = sub(then, need) if shadow is not None else tuple(max(r - n, 0) for r, n in zip(room, need, strict=True))
+        free_now: Res = (max(room[0] - need[0], 0), max(room[1] - need[1], 0), max(room[2] - need[2], 0))
+        extras[vc] = sub(then, need) if shadow is not None else free_now
         out.heads[vc] = Reservation(head.id, need, room, shadow)
-        extra_cpu, extra_mem, extra_gpu = extra
-        room_cpu, room_mem, room_gpu = room
-        # backfill: later jobs that fit now and cannot delay the head
-        for job in queue[head_at + 1 :]:
-            if room_cpu <= 0:
-                break  # every task needs a CPU
-            cpu, mem, gpu = job.total
-            if cpu > room_cpu or mem > room_mem or gpu > room_gpu:
-                continue
-            if shadow is not None and job.estimate_s is not None and now + job.estimate_s <= shadow:
-                pass  # gone before the head can start
-            elif cpu <= extra_cpu and mem <= extra_mem and gpu <= extra_gpu:
-                extra_cpu, extra_mem, extra_gpu = extra_cpu - cpu, extra_mem - mem, extra_gpu - gpu
-            else:
-                continue
-            out.starts.append((job.id, len(job.tasks)))
-            out.backfilled.add(job.id)
-            room_cpu, room_mem, room_gpu = room_cpu - cpu, room_mem - mem, room_gpu - gpu
-            used = add(used, job.total)
-            used_vc[vc] = add(used_vc.get(vc, ZERO), job.total)
+    for vc, head_at in blocked.items():  # and backfill behind it: what cannot delay any head
+        _backfill(now, vc, queues[vc][head_at + 1 :], out, extras, total, quotas, used_vc)
+        used = ZERO
+        for u in used_vc.values():
+            used = add(used, u)
     return out
+
+
+def _how_many(job: Waiting, room: Res) -> int:
+    """How many of the job's first tasks start in ``room``: all or none for a gang job."""
+    if fits(job.total, room):
+        return len(job.tasks)
+    if job.gang:
+        return 0
+    n, left = 0, room
+    while n < len(job.tasks) and fits(job.tasks[n], left):
+        left = sub(left, job.tasks[n])
+        n += 1
+    return n
+
+
+def _backfill(
+    now: float,
+    vc: str,
+    behind: list[Waiting],
+    out: Plan,
+    extras: dict[str, Res],
+    total: Res,
+    quotas: dict[str, Res],
+    used_vc: dict[str, Res],
+) -> None:
+    """Start the jobs ``behind`` virtual cluster ``vc``'s head that fit now and delay no head: its own (they end
+    before its shadow time, or take only its extra) nor another virtual cluster's, whose quota they do not touch
+    but whose machine they share (they end before that head's shadow, or leave the machine room all the other
+    heads need)."""
+    own = out.heads[vc]
+    others = [r for w, r in out.heads.items() if w != vc]
+    others_need = ZERO
+    for r in others:
+        others_need = add(others_need, r.need)
+    others_shadow = min((r.shadow for r in others if r.shadow is not None), default=None)
+    known = all(r.shadow is not None for r in others)
+    extra = extras[vc]
+    for job in behind:
+        used = ZERO
+        for u in used_vc.values():
+            used = add(used, u)
+        room = _room(vc, quotas, total, used, used_vc)
+        if room[0] <= 0:
+            break  # every task needs a CPU
+        if not fits(job.total, room):
+            continue
+        ends = now + job.estimate_s if job.estimate_s is not None else None
+        if own.shadow is not None and ends is not None and ends <= own.shadow:
+            takes_extra = False  # gone before the head can start
+        elif fits(job.total, extra):
+            takes_extra = True
+        else:
+            continue
+        gone_first = known and ends is not None and others_shadow is not None and ends <= others_shadow
+        if others and not gone_first and not fits(add(job.total, others_need), sub(total, used)):
+            continue  # it would take machine room another virtual cluster's head waits for
+        if takes_extra:
+            extra = sub(extra, job.total)
+        out.starts.append((job.id, len(job.tasks)))
+        out.backfilled.add(job.id)
+        used_vc[vc] = add(used_vc.get(vc, ZERO), job.total)
