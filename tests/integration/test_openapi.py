@@ -654,7 +654,7 @@ def test_cpu_percent_stays_positive_when_a_process_of_the_task_exits(seeded: See
     api, job = seeded.api, seeded.running
     _until_service(seeded, job, "running")
     task_dir = next(api.home.rglob(f"*~{job.split('~')[1]}")) / "a0.main-0.t0"
-    pid = int((task_dir / "service-tensorboard.pid").read_text())
+    pid = int((task_dir / "run" / "service-tensorboard.pid").read_text())
     conforms(api.http.get(f"/api/v2/local/jobs/{job}/metrics"), METRICS)
     _service_action(api, job, "stop")
     _until_service(seeded, job, "stopped", 15)
