@@ -366,8 +366,17 @@ def test_a_small_job_without_a_run_time_may_not_take_what_the_head_waits_for(tmp
     run_on(tmp_path, Resources(2, 8192, 0), body)
 
 
-def test_priority_classes_and_an_admins_reordering_decide_who_is_next(tmp_path: Path) -> None:
+@pytest.mark.parametrize("same_ms", [False, True], ids=["apart", "one-millisecond"])
+def test_priority_classes_and_an_admins_reordering_decide_who_is_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, same_ms: bool
+) -> None:
+    """Also with every job submitted in the same millisecond (a fast machine): they share one queue key, so a
+    place between two of them must not come from their keys' midpoint."""
+    from pai_jupyter.cluster.core import service
     from pai_jupyter.cluster.core.priority import reprioritise
+
+    if same_ms:
+        monkeypatch.setattr(service, "now_ms", lambda: 1_800_000_000_000)
 
     async def body(h: Harness) -> None:
         h.submit(v1("hog", cpu=8))

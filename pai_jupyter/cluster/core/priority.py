@@ -14,7 +14,8 @@ from .store import JobCore
 if TYPE_CHECKING:
     from .service import Cluster
 
-STEP = 1.0  # queue keys are submission times (ms); a job moved to an end is one step beyond it
+TIE_SPAN = 1.0  # queue keys are submission times (ms): a line whose jobs share one is spread within that ms
+TIE_STEP_MIN = 1e-3  # (well above a float's resolution at today's epoch milliseconds, ~2.4e-4)
 
 
 def job_priority(job: Job) -> str | None:
@@ -38,23 +39,26 @@ def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position:
     queue = cluster.queue
     if position is not None and queue.position(row["vc"], row["submission_time"], row["id"]) is None:
         raise ConflictJobError(f"job {row['user']}~{row['name']} is not waiting; only a waiting job has a place")
-    key = None
-    if position is not None:
+    if position is None:
+        with cluster.store.tx():
+            cluster.store.set_priority(row["id"], priority, None)
+        queue.set_order(row["id"], priority, None, row["submission_time"])
+    else:
         queue.set_order(row["id"], priority, None, row["submission_time"])  # first its class's line
         rank = queue.where[row["id"]][1][0]
         same = [e for e in queue.by_vc[row["vc"]] if e[0] == rank and e[2] != row["id"]]
-        position = max(0, min(position, len(same)))
-        if not same:
-            key = None
-        elif position == 0:
-            key = same[0][1] - STEP
-        elif position == len(same):
-            key = same[-1][1] + STEP
-        else:
-            key = (same[position - 1][1] + same[position][1]) / 2
-    with cluster.store.tx():
-        cluster.store.set_priority(row["id"], priority, key)
-    queue.set_order(row["id"], priority, key, row["submission_time"])
+        line = [e[2] for e in same]
+        line.insert(max(0, min(position, len(line))), row["id"])
+        first, last = (same[0][1], same[-1][1]) if same else (row["submission_time"], row["submission_time"])
+        # the whole line is keyed anew, in its order, within the span it had: two jobs submitted in the same
+        # millisecond share a key, and a midpoint between them would not place a job between them
+        step = (last - first) / (len(line) - 1) if last > first else max(TIE_SPAN / len(line), TIE_STEP_MIN)
+        with cluster.store.tx():
+            for i, job_id in enumerate(line):
+                own = priority if job_id == row["id"] else queue.order.get(job_id, (None, None))[0]
+                key = first + i * step
+                cluster.store.set_priority(job_id, own, key)
+                queue.set_order(job_id, own, key, key)
     cluster.schedule()
     return {
         "jobPriority": priority or "default",
