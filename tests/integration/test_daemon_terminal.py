@@ -28,6 +28,7 @@ from pai_jupyter.cluster.core.accounts import dedicated_name
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.shim import build_c_shim
 from tests.polling import wait_for
+from tests.unit.jobdocs import v2_doc, v2_role
 
 from .conftest import Api, kill_leftovers, reachable, start_daemon, v1
 
@@ -206,21 +207,13 @@ def test_a_jobs_environment_does_not_act_on_the_daemons_way_into_the_task(admin:
     )
     reachable(lib_dir / "mark.so")
     bob = admin.new_user("preloadbob")
-    doc = {
-        "protocolVersion": 2,
-        "name": f"preload{time.time_ns() % 10**9}",
-        "type": "job",
-        "parameters": {"LD_PRELOAD": str(lib_dir / "mark.so")},
-        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
-        "taskRoles": {
-            "main": {
-                "instances": 1,
-                "dockerImage": "img",
-                "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-                "commands": ["sleep 300"],
-            }
-        },
-    }
+    role = v2_role(resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0}, commands=["sleep 300"])
+    doc = v2_doc(
+        {"main": role},
+        name=f"preload{time.time_ns() % 10**9}",
+        parameters={"LD_PRELOAD": str(lib_dir / "mark.so")},
+        prerequisites=[{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+    )
     job = bob.submit_ok(yaml.safe_dump(doc))
     bob.wait(job, {"RUNNING"})
     marks.write_text("")  # what the task's own start left

@@ -22,6 +22,7 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.core.accounts import dedicated_name
 from tests.polling import wait_for
+from tests.unit.jobdocs import v2_doc, v2_role
 
 from .conftest import Api, docker_or_skip, kill_leftovers, start_daemon, v1
 
@@ -58,23 +59,14 @@ def _attack(runtime_json: Path, decoy: Path) -> str:
 
 
 def _job(name: str, script: str) -> str:
-    return json.dumps(
-        {
-            "protocolVersion": 2,
-            "name": name,
-            "type": "job",
-            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox"}],
-            "taskRoles": {
-                "main": {
-                    "instances": 1,
-                    "dockerImage": "img",
-                    "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-                    "commands": script.splitlines(),
-                }
-            },
-            "extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]},
-        }
+    role = v2_role(resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0}, commands=script.splitlines())
+    doc = v2_doc(
+        {"main": role},
+        name=name,
+        prerequisites=[{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox"}],
+        extras={"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]},
     )
+    return json.dumps(doc)
 
 
 def _wait_for_line(api: Api, job: str, line: str) -> str:
