@@ -14,6 +14,7 @@ help:
 	@echo "make test   install and run the whole suite (ruff check + format, mypy, eslint, vitest, pytest)"
 	@echo "make test-fast  the same lint + the tests without the docker, browser or slow marks (the inner loop)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
+	@echo "make docs   build the documentation site into .docs-site/ (strict: broken links fail)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,5 +59,10 @@ test-fast: $(STAMP) lint
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run
 
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+	@echo "the site is in .docs-site/ (open .docs-site/index.html)"
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .bench
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .bench .docs-site

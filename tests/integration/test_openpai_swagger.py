@@ -1,7 +1,7 @@
 """OpenPAI's own swagger (tests/data/openpai/swagger.yaml, 2.2.7), restricted to the routes we serve, checked
 against the daemon: for real jobs (succeeded, failed, running) every served operation answers a status the
 swagger lists, with a body that validates against the swagger's schema for it. Where we answer differently on
-purpose the README's "OpenPAI compatibility" table says so; those are the DIFFERENCES below (and nothing else
+purpose the docs/openpai.md says so; those are the DIFFERENCES below (and nothing else
 may differ)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ SWAGGER: dict[str, Any] = yaml.safe_load((DATA / "swagger.yaml").read_text())
 PROTOCOL: dict[str, Any] = yaml.safe_load((DATA / "protocol-schema.yaml").read_text())
 # the swagger names the protocol schema by a remote URL; the same file is here
 SWAGGER["components"]["schemas"].update(PROTOCOL["components"]["schemas"])
-SERVED = {  # swagger path -> methods we serve there (see README: the routes we do not serve, and why)
+SERVED = {  # swagger path -> methods we serve there (see docs/openpai.md: the routes we do not serve, and why)
     "/api/v2/info": {"get"},
     "/api/v2/tokens": {"get"},
     "/api/v2/tokens/application": {"post"},
@@ -58,7 +58,7 @@ SERVED = {  # swagger path -> methods we serve there (see README: the routes we 
 CODE_WINS = [
     (r"/containerGpus$", "the server sends an int bitmask (frameworkConverter.getContainerGpus), the swagger a string"),
 ]
-# Deliberate differences (README, "OpenPAI compatibility"): none in the shapes
+# Deliberate differences (docs/openpai.md): none in the shapes
 DIFFERENCES: list[tuple[str, str]] = []
 
 

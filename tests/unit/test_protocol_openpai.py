@@ -2,7 +2,7 @@
 every one it refuses, we refuse; and everything we write validates against the official protocol schema file
 and the server's validator (``openpai_oracle``).
 
-Deliberate differences (README, "OpenPAI compatibility"): resources must be runnable here (cpu >= 1,
+Deliberate differences (docs/openpai.md): resources must be runnable here (cpu >= 1,
 memoryMB >= 100, gpu >= 0, shmMB 0..memoryMB, port counts >= 1), completion counts within -1..instances,
 a role needs a non-blank command, and the ``extras`` keys this product reads are checked. The generators below
 stay inside those bounds; everything else OpenPAI allows, they use.
