@@ -13,6 +13,7 @@ help:
 	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
 	@echo "make test   install and run the whole suite (ruff check + format, mypy, eslint, vitest, pytest)"
 	@echo "make test-fast  the same lint + the tests without the docker, browser or slow marks (the inner loop)"
+	@echo "make test-binder  the binder install test alone (~5 min; not in make test, CI runs it)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
 	@echo "make docs   build the documentation site into .docs-site/ (strict: broken links fail)"
 
@@ -49,12 +50,17 @@ lint-js: labextension/node_modules/.package-lock.json
 test-js: labextension/node_modules/.package-lock.json
 	cd labextension && npm test --silent
 
+# the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
 test: $(STAMP) lint test-js
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(PYTEST_ARGS)
 
-.PHONY: test-fast
+.PHONY: test-fast test-binder
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -m "not docker and not browser and not slow" $(PYTEST_ARGS)
+	PAI_TEST_HYPOTHESIS=quick $(BIN)/python -m pytest -m "not docker and not browser and not slow and not binder" \
+		$(PYTEST_ARGS)
+
+test-binder: $(STAMP)
+	$(BIN)/python -m pytest -m binder $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run

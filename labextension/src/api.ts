@@ -7,7 +7,7 @@ export interface TaskRow {
   role: string;
   index: number;
   state: string;
-  services: { name: string; state: string; url: string }[];
+  services: { name: string; title: string; state: string; url: string | null }[];
   terminalUrl: string | null;
 }
 
@@ -46,8 +46,7 @@ export interface TaskDetail {
   launchedTime: string | null;
   completedTime: string | null;
   terminalPage: string | null;
-  tensorboardPage: string | null;
-  jupyterPage: string | null;
+  services: { name: string; title: string; url: string | null }[]; // only those the task has
 }
 
 export interface JobDetail {

@@ -28,18 +28,6 @@ import { JobPage } from './jobpage';
 import { JobsPanel } from './sidebar';
 
 const PLUGIN_ID = 'pai-jupyter:plugin';
-const SERVICE_PATHS: Record<string, string> = {
-  terminal: 'terminal/',
-  tensorboard: 'tensorboard/',
-  jupyter: 'jupyter/lab',
-  desktop: 'desktop/'
-};
-const TITLES: Record<string, string> = {
-  terminal: 'Terminal',
-  tensorboard: 'TensorBoard',
-  jupyter: 'Jupyter',
-  desktop: 'Desktop'
-};
 
 export const paiIcon = new LabIcon({
   name: 'pai-jupyter:jobs',
@@ -49,6 +37,7 @@ export const paiIcon = new LabIcon({
     '<rect x="3" y="17" width="8" height="3" rx="1"/></g></svg>'
 });
 
+// a service's page: the url the server's answer gives for it (services: [{name, title, url}]), else its route
 function serviceUrl(id: string, role: string, index: number, service: string): string {
   const base = ServerConnection.makeSettings().baseUrl;
   return URLExt.join(
@@ -57,7 +46,7 @@ function serviceUrl(id: string, role: string, index: number, service: string): s
     jobPath(id),
     encodeURIComponent(role),
     String(index),
-    SERVICE_PATHS[service]
+    `${encodeURIComponent(service)}/`
   );
 }
 
@@ -191,15 +180,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     commands.addCommand('pai:open-service', {
       label: args =>
-        `${TITLES[String(args.service)] ?? String(args.service)} of ${String(args.role)}[${String(args.index)}]`,
+        `${String(args.title ?? args.service)} of ${String(args.role)}[${String(args.index)}]`,
       execute: args => {
         const id = jobArg(args);
         const role = String(args.role);
         const index = Number(args.index);
         const service = String(args.service);
-        if (!(service in SERVICE_PATHS)) {
-          return;
-        }
+        const title = String(args.title ?? service);
         const key = `pai-${service}-${id}-${role}-${index}`.replace(/[^A-Za-z0-9_-]/g, '_');
         const found = services.find(w => w.id === key);
         if (found) {
@@ -217,12 +204,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
           ],
           referrerPolicy: 'same-origin'
         });
-        frame.url = serviceUrl(id, role, index, service);
+        frame.url = args.url ? String(args.url) : serviceUrl(id, role, index, service);
         frame.addClass('pai-ServiceFrame');
         const main = new MainAreaWidget({ content: frame });
         main.id = key;
-        main.title.label = `${TITLES[service]}: ${role}[${index}] ${id.split('~').slice(1).join('~')}`;
-        main.title.caption = `${TITLES[service]} of ${role}[${index}] of ${id}`;
+        main.title.label = `${title}: ${role}[${index}] ${id.split('~').slice(1).join('~')}`;
+        main.title.caption = `${title} of ${role}[${index}] of ${id}`;
         main.title.closable = true;
         void services.add(main);
         shell.add(main, 'main');

@@ -1,7 +1,7 @@
 // One job's page in the main area: summary, task table, events, config (YAML/JSON, copy), the log's tail
 // (stdout/stderr/all, follow, full-log download: the page never holds a whole huge log) and live charts
 // from the metrics websocket (jobmetrics.ts); a tools row (jobtools.ts: work duration, SSH key, desktop).
-// Service buttons open the task's TensorBoard, Jupyter and terminal as Lab tabs.
+// Service buttons open the task's terminal and the services it has (from the server's answer) as Lab tabs.
 import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
@@ -184,17 +184,20 @@ export class JobPage extends Widget {
       return [];
     }
     const where = `${t.role}[${t.index}] of ${d.name}`;
-    const open = (service: string) => () =>
+    const open = (service: string, title: string, url: string | null) => () =>
       void this.commands.execute('pai:open-service', {
         id: d.id,
         role: t.role,
         index: t.index,
-        service
+        service,
+        title,
+        url
       });
     return [
-      button('Terminal', `Terminal of ${where}`, open('terminal')),
-      button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard')),
-      button('Jupyter', `Jupyter of ${where}`, open('jupyter'))
+      button('Terminal', `Terminal of ${where}`, open('terminal', 'Terminal', t.terminalPage)),
+      ...t.services
+        .filter(s => s.url)
+        .map(s => button(s.title, `${s.title} of ${where}`, open(s.name, s.title, s.url)))
     ];
   }
 

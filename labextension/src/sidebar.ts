@@ -285,15 +285,15 @@ export class JobsPanel extends Widget {
       menu.addItem({ command, args: { id } });
     }
     const services = job.tasks.flatMap(t => [
-      ...t.services.map(s => ({ t, name: s.name })),
-      ...(t.terminalUrl ? [{ t, name: 'terminal' }] : [])
+      ...t.services.flatMap(s => (s.url ? [{ t, name: s.name, title: s.title, url: s.url }] : [])),
+      ...(t.terminalUrl ? [{ t, name: 'terminal', title: 'Terminal', url: null }] : [])
     ]);
     if (services.length) {
       menu.addItem({ type: 'separator' });
-      for (const { t, name } of services) {
+      for (const { t, name, title, url } of services) {
         menu.addItem({
           command: 'pai:open-service',
-          args: { id, role: t.role, index: t.index, service: name }
+          args: { id, role: t.role, index: t.index, service: name, title, url }
         });
       }
     }

@@ -14,6 +14,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..common.services import CATALOGUE
 from ..common.states import JOB_STATES, TaskState
 from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_html, esc, fmt, job_row, link_html
 from .display import service_url as route
@@ -26,14 +27,12 @@ ACTIONS = (
     "logs",
     "stop",
     "clone",
-    "TensorBoard",
-    "Jupyter",
-    "Desktop",
+    *(s.title for s in CATALOGUE if s.web),  # a link to each web service of the catalogue
     "terminal",
     "SSH",
 )
 REFRESH = (("off", 0.0), ("10 s", 10.0), ("30 s", 30.0), ("60 s", 60.0))
-SERVICE = {"TensorBoard": "tensorboard", "Jupyter": "jupyter", "Desktop": "desktop", "terminal": "terminal"}
+SERVICE = {**{s.title: s.name for s in CATALOGUE if s.web}, "terminal": "terminal"}
 
 
 class _Row:

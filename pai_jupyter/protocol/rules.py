@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeGuard
 
 from pydantic import BeforeValidator, Field, StringConstraints
 
+from ..common.services import names as service_names
 from .errors import Problem, type_name
 
 V1_JOB_NAME = r"^[A-Za-z0-9\-._~]+$"
@@ -54,7 +55,8 @@ def version_message(value: Any) -> str:
 Version = Annotated[str | int | float | None, BeforeValidator(_version)]
 
 RUNTIME_PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
-RUNTIME_PLUGINS = ("ssh", "tensorboard", "cmd", "jupyter", "git", "teamwise_storage", "desktop")
+# the in-task services of the catalogue (common/services.py), then the plugins that only prepare the task
+RUNTIME_PLUGINS = (*service_names(), "cmd", "git", "teamwise_storage")
 MAX_RUN_TIME_KEY = "maxRunTimeMinutes"
 MAX_RUN_TIME_MINUTES = 366 * 24 * 60  # a year: a limit, not "forever" (leave the key out for no limit)
 

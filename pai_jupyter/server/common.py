@@ -15,11 +15,12 @@ from typing import Any
 
 from tornado import web
 
+from ..common import services
 from ..common.routes import job_segment, task_route
 
 JOB_RE = r"(?P<user>[^/~]+)~(?P<name>[^/]+)"
 TASK_RE = JOB_RE + r"/(?P<role>[^/]+)/(?P<index>\d{1,9})"
-SERVICES = ("jupyter", "tensorboard", "desktop")
+SERVICES = services.names(["http", "desktop"])  # the services this server serves as web pages
 
 
 class PaiHTTPError(web.HTTPError):

@@ -22,10 +22,11 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ..common.services import route_re
 from .common import TASK_RE, SafeErrors, not_found, safe_json
 from .proxy import ServiceProxyHandler, _is_websocket
 
-DESKTOP_RE = TASK_RE + r"/(?P<service>desktop)(?P<rest>/.*)?"
+DESKTOP_RE = TASK_RE + rf"/(?P<service>{route_re('desktop')})(?P<rest>/.*)?"
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
 NOVNC_RE = r"/novnc/(?P<path>(?:core|vendor)/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\.js)"
 NO_NOVNC = "noVNC is not installed beside this Jupyter server (Debian: apt-get install novnc), so no desktop page"

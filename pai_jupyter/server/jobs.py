@@ -13,6 +13,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..client import FINAL_STATES, BadRequest, JobNotFound, NotSupported, PaiError
+from ..common.services import links
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
 from .registry import Registry
 
@@ -96,13 +97,9 @@ class JobsHandler(SafeErrors, APIHandler):
                     "role": t.role,
                     "index": t.task_index,
                     "state": t.task_state,
-                    "services": [
-                        {
-                            "name": s.get("name"),
-                            "state": s.get("state"),
-                            "url": f"{prefix}{s.get('name')}/" if s.get("name") != "ssh" else None,
-                        }  # no web page
-                        for s in own
+                    "services": [  # {name, title, url (None: no web page), state}
+                        {**link, "state": next(s.get("state") for s in own if s.get("name") == link["name"])}
+                        for link in links(self.base_url, user, name, t.role, t.task_index, [s["name"] for s in own])
                     ],
                     # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
                     "terminalUrl": f"{prefix}terminal/websocket"

@@ -16,6 +16,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..client import FINAL_STATES, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from ..common.services import links
 from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
@@ -64,14 +65,20 @@ class _Base(SafeErrors, APIHandler):
         return PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError")
 
 
-def detail_json(base_url: str, detail: Any) -> dict[str, Any]:
-    """A job's status and tasks as the job page shows them, with each running task's service paths."""
+def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A job's status and tasks as the job page shows them, with each running task's services (``{name, title,
+    url}``, from the cluster's list of the job's services: only those the task has)."""
     s = detail.job_status
     user, _, name = detail.id.partition("~")
     tasks = []
     for t in detail.tasks:
         prefix = task_prefix(base_url, user, name, t.role, t.task_index)
         running = t.task_state == "RUNNING"
+        own = [
+            str(x.get("name"))
+            for x in services or []
+            if (x.get("role"), int(x.get("index", -1))) == (t.role, t.task_index)
+        ]
         tasks.append(
             {
                 "role": t.role,
@@ -85,8 +92,7 @@ def detail_json(base_url: str, detail: Any) -> dict[str, Any]:
                 "launchedTime": _iso(t.launched_time),
                 "completedTime": _iso(t.completed_time),
                 "terminalPage": f"{prefix}terminal/" if running else None,
-                "tensorboardPage": f"{prefix}tensorboard/" if running else None,
-                "jupyterPage": f"{prefix}jupyter/lab" if running else None,
+                "services": links(base_url, user, name, t.role, t.task_index, own) if running else [],
             }
         )
     return {
@@ -117,7 +123,13 @@ class JobHandler(_Base):
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
         detail = await self.call(f"detail of {job}", self.client.detail(job))
-        out = detail_json(self.base_url, detail)
+        services: list[dict[str, Any]] = []
+        if detail.job_status.state not in FINAL_STATES:
+            try:
+                services = list(await self.client.services(job))
+            except PaiError as exc:  # NotSupported on a remote OpenPAI: no service buttons, the terminal stays
+                self.log.info("pai: services of %s: %s", job, exc)
+        out = detail_json(self.base_url, detail, services)
         if self.get_argument("events", "") == "1":
             try:
                 out["events"] = await self.client.events(job)

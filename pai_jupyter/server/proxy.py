@@ -30,6 +30,7 @@ from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
 
+from ..common.services import route_re
 from . import sandbox
 from .common import TASK_RE, PaiHTTPError, SafeErrors, cross_origin_is_403, not_found
 from .forward import Relaying, UpstreamFailed, forward
@@ -37,7 +38,7 @@ from .registry import TITLES, Key, Registry, Target
 
 SAFE_PATH = "/:@!$&'()*+,;=-._~%"  # keep the request's own percent-escapes as they came
 DROP_HEADERS = ("Authorization", "Cookie", "X-Xsrftoken", "X-Xsrf-Token")
-SERVICE_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)(?P<rest>/.*)?"
+SERVICE_RE = TASK_RE + rf"/(?P<service>{route_re('http')})(?P<rest>/.*)?"
 DROP_ANSWER_HEADERS = ("Set-Cookie", "Clear-Site-Data")  # a task sets no cookie on, nor clears, this origin
 NOT_RUNNING_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}: not running</title></head>
 <body style="font-family:sans-serif;max-width:40em;margin:2em auto"><h2>{title} of {task} is not running</h2>

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
+from ..common.services import titles
 from .common import SERVICES, PaiHTTPError, not_found
 from .config import PaiJupyter
 
 Key = tuple[str, str, int, str]  # job id, role, task index, service
-TITLES = {"jupyter": "Jupyter", "tensorboard": "TensorBoard", "desktop": "The desktop"}
+TITLES = titles()
 POLL = 0.2
 
 

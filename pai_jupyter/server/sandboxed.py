@@ -11,11 +11,12 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import ensure_async
 from jupyter_server_proxy.handlers import ProxyHandler
 
+from ..common.services import route_re
 from . import sandbox
 from .common import TASK_RE, PaiHTTPError
 from .proxy import ServiceProxyHandler, _is_websocket, without_token
 
-SANDBOXED_RE = TASK_RE + r"/(?P<service>jupyter|tensorboard)/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
+SANDBOXED_RE = TASK_RE + rf"/(?P<service>{route_re('http')})/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
 # a handler open without Jupyter's login (it checks a capability itself) in jupyter_server >= 2.13, where
 # ServerApp.allow_unauthenticated_access=False refuses every other one; older versions let each handler decide
 allow_unauthenticated: Any = getattr(auth_decorator, "allow_unauthenticated", lambda method: method)

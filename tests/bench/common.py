@@ -42,6 +42,12 @@ class Figure:
     ratio: float | None = None
     met: bool | None = None
     note: str = ""
+    runs: list[float] = field(default_factory=list)  # the value of each run (``combined``), in run order
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """The lowest and highest value over the runs (None for a single run)."""
+        return (min(self.runs), max(self.runs)) if len(self.runs) > 1 else None
 
     def as_json(self) -> dict[str, Any]:
         def r(x: float | None) -> float | None:
@@ -54,8 +60,38 @@ class Figure:
             "target": self.target,
             "unit": self.unit,
             "met": self.met,
+            "runs": [r(x) for x in self.runs],
+            "spread": None if self.spread is None else [r(x) for x in self.spread],
             "note": self.note,
         }
+
+
+def combined(figures: list[Figure]) -> Figure:
+    """One figure from several runs of the same benchmark: the median value, baseline and ratio (each run's ratio
+    is to its own baseline, so load drift between runs cancels), met when most runs met their target, the note of
+    the run whose value is the median, and every run's value (the spread)."""
+    first = figures[0]
+    done = [f for f in figures if f.value is not None]
+    if not done:
+        return first
+    middle = sorted(done, key=lambda f: f.value or 0.0)[(len(done) - 1) // 2]
+    out = Figure(first.key, first.title, first.unit, first.target, note=middle.note)
+    out.runs = [f.value for f in done if f.value is not None]
+    out.value = median(out.runs)
+    baselines = [f.baseline for f in done if f.baseline is not None]
+    out.baseline = median(baselines) if baselines else None
+    ratios = [f.ratio for f in done if f.ratio is not None]
+    out.ratio = median(ratios) if ratios else None
+    verdicts = [f.met for f in done if f.met is not None]
+    out.met = None if not verdicts else sum(verdicts) * 2 > len(verdicts)
+    if len(figures) > 1:
+        failed = len(figures) - len(done)
+        out.note = (
+            f"median of {len(done)} interleaved runs ({', '.join(Table.fmt(x, first.unit) for x in out.runs)}"
+            + (f"; {failed} could not run" if failed else "")
+            + f"); the median run's note: {middle.note}"
+        )
+    return out
 
 
 def median(xs: list[float]) -> float:
@@ -251,6 +287,7 @@ class Table:
             f.key,
             f.title,
             self.fmt(f.value, f.unit),
+            "-" if f.spread is None else f"{self.fmt(f.spread[0])}-{self.fmt(f.spread[1], f.unit)}",
             self.fmt(f.baseline, f.unit),
             "-" if f.ratio is None else f"{f.ratio:.2f}x",
             f.target,
@@ -259,7 +296,7 @@ class Table:
 
     def render(self, figures: list[Figure] | None = None, notes: bool = True) -> str:
         figures = self.figures if figures is None else figures
-        head = ["id", "figure", "value", "baseline", "ratio", "target", "met"]
+        head = ["id", "figure", "value", "spread", "baseline", "ratio", "target", "met"]
         rows = [head] + [self.row(f) for f in figures]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

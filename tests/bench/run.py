@@ -1,9 +1,11 @@
 """`make bench`: the performance figures of the embedded cluster, each beside a baseline from the same run.
 
-    .venv/bin/python -m tests.bench.run [--only P1,P3,...]
+    .venv/bin/python -m tests.bench.run [--only P1,P3,...] [--runs 3]
 
-Every benchmark starts its own daemon in a fresh temp PAI_JUPYTER_HOME, prints its row as it finishes, and the
-whole table is printed again at the end and written to .bench/results.json. Timings are reported, never
+Every benchmark starts its own daemon in a fresh temp PAI_JUPYTER_HOME and prints its row as it finishes. The
+benchmarks run ``--runs`` times, interleaved (all of them once, then all again, ...: a burst of load on the
+machine hits every figure a little rather than one figure's every run); each figure in the final table is the
+median of its runs with their spread (lowest-highest), also in .bench/results.json. Timings are reported, never
 asserted: a missed target says so in the table and the exit status stays 0. The status is 1 only when a
 benchmark could not run at all (its row says why).
 """
@@ -20,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .common import Daemon, Figure, Table, median, ratio
+from .common import Daemon, Figure, Table, combined, median, ratio
 from .containers import p8_docker_submit_to_running
 from .kernel import p14_kernel_start, p14_round_trip, p14_tunnel_round_trip, p14_tunnel_start
 from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_tail, p13_terminal_echo
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tests.bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--only", help="comma-separated ids to run (default: all)")
+    p.add_argument("--runs", type=int, default=3, help="runs of each benchmark, interleaved (default 3)")
     p.add_argument("--out", default=str(ROOT / ".bench" / "results.json"))
     args = p.parse_args(argv)
     only = {x.strip().upper() for x in args.only.split(",")} if args.only else None
@@ -114,20 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     crashed = False
     t_run = time.perf_counter()
     print(_header(), flush=True)
-    for key, title, bench in BENCHES:
-        if only and key not in only:
-            continue
-        print(f"[{key}] {title} ...", flush=True)
-        t0 = time.perf_counter()
-        try:
-            fig = bench()
-        except Exception as exc:
-            crashed = True
-            traceback.print_exc()
-            fig = Figure(key, title, "", "", note=f"could not run: {type(exc).__name__}: {exc}"[:400])
-        table.figures.append(fig)
-        print(table.render([fig], notes=True))
-        print(f"  ({time.perf_counter() - t0:.1f} s)\n", flush=True)
+    chosen = [b for b in BENCHES if not only or b[0] in only]
+    runs: dict[str, list[Figure]] = {key: [] for key, _, _ in chosen}
+    for n in range(1, max(1, args.runs) + 1):
+        for key, title, bench in chosen:
+            print(f"[{key}] {title} (run {n} of {args.runs}) ...", flush=True)
+            t0 = time.perf_counter()
+            try:
+                fig = bench()
+            except Exception as exc:
+                crashed = True
+                traceback.print_exc()
+                fig = Figure(key, title, "", "", note=f"could not run: {type(exc).__name__}: {exc}"[:400])
+            runs[key].append(fig)
+            print(table.render([fig], notes=True))
+            print(f"  ({time.perf_counter() - t0:.1f} s)\n", flush=True)
+    table.figures = [combined(runs[key]) for key, _, _ in chosen]
     if not only or "D1" in only:
         table.figures.append(d1_daemon_ready())
     wall = time.perf_counter() - t_run

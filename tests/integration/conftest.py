@@ -130,6 +130,17 @@ def daemon(pai_home: Path) -> Iterator[Api]:
     kill_leftovers(pai_home)
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """One daemon for the tests of a module that write nothing to it (refused submissions, reads): they need no
+    fresh one each (a start is ~1 s on a loaded machine). A test that submits, stops or adds users takes ``daemon``."""
+    home = tmp_path_factory.mktemp("shared-daemon") / "pai-home"
+    api = start_daemon(home)
+    yield api
+    control.stop(home)
+    kill_leftovers(home)
+
+
 def provisioner_installed() -> None:
     """The provisioner is found through its entry point: only an installed pai_jupyter (pip install -e .) has it."""
     names = {ep.name for ep in entry_points(group="jupyter_client.kernel_provisioners")}

@@ -18,7 +18,7 @@ from pai_jupyter.cluster import control
 
 from .conftest import kill_leftovers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.binder]  # `make test-binder` (CI runs it), not `make test`
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 

@@ -70,8 +70,10 @@ def test_stop_clone_delete(daemon: Api, tmp_path: Path) -> None:
     assert pai("submit", str(job), home=daemon.home).returncode == 0
     daemon.wait(f"{daemon.http.get('/api/v2/info').json()['user']}~sleeper", ("RUNNING",))
     assert pai("stop", "sleeper", home=daemon.home).returncode == 0
-    r = pai("submit", str(job), "--name", "sleeper2", "--wait", home=daemon.home)
-    assert r.returncode in (0, 1)
+    short = tmp_path / "short.json"  # --wait polls until the job ends: one that ends soon, not the sleeper's 60 s
+    short.write_text(v1("sleeper2", "sleep 1"))
+    r = pai("submit", str(short), "--wait", home=daemon.home)
+    assert r.returncode == 0, r.stderr
     r = pai("clone", "sleeper", "--name", "copy", home=daemon.home)
     assert r.returncode == 0 and r.stdout.strip().endswith("~copy")
     pai("stop", "copy", home=daemon.home)

@@ -129,15 +129,17 @@ def test_ssh_keys_are_bounded_in_size_and_count(daemon: Api) -> None:
     ],
 )
 def test_bad_submissions_are_refused_and_nothing_is_written(
-    daemon: Api, body: bytes, ctype: str, status: int, code: str
+    shared_daemon: Api, body: bytes, ctype: str, status: int, code: str
 ) -> None:
+    daemon = shared_daemon
     r = daemon.http.post("/api/v2/jobs", content=body, headers={"Content-Type": ctype})
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
     assert daemon.http.get("/api/v2/jobs").json() == []
 
 
-def test_invalid_protocol_lists_every_field_path(daemon: Api) -> None:
+def test_invalid_protocol_lists_every_field_path(shared_daemon: Api) -> None:
+    daemon = shared_daemon
     bad = {
         "jobName": "bad name",
         "image": "x",
@@ -152,7 +154,8 @@ def test_invalid_protocol_lists_every_field_path(daemon: Api) -> None:
     assert "taskRoles[0].memoryMB: 50 is below the minimum 100" in r.json()["message"]
 
 
-def test_body_over_the_cap_is_413(daemon: Api) -> None:
+def test_body_over_the_cap_is_413(shared_daemon: Api) -> None:
+    daemon = shared_daemon
     big = b"jobName: x\n# " + b"a" * (5 * 1024 * 1024)
     r = daemon.http.post("/api/v2/jobs", content=big, headers={"Content-Type": "text/yaml"})
     assert r.status_code == 413 and r.json()["code"] == "PayloadTooLargeError"

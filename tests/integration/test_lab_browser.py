@@ -120,6 +120,20 @@ def test_the_tensorboard_tab_shows_the_runs_scalars(env: Env, lab: Any) -> None:
     frame.locator("scalar-card line-chart").first.wait_for(timeout=60_000)  # the drawn chart of the loss tag
 
 
+def test_the_job_page_offers_only_the_services_the_task_has(env: Env, lab: Any) -> None:
+    """lab-live runs TensorBoard and no Jupyter: its task row has Terminal and TensorBoard buttons, no Jupyter one
+    (which opened a tab of raw ``{"code": "NotFound"}``); the buttons come from the server's answer."""
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    row(lab, "lab-live").click()
+    page = lab.locator(".pai-JobPage").filter(has_text=env.live)
+    page.get_by_role("button", name="TensorBoard of main[0] of lab-live").wait_for(timeout=30_000)
+    buttons = page.get_by_role("button", name=re.compile(r" of main\[0\] of lab-live$"))
+    assert [b.get_attribute("aria-label") for b in buttons.all()] == [
+        "Terminal of main[0] of lab-live",
+        "TensorBoard of main[0] of lab-live",
+    ]
+
+
 def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> None:
     lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
     form = lab.locator(".pai-Form").last

@@ -204,10 +204,14 @@ def test_jobs_route_lists_the_profiles_jobs_with_service_urls(env: Env) -> None:
     jobs = {j["id"]: j for j in body["jobs"]}
     assert set(jobs) == {env.job, env.plain}  # not bob's
     task = jobs[env.job]["tasks"][0]
-    assert {s["name"]: s["url"] for s in task["services"]} == {
-        "tensorboard": f"/{task_url(env.job, 'tensorboard/')}",
-        "jupyter": f"/{task_url(env.job, 'jupyter/')}",
+    assert {s["name"]: (s["title"], s["url"]) for s in task["services"]} == {
+        "tensorboard": ("TensorBoard", f"/{task_url(env.job, 'tensorboard/')}"),
+        "jupyter": ("Jupyter", f"/{task_url(env.job, 'jupyter/lab')}"),
     }
+    # the job page's answer: each task's services, only those it has (the plain job's task has none)
+    detail = env.jupyter.http().get(f"pai/api/jobs/{env.job}").json()["tasks"][0]["services"]
+    assert [(s["name"], s["url"]) for s in detail] == [(s["name"], s["url"]) for s in task["services"]]
+    assert env.jupyter.http().get(f"pai/api/jobs/{env.plain}").json()["tasks"][0]["services"] == []
     assert task["terminalUrl"] == f"/{task_url(env.job, 'terminal/websocket')}"
     assert jobs[env.job]["metricsUrl"] == f"/pai/api/jobs/{env.job}/metrics"
     assert jobs[env.plain]["tasks"][0]["services"] == []

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pai_jupyter.cluster.core.backfill import Busy, Res, Waiting, add, fits, plan
+from tests.properties import examples
 
 TOTAL: Res = (4, 4096, 2)
 
@@ -122,7 +123,7 @@ def job_lists(draw: st.DrawFn, splits: tuple[str, ...] = tuple(SPLITS)) -> tuple
     return jobs, quotas
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(case=job_lists())
 def test_random_queues_run_to_the_end_safely_and_the_head_is_never_delayed(
     case: tuple[list[SimJob], dict[str, Res]],
@@ -145,7 +146,7 @@ def test_random_queues_run_to_the_end_safely_and_the_head_is_never_delayed(
             assert reservation.job_id in [w.id for w in queues[vc]]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(case=job_lists(("one", "divided")))
 def test_a_head_starts_by_the_time_reserved_for_it_when_every_run_time_is_known(
     case: tuple[list[SimJob], dict[str, Res]],

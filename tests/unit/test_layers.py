@@ -11,7 +11,7 @@ from .imports import PACKAGE, layer_imports, layer_of, own_imports
 HELPERS = {"common", "format", "metrics", "seedpaths", "image", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "common": set(),
-    "protocol": set(),
+    "protocol": {"common"},  # the services catalogue names the runtime plugins
     "format": set(),
     "metrics": set(),
     "seedpaths": {"protocol"},

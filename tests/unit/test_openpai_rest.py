@@ -16,6 +16,7 @@ from pai_jupyter.cluster.core.store import Store
 from pai_jupyter.cluster.http import views
 from pai_jupyter.protocol import render_commands
 from pai_jupyter.protocol.render import render
+from tests.properties import examples
 
 from .jobdocs import v2_doc, v2_role
 from .openpai_rest_oracle import (
@@ -118,7 +119,7 @@ def _ours(store: Store, query: dict[str, str]) -> list[dict[str, Any]]:
     return list(json.loads(text))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(jobs=st.lists(job_st, min_size=1, max_size=7), query=queries())
 def test_the_job_list_filters_and_orders_as_openpai(jobs: list[dict[str, Any]], query: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,7 +170,7 @@ def commands(draw: st.DrawFn) -> list[str]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     cmds=commands(),
     params=st.dictionaries(st.sampled_from(["p", "q", "list"]), value_st, max_size=3),

@@ -37,7 +37,7 @@ def _v1_role(**over: Any) -> Edit:
 
 PLUGINS = {"com.microsoft.pai.runtimeplugin": [{"plugin": "nope"}]}
 PLUGIN_MESSAGE = (
-    "'nope' is not a known runtime plugin (one of ssh, tensorboard, cmd, jupyter, git, teamwise_storage, desktop)"
+    "'nope' is not a known runtime plugin (one of ssh, tensorboard, jupyter, desktop, cmd, git, teamwise_storage)"
 )
 
 # rule: (v2 edit, v2 path), (v1 edit, v1 path), (builder job kwargs, model path), form field, the one message

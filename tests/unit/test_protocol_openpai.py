@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from pai_jupyter.protocol import Job, JobValidationError, job_from_document
 from pai_jupyter.protocol.edit import rename_text
+from tests.properties import examples
 
 from .openpai_oracle import official_problems, server_problems
 from .test_protocol_properties import v1_docs
@@ -157,7 +158,7 @@ def _writes_valid(job: Job) -> None:
     assert official_problems(written) == [], written
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=examples(300), **SETTINGS)
 @given(openpai_docs())
 def test_what_openpai_accepts_we_accept(doc: dict[str, Any]) -> None:
     assert server_problems(doc) == []  # the generator's own check
@@ -165,7 +166,7 @@ def test_what_openpai_accepts_we_accept(doc: dict[str, Any]) -> None:
     assert job_from_document(job.to_v2()) == job
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(openpai_docs(numbers=False))
 def test_what_we_write_openpai_accepts(doc: dict[str, Any]) -> None:
     job = job_from_document(doc)
@@ -173,7 +174,7 @@ def test_what_we_write_openpai_accepts(doc: dict[str, Any]) -> None:
     _writes_valid(Job.from_text(rename_text(json.dumps(doc), "a_clone")))  # a clone, too
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(v1_docs())
 def test_v1_jobs_written_as_v2_are_valid_openpai_documents(doc: dict[str, Any]) -> None:
     _writes_valid(Job.from_text(json.dumps(doc)))
@@ -213,7 +214,7 @@ def mutated_docs(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
-@settings(max_examples=500, **SETTINGS)
+@settings(max_examples=examples(500), **SETTINGS)
 @given(mutated_docs())
 def test_what_openpai_refuses_we_refuse(doc: dict[str, Any]) -> None:
     refused = server_problems(doc)

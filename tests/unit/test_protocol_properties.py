@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pai_jupyter.protocol import ConversionError, Job, JobValidationError, TaskRole, job_from_document
+from tests.properties import examples
 
 from .jobdocs import v1_doc, v2_doc
 
@@ -182,7 +183,7 @@ def v2_docs(draw: st.DrawFn) -> dict[str, Any]:
 # ---- round trips --------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=examples(300), **SETTINGS)
 @given(v1_docs())
 def test_v1_jobs_round_trip_through_v2(doc: dict[str, Any]) -> None:
     text = json.dumps(doc)
@@ -197,7 +198,7 @@ def test_v1_jobs_round_trip_through_v2(doc: dict[str, Any]) -> None:
     assert {k: v1.get(k) for k in said} == said
 
 
-@settings(max_examples=250, **SETTINGS)
+@settings(max_examples=examples(250), **SETTINGS)
 @given(v2_docs())
 def test_v2_jobs_round_trip_and_to_v1_is_valid_or_refused(doc: dict[str, Any]) -> None:
     job = job_from_document(copy.deepcopy(doc))
@@ -221,7 +222,7 @@ def test_v2_jobs_round_trip_and_to_v1_is_valid_or_refused(doc: dict[str, Any]) -
     assert (back.parameters, back.retry_count, back.image) == (job.parameters, job.retry_count, job.image)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(
     name=st.text(max_size=20),
     roles=st.lists(
@@ -335,13 +336,13 @@ def _load_or_reject(doc: Any) -> None:
             assert exc.problems and all(isinstance(p.path, str) and p.message for p in exc.problems)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(mutated(v1_docs()))
 def test_mutated_v1_documents_raise_only_job_validation_error(doc: dict[str, Any]) -> None:
     _load_or_reject(doc)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(mutated(v2_docs()))
 def test_mutated_v2_documents_raise_only_job_validation_error(doc: dict[str, Any]) -> None:
     _load_or_reject(doc)
@@ -399,7 +400,7 @@ def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
         parent[parts[-1]] = value
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(v1_docs(), _v1_breakages())
 def test_broken_v1_documents_name_the_field(doc: dict[str, Any], breakage: tuple[str, Any, str]) -> None:
     where, value, path = breakage
@@ -413,7 +414,7 @@ def test_broken_v1_documents_name_the_field(doc: dict[str, Any], breakage: tuple
         assert any(p.startswith(want) for p in paths), (want, info.value.problems)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(
     v2_docs(),
     st.sampled_from(
@@ -439,7 +440,7 @@ def test_broken_v2_documents_name_the_field(doc: dict[str, Any], breakage: tuple
     assert any(p.path.startswith(path) for p in info.value.problems), (path, info.value.problems)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(v2_docs(), st.data())
 def test_broken_v2_roles_name_the_role(doc: dict[str, Any], data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(sorted(doc["taskRoles"])))
@@ -469,7 +470,7 @@ def test_broken_v2_roles_name_the_role(doc: dict[str, Any], data: st.DataObject)
     assert f"taskRoles.1{name}" in [p.path for p in info.value.problems]
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(v1_docs(), st.data())
 def test_invalid_utf8_is_reported_not_raised(doc: dict[str, Any], data: st.DataObject) -> None:
     raw = json.dumps(doc).encode()
@@ -480,7 +481,7 @@ def test_invalid_utf8_is_reported_not_raised(doc: dict[str, Any], data: st.DataO
     assert [p.message for p in info.value.problems] == [f"the document is not valid UTF-8 (byte {at})"]
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(
     st.one_of(
         st.binary(max_size=300),
@@ -498,7 +499,7 @@ def test_arbitrary_bytes_and_text_raise_only_job_validation_error(data: bytes | 
         assert job.task_roles
 
 
-@settings(max_examples=50, **SETTINGS)
+@settings(max_examples=examples(50), **SETTINGS)
 @given(st.integers(1, 5_000), st.sampled_from(["extras", "parameters", "taskRoles", "jobEnvs", "name"]), st.booleans())
 def test_deep_nesting_anywhere(depth: int, where: str, as_v2: bool) -> None:
     doc = v2_doc() if as_v2 else v1_doc()

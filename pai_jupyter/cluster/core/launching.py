@@ -154,7 +154,7 @@ class Launching(Ending):
                             "port": ports[name][0],
                             "parameters": params,
                             # only the proxy and the task hold it; sshd takes keys, no token
-                            "token": None if name == "ssh" else services.new_token(),
+                            "token": services.new_token() if services.wants_token(name) else None,
                             "basePath": services.base_path(row["user"], row["name"], t["role"], t["idx"], name),
                         }
                     self.store.update_task(

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...protocol import Job, JobValidationError
 from ...protocol.rules import ESTIMATOR_KEY
+from ..task.env import make_job_logs
 from ..task.estimator import Layout, is_remote
 from ..task.estimator import problems as estimator_problems
 from . import recovery
@@ -124,6 +125,7 @@ class Cluster(Launching):
                 if job_priority(job) is not None:
                     self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)
                 if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create()
                     self.accounts.give(self.job_dir(user, job.name) / "ml", self.accounts.run_as(user), tree=True)

@@ -134,13 +134,21 @@ LOGS_VAR = "PAI_OUTPUT_LOGS"  # every job's tasks get it; the tensorboard plugin
 JOB_LOGS_IN_CONTAINER = "/pai/output/logs"
 
 
-def job_logs_dir(task_dir: Path) -> Path:
-    """``<job dir>/output/logs`` on the host: one per job, shared by its tasks and kept across attempts (the task
-    dir is ``<job dir>/a<attempt>.<role>-<index>.t<n>``). Made here so a bind mount and the user's writes find it."""
-    path = task_dir.parent / "output" / "logs"
+def make_job_logs(job_dir: Path) -> Path:
+    """``<job dir>/output/logs`` on the host, made (with the job dir) when missing: one per job, shared by its tasks
+    and kept across attempts. The daemon makes it as it accepts the job (core/service.py): three new directories
+    cost about a millisecond each on the machines this runs on, which would otherwise delay each queued job's
+    start on the loop that starts tasks; a task start finds it there (one failed ``mkdir``)."""
+    path = job_dir / "output" / "logs"
     with contextlib.suppress(FileExistsError):  # the task's to write: whatever it put there is not followed here
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def job_logs_dir(task_dir: Path) -> Path:
+    """The job's ``output/logs`` of a task dir (``<job dir>/a<attempt>.<role>-<index>.t<n>``), made when missing
+    so a bind mount and the user's writes find it."""
+    return make_job_logs(task_dir.parent)
 
 
 def job_logs_env(task_dir: Path, docker: bool) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Services inside a task, from OpenPAI runtime plugins: TensorBoard and a Jupyter server.
+"""Services inside a task, from OpenPAI runtime plugins (the catalogue: common/services.py): how each starts.
 
 Each runs in the background on a port allocated to its task (a port label named after it, so clones never
 fight over a fixed port — OpenPAI #5721), started before the user's command without delaying it (#5555).
@@ -15,14 +15,16 @@ from __future__ import annotations
 import secrets
 import shlex
 import socket
+from collections.abc import Callable
 from typing import Any
 
+from ...common import services as catalogue
 from ...common.routes import service_route, service_tasks
 from ...protocol import Job
 from ..runtime import taskdir
 from . import desktop, sshd
 
-SERVICES = ("tensorboard", "jupyter", "desktop")
+SERVICES = tuple(s.name for s in catalogue.CATALOGUE if not s.every_task)  # the tasks their plugin names
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
@@ -43,7 +45,14 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
 
 
 def base_path(user: str, job_name: str, role: str, idx: int, service: str) -> str:
-    return service_route("/", user, job_name, role, idx, service) if service == "jupyter" else "/"
+    """Where the service serves: under its route on the Jupyter server where it knows it (Jupyter), else "/"."""
+    s = catalogue.by_name(service)
+    return service_route("/", user, job_name, role, idx, service) if s is not None and s.routed else "/"
+
+
+def wants_token(service: str) -> bool:
+    s = catalogue.by_name(service)
+    return s is not None and s.token
 
 
 def new_token() -> str:
@@ -88,38 +97,50 @@ def token_env(own: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {f"PAI_SERVICE_TOKEN_{name.upper()}": info["token"] for name, info in own.items() if info.get("token")}
 
 
+def tensorboard(info: dict[str, Any]) -> str:
+    port, params = info["port"], info.get("parameters") or {}
+    logdir = params.get("logdir")
+    if isinstance(logdir, dict):  # OpenPAI's {name: path}
+        target = "--logdir_spec " + shlex.quote(",".join(f"{k}:{v}" for k, v in logdir.items()))
+        prepare = ""
+    else:
+        path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/run/tensorboard}"'
+        target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
+    serve = (
+        f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
+    )  # a token is always given (core/launching.py); older rows had none
+    return f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
+
+
+def jupyter(info: dict[str, Any]) -> str:
+    # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page; its
+    # workspaces, settings and runtime files are the task's own (under run/), not those of the HOME it may
+    # share with the user's other Labs, whose open documents it would otherwise restore
+    token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
+    return (
+        "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
+        "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
+        f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={info['port']} "
+        f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
+        '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
+    )
+
+
+# How each service of the catalogue (common/services.py) starts: the shell that runs it in the foreground on
+# ``info["port"]`` (``info``: the task's ``services`` entry: port, parameters, token, basePath)
+START: dict[str, Callable[[dict[str, Any]], str]] = {
+    "ssh": sshd.command,
+    "tensorboard": tensorboard,
+    "jupyter": jupyter,
+    "desktop": desktop.command,
+}
+
+
 def start_command(service: str, info: dict[str, Any]) -> str:
     """The shell that starts a service in the background and records its pid in the task dir."""
-    port, params = info["port"], info.get("parameters") or {}
-    if service == "ssh":
-        cmd = sshd.command(info)
-    elif service == "desktop":
-        cmd = desktop.command(info)
-    elif service == "tensorboard":
-        logdir = params.get("logdir")
-        if isinstance(logdir, dict):  # OpenPAI's {name: path}
-            target = "--logdir_spec " + shlex.quote(",".join(f"{k}:{v}" for k, v in logdir.items()))
-            prepare = ""
-        else:
-            path = shlex.quote(str(logdir)) if logdir else '"${PAI_OUTPUT_LOGS:-$PAI_TASK_DIR/run/tensorboard}"'
-            target, prepare = f"--logdir {path}", f"mkdir -p {path}; "
-        serve = (
-            f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
-        )  # a token is always given (core/launching.py); older rows had none
-        cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
-    else:
-        # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page; its
-        # workspaces, settings and runtime files are the task's own (under run/), not those of the HOME it may
-        # share with the user's other Labs, whose open documents it would otherwise restore
-        token = 'JUPYTER_TOKEN="$PAI_SERVICE_TOKEN_JUPYTER" ' if info.get("token") else ""
-        cmd = (
-            "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
-            "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
-            f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
-            f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
-            '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
-        )
-    if service in ("tensorboard", "jupyter"):  # the platform's Python services: say plainly when they cannot run
+    cmd = START[service](info)
+    entry = catalogue.by_name(service)
+    if entry is not None and entry.starts == "tools":  # the platform's Python services: say when they cannot run
         cmd = f"{_tools_check(service)}{cmd}"
     log, pid = (taskdir.in_shell(taskdir.service_file(service, kind)) for kind in ("log", "pid"))
     running = f'{{ [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; }}'  # already up: a no-op

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .schema import SCHEMA
+from .migrations import migrate
 
 
 def debug_id(user: str, name: str) -> str:
@@ -33,7 +33,8 @@ def loads(text: str | None, default: Any = None) -> Any:
 
 
 class Database:
-    """The connection: WAL, one transaction at a time (``tx``), rows back as dicts."""
+    """The connection: WAL, the schema brought up to date (``migrations``), one transaction at a time (``tx``),
+    rows back as dicts."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +45,7 @@ class Database:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.execute("PRAGMA busy_timeout=5000")
-        self.db.executescript(SCHEMA)
+        migrate(self.db)  # the schema version and the steps to it: migrations.py
 
     def close(self) -> None:
         self.db.close()

@@ -3,6 +3,7 @@ job's core columns, a state group as an SQL list)."""
 
 from __future__ import annotations
 
+# Version 1 of the schema (migrations.py): never edit it; a new table or column is one more migration there.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
   name TEXT PRIMARY KEY, admin INTEGER NOT NULL DEFAULT 0, password_hash TEXT, created REAL NOT NULL);

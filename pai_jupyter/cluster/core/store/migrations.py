@@ -1,0 +1,85 @@
+"""The store's schema version (SQLite's ``PRAGMA user_version``) and the ordered steps that bring any
+``state.db`` up to it, so a new table or column reaches the databases of clusters that already exist.
+
+A database made before versions existed reads 0 and already holds version 1's tables (``SCHEMA``, all
+``IF NOT EXISTS``, so step 1 is a no-op on it); a fresh one runs every step in order. Each step runs in its own
+transaction with the version it brings, so a daemon killed mid-way leaves the last whole version. A database
+newer than this code (a downgrade) is refused rather than written with a schema it does not know.
+
+To add a table or column: append ONE ``Migration`` with the next number and its SQL (``ALTER TABLE jobs ADD
+COLUMN ...``, ``CREATE TABLE IF NOT EXISTS ...``) or a function of the connection (to move data); never edit
+``SCHEMA`` or a step that has shipped (tests/unit/test_store_migrations.py opens a database from before versions).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .schema import SCHEMA
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step: the version it brings the database to, why, and the SQL script or function that does it."""
+
+    version: int
+    why: str
+    step: str | Callable[[sqlite3.Connection], object]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "the tables as they were before versions: users, tokens, jobs, tasks, events, tags", SCHEMA),
+)
+
+
+class NewerDatabase(RuntimeError):
+    """The database was written by a newer pai_jupyter than this one."""
+
+
+def version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, one at a time (``execute`` runs one; ``executescript`` would commit)."""
+    buf = ""
+    for part in script.split(";"):
+        buf += part + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n\t;"):
+                yield buf.strip()
+            buf = ""
+    if buf.strip(" \n\t;"):
+        raise ValueError(f"an incomplete SQL statement: {buf.strip()[:80]!r}")
+
+
+def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Run the steps the database has not had yet (on a connection in autocommit mode); returns its version."""
+    if [m.version for m in migrations] != list(range(1, len(migrations) + 1)):
+        raise ValueError("migrations must be numbered 1, 2, 3, ... in order")
+    latest = len(migrations)
+    if version(db) > latest:
+        raise NewerDatabase(
+            f"this state.db has schema version {version(db)}, newer than this pai_jupyter knows ({latest}): "
+            "run the pai_jupyter that wrote it, or a newer one"
+        )
+    for m in migrations:
+        if version(db) >= m.version:  # read again: another process may have migrated meanwhile
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if version(db) < m.version:
+                if isinstance(m.step, str):
+                    for sql in statements(m.step):
+                        db.execute(sql)
+                else:
+                    m.step(db)
+                db.execute(f"PRAGMA user_version = {int(m.version)}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    return version(db)
