@@ -46,7 +46,7 @@ lint-js: labextension/node_modules/.package-lock.json
 	cd labextension && npm run --silent lint
 
 test-js: labextension/node_modules/.package-lock.json
-	cd labextension && npm test --silent
+	cd labextension && PAI_PYTHON=$(abspath $(BIN))/python npm test --silent
 
 test: $(STAMP) lint test-js
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { fieldOf, fromV1, toV1 } from '../src/formdoc';
+import { execFileSync } from 'child_process';
+import { defaultValues, FormSpec, fromV1, needsPro, toV1 } from '../src/formdoc';
 import {
   closeReason,
   isDisconnect,
@@ -8,6 +9,18 @@ import {
   socketUrl,
   stdin
 } from '../terminal/protocol';
+
+// the one form definition as the server hands it (pai/api/form), made by the Python that serves it
+const SPEC: FormSpec = JSON.parse(
+  execFileSync(
+    process.env.PAI_PYTHON || '../.venv/bin/python',
+    [
+      '-c',
+      'import json; from pai_jupyter.protocol.formspec import definition; print(json.dumps(definition()))'
+    ],
+    { cwd: '..', encoding: 'utf-8', env: { ...process.env, PYTHONPATH: '..' } }
+  )
+);
 
 describe('the form document', () => {
   it('round-trips v1 JSON through the fields', () => {
@@ -24,11 +37,12 @@ describe('the form document', () => {
           cpuNumber: 1,
           memoryMB: 512,
           gpuNumber: 0,
-          command: 'echo hi'
+          command: 'echo hi',
+          portList: [{ label: 'http', beginAt: 0, portNumber: 1 }]
         }
       ]
     };
-    expect(toV1(fromV1(doc))).toEqual(doc);
+    expect(toV1(SPEC, fromV1(SPEC, doc))).toEqual(doc);
   });
   it('keeps what it has no field for and maps the max run time to extras', () => {
     const doc = {
@@ -38,7 +52,10 @@ describe('the form document', () => {
       retryCount: 0,
       dataDir: '/data',
       extras: {
-        'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }],
+        'com.microsoft.pai.runtimeplugin': [
+          { plugin: 'git', parameters: { x: 1 } },
+          { plugin: 'tensorboard' }
+        ],
         maxRunTimeMinutes: 30
       },
       taskRoles: [
@@ -53,22 +70,42 @@ describe('the form document', () => {
         }
       ]
     };
-    const values = fromV1(doc);
-    expect(values.maxRunTimeMinutes).toBe('30');
-    expect(toV1(values)).toEqual(doc);
-    values.maxRunTimeMinutes = '';
-    expect(toV1(values).extras).toEqual({
-      'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }]
+    const values = fromV1(SPEC, doc);
+    expect(values.values.max_run).toBe('30');
+    expect(values.values.tensorboard).toBe(true);
+    expect(toV1(SPEC, values)).toEqual(doc);
+    values.values.max_run = '0';
+    expect(toV1(SPEC, values).extras).toEqual({
+      'com.microsoft.pai.runtimeplugin': [
+        { plugin: 'git', parameters: { x: 1 } },
+        { plugin: 'tensorboard' }
+      ]
     });
-    expect(fieldOf('extras.maxRunTimeMinutes')).toBe('maxRunTimeMinutes');
   });
-  it('maps problem paths to the field they are about', () => {
-    expect(fieldOf('taskRoles[0].memoryMB')).toBe('roles.0.memoryMB');
-    expect(fieldOf('taskRoles[1]')).toBe('roles.1.name');
-    expect(fieldOf('jobName')).toBe('jobName');
-    expect(fieldOf('name')).toBe('jobName');
-    expect(fieldOf('taskRoles[0].shmMB')).toBe('');
-    expect(fieldOf('')).toBe('');
+  it('turns plugins on and off with the switches, in basic mode too', () => {
+    const values = defaultValues(SPEC);
+    expect(needsPro(SPEC, values)).toBe(false);
+    values.values.ssh = true;
+    values.values.desktop = true;
+    values.values.tensorboard = true;
+    values.values.tb_logdir = '/out/tb';
+    expect(
+      (toV1(SPEC, values).extras as Record<string, unknown>)['com.microsoft.pai.runtimeplugin']
+    ).toEqual([
+      { plugin: 'tensorboard', parameters: { logdir: '/out/tb' } },
+      { plugin: 'ssh' },
+      { plugin: 'desktop' }
+    ]);
+    values.values.ssh = false;
+    values.values.desktop = false;
+    values.values.tensorboard = false;
+    expect(toV1(SPEC, values).extras).toBeUndefined();
+    expect(needsPro(SPEC, values)).toBe(false);
+  });
+  it('a document with a pro field set needs pro mode to be shown whole', () => {
+    const doc = toV1(SPEC, defaultValues(SPEC));
+    (doc.taskRoles as Record<string, unknown>[])[0].memoryMB = 2048;
+    expect(needsPro(SPEC, fromV1(SPEC, doc))).toBe(true);
   });
 });
 

@@ -1,0 +1,23 @@
+// The form's definition from the server extension (pai/api/form): the one list of fields, labels, order and
+// modes the notebook's JobForm draws too (pai_jupyter/protocol/formspec.py).
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { FormSpec } from './formdoc';
+
+let cached: Promise<FormSpec> | null = null;
+
+export function getFormSpec(): Promise<FormSpec> {
+  if (!cached) {
+    cached = (async () => {
+      const settings = ServerConnection.makeSettings();
+      const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form');
+      const response = await ServerConnection.makeRequest(url, {}, settings);
+      if (!response.ok) {
+        throw new Error(`the form definition did not load (${response.status})`);
+      }
+      return (await response.json()) as FormSpec;
+    })();
+    cached.catch(() => (cached = null)); // try again next time
+  }
+  return cached;
+}
