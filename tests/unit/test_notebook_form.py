@@ -304,3 +304,72 @@ def test_buttons_are_as_wide_as_their_labels() -> None:
     form = JobForm()
     for button in (form.confirm_button, form.submit_button, form.upload, form.add_role_button):
         assert button.layout.width == "auto"
+
+
+def _refs(value: Any) -> set[str]:
+    """The model ids a widget's state refers to ("IPY_MODEL_<id>")."""
+    if isinstance(value, str):
+        return {value.removeprefix("IPY_MODEL_")} if value.startswith("IPY_MODEL_") else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(_refs, value)) if value else set()
+    if isinstance(value, dict):
+        return set().union(*map(_refs, value.values())) if value else set()
+    return set()
+
+
+def test_a_form_made_later_needs_no_model_made_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page opened after the first form (a browser reload) only gets the models made from then on: the new
+    form must refer to none made earlier, or the page says "model not found" for each (issue 22, item 4)."""
+    opened: set[str] = set()
+
+    def create_comm(**kw: Any) -> RecordingComm:
+        c = RecordingComm(**kw)
+        c.comm_id = kw.get("comm_id") or f"m{len(opened)}-{id(c)}"
+        opened.add(c.comm_id)
+        return c
+
+    monkeypatch.setattr(widget_module.comm, "create_comm", create_comm)
+    JobForm()  # the first page's form
+    opened.clear()  # the new page knows nothing made before
+    form = JobForm()
+    seen, todo = set(), {form.model_id}
+    while todo:
+        model_id = todo.pop()
+        seen.add(model_id)
+        todo |= _refs(widget_module._instances[model_id].get_state()) - seen
+    assert seen - opened == set()
+
+
+def test_the_notebook_form_draws_the_shared_form_definition() -> None:
+    """The notebook's and the Lab's forms are one definition: the same fields, labels and order, and the same
+    basic/pro split (issue 22, item 15)."""
+    from pai_jupyter.protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, ROLE_FIELDS, definition
+
+    form = JobForm()
+    boxes = {f.box: name for name, f in form.job_fields.items()}
+    shown = [boxes[c] for c in form.children if c in boxes]  # the basic settings, in the form's order
+    assert shown == [f.key for f in JOB_FIELDS if not f.pro] + ["plugins"]
+    assert [form.job_fields[f.key].widget.description for f in JOB_FIELDS] == [f.label for f in JOB_FIELDS]
+    assert [f.widget.description for f in form.roles[0].fields.values()] == [f.label for f in ROLE_FIELDS]
+    assert [c.description for c in (form.tensorboard, form.jupyter, form.ssh, form.desktop)] == [
+        f.label for f in PLUGIN_FIELDS if f.kind == "switch"
+    ]
+    assert [w.description for w in (b.children[0] for b in form.pro_box.children[:-1])] == [
+        f.label for f in JOB_FIELDS if f.pro
+    ]
+    assert tuple(f["key"] for f in definition()["role"] if not f["pro"]) == form.roles[0].BASIC
+    assert form.roles[0].memory.box.layout.display == "none"  # a pro field, hidden in basic mode
+
+
+def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
+    form = JobForm()
+    assert form.pro.value is False and form.plugins.box.layout.display != "none"  # basic mode has them
+    form.load(json.dumps({**doc(form), "extras": {PLUGIN_KEY: [{"plugin": "git", "parameters": {"x": 1}}]}}))
+    form.desktop.value = True
+    form.ssh.value = True
+    assert doc(form)["extras"][PLUGIN_KEY] == [
+        {"plugin": "git", "parameters": {"x": 1}},
+        {"plugin": "ssh"},
+        {"plugin": "desktop"},
+    ]
+    assert form.pro.value is False
