@@ -178,7 +178,7 @@ export class SubmitForm extends Widget {
         plugins.append(this.field(logdir, logdir.key, this.values.values));
       }
     }
-    const roles = this.group(this.pro ? 'Task roles' : 'Task');
+    const roles = this.group('Task settings');
     this.values.roles.forEach((role, i) => roles.append(this.roleFields(role, i, shown)));
     this.fieldsBox.replaceChildren(basic, plugins, roles);
     if (this.pro) {
@@ -198,7 +198,7 @@ export class SubmitForm extends Widget {
 
   private roleFields(role: RoleValues, i: number, shown: (f: FieldSpec) => boolean): HTMLElement {
     const box = el('fieldset', 'pai-Form-role');
-    box.append(el('legend', '', this.pro ? `Task role ${i + 1}` : 'Task'));
+    box.append(el('legend', '', `Task role ${i + 1}`));
     for (const f of this.spec.role.filter(shown)) {
       box.append(this.field(f, `roles.${i}.${f.key}`, role.values));
     }
