@@ -10,17 +10,55 @@ import {
   stdin
 } from '../terminal/protocol';
 
-// the one form definition as the server hands it (pai/api/form), made by the Python that serves it
+// the Python that serves the form definition (pai/api/form) and runs the notebook's JobForm
+function python(code: string): string {
+  return execFileSync(process.env.PAI_PYTHON || '../.venv/bin/python', ['-c', code], {
+    cwd: '..',
+    encoding: 'utf-8',
+    env: { ...process.env, PYTHONPATH: '..' }
+  });
+}
 const SPEC: FormSpec = JSON.parse(
-  execFileSync(
-    process.env.PAI_PYTHON || '../.venv/bin/python',
-    [
-      '-c',
-      'import json; from pai_jupyter.protocol.formspec import definition; print(json.dumps(definition()))'
-    ],
-    { cwd: '..', encoding: 'utf-8', env: { ...process.env, PYTHONPATH: '..' } }
+  python(
+    'import json; from pai_jupyter.protocol.formspec import definition; print(json.dumps(definition()))'
   )
 );
+
+describe('the Lab form and the notebook form', () => {
+  it('write the same document for the same fields', () => {
+    const notebook = JSON.parse(
+      python(
+        [
+          'from pai_jupyter.notebook.form import JobForm',
+          'f = JobForm()',
+          'f.name.value, f.gpu_type.value, f.max_run.value = "p", "v100", 30',
+          'f.env.value, f.storages.value = "A=1", "s:/mnt/s"',
+          'f.tensorboard.value, f.tb_logdir.value, f.desktop.value = True, "/tb", True',
+          'f.roles[0].ports.value, f.roles[0].min_failed.value = "http:2", 2',
+          'print(f.to_json())'
+        ].join('\n')
+      )
+    );
+    const values = defaultValues(SPEC);
+    Object.assign(values.values, {
+      name: 'p',
+      gpu_type: 'v100',
+      max_run: '30',
+      env: 'A=1',
+      storages: 's:/mnt/s',
+      tensorboard: true,
+      tb_logdir: '/tb',
+      desktop: true
+    });
+    Object.assign(values.roles[0].values, { ports: 'http:2', min_failed: '2' });
+    expect(toV1(SPEC, values)).toEqual(notebook);
+    expect(toV1(SPEC, defaultValues(SPEC))).toEqual(
+      JSON.parse(
+        python('from pai_jupyter.notebook.form import JobForm; print(JobForm().to_json())')
+      )
+    );
+  });
+});
 
 describe('the form document', () => {
   it('round-trips v1 JSON through the fields', () => {
@@ -38,6 +76,7 @@ describe('the form document', () => {
           memoryMB: 512,
           gpuNumber: 0,
           command: 'echo hi',
+          shmMB: 64,
           portList: [{ label: 'http', beginAt: 0, portNumber: 1 }]
         }
       ]

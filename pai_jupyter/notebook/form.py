@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS
+from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
 from .formfields import Field, RoleFields, locate, profile_names, spec_field
@@ -313,7 +313,7 @@ class JobForm(DocumentFields, W.VBox):
 
     def confirm(self) -> str | None:
         """Send the job; shows and returns its id, or shows the server's problems beside the fields."""
-        from ..client import Client, PaiError
+        from ..client import Client, JobConflict, PaiError
 
         self._hide_confirm()
         try:
@@ -323,6 +323,9 @@ class JobForm(DocumentFields, W.VBox):
             self.job_id = client.submit(self.to_json())
         except PaiError as exc:
             problems = [(p.get("path", ""), p.get("message", "")) for p in getattr(exc, "problems", [])]
+            if not problems:  # a refusal without a path: beside the field it is about where there is one
+                path = "jobName" if isinstance(exc, JobConflict) else refusal_path(str(exc))
+                problems = [(path, str(exc))] if path else []
             if problems:
                 self.show_problems(problems)
             self.result.value = error_html(f"not submitted: {exc}")

@@ -15,6 +15,9 @@ __all__ = ["DEFAULT_COMMAND", "PLUGIN_KEY", "Field", "RoleFields", "locate", "pa
 STYLE = {"description_width": "160px"}
 
 
+_ROLE_PATHS = {f.path for f in ROLE_FIELDS}
+
+
 def wide() -> W.Layout:
     """A Layout of its own for each widget: one module-level Layout shared by every form was made once, so a page
     opened later (a browser reload) could be asked to draw a form that refers to a model it never got."""
@@ -103,6 +106,7 @@ class RoleFields:
         self.memory, self.instances = self.fields["memory"], self.fields["instances"]
         self.min_failed, self.min_succeeded = self.fields["min_failed"], self.fields["min_succeeded"]
         self.box = W.VBox([f.box for f in self.fields.values()])
+        self.base: dict[str, Any] = {}
 
     def set_pro(self, pro: bool) -> None:
         for key, f in self.fields.items():
@@ -120,17 +124,13 @@ class RoleFields:
                 wrong.append(f"{count!r} is not a port count")
         if wrong:
             bad["ports"] = wrong
-        role = {
-            "name": self.name.value,
-            "taskNumber": self.instances.value,
-            "cpuNumber": self.cpu.value,
-            "memoryMB": self.memory.value,
-            "shmMB": self.shm.value,
-            "gpuNumber": self.gpu.value,
-            "command": self.command.value,
-            "minFailedTaskCount": self.min_failed.value or None,
-            "minSucceededTaskCount": self.min_succeeded.value or None,
-        }
+        role = dict(self.base)
+        for f in ROLE_FIELDS:
+            value = self.fields[f.key].value
+            if f.key == "ports" or (f.optional and value == f.default):  # as the Lab's form: left out
+                role.pop(f.path, None)
+            else:
+                role[f.path] = value
         if ports:
             role["portList"] = ports
         return role, bad
@@ -143,6 +143,7 @@ class RoleFields:
             if isinstance(value, type(default)) and not isinstance(value, bool):
                 field.value = value
 
+        self.base = {k: v for k, v in role.items() if k not in _ROLE_PATHS}  # no field for it: kept as loaded
         put(self.name, role.get("name"), "")
         put(self.command, role.get("command"), "")
         put(self.instances, role.get("taskNumber"), 1)

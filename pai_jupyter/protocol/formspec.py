@@ -30,7 +30,7 @@ class FormField:
     kind: Kind
     default: Any = ""
     pro: bool = False  # shown only in pro mode
-    optional: bool = False  # left out of the document while empty or at its default (unless loaded with it)
+    optional: bool = False  # left out of the document while empty or at its default
     help: str = ""
     placeholder: str = ""
 
@@ -99,7 +99,7 @@ PLUGIN_FIELDS = (
 ROLE_FIELDS = (
     FormField("name", "name", "Task role name", "任务名称", "text", "main", help="letters, digits, '.', '_', '~'"),
     FormField("command", "command", "Command", "命令", "area", DEFAULT_COMMAND, help="a shell script"),
-    FormField("shm", "shmMB", "Shared memory (MB)", "共享内存（MB）", "number", 64, optional=True),
+    FormField("shm", "shmMB", "Shared memory (MB)", "共享内存（MB）", "number", 64),
     FormField("cpu", "cpuNumber", "CPUs", "CPU 数量", "number", 1),
     FormField("gpu", "gpuNumber", "GPUs", "GPU 数量", "number", 0),
     FormField(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ipywidgets.widgets import widget as widget_module
 
-from pai_jupyter.client import InvalidJob
+from pai_jupyter.client import InvalidJob, JobConflict
 from pai_jupyter.notebook.form import JobForm
 from pai_jupyter.notebook.formfields import PLUGIN_KEY, locate
 
@@ -65,9 +65,7 @@ def test_defaults_are_seed_001s_basic_form() -> None:
             "shmMB": 64,
             "gpuNumber": 0,
             "command": "sleep infinity",
-            "minFailedTaskCount": 1,
-            "minSucceededTaskCount": None,
-        }
+        }  # the completion policy at its defaults is left out, as the Lab's form does
     ]
     assert form.problems == [] and form.pro.value is False
     assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
@@ -242,6 +240,24 @@ def test_the_servers_problems_land_beside_the_fields_too() -> None:
     assert "no GPU &lt;here&gt;" in form.roles[0].gpu.error.value and "not submitted" in form.result.value
 
 
+def test_refusals_without_a_path_land_beside_their_field() -> None:
+    """An unknown virtual cluster is the "Virtual cluster" field's, a name taken the "Job name" field's (the
+    daemon says either without a path); what does not fit stays above the buttons (issue 22, item 13)."""
+    no_vc = InvalidJob(
+        "job x can never run here: virtual cluster 'nope' does not exist (known: default)",
+        status=400,
+        code="InsufficientResourceError",
+    )
+    form = JobForm(client_factory=lambda profile: Submitter(no_vc))
+    form.submit()
+    assert form.confirm() is None
+    assert "virtual cluster &#x27;nope&#x27; does not exist" in form.vc.error.value and form.general.value == ""
+    taken = JobConflict("job me~x already exists; choose another name", status=409, code="ConflictJobError")
+    form = JobForm(client_factory=lambda profile: Submitter(taken))
+    form.submit()
+    assert form.confirm() is None and "already exists" in form.name.error.value
+
+
 def test_import_redraws_the_role_tab_and_the_button_keeps_its_count(comm: list[dict[str, Any]]) -> None:
     form = JobForm()
     first = form.roles[0].box
@@ -373,3 +389,12 @@ def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
         {"plugin": "desktop"},
     ]
     assert form.pro.value is False
+
+
+def test_a_roles_keys_without_a_field_are_kept() -> None:
+    form = JobForm()
+    d = doc(form)
+    d["taskRoles"][0]["extraContainerOptions"] = {"infiniband": True}
+    form.load(json.dumps(d))
+    form.roles[0].cpu.value = 2
+    assert doc(form)["taskRoles"][0]["extraContainerOptions"] == {"infiniband": True}
