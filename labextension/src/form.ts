@@ -188,6 +188,7 @@ export class SubmitForm extends Widget {
       }
       this.fieldsBox.append(pro);
     }
+    this.markFields(); // the last check's problems stay beside the fields drawn again
   }
 
   private group(title: string): HTMLElement {
@@ -371,13 +372,18 @@ export class SubmitForm extends Widget {
 
   /** Each problem beside its field; the rest under the status line. Returns how many went where. */
   private showProblems(problems: Placed[]): { marked: number; general: number } {
+    this.problems = problems;
+    return this.markFields();
+  }
+
+  private markFields(): { marked: number; general: number } {
     for (const { input, error } of this.fields.values()) {
       error.textContent = '';
       input.removeAttribute('aria-invalid');
     }
     const general: string[] = [];
     let marked = 0;
-    for (const p of problems) {
+    for (const p of this.problems) {
       const field = p.field ? this.fields.get(p.field) : undefined;
       if (field) {
         field.error.textContent = field.error.textContent
@@ -399,6 +405,7 @@ export class SubmitForm extends Widget {
   private pro = false;
   private jsonOpen = false;
   private jsonProblem = '';
+  private problems: Placed[] = [];
   private proBox!: HTMLInputElement;
   private fieldsBox!: HTMLElement;
   private addRoleButton!: HTMLButtonElement;

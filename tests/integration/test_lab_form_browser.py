@@ -86,6 +86,9 @@ def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: An
     assert result.inner_text() == "Not submitted: the cluster refused the job: see the marked fields above."
     assert "virtual cluster 'nowhere' does not exist" in field_error(form, "Virtual cluster").inner_text()
     assert general.inner_text() == ""
+    form.get_by_label("Pro mode").check()  # the fields drawn again keep the last check's problems
+    assert "does not exist" in field_error(form, "Virtual cluster").inner_text()
+    form.get_by_label("Pro mode").uncheck()
     form.get_by_label("Virtual cluster", exact=True).fill("default")
     form.get_by_label("CPUs", exact=True).fill("4096")
     form.get_by_role("button", name="Submit").click()
