@@ -12,7 +12,7 @@ from ..protocol.formspec import DEFAULT_COMMAND, PLUGIN_KEY, ROLE_FIELDS, FormFi
 from .display import esc
 
 __all__ = ["DEFAULT_COMMAND", "PLUGIN_KEY", "Field", "RoleFields", "locate", "parse_pairs", "spec_field"]
-STYLE = {"description_width": "160px"}
+STYLE = {"description_width": "220px"}
 
 
 _ROLE_PATHS = {f.path for f in ROLE_FIELDS}
