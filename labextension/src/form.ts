@@ -19,7 +19,7 @@ import {
   toV1,
   Value
 } from './formdoc';
-import { getFormSpec } from './formapi';
+import { getFormSpec, importDocument } from './formapi';
 import { el } from './dom';
 
 type Doc = Record<string, unknown>;
@@ -119,7 +119,7 @@ export class SubmitForm extends Widget {
     });
     const importInput = el('input');
     importInput.type = 'file';
-    importInput.accept = '.json';
+    importInput.accept = '.json,.yaml,.yml';
     importInput.hidden = true;
     importInput.onchange = () => void this.importFile(importInput.files?.[0]);
     const check = this.button('Validate', () => void this.check(false));
@@ -313,16 +313,43 @@ export class SubmitForm extends Widget {
     this.drawFields();
   }
 
+  /** Import: the form's v1 JSON is read here (keys without a field kept); v2 YAML or JSON is converted to v1
+   * by the server, as the notebook's JobForm imports it. */
   private async importFile(file: File | undefined): Promise<void> {
     if (!file) {
       return;
     }
     const text = await file.text();
+    let parsed: unknown = null;
     try {
-      this.setDocument(JSON.parse(text));
+      parsed = JSON.parse(text);
     } catch {
-      this.result.textContent =
-        'Import reads the form\'s JSON (v1, as Export writes it); submit YAML files with "Submit as PAI job" in the file browser.';
+      parsed = null; // YAML: the server reads it
+    }
+    if (
+      parsed &&
+      typeof parsed === 'object' &&
+      !Array.isArray(parsed) &&
+      !('protocolVersion' in parsed)
+    ) {
+      this.setDocument(parsed as Doc);
+      this.result.textContent = `Imported ${file.name}.`;
+      return;
+    }
+    try {
+      const answer = await importDocument(text);
+      if (answer.doc) {
+        this.setDocument(answer.doc);
+        this.result.textContent = `Imported ${file.name}.`;
+      } else {
+        const why = (answer.problems || []).map(p =>
+          p.path ? `${p.path}: ${p.message}` : p.message
+        );
+        this.result.textContent = `${file.name} was not imported: see below.`;
+        this.general.textContent = why.join('\n');
+      }
+    } catch (err) {
+      this.result.textContent = `${file.name} was not imported: ${(err as Error).message}`;
     }
   }
 

@@ -21,3 +21,21 @@ export function getFormSpec(): Promise<FormSpec> {
   }
   return cached;
 }
+
+/** A job file (v1 JSON or v2 YAML/JSON) as the form's v1 JSON, converted by the server as JobForm does. */
+export async function importDocument(
+  text: string
+): Promise<{ doc?: Record<string, unknown>; problems?: { path: string; message: string }[] }> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form', 'import');
+  const response = await ServerConnection.makeRequest(
+    url,
+    { method: 'POST', body: JSON.stringify({ text }) },
+    settings
+  );
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw new Error(body.message || response.statusText);
+  }
+  return body;
+}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from .test_lab_browser import Env, env, lab  # noqa: F401 (the Lab fixtures, used by name)
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = "com.microsoft.pai.runtimeplugin"
 ROLE = {"name": "main", "taskNumber": 1, "cpuNumber": 1, "gpuNumber": 0, "memoryMB": 256, "command": "true"}
 
@@ -131,3 +133,15 @@ def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any
     assert "taken-job.json was not submitted" in dialog.locator(".jp-Dialog-header").inner_text()
     assert "is not a valid job" not in dialog.inner_text()
     dialog.get_by_role("button", name="Ok").click()
+
+
+def test_import_reads_v2_yaml_as_the_notebook_form_does(env: Env, lab: Any) -> None:
+    form = new_form(lab)
+    with lab.expect_file_chooser() as chooser:
+        form.get_by_role("button", name="Import").click()
+    chooser.value.set_files(str(ROOT / "notebooks/jobs/quickstart.yaml"))
+    form.locator(".pai-Form-result", has_text="Imported quickstart.yaml").wait_for(timeout=30_000)
+    assert form.get_by_label("Pro mode").is_checked()  # two instances: a pro setting
+    assert form.get_by_label("Task role name", exact=True).input_value() == "worker"
+    assert form.get_by_label("Instances", exact=True).input_value() == "2"
+    assert form.get_by_label("Environment", exact=True).input_value() == "greeting=hello from pai_jupyter"
