@@ -48,7 +48,7 @@ lint-js: labextension/node_modules/.package-lock.json
 	cd labextension && npm run --silent lint
 
 test-js: labextension/node_modules/.package-lock.json
-	cd labextension && npm test --silent
+	cd labextension && PAI_PYTHON=$(abspath $(BIN))/python npm test --silent
 
 # the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
 test: $(STAMP) lint test-js

@@ -1,138 +1,268 @@
-// The Lab submit form's document: seed 001's v1 JSON (the "Edit JSON" format, as the widget form), built from
-// the fields, and each server problem's path (taskRoles[0].memoryMB) mapped back to the field it is about.
+// The Lab submit form's document: seed 001's v1 JSON (the "Edit JSON" format, as the notebook's JobForm), built
+// from the fields and read back into them. Which fields there are, their labels, order and modes come from the
+// one form definition (pai_jupyter/protocol/formspec.py, served as pai/api/form), shared with the notebook.
+
+export type Kind =
+  'text' | 'number' | 'minutes' | 'area' | 'pairs' | 'storages' | 'ports' | 'switch';
+
+export interface FieldSpec {
+  key: string;
+  path: string;
+  label: string;
+  label_zh: string;
+  kind: Kind;
+  default: string | number | boolean;
+  pro: boolean;
+  optional: boolean;
+  help: string;
+  placeholder: string;
+}
+
+export interface FormSpec {
+  pluginKey: string;
+  job: FieldSpec[];
+  plugins: FieldSpec[];
+  role: FieldSpec[];
+}
+
+export type Value = string | boolean; // what an input holds (numbers as typed: the server says what is wrong)
 
 export interface RoleValues {
-  base?: Record<string, unknown>; // keys of an imported role the form has no field for, kept as they are
-  name: string;
-  taskNumber: number;
-  cpuNumber: number;
-  memoryMB: number;
-  gpuNumber: number;
-  command: string;
+  base: Record<string, unknown>; // keys of a loaded role the form has no field for, kept as they are
+  values: Record<string, Value>;
 }
 
 export interface FormValues {
-  base?: Record<string, unknown>; // keys of an imported document the form has no field for, kept as they are
-  maxRunTimeMinutes: string; // extras.maxRunTimeMinutes ("" = no limit)
-  jobName: string;
-  image: string;
-  virtualCluster: string;
-  retryCount: number;
-  jobEnvs: string; // KEY=value lines
+  base: Record<string, unknown>; // keys of a loaded document the form has no field for, kept as they are
+  values: Record<string, Value>; // the job's fields and the plugin switches
   roles: RoleValues[];
 }
 
-export const ROLE_FIELDS = [
-  'name',
-  'taskNumber',
-  'cpuNumber',
-  'memoryMB',
-  'gpuNumber',
-  'command'
-] as const;
-export const JOB_FIELDS = [
-  'jobName',
-  'image',
-  'virtualCluster',
-  'retryCount',
-  'jobEnvs',
-  'maxRunTimeMinutes'
-] as const;
+type Doc = Record<string, unknown>;
 
-export function defaultRole(name = 'main'): RoleValues {
-  return { name, taskNumber: 1, cpuNumber: 1, memoryMB: 1024, gpuNumber: 0, command: '' };
+function initial(f: FieldSpec): Value {
+  return f.kind === 'switch' ? Boolean(f.default) : String(f.default ?? '');
 }
 
-export function envPairs(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const t = line.trim();
+export function defaultRole(spec: FormSpec, name = 'main'): RoleValues {
+  const values = Object.fromEntries(spec.role.map(f => [f.key, initial(f)]));
+  values.name = name;
+  return { base: {}, values };
+}
+
+export function defaultValues(spec: FormSpec): FormValues {
+  return {
+    base: {},
+    values: Object.fromEntries([...spec.job, ...spec.plugins].map(f => [f.key, initial(f)])),
+    roles: [defaultRole(spec)]
+  };
+}
+
+/** `KEY=value` / `name:/path` / `label:count` items, one a line or comma-separated (as the notebook form). */
+export function pairs(text: string, sep: string): [string, string][] {
+  const out: [string, string][] = [];
+  for (const item of text.split(/[\n,]/)) {
+    const t = item.trim();
     if (!t) {
       continue;
     }
-    const i = t.indexOf('=');
-    out[i < 0 ? t : t.slice(0, i).trim()] = i < 0 ? '' : t.slice(i + 1);
+    const i = t.indexOf(sep);
+    out.push(i < 0 ? [t, ''] : [t.slice(0, i).trim(), t.slice(i + 1).trim()]);
   }
   return out;
 }
 
-export function toV1(v: FormValues): Record<string, unknown> {
-  const doc: Record<string, unknown> = {
-    ...(v.base || {}),
-    jobName: v.jobName,
-    image: v.image,
-    virtualCluster: v.virtualCluster || 'default',
-    retryCount: v.retryCount,
-    taskRoles: v.roles.map(({ base, ...r }) => ({ ...(base || {}), ...r }))
-  };
-  delete doc.jobEnvs;
-  const envs = envPairs(v.jobEnvs);
-  if (Object.keys(envs).length) {
-    doc.jobEnvs = envs;
+function num(text: string): number | string {
+  const n = Number(text);
+  return text.trim() === '' || Number.isNaN(n) ? text : n; // not a number: sent as typed, the server says why
+}
+
+/** The document value a field's text stands for, or undefined (the key is left out). */
+function toDoc(f: FieldSpec, v: Value): unknown {
+  const text = String(v);
+  switch (f.kind) {
+    case 'number':
+    case 'minutes': {
+      const n = num(text);
+      const unset = text.trim() === '' || (f.optional && n === Number(f.default));
+      return unset ? undefined : n;
+    }
+    case 'pairs': {
+      const items = pairs(text, '=');
+      return items.length ? Object.fromEntries(items) : undefined;
+    }
+    case 'storages': {
+      const items = pairs(text, ':').map(([name, mountPath]) => ({ name, mountPath }));
+      return items.length ? items : undefined;
+    }
+    case 'ports': {
+      const items = pairs(text, ':').map(([label, count]) => ({
+        label,
+        beginAt: 0,
+        portNumber: num(count)
+      }));
+      return items.length ? items : undefined;
+    }
+    default:
+      return text === '' && f.optional ? undefined : text;
   }
-  const extras = { ...((v.base?.extras as Record<string, unknown>) || {}) };
-  delete extras.maxRunTimeMinutes;
-  if (v.maxRunTimeMinutes.trim()) {
-    const n = Number(v.maxRunTimeMinutes);
-    extras.maxRunTimeMinutes = Number.isNaN(n) ? v.maxRunTimeMinutes : n; // the server says what is wrong
+}
+
+/** A field's text from its document value (the reverse of toDoc). */
+function fromDoc(f: FieldSpec, value: unknown): Value {
+  if (value === undefined || value === null) {
+    return f.optional || f.kind === 'text' ? initialBlank(f) : initial(f);
+  }
+  switch (f.kind) {
+    case 'pairs':
+      return typeof value === 'object'
+        ? Object.entries(value as Doc)
+            .map(([k, v]) => `${k}=${v}`)
+            .join('\n')
+        : '';
+    case 'storages':
+      return Array.isArray(value)
+        ? value.map(m => `${(m as Doc).name}:${(m as Doc).mountPath ?? ''}`).join('\n')
+        : '';
+    case 'ports':
+      return Array.isArray(value)
+        ? value.map(p => `${(p as Doc).label}:${(p as Doc).portNumber ?? 1}`).join(', ')
+        : '';
+    default:
+      return typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+}
+
+function initialBlank(f: FieldSpec): Value {
+  return f.kind === 'number' || f.kind === 'minutes' ? initial(f) : '';
+}
+
+function get(doc: Doc, path: string): unknown {
+  const [head, rest] = splitPath(path);
+  if (rest === undefined) {
+    return doc[head];
+  }
+  const extras = doc[head];
+  return extras && typeof extras === 'object' ? (extras as Doc)[rest] : undefined;
+}
+
+function splitPath(path: string): [string, string | undefined] {
+  return path.startsWith('extras.') ? ['extras', path.slice('extras.'.length)] : [path, undefined];
+}
+
+function pluginsOf(doc: Doc, key: string): Doc[] {
+  const extras = doc.extras as Doc | undefined;
+  const list = extras && Array.isArray(extras[key]) ? (extras[key] as unknown[]) : [];
+  return list.filter((p): p is Doc => !!p && typeof p === 'object');
+}
+
+/** The v1 document the fields say (what Edit JSON shows, Export saves and Submit sends). */
+export function toV1(spec: FormSpec, v: FormValues): Doc {
+  const doc: Doc = { ...v.base };
+  const extras: Doc = { ...((v.base.extras as Doc) || {}) };
+  for (const f of spec.job) {
+    const [head, rest] = splitPath(f.path);
+    const value = toDoc(f, v.values[f.key]);
+    const target = rest === undefined ? doc : extras;
+    const key = rest === undefined ? head : rest;
+    if (value === undefined) {
+      delete target[key];
+    } else {
+      target[key] = value;
+    }
+  }
+  const switches = spec.plugins.filter(f => f.kind === 'switch').map(f => f.key);
+  const old = pluginsOf(v.base, spec.pluginKey);
+  const plugins = old.filter(p => !switches.includes(String(p.plugin)));
+  for (const name of switches.filter(n => v.values[n] === true)) {
+    const entry: Doc = { ...(old.find(p => p.plugin === name) || {}), plugin: name };
+    if (name === 'tensorboard') {
+      const logdir = String(v.values.tb_logdir ?? '').trim();
+      const params = { ...((entry.parameters as Doc) || {}) };
+      delete params.logdir;
+      if (logdir) {
+        params.logdir = logdir;
+      }
+      if (Object.keys(params).length) {
+        entry.parameters = params;
+      } else {
+        delete entry.parameters;
+      }
+    }
+    plugins.push(entry);
+  }
+  if (plugins.length) {
+    extras[spec.pluginKey] = plugins;
+  } else {
+    delete extras[spec.pluginKey];
   }
   if (Object.keys(extras).length) {
     doc.extras = extras;
   } else {
     delete doc.extras;
   }
+  doc.taskRoles = v.roles.map(role => {
+    const out: Doc = { ...role.base };
+    for (const f of spec.role) {
+      const value = toDoc(f, role.values[f.key]);
+      if (value === undefined) {
+        delete out[f.path];
+      } else {
+        out[f.path] = value;
+      }
+    }
+    return out;
+  });
   return doc;
 }
 
-const MANAGED_JOB = ['jobName', 'image', 'virtualCluster', 'retryCount', 'jobEnvs', 'taskRoles'];
-const MANAGED_ROLE = ['name', 'taskNumber', 'cpuNumber', 'memoryMB', 'gpuNumber', 'command'];
-
-function without(obj: Record<string, unknown>, keys: string[]): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(obj).filter(([k]) => !keys.includes(k)));
-}
-
-/** Form values from a v1 document (Import / Edit JSON / clone); keys without a field are kept in `base`. */
-export function fromV1(doc: Record<string, unknown>): FormValues {
-  const roles = Array.isArray(doc.taskRoles) ? (doc.taskRoles as Record<string, unknown>[]) : [];
-  const envs = (doc.jobEnvs || {}) as Record<string, unknown>;
-  const extras = (doc.extras || {}) as Record<string, unknown>;
+/** Form values from a v1 document (Edit JSON, Import, Clone to form); keys without a field are kept in `base`. */
+export function fromV1(spec: FormSpec, doc: Doc): FormValues {
+  const base: Doc = { ...doc };
+  delete base.taskRoles;
+  const values: Record<string, Value> = {};
+  for (const f of spec.job) {
+    values[f.key] = fromDoc(f, get(doc, f.path));
+    const [head, rest] = splitPath(f.path);
+    if (rest === undefined) {
+      delete base[head];
+    }
+  }
+  const plugins = pluginsOf(doc, spec.pluginKey);
+  for (const f of spec.plugins) {
+    if (f.kind === 'switch') {
+      values[f.key] = plugins.some(p => p.plugin === f.key);
+    }
+  }
+  const tb = plugins.find(p => p.plugin === 'tensorboard');
+  const logdir = ((tb?.parameters as Doc) || {}).logdir;
+  values.tb_logdir = typeof logdir === 'string' ? logdir : '';
+  const roles = Array.isArray(doc.taskRoles) ? (doc.taskRoles as Doc[]) : [];
   return {
-    base: without(doc, MANAGED_JOB),
-    maxRunTimeMinutes:
-      extras.maxRunTimeMinutes === undefined ? '' : String(extras.maxRunTimeMinutes),
-    jobName: String(doc.jobName ?? ''),
-    image: String(doc.image ?? ''),
-    virtualCluster: String(doc.virtualCluster ?? 'default'),
-    retryCount: Number(doc.retryCount ?? 0),
-    jobEnvs: Object.entries(envs)
-      .map(([k, val]) => `${k}=${val}`)
-      .join('\n'),
+    base,
+    values,
     roles: roles.length
-      ? roles.map(r => ({
-          base: without(r, MANAGED_ROLE),
-          name: String(r.name ?? ''),
-          taskNumber: Number(r.taskNumber ?? 1),
-          cpuNumber: Number(r.cpuNumber ?? 1),
-          memoryMB: Number(r.memoryMB ?? 1024),
-          gpuNumber: Number(r.gpuNumber ?? 0),
-          command: String(r.command ?? '')
-        }))
-      : [defaultRole()]
+      ? roles.map(r => {
+          const role = r && typeof r === 'object' ? r : {};
+          const roleBase = { ...role };
+          const roleValues: Record<string, Value> = {};
+          for (const f of spec.role) {
+            roleValues[f.key] = fromDoc(f, role[f.path]);
+            delete roleBase[f.path];
+          }
+          return { base: roleBase, values: roleValues };
+        })
+      : [defaultRole(spec)]
   };
 }
 
-/** The field key a problem path is about: "jobName", "roles.0.memoryMB", or "" (shown above the form). */
-export function fieldOf(path: string): string {
-  const role = /^taskRoles\[(\d+)\](?:\.(\w+))?/.exec(path);
-  if (role) {
-    const key = role[2] || 'name';
-    return (ROLE_FIELDS as readonly string[]).includes(key) ? `roles.${role[1]}.${key}` : '';
-  }
-  if (path.startsWith('extras.maxRunTimeMinutes')) {
-    return 'maxRunTimeMinutes';
-  }
-  const head = path.split(/[.[]/)[0];
-  const alias: Record<string, string> = { name: 'jobName' };
-  const key = alias[head] || head;
-  return (JOB_FIELDS as readonly string[]).includes(key) ? key : '';
+/** Whether a document needs pro mode to be shown whole (several roles, or a pro field not at its default). */
+export function needsPro(spec: FormSpec, v: FormValues): boolean {
+  const changed = (f: FieldSpec, value: Value | undefined): boolean =>
+    f.pro && value !== undefined && String(value) !== String(initialBlank(f));
+  return (
+    v.roles.length > 1 ||
+    spec.job.some(f => changed(f, v.values[f.key])) ||
+    v.roles.some(r => spec.role.some(f => changed(f, r.values[f.key])))
+  );
 }

@@ -280,7 +280,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
               p.path ? `${p.path}: ${p.message}` : p.message
             );
             await showDialog({
-              title: `${path} is not a valid job`,
+              title: (answer as { refused?: boolean }).refused
+                ? `${path} was not submitted`
+                : `${path} is not a valid job`,
               body: lines.join('\n'),
               buttons: [Dialog.okButton()]
             });

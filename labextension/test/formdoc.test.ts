@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { fieldOf, fromV1, toV1 } from '../src/formdoc';
+import { execFileSync } from 'child_process';
+import { defaultValues, FormSpec, fromV1, needsPro, toV1 } from '../src/formdoc';
 import {
   closeReason,
   isDisconnect,
@@ -8,6 +9,56 @@ import {
   socketUrl,
   stdin
 } from '../terminal/protocol';
+
+// the Python that serves the form definition (pai/api/form) and runs the notebook's JobForm
+function python(code: string): string {
+  return execFileSync(process.env.PAI_PYTHON || '../.venv/bin/python', ['-c', code], {
+    cwd: '..',
+    encoding: 'utf-8',
+    env: { ...process.env, PYTHONPATH: '..' }
+  });
+}
+const SPEC: FormSpec = JSON.parse(
+  python(
+    'import json; from pai_jupyter.protocol.formspec import definition; print(json.dumps(definition()))'
+  )
+);
+
+describe('the Lab form and the notebook form', () => {
+  it('write the same document for the same fields', () => {
+    const notebook = JSON.parse(
+      python(
+        [
+          'from pai_jupyter.notebook.form import JobForm',
+          'f = JobForm()',
+          'f.name.value, f.gpu_type.value, f.max_run.value = "p", "v100", 30',
+          'f.env.value, f.storages.value = "A=1", "s:/mnt/s"',
+          'f.tensorboard.value, f.tb_logdir.value, f.desktop.value = True, "/tb", True',
+          'f.roles[0].ports.value, f.roles[0].min_failed.value = "http:2", 2',
+          'print(f.to_json())'
+        ].join('\n')
+      )
+    );
+    const values = defaultValues(SPEC);
+    Object.assign(values.values, {
+      name: 'p',
+      gpu_type: 'v100',
+      max_run: '30',
+      env: 'A=1',
+      storages: 's:/mnt/s',
+      tensorboard: true,
+      tb_logdir: '/tb',
+      desktop: true
+    });
+    Object.assign(values.roles[0].values, { ports: 'http:2', min_failed: '2' });
+    expect(toV1(SPEC, values)).toEqual(notebook);
+    expect(toV1(SPEC, defaultValues(SPEC))).toEqual(
+      JSON.parse(
+        python('from pai_jupyter.notebook.form import JobForm; print(JobForm().to_json())')
+      )
+    );
+  });
+});
 
 describe('the form document', () => {
   it('round-trips v1 JSON through the fields', () => {
@@ -24,11 +75,13 @@ describe('the form document', () => {
           cpuNumber: 1,
           memoryMB: 512,
           gpuNumber: 0,
-          command: 'echo hi'
+          command: 'echo hi',
+          shmMB: 64,
+          portList: [{ label: 'http', beginAt: 0, portNumber: 1 }]
         }
       ]
     };
-    expect(toV1(fromV1(doc))).toEqual(doc);
+    expect(toV1(SPEC, fromV1(SPEC, doc))).toEqual(doc);
   });
   it('keeps what it has no field for and maps the max run time to extras', () => {
     const doc = {
@@ -38,7 +91,10 @@ describe('the form document', () => {
       retryCount: 0,
       dataDir: '/data',
       extras: {
-        'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }],
+        'com.microsoft.pai.runtimeplugin': [
+          { plugin: 'git', parameters: { x: 1 } },
+          { plugin: 'tensorboard' }
+        ],
         maxRunTimeMinutes: 30
       },
       taskRoles: [
@@ -53,22 +109,42 @@ describe('the form document', () => {
         }
       ]
     };
-    const values = fromV1(doc);
-    expect(values.maxRunTimeMinutes).toBe('30');
-    expect(toV1(values)).toEqual(doc);
-    values.maxRunTimeMinutes = '';
-    expect(toV1(values).extras).toEqual({
-      'com.microsoft.pai.runtimeplugin': [{ plugin: 'tensorboard' }]
+    const values = fromV1(SPEC, doc);
+    expect(values.values.max_run).toBe('30');
+    expect(values.values.tensorboard).toBe(true);
+    expect(toV1(SPEC, values)).toEqual(doc);
+    values.values.max_run = '0';
+    expect(toV1(SPEC, values).extras).toEqual({
+      'com.microsoft.pai.runtimeplugin': [
+        { plugin: 'git', parameters: { x: 1 } },
+        { plugin: 'tensorboard' }
+      ]
     });
-    expect(fieldOf('extras.maxRunTimeMinutes')).toBe('maxRunTimeMinutes');
   });
-  it('maps problem paths to the field they are about', () => {
-    expect(fieldOf('taskRoles[0].memoryMB')).toBe('roles.0.memoryMB');
-    expect(fieldOf('taskRoles[1]')).toBe('roles.1.name');
-    expect(fieldOf('jobName')).toBe('jobName');
-    expect(fieldOf('name')).toBe('jobName');
-    expect(fieldOf('taskRoles[0].shmMB')).toBe('');
-    expect(fieldOf('')).toBe('');
+  it('turns plugins on and off with the switches, in basic mode too', () => {
+    const values = defaultValues(SPEC);
+    expect(needsPro(SPEC, values)).toBe(false);
+    values.values.ssh = true;
+    values.values.desktop = true;
+    values.values.tensorboard = true;
+    values.values.tb_logdir = '/out/tb';
+    expect(
+      (toV1(SPEC, values).extras as Record<string, unknown>)['com.microsoft.pai.runtimeplugin']
+    ).toEqual([
+      { plugin: 'tensorboard', parameters: { logdir: '/out/tb' } },
+      { plugin: 'ssh' },
+      { plugin: 'desktop' }
+    ]);
+    values.values.ssh = false;
+    values.values.desktop = false;
+    values.values.tensorboard = false;
+    expect(toV1(SPEC, values).extras).toBeUndefined();
+    expect(needsPro(SPEC, values)).toBe(false);
+  });
+  it('a document with a pro field set needs pro mode to be shown whole', () => {
+    const doc = toV1(SPEC, defaultValues(SPEC));
+    (doc.taskRoles as Record<string, unknown>[])[0].memoryMB = 2048;
+    expect(needsPro(SPEC, fromV1(SPEC, doc))).toBe(true);
   });
 });
 

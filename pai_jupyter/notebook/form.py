@@ -13,9 +13,10 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
-from .formfields import Field, RoleFields, area, locate, profile_names, text
+from .formfields import Field, RoleFields, locate, profile_names, spec_field
 
 
 def auto() -> W.Layout:
@@ -45,35 +46,25 @@ class JobForm(DocumentFields, W.VBox):
         self.job_id: str | None = None
         self.problems: list[tuple[str, str]] = []
         names, default = profile_names()
-        self.name = text("Job name", "my-job", tooltip="letters, digits, '-', '_', '.', '~'; unique per user")
-        self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "where to submit")
-        self.gpu_type = text("GPU type", placeholder="any", tooltip="v1 gpuType; empty = any")
-        self.image = text("Image", "python:3.11", tooltip="the Docker image every task runs")
-        self.max_run = Field(
-            W.BoundedFloatText(value=0, min=0, max=1e6, step=10, layout=W.Layout(width="300px")),
-            "Max run time (min)",
-            "work duration: the job is stopped once it has run this long; 0 = no limit (extras.maxRunTimeMinutes)",
+        # the fields, labels, order and modes of the one form definition the Lab's form draws too
+        spec = {f.key: spec_field(f) for f in JOB_FIELDS}
+        self.name, self.vc, self.gpu_type, self.image = spec["name"], spec["vc"], spec["gpu_type"], spec["image"]
+        self.max_run, self.retry, self.env, self.storages = (
+            spec["max_run"],
+            spec["retry"],
+            spec["env"],
+            spec["storages"],
         )
-        self.vc = text("Virtual cluster", "default")
-        self.retry = Field(W.IntText(value=0, layout=W.Layout(width="300px")), "Retry count")
-        self.env = area("Environment", placeholder="KEY=value, one a line")
-        self.storages = area("Storage mounts", placeholder="storage-name:/mnt/path, one a line")
-        self.tensorboard = W.Checkbox(description="TensorBoard", indent=False)
-        self.tb_logdir = W.Text(placeholder="logdir (default: the job's log output)", layout=W.Layout(width="320px"))
-        self.ssh = W.Checkbox(description="SSH", indent=False)
-        self.jupyter = W.Checkbox(description="Jupyter", indent=False)
-        self.plugins = Field(W.HBox([self.tensorboard, self.tb_logdir, self.ssh, self.jupyter]), "Runtime plugins")
-        self.job_fields = {
-            "name": self.name,
-            "image": self.image,
-            "gpu_type": self.gpu_type,
-            "vc": self.vc,
-            "retry": self.retry,
-            "env": self.env,
-            "storages": self.storages,
-            "plugins": self.plugins,
-            "max_run": self.max_run,
-        }
+        self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "集群 — where to submit")
+        switches = {f.key: f for f in PLUGIN_FIELDS if f.kind == "switch"}
+        boxes = {k: W.Checkbox(description=f.label, tooltip=f.label_zh, indent=False) for k, f in switches.items()}
+        self.tensorboard, self.jupyter, self.ssh, self.desktop = (boxes[k] for k in switches)
+        logdir = next(f for f in PLUGIN_FIELDS if f.key == "tb_logdir")
+        self.tb_logdir = W.Text(placeholder=f"{logdir.label}: {logdir.placeholder}", layout=W.Layout(width="320px"))
+        self.plugins = Field(
+            W.HBox([self.tensorboard, self.tb_logdir, self.jupyter, self.ssh, self.desktop]), "Runtime plugins"
+        )
+        self.job_fields = {**spec, "plugins": self.plugins}
         self.roles: list[RoleFields] = []
         self.tabs = W.Tab()
         self.add_role_button = W.Button(description="Add task role", icon="plus", layout=auto())
@@ -97,21 +88,17 @@ class JobForm(DocumentFields, W.VBox):
         self.result = W.HTML("")
         self.pro_box = W.VBox(
             [
-                self.vc.box,
-                self.retry.box,
-                self.env.box,
-                self.storages.box,
-                self.plugins.box,
+                *(spec[f.key].box for f in JOB_FIELDS if f.pro),
                 W.HBox([self.add_role_button, self.remove_role_button]),
             ]
         )
+        basic = [spec[f.key].box for f in JOB_FIELDS if not f.pro]
         self.children = [
             W.HTML("<b>Basic settings</b>"),
-            self.name.box,
+            basic[0],
             self.profile.box,
-            self.gpu_type.box,
-            self.image.box,
-            self.max_run.box,
+            *basic[1:],
+            self.plugins.box,
             W.HTML("<b>Task roles</b>"),
             self.tabs,
             self.pro_box,
@@ -129,7 +116,7 @@ class JobForm(DocumentFields, W.VBox):
         for f in self.job_fields.values():
             if f is not self.plugins:
                 f.widget.observe(self._changed, names="value")
-        for w in (self.tensorboard, self.tb_logdir, self.ssh, self.jupyter):
+        for w in (self.tensorboard, self.tb_logdir, self.jupyter, self.ssh, self.desktop):
             w.observe(self._changed, names="value")
         self.pro.observe(lambda _: self._show_pro(), names="value")
         self.edit_json.observe(self._toggle_json, names="value")
@@ -326,7 +313,7 @@ class JobForm(DocumentFields, W.VBox):
 
     def confirm(self) -> str | None:
         """Send the job; shows and returns its id, or shows the server's problems beside the fields."""
-        from ..client import Client, PaiError
+        from ..client import Client, JobConflict, PaiError
 
         self._hide_confirm()
         try:
@@ -336,6 +323,9 @@ class JobForm(DocumentFields, W.VBox):
             self.job_id = client.submit(self.to_json())
         except PaiError as exc:
             problems = [(p.get("path", ""), p.get("message", "")) for p in getattr(exc, "problems", [])]
+            if not problems:  # a refusal without a path: beside the field it is about where there is one
+                path = "jobName" if isinstance(exc, JobConflict) else refusal_path(str(exc))
+                problems = [(path, str(exc))] if path else []
             if problems:
                 self.show_problems(problems)
             self.result.value = error_html(f"not submitted: {exc}")

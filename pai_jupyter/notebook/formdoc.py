@@ -29,6 +29,7 @@ class DocumentFields:
     tb_logdir: Any
     ssh: Any
     jupyter: Any
+    desktop: Any
     pro: Any
     _changed: Any  # JobForm's methods
     _retab: Any
@@ -63,11 +64,21 @@ class DocumentFields:
             extras["maxRunTimeMinutes"] = int(minutes) if minutes.is_integer() else minutes
         if mounts:
             extras["storages"] = [{"name": n, "mountPath": p} for n, p in mounts]
-        plugins: list[dict[str, Any]] = []
-        if self.tensorboard.value:
-            logdir = self.tb_logdir.value.strip()
-            plugins.append({"plugin": "tensorboard", "parameters": {"logdir": logdir} if logdir else {}})
-        plugins += [{"plugin": n} for n, box in (("ssh", self.ssh), ("jupyter", self.jupyter)) if box.value]
+        switches = {"tensorboard": self.tensorboard, "jupyter": self.jupyter, "ssh": self.ssh, "desktop": self.desktop}
+        loaded = [p for p in (self._base.get("extras") or {}).get(PLUGIN_KEY) or [] if isinstance(p, dict)]
+        plugins = [p for p in loaded if p.get("plugin") not in switches]  # others (git, cmd, ...): kept as loaded
+        for name, box in switches.items():
+            if not box.value:
+                continue
+            entry = {**next((p for p in loaded if p.get("plugin") == name), {}), "plugin": name}
+            if name == "tensorboard":
+                params = {k: v for k, v in (entry.get("parameters") or {}).items() if k != "logdir"}
+                if logdir := self.tb_logdir.value.strip():
+                    params["logdir"] = logdir
+                entry.pop("parameters", None)
+                if params:
+                    entry["parameters"] = params
+            plugins.append(entry)
         if plugins:
             extras[PLUGIN_KEY] = plugins
         if extras:
@@ -107,9 +118,8 @@ class DocumentFields:
         minutes = extras.get("maxRunTimeMinutes")
         self.max_run.value = minutes if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) else 0
         plugins = {p.get("plugin"): p for p in extras.get(PLUGIN_KEY) or [] if isinstance(p, dict)}
-        self.tensorboard.value, self.ssh.value, self.jupyter.value = (
-            n in plugins for n in ("tensorboard", "ssh", "jupyter")
-        )
+        for name in ("tensorboard", "jupyter", "ssh", "desktop"):
+            getattr(self, name).value = name in plugins
         logdir = ((plugins.get("tensorboard") or {}).get("parameters") or {}).get("logdir")
         self.tb_logdir.value = logdir if isinstance(logdir, str) else ""
         roles = [r for r in doc.get("taskRoles") or [] if isinstance(r, dict)] or [{}]
@@ -128,7 +138,6 @@ class DocumentFields:
             len(roles) > 1
             or envs
             or mounts
-            or plugins
             or self.retry.value
             or any(r.memory.value != 1024 or r.instances.value != 1 for r in self.roles)
         ):

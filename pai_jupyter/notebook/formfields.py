@@ -1,5 +1,5 @@
-"""The pieces of JobForm: a labelled field with its error line, a task role's fields, and the map from a
-problem's field path (``taskRoles[0].memoryMB``, ``task_roles[0].memory_mb``) to the widget it is about."""
+"""The pieces of JobForm: a labelled field with its error line and a task role's fields, made from the shared
+form definition (``protocol/formspec.py``, which also maps a problem's path to the field it is about)."""
 
 from __future__ import annotations
 
@@ -8,56 +8,20 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..protocol.formspec import DEFAULT_COMMAND, PLUGIN_KEY, ROLE_FIELDS, FormField, locate
 from .display import esc
 
-PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
-DEFAULT_COMMAND = "sleep infinity"
-STYLE = {"description_width": "140px"}
-WIDE = W.Layout(width="520px")
-
-JOB_KEYS = {
-    "jobName": "name",
-    "name": "name",
-    "image": "image",
-    "gpuType": "gpu_type",
-    "virtualCluster": "vc",
-    "retryCount": "retry",
-    "jobEnvs": "env",
-    "storages": "storages",
-    PLUGIN_KEY: "plugins",
-    "maxRunTimeMinutes": "max_run",
-}
-ROLE_KEYS = {
-    "name": "name",
-    "taskNumber": "instances",
-    "command": "command",
-    "shmMB": "shm",
-    "cpuNumber": "cpu",
-    "gpuNumber": "gpu",
-    "memoryMB": "memory",
-    "portList": "ports",
-    "minFailedTaskCount": "min_failed",
-    "minSucceededTaskCount": "min_succeeded",
-}
-_ROLE_PATH = re.compile(r"^taskRoles\[(\d+)\](?:\.(\w+))?")
+__all__ = ["DEFAULT_COMMAND", "PLUGIN_KEY", "Field", "RoleFields", "locate", "parse_pairs", "spec_field"]
+STYLE = {"description_width": "220px"}
 
 
-def locate(path: str) -> tuple[int | None, str | None]:
-    """(role index or None for the job, the form's field name) a problem path is about; (None, None) if none."""
-    from ..protocol.v1 import v1_path
+_ROLE_PATHS = {f.path for f in ROLE_FIELDS}
 
-    path = v1_path(path)  # a model path (a conversion's, a builder's) as the v1 key the form's document uses
-    m = _ROLE_PATH.match(path)
-    if m:
-        return int(m.group(1)), ROLE_KEYS.get(m.group(2), "name" if m.group(2) is None else None)
-    if path.startswith("extras."):
-        rest = path[len("extras.") :]
-        if rest.startswith(PLUGIN_KEY):
-            return None, "plugins"
-        head = rest.split(".")[0].split("[")[0]
-        return None, JOB_KEYS.get(head)
-    head = re.split(r"[.\[]", path, maxsplit=1)[0]
-    return None, JOB_KEYS.get(head)
+
+def wide() -> W.Layout:
+    """A Layout of its own for each widget: one module-level Layout shared by every form was made once, so a page
+    opened later (a browser reload) could be asked to draw a form that refers to a model it never got."""
+    return W.Layout(width="520px")
 
 
 class Field:
@@ -88,7 +52,7 @@ class Field:
 
 
 def text(label: str, value: str = "", placeholder: str = "", tooltip: str = "") -> Field:
-    return Field(W.Text(value=value, placeholder=placeholder, layout=WIDE), label, tooltip)
+    return Field(W.Text(value=value, placeholder=placeholder, layout=wide()), label, tooltip)
 
 
 def number(label: str, value: int, tooltip: str = "") -> Field:
@@ -97,7 +61,20 @@ def number(label: str, value: int, tooltip: str = "") -> Field:
 
 
 def area(label: str, value: str = "", placeholder: str = "", tooltip: str = "", rows: int = 3) -> Field:
-    return Field(W.Textarea(value=value, placeholder=placeholder, rows=rows, layout=WIDE), label, tooltip)
+    return Field(W.Textarea(value=value, placeholder=placeholder, rows=rows, layout=wide()), label, tooltip)
+
+
+def spec_field(f: FormField) -> Field:
+    """The widget the shared form definition asks for; its tooltip gives the seed's Chinese label and the help."""
+    tooltip = " — ".join(t for t in (f.label_zh, f.help) if t)
+    if f.kind == "minutes":  # the seed's "work duration"; 0 = no limit
+        widget = W.BoundedFloatText(value=float(f.default), min=0, max=1e6, step=10, layout=W.Layout(width="300px"))
+        return Field(widget, f.label, tooltip)
+    if f.kind == "number":
+        return number(f.label, int(f.default), tooltip)
+    if f.kind in ("area", "pairs", "storages"):
+        return area(f.label, str(f.default), f.placeholder, tooltip, rows=4 if f.kind == "area" else 3)
+    return text(f.label, str(f.default), f.placeholder, tooltip)
 
 
 def parse_pairs(value: str, sep: str, what: str) -> tuple[list[tuple[str, str]], list[str]]:
@@ -116,23 +93,20 @@ def parse_pairs(value: str, sep: str, what: str) -> tuple[list[tuple[str, str]],
 
 
 class RoleFields:
-    """One task role: seed 001's task settings (basic) plus memory, instances and completion policy (pro)."""
+    """One task role: its fields, labels, order and modes from the shared form definition (seed 001's task
+    settings in basic mode; memory, instances and completion policy in pro mode)."""
 
-    BASIC = ("name", "command", "shm", "cpu", "gpu", "ports")
+    BASIC = tuple(f.key for f in ROLE_FIELDS if not f.pro)
 
     def __init__(self, name: str = "main"):
-        self.name = text("Task role name", name, tooltip="letters, digits, '.', '_', '~'")
-        self.command = area("Command", DEFAULT_COMMAND, rows=4, tooltip="a shell script; one command a line")
-        self.shm = number("Shared memory MB", 64)
-        self.cpu = number("CPU", 1)
-        self.gpu = number("GPU", 0)
-        self.ports = text("Exposed ports", placeholder="http:1, ssh:1", tooltip="label:count, comma-separated")
-        self.memory = number("Memory MB", 1024)
-        self.instances = number("Instances", 1, tooltip="identical tasks in this role")
-        self.min_failed = number("Min failed tasks", 1, tooltip="failed tasks that fail the job; 0 = never")
-        self.min_succeeded = number("Min succeeded", 0, tooltip="succeeded tasks that end the job; 0 = all")
-        self.fields: dict[str, Field] = {k: getattr(self, k) for k in ROLE_KEYS.values()}
+        self.fields: dict[str, Field] = {f.key: spec_field(f) for f in ROLE_FIELDS}
+        self.fields["name"].value = name
+        self.name, self.command, self.shm = self.fields["name"], self.fields["command"], self.fields["shm"]
+        self.cpu, self.gpu, self.ports = self.fields["cpu"], self.fields["gpu"], self.fields["ports"]
+        self.memory, self.instances = self.fields["memory"], self.fields["instances"]
+        self.min_failed, self.min_succeeded = self.fields["min_failed"], self.fields["min_succeeded"]
         self.box = W.VBox([f.box for f in self.fields.values()])
+        self.base: dict[str, Any] = {}
 
     def set_pro(self, pro: bool) -> None:
         for key, f in self.fields.items():
@@ -150,17 +124,13 @@ class RoleFields:
                 wrong.append(f"{count!r} is not a port count")
         if wrong:
             bad["ports"] = wrong
-        role = {
-            "name": self.name.value,
-            "taskNumber": self.instances.value,
-            "cpuNumber": self.cpu.value,
-            "memoryMB": self.memory.value,
-            "shmMB": self.shm.value,
-            "gpuNumber": self.gpu.value,
-            "command": self.command.value,
-            "minFailedTaskCount": self.min_failed.value or None,
-            "minSucceededTaskCount": self.min_succeeded.value or None,
-        }
+        role = dict(self.base)
+        for f in ROLE_FIELDS:
+            value = self.fields[f.key].value
+            if f.key == "ports" or (f.optional and value == f.default):  # as the Lab's form: left out
+                role.pop(f.path, None)
+            else:
+                role[f.path] = value
         if ports:
             role["portList"] = ports
         return role, bad
@@ -173,6 +143,7 @@ class RoleFields:
             if isinstance(value, type(default)) and not isinstance(value, bool):
                 field.value = value
 
+        self.base = {k: v for k, v in role.items() if k not in _ROLE_PATHS}  # no field for it: kept as loaded
         put(self.name, role.get("name"), "")
         put(self.command, role.get("command"), "")
         put(self.instances, role.get("taskNumber"), 1)

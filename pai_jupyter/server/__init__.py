@@ -28,6 +28,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .desktop import DESKTOP_RE, NOVNC_RE, DesktopProxyHandler, NoNoVncHandler, NoVncHandler, novnc_dir
     from .jobs import JobsHandler
     from .lab_api import route_specs as lab_api_routes
+    from .lab_form import route_specs as lab_form_routes
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
@@ -47,6 +48,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
         *lab_api_routes(pai, args),
+        *lab_form_routes(pai, args),
         *lab_tools_routes(pai, args),
         *lab_profiles_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI

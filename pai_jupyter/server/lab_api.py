@@ -237,21 +237,25 @@ class ValidateHandler(_Base):
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
         text = body["text"]
+        from .lab_form import placed
+
         try:
             job = protocol_load.job_from_text(text)
         except JobValidationError as exc:
-            self.send({"valid": False, "problems": _problems(exc)})
+            self.send({"valid": False, "problems": placed(_problems(exc))})
             return
         if not body.get("submit"):
             self.send({"valid": True, "problems": [], "name": job.name})
             return
-        try:
+        try:  # a valid job the cluster refuses ("refused"): a name taken, more than it has, no such cluster
             job_id = await self.client.submit(text)
         except InvalidJob as exc:
-            self.send({"valid": False, "problems": exc.problems or [{"path": "", "message": exc.message}]})
+            problems = exc.problems or [{"path": "", "message": exc.message}]
+            self.send({"valid": False, "refused": True, "problems": placed(problems)})
             return
         except JobConflict as exc:
-            self.send({"valid": False, "problems": [{"path": "name", "message": exc.message}]})
+            problems = [{"path": "jobName", "message": exc.message}]
+            self.send({"valid": True, "refused": True, "problems": placed(problems)})
             return
         except PaiError as exc:
             raise self.failure("submit", exc) from None

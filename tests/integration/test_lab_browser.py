@@ -93,8 +93,8 @@ def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
     page.get_by_role("button", name="Open this job in the submit form").click()  # Clone to form
     form = lab.locator(".pai-Form").last
     form.wait_for(timeout=30_000)
-    assert form.get_by_label("Job name").input_value() == "lab-hello-copy"
-    assert "sleep 2" in form.get_by_label("Command").input_value()
+    assert form.get_by_label("Job name", exact=True).input_value() == "lab-hello-copy"
+    assert "sleep 2" in form.get_by_label("Command", exact=True).input_value()
 
 
 def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
@@ -137,19 +137,22 @@ def test_the_job_page_offers_only_the_services_the_task_has(env: Env, lab: Any) 
 def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> None:
     lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
     form = lab.locator(".pai-Form").last
-    form.get_by_label("Job name").fill("lab-form-job")
-    form.get_by_label("Image").fill("pai-test/busybox:latest")
-    form.get_by_label("Memory (MB)").fill("0")
-    form.get_by_label("Max run time (minutes, empty: none)").fill("0")
-    form.get_by_label("Command").fill("echo from-the-form")
+    form.get_by_label("Job name", exact=True).fill("lab-form-job")
+    form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
+    form.get_by_label("Pro mode").check()  # memory is a pro setting (seed 001)
+    memory, max_run = form.get_by_label("Memory (MB)", exact=True), form.get_by_label("Max run time (minutes, 0: none)")
+    memory.fill("0")
+    max_run.fill("-1")
+    form.get_by_label("Command", exact=True).fill("echo from-the-form")
     form.get_by_role("button", name="Submit").click()
-    memory_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Memory (MB)")).locator(".pai-Field-error")
+    field = form.locator(".pai-Field")
+    memory_error = field.filter(has=lab.get_by_label("Memory (MB)", exact=True)).locator(".pai-Field-error")
     memory_error.filter(has_text="minimum").wait_for(timeout=30_000)  # beside its field, from the server's rules
-    assert form.get_by_label("Memory (MB)").get_attribute("aria-invalid") == "true"
-    runtime_error = form.locator(".pai-Field").filter(has=lab.get_by_label("Max run time")).locator(".pai-Field-error")
+    assert memory.get_attribute("aria-invalid") == "true"
+    runtime_error = field.filter(has=lab.get_by_label("Max run time")).locator(".pai-Field-error")
     runtime_error.filter(has_text="above 0").wait_for(timeout=10_000)
-    form.get_by_label("Memory (MB)").fill("256")
-    form.get_by_label("Max run time (minutes, empty: none)").fill("5")
+    memory.fill("256")
+    max_run.fill("5")
     form.get_by_role("button", name="Submit").click()
     form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
     row(lab, "lab-form-job").wait_for(timeout=30_000)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ipywidgets.widgets import widget as widget_module
 
-from pai_jupyter.client import InvalidJob
+from pai_jupyter.client import InvalidJob, JobConflict
 from pai_jupyter.notebook.form import JobForm
 from pai_jupyter.notebook.formfields import PLUGIN_KEY, locate
 
@@ -65,9 +65,7 @@ def test_defaults_are_seed_001s_basic_form() -> None:
             "shmMB": 64,
             "gpuNumber": 0,
             "command": "sleep infinity",
-            "minFailedTaskCount": 1,
-            "minSucceededTaskCount": None,
-        }
+        }  # the completion policy at its defaults is left out, as the Lab's form does
     ]
     assert form.problems == [] and form.pro.value is False
     assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
@@ -242,6 +240,24 @@ def test_the_servers_problems_land_beside_the_fields_too() -> None:
     assert "no GPU &lt;here&gt;" in form.roles[0].gpu.error.value and "not submitted" in form.result.value
 
 
+def test_refusals_without_a_path_land_beside_their_field() -> None:
+    """An unknown virtual cluster is the "Virtual cluster" field's, a name taken the "Job name" field's (the
+    daemon says either without a path); what does not fit stays above the buttons (issue 22, item 13)."""
+    no_vc = InvalidJob(
+        "job x can never run here: virtual cluster 'nope' does not exist (known: default)",
+        status=400,
+        code="InsufficientResourceError",
+    )
+    form = JobForm(client_factory=lambda profile: Submitter(no_vc))
+    form.submit()
+    assert form.confirm() is None
+    assert "virtual cluster &#x27;nope&#x27; does not exist" in form.vc.error.value and form.general.value == ""
+    taken = JobConflict("job me~x already exists; choose another name", status=409, code="ConflictJobError")
+    form = JobForm(client_factory=lambda profile: Submitter(taken))
+    form.submit()
+    assert form.confirm() is None and "already exists" in form.name.error.value
+
+
 def test_import_redraws_the_role_tab_and_the_button_keeps_its_count(comm: list[dict[str, Any]]) -> None:
     form = JobForm()
     first = form.roles[0].box
@@ -304,3 +320,84 @@ def test_buttons_are_as_wide_as_their_labels() -> None:
     form = JobForm()
     for button in (form.confirm_button, form.submit_button, form.upload, form.add_role_button):
         assert button.layout.width == "auto"
+
+
+def _refs(value: Any) -> set[str]:
+    """The model ids a widget's state refers to ("IPY_MODEL_<id>")."""
+    if isinstance(value, str):
+        return {value.removeprefix("IPY_MODEL_")} if value.startswith("IPY_MODEL_") else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(_refs, value)) if value else set()
+    if isinstance(value, dict):
+        return set().union(*map(_refs, value.values())) if value else set()
+    return set()
+
+
+def test_a_form_made_later_needs_no_model_made_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page opened after the first form (a browser reload) only gets the models made from then on: the new
+    form must refer to none made earlier, or the page says "model not found" for each (issue 22, item 4)."""
+    opened: set[str] = set()
+
+    def create_comm(**kw: Any) -> RecordingComm:
+        c = RecordingComm(**kw)
+        c.comm_id = kw.get("comm_id") or f"m{len(opened)}-{id(c)}"
+        opened.add(c.comm_id)
+        return c
+
+    monkeypatch.setattr(widget_module.comm, "create_comm", create_comm)
+    JobForm()  # the first page's form
+    opened.clear()  # the new page knows nothing made before
+    form = JobForm()
+    seen, todo = set(), {form.model_id}
+    while todo:
+        model_id = todo.pop()
+        seen.add(model_id)
+        todo |= _refs(widget_module._instances[model_id].get_state()) - seen
+    try:
+        assert seen - opened == set()
+    finally:
+        widget_module.Widget.close_all()  # the models this test kept apart, gone before the interpreter is
+
+
+def test_the_notebook_form_draws_the_shared_form_definition() -> None:
+    """The notebook's and the Lab's forms are one definition: the same fields, labels and order, and the same
+    basic/pro split (issue 22, item 15)."""
+    from pai_jupyter.protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, ROLE_FIELDS, definition
+
+    form = JobForm()
+    boxes = {f.box: name for name, f in form.job_fields.items()}
+    shown = [boxes[c] for c in form.children if c in boxes]  # the basic settings, in the form's order
+    assert shown == [f.key for f in JOB_FIELDS if not f.pro] + ["plugins"]
+    assert [form.job_fields[f.key].widget.description for f in JOB_FIELDS] == [f.label for f in JOB_FIELDS]
+    assert [f.widget.description for f in form.roles[0].fields.values()] == [f.label for f in ROLE_FIELDS]
+    assert [c.description for c in (form.tensorboard, form.jupyter, form.ssh, form.desktop)] == [
+        f.label for f in PLUGIN_FIELDS if f.kind == "switch"
+    ]
+    assert [w.description for w in (b.children[0] for b in form.pro_box.children[:-1])] == [
+        f.label for f in JOB_FIELDS if f.pro
+    ]
+    assert tuple(f["key"] for f in definition()["role"] if not f["pro"]) == form.roles[0].BASIC
+    assert form.roles[0].memory.box.layout.display == "none"  # a pro field, hidden in basic mode
+
+
+def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
+    form = JobForm()
+    assert form.pro.value is False and form.plugins.box.layout.display != "none"  # basic mode has them
+    form.load(json.dumps({**doc(form), "extras": {PLUGIN_KEY: [{"plugin": "git", "parameters": {"x": 1}}]}}))
+    form.desktop.value = True
+    form.ssh.value = True
+    assert doc(form)["extras"][PLUGIN_KEY] == [
+        {"plugin": "git", "parameters": {"x": 1}},
+        {"plugin": "ssh"},
+        {"plugin": "desktop"},
+    ]
+    assert form.pro.value is False
+
+
+def test_a_roles_keys_without_a_field_are_kept() -> None:
+    form = JobForm()
+    d = doc(form)
+    d["taskRoles"][0]["extraContainerOptions"] = {"infiniband": True}
+    form.load(json.dumps(d))
+    form.roles[0].cpu.value = 2
+    assert doc(form)["taskRoles"][0]["extraContainerOptions"] == {"infiniband": True}

@@ -1,0 +1,41 @@
+// The form's definition from the server extension (pai/api/form): the one list of fields, labels, order and
+// modes the notebook's JobForm draws too (pai_jupyter/protocol/formspec.py).
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { FormSpec } from './formdoc';
+
+let cached: Promise<FormSpec> | null = null;
+
+export function getFormSpec(): Promise<FormSpec> {
+  if (!cached) {
+    cached = (async () => {
+      const settings = ServerConnection.makeSettings();
+      const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form');
+      const response = await ServerConnection.makeRequest(url, {}, settings);
+      if (!response.ok) {
+        throw new Error(`the form definition did not load (${response.status})`);
+      }
+      return (await response.json()) as FormSpec;
+    })();
+    cached.catch(() => (cached = null)); // try again next time
+  }
+  return cached;
+}
+
+/** A job file (v1 JSON or v2 YAML/JSON) as the form's v1 JSON, converted by the server as JobForm does. */
+export async function importDocument(
+  text: string
+): Promise<{ doc?: Record<string, unknown>; problems?: { path: string; message: string }[] }> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form', 'import');
+  const response = await ServerConnection.makeRequest(
+    url,
+    { method: 'POST', body: JSON.stringify({ text }) },
+    settings
+  );
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    throw new Error(body.message || response.statusText);
+  }
+  return body;
+}

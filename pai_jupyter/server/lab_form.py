@@ -1,0 +1,53 @@
+"""The submit form's definition for the Lab (``GET pai/api/form``), Import of a job file as the form's v1 JSON
+(``POST pai/api/form/import``, v2 YAML too, as the notebook's JobForm imports), and where each problem of a
+validation or a submission is shown: the same definition and field map as JobForm's (``protocol/formspec.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tornado import web
+
+from ..protocol import load as protocol_load
+from ..protocol.errors import JobValidationError
+from ..protocol.formspec import definition, field_id, refusal_path
+from ..protocol.v1 import job_to_form_v1
+from .common import PaiHTTPError
+from .lab_api import MAX_FORM_BYTES, _Base
+
+
+def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Each problem with ``field``: the Lab form's field it is about ("" for the job as a whole)."""
+    out = []
+    for p in problems:
+        path = str(p.get("path") or "") or refusal_path(str(p.get("message") or ""))
+        out.append({"path": path, "message": str(p.get("message") or ""), "field": field_id(path) if path else ""})
+    return out
+
+
+class FormHandler(_Base):
+    @web.authenticated
+    async def get(self) -> None:
+        self.send(definition())
+
+
+class ImportHandler(_Base):
+    """``POST {"text": job YAML or JSON}``: ``{"doc": its v1 JSON}``, or ``{"problems": [...]}`` saying why not."""
+
+    @web.authenticated
+    async def post(self) -> None:
+        if len(self.request.body) > MAX_FORM_BYTES:
+            raise PaiHTTPError(413, "a job document is at most 1 MiB", code="TooLarge")
+        body = self.get_json_body()
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
+        try:
+            doc = job_to_form_v1(protocol_load.job_from_text(body["text"]))
+        except JobValidationError as exc:
+            self.send({"problems": placed([p.to_dict() for p in exc.problems])})
+            return
+        self.send({"doc": doc})
+
+
+def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+    return [(pai + "/api/form", FormHandler, args), (pai + "/api/form/import", ImportHandler, args)]

@@ -1,0 +1,147 @@
+"""The Lab submit form in a real browser (issue 22): Edit JSON is a two-way view of the one document Submit
+sends, the runtime plugins have switches in basic mode, and a refusal of the cluster (a virtual cluster that
+does not exist, more CPUs than it has, a job name taken) lands where the status line says, in its words."""
+
+# ruff: noqa: F811 (the fixtures imported above are parameters by the same names)
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .test_lab_browser import Env, env, lab  # noqa: F401 (the Lab fixtures, used by name)
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = "com.microsoft.pai.runtimeplugin"
+ROLE = {"name": "main", "taskNumber": 1, "cpuNumber": 1, "gpuNumber": 0, "memoryMB": 256, "command": "true"}
+
+
+def new_form(lab: Any) -> Any:
+    lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
+    form = lab.locator(".pai-Form").last
+    form.get_by_label("Job name", exact=True).wait_for(timeout=30_000)
+    return form
+
+
+def config(env: Env, job: str) -> dict[str, Any]:
+    return dict(json.loads(env.api.http.get(f"/api/v2/jobs/{job}/config").text))
+
+
+def test_edit_json_is_what_submit_sends(env: Env, lab: Any) -> None:
+    form = new_form(lab)
+    form.get_by_label("Pro mode").check()
+    form.get_by_role("button", name="Edit JSON").click()
+    box = form.get_by_label("Job JSON")
+    doc = json.loads(box.input_value())
+    assert doc["jobName"] == "my-job"
+    form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")  # a field edit shows in the JSON
+    doc = json.loads(box.input_value())
+    assert doc["image"] == "pai-test/busybox:latest"
+    doc["jobName"] = "lab-json-job"
+    doc["taskRoles"][0].update(memoryMB=256, command="echo from-the-json")
+    doc["extras"] = {PLUGINS: [{"plugin": "ssh"}]}
+    box.fill(json.dumps(doc, indent=2))  # the JSON edit shows in the fields at once
+    assert form.get_by_label("Job name", exact=True).input_value() == "lab-json-job"
+    assert form.get_by_label("Memory (MB)", exact=True).input_value() == "256"
+    assert form.get_by_label("SSH").is_checked()
+    form.get_by_role("button", name="Validate").click()
+    form.locator(".pai-Form-result", has_text="Valid.").wait_for(timeout=30_000)
+    form.get_by_role("button", name="Submit").click()  # one click: what the JSON says is sent
+    form.locator(".pai-Form-result", has_text="Submitted root~lab-json-job").wait_for(timeout=30_000)
+    sent = config(env, "root~lab-json-job")
+    assert sent["extras"][PLUGINS] == [{"plugin": "ssh"}], sent
+    assert env.api.wait("root~lab-json-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    form.get_by_role("button", name="Edit JSON").click()  # closed: the JSON is not shown
+    assert box.is_hidden()
+
+
+def test_plugin_switches_in_basic_mode(env: Env, lab: Any) -> None:
+    form = new_form(lab)
+    assert not form.get_by_label("Pro mode").is_checked()
+    form.get_by_label("Job name", exact=True).fill("lab-switch-job")
+    form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
+    form.get_by_label("Command", exact=True).fill("echo switched")
+    form.get_by_label("TensorBoard", exact=True).check()
+    form.get_by_label("TensorBoard logdir").fill("/tmp/tb")
+    form.get_by_label("Jupyter", exact=True).check()
+    form.get_by_role("button", name="Submit").click()
+    form.locator(".pai-Form-result", has_text="Submitted root~lab-switch-job").wait_for(timeout=30_000)
+    plugins = config(env, "root~lab-switch-job")["extras"][PLUGINS]
+    assert plugins == [{"plugin": "tensorboard", "parameters": {"logdir": "/tmp/tb"}}, {"plugin": "jupyter"}]
+
+
+def field_error(form: Any, label: str) -> Any:
+    return form.locator(".pai-Field").filter(has=form.page.get_by_label(label, exact=True)).locator(".pai-Field-error")
+
+
+def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: Any) -> None:
+    form = new_form(lab)
+    result, general = form.locator(".pai-Form-result"), form.locator(".pai-Form-general")
+    form.get_by_label("Job name", exact=True).fill("lab-refused")
+    form.get_by_label("Virtual cluster", exact=True).fill("nowhere")
+    form.get_by_role("button", name="Submit").click()
+    result.filter(has_text="Not submitted").wait_for(timeout=30_000)
+    assert result.inner_text() == "Not submitted: the cluster refused the job: see the marked fields above."
+    assert "virtual cluster 'nowhere' does not exist" in field_error(form, "Virtual cluster").inner_text()
+    assert general.inner_text() == ""
+    form.get_by_label("Pro mode").check()  # the fields drawn again keep the last check's problems
+    assert "does not exist" in field_error(form, "Virtual cluster").inner_text()
+    form.get_by_label("Pro mode").uncheck()
+    form.get_by_label("Virtual cluster", exact=True).fill("default")
+    form.get_by_label("CPUs", exact=True).fill("4096")
+    form.get_by_role("button", name="Submit").click()
+    result.filter(has_text="see below").wait_for(timeout=30_000)
+    assert result.inner_text() == "Not submitted: the cluster refused the job: see below."
+    assert re.search(r"a task needs .* but virtual cluster 'default' has", general.inner_text())
+    # the status line comes first, then what it points to
+    assert form.locator(".pai-Form-result + .pai-Form-general").count() == 1
+    env.api.submit_ok(
+        json.dumps(
+            {
+                "jobName": "lab-taken",
+                "image": "pai-test/busybox:latest",
+                "taskRoles": [ROLE],
+            }
+        )
+    )
+    form.get_by_label("CPUs", exact=True).fill("1")
+    form.get_by_label("Job name", exact=True).fill("lab-taken")
+    form.get_by_role("button", name="Submit").click()
+    result.filter(has_text="marked fields").wait_for(timeout=30_000)
+    assert "exists" in field_error(form, "Job name").inner_text()
+
+
+def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any) -> None:
+    text = json.dumps(
+        {
+            "jobName": "lab-file-taken",
+            "image": "pai-test/busybox:latest",
+            "taskRoles": [ROLE],
+        }
+    )
+    env.api.submit_ok(text)
+    (env.root / "taken-job.json").write_text(text)
+    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
+    lab.locator(".jp-DirListing-item", has_text="taken-job.json").click(button="right")
+    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
+    dialog = lab.locator(".jp-Dialog")
+    dialog.wait_for(timeout=30_000)
+    assert "taken-job.json was not submitted" in dialog.locator(".jp-Dialog-header").inner_text()
+    assert "is not a valid job" not in dialog.inner_text()
+    dialog.get_by_role("button", name="Ok").click()
+
+
+def test_import_reads_v2_yaml_as_the_notebook_form_does(env: Env, lab: Any) -> None:
+    form = new_form(lab)
+    with lab.expect_file_chooser() as chooser:
+        form.get_by_role("button", name="Import").click()
+    chooser.value.set_files(str(ROOT / "notebooks/jobs/quickstart.yaml"))
+    form.locator(".pai-Form-result", has_text="Imported quickstart.yaml").wait_for(timeout=30_000)
+    assert form.get_by_label("Pro mode").is_checked()  # two instances: a pro setting
+    assert form.get_by_label("Task role name", exact=True).input_value() == "worker"
+    assert form.get_by_label("Instances", exact=True).input_value() == "2"
+    assert form.get_by_label("Environment", exact=True).input_value() == "greeting=hello from pai_jupyter"
