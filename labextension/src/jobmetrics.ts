@@ -5,6 +5,9 @@ import { LineChart, Sample } from './chart';
 import { el } from './dom';
 import { bytes } from './format';
 
+const MIB64 = 64 * 1024 * 1024;
+const percent = (v: number): string => `${Number(v.toFixed(1))} %`;
+
 export class JobMetrics {
   constructor(private readonly body: HTMLElement) {}
 
@@ -22,10 +25,10 @@ export class JobMetrics {
       return;
     }
     this.charts = [
-      new LineChart({ key: 'cpu', title: 'CPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'mem', title: 'Memory', unit: v => bytes(v) }, 64 * 1024 * 1024),
-      new LineChart({ key: 'gpu', title: 'GPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'gmem', title: 'GPU memory', unit: v => bytes(v) }, 64 * 1024 * 1024)
+      new LineChart({ key: 'cpu', title: 'CPU (% of one core)', unit: percent }, 10),
+      new LineChart({ key: 'mem', title: 'Memory', unit: bytes, scale: 'bytes' }, MIB64),
+      new LineChart({ key: 'gpu', title: 'GPU use (%)', unit: percent }, 10),
+      new LineChart({ key: 'gmem', title: 'GPU memory', unit: bytes, scale: 'bytes' }, MIB64)
     ];
     const note = el('div', 'pai-Muted pai-Metrics-note');
     const charts = el('div', 'pai-Charts');

@@ -5,7 +5,8 @@
 import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
-import { button, el, section } from './dom';
+import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
+import { button, el, section, toolButton } from './dom';
 import { duration, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
@@ -23,22 +24,28 @@ export class JobPage extends Widget {
     this.title.closable = true;
     this.node.tabIndex = -1;
 
-    const bar = el('div', 'pai-JobPage-toolbar');
+    const bar = el('div', 'jp-Toolbar pai-JobPage-toolbar');
+    bar.setAttribute('role', 'toolbar');
+    bar.setAttribute('aria-label', 'Job actions');
+    this.stopButton = toolButton(
+      'Stop',
+      'Stop this job',
+      stopIcon,
+      () => void this.commands.execute('pai:stop-job', { id: jobId }).then(() => this.load())
+    );
     bar.append(
-      button('Refresh', 'Refresh this job', () => void this.load()),
-      button(
-        'Stop',
-        'Stop this job',
-        () => void this.commands.execute('pai:stop-job', { id: jobId })
-      ),
-      button(
-        'Clone',
+      toolButton('Refresh', 'Refresh this job', refreshIcon, () => void this.load()),
+      this.stopButton,
+      toolButton(
+        'Clone…',
         'Clone this job',
+        copyIcon,
         () => void this.commands.execute('pai:clone-job', { id: jobId })
       ),
-      button(
+      toolButton(
         'Clone to form',
         'Open this job in the submit form',
+        editIcon,
         () => void this.commands.execute('pai:new-job', { from: jobId })
       )
     );
@@ -76,6 +83,18 @@ export class JobPage extends Widget {
     super.dispose();
   }
 
+  /** Shown again (its tab chosen): a log that followed its end goes back there. */
+  protected onAfterShow(): void {
+    if (this.stick && this.follow.checked) {
+      this.toLogEnd();
+    }
+  }
+
+  private toLogEnd(): void {
+    this.logPre.scrollTop = this.logPre.scrollHeight;
+    this.stick = true;
+  }
+
   /** Show the log section and focus it (the "logs" row action). */
   focusLogs(): void {
     this.logs.node.scrollIntoView();
@@ -88,6 +107,10 @@ export class JobPage extends Widget {
       const detail = await getJob(this.jobId, true);
       this.current = detail;
       this.error.textContent = '';
+      this.stopButton.disabled = detail.final;
+      this.stopButton.title = detail.final
+        ? `The job has ended (${detail.state})`
+        : 'Stop this job';
       this.drawSummary(detail);
       this.drawTasks(detail);
       this.drawEvents(detail);
@@ -279,6 +302,14 @@ export class JobPage extends Widget {
     this.logPre.tabIndex = 0;
     this.logPre.setAttribute('aria-label', 'Log tail');
     this.logPre.setAttribute('aria-live', 'off');
+    // whether the view sticks to the log's end: the reader's own scrolling decides, measured only while the page
+    // is shown (a hidden page measures 0 and forgets its scroll position, which once ended the following)
+    this.logPre.onscroll = () => {
+      if (this.logPre.clientHeight > 0) {
+        this.stick =
+          this.logPre.scrollTop + this.logPre.clientHeight >= this.logPre.scrollHeight - 4;
+      }
+    };
     const note = el(
       'div',
       'pai-Muted',
@@ -316,11 +347,9 @@ export class JobPage extends Widget {
     this.download.href = fullLogUrl(this.jobId, role, Number(index), stream);
     try {
       const { text } = await getLogTail(this.jobId, role, Number(index), stream);
-      const atEnd =
-        this.logPre.scrollTop + this.logPre.clientHeight >= this.logPre.scrollHeight - 4;
       this.logPre.textContent = text || '(empty)';
-      if (atEnd || !this.logLoaded) {
-        this.logPre.scrollTop = this.logPre.scrollHeight;
+      if (this.stick || !this.logLoaded) {
+        this.toLogEnd();
       }
       this.logLoaded = true;
     } catch (err) {
@@ -337,6 +366,8 @@ export class JobPage extends Widget {
   private followTimer = 0;
   private configLoaded = false;
   private logLoaded = false;
+  private stick = true;
+  private readonly stopButton: HTMLButtonElement;
   private readonly charts: JobMetrics;
   private readonly tools: JobTools;
   private readonly error = el('p', 'pai-Error');

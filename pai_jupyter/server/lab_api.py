@@ -248,8 +248,13 @@ class ValidateHandler(_Base):
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     """The panel's API routes, registered before the extension's catch-all."""
+    from .lab_capacity import route_specs as capacity_routes
+    from .lab_ssh import route_specs as ssh_routes
+
     jobs = pai + "/api/jobs/" + JOB_RE
     return [
+        *ssh_routes(pai, args),
+        *capacity_routes(pai, args),
         (jobs, JobHandler, args),
         (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
         (jobs + "/config", JobConfigHandler, args),
