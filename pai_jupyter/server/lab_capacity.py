@@ -53,7 +53,7 @@ class CapacityHandler(_Base):
         client = self.client
         try:
             info = await client._drive(_virtual_clusters())
-            waiting = (await client.list_jobs(limit=200, state=["WAITING"])).jobs
+            waiting = list(await client.list_jobs(limit=200, state=["WAITING"]))
             details = await asyncio.gather(
                 *(client.detail(j.id) for j in waiting[:MAX_WAITING]), return_exceptions=True
             )

@@ -7,6 +7,7 @@ command works there as shown, with the host key pinned), and the shorter ``pai s
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -18,10 +19,15 @@ from .common import JOB_RE
 from .lab_api import _Base
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one shell word: bare where the shell reads it as it is (``root~job``), else quoted."""
+    return text if re.fullmatch(r"[A-Za-z0-9_.@%+=:,/-][A-Za-z0-9_.@%+=:,/~-]*", text) else shlex.quote(text)
+
+
 def target_json(job: str, t: Any) -> dict[str, Any]:
     """One task's login: address, user, key, and the commands (none while it has no address yet)."""
     ready = bool(t.host and t.port)
-    pai = f"pai ssh {shlex.quote(job)} --role {shlex.quote(t.role)} --index {t.index}"
+    pai = f"pai ssh {shell_word(job)} --role {shell_word(t.role)} --index {t.index}"
     return {
         "role": t.role,
         "index": t.index,
