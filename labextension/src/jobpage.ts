@@ -203,9 +203,6 @@ export class JobPage extends Widget {
   }
 
   private serviceButtons(d: JobDetail, t: TaskDetail): HTMLElement[] {
-    if (!t.terminalPage) {
-      return [];
-    }
     const where = `${t.role}[${t.index}] of ${d.name}`;
     const open = (service: string) => () =>
       void this.commands.execute('pai:open-service', {
@@ -214,6 +211,12 @@ export class JobPage extends Widget {
         index: t.index,
         service
       });
+    if (!t.terminalPage) {
+      // an ended task's TensorBoard: started on demand over the logs it wrote
+      return t.tensorboardPage
+        ? [button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard'))]
+        : [];
+    }
     return [
       button('Terminal', `Terminal of ${where}`, open('terminal')),
       button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard')),

@@ -21,6 +21,7 @@ from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
 from .common import JOB_RE, PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
+from .ended_tensorboard import local_logdir
 from .registry import Registry, unavailable
 
 STREAMS = ("all", "stdout", "stderr")
@@ -118,12 +119,31 @@ class JobHandler(_Base):
         job = self.registry.job_id(user, name)
         detail = await self.call(f"detail of {job}", self.client.detail(job))
         out = detail_json(self.base_url, detail)
+        if out["final"]:
+            await self.ended_tensorboards(job, out)
         if self.get_argument("events", "") == "1":
             try:
                 out["events"] = await self.client.events(job)
             except PaiError as exc:
                 out["events"], out["eventsMessage"] = [], f"no events: {exc.message}"
         self.send(out)
+
+    async def ended_tensorboards(self, job: str, out: dict[str, Any]) -> None:
+        """An ended job still offers each task's TensorBoard whose logdir is on this machine (started on demand
+        over it: ``ended_tensorboard``)."""
+        try:
+            services = await self.client.services(job)
+        except PaiError:
+            return
+        user, _, name = job.partition("~")
+        boards = {
+            (s.get("role"), s.get("index"))
+            for s in services
+            if s.get("name") == "tensorboard" and local_logdir(s.get("logdir")) is not None
+        }
+        for t in out["tasks"]:
+            if (t["role"], t["index"]) in boards:
+                t["tensorboardPage"] = task_prefix(self.base_url, user, name, t["role"], t["index"]) + "tensorboard/"
 
     @web.authenticated
     async def delete(self, user: str, name: str) -> None:

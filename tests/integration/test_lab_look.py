@@ -303,3 +303,17 @@ def test_the_capacity_view_shows_use_per_virtual_cluster_and_why_a_job_waits(env
     assert reason and reason[:30] in waiting.inner_text(), (reason, waiting.inner_text())
     env.api.stop(job)
     waiting.wait_for(state="detached", timeout=30_000)  # the view follows the sidebar's refresh
+
+
+def test_an_ended_jobs_tensorboard_button_serves_its_logs(env: Env, lab: Any, tmp_path: Path) -> None:
+    logdir = write_events(tmp_path / "tb")
+    job = env.api.submit_ok(services_job("look-ended-tb", command="true", tensorboard=str(logdir)))
+    assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    r = row(lab, "look-ended-tb")
+    r.locator(".pai-Badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
+    r.click()
+    page = lab.locator(".pai-JobPage").filter(has_text=job)
+    page.get_by_role("button", name="TensorBoard of main[0] of look-ended-tb").click()  # none once it ended
+    frame = lab.frame_locator(".pai-ServiceFrame iframe").last
+    frame.get_by_text("loss").first.wait_for(timeout=120_000)
+    frame.locator("scalar-card line-chart").first.wait_for(timeout=60_000)

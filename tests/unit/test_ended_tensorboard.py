@@ -1,0 +1,62 @@
+"""The TensorBoard this server starts over an ended task's logdir (issue 22): only a real directory on this machine
+(a symlink, a relative path, a logdir spec are refused), behind a token guard that refuses every request without
+the token, and stopped when idle."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pai_jupyter.server.common import PaiHTTPError
+from pai_jupyter.server.ended_tensorboard import EndedBoards, local_logdir
+from pai_jupyter.server.tensorboard_guard import guard
+
+
+def test_only_a_real_local_directory_is_served(tmp_path: Path) -> None:
+    real = tmp_path / "logs"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert local_logdir(str(real)) == real
+    for refused in (str(tmp_path / "link"), "logs", "/pai/output/logs-nowhere", "a:/x,b:/y", None, 3):
+        assert local_logdir(refused) is None, refused
+
+
+def test_the_guard_wants_the_token() -> None:
+    seen: list[str] = []
+
+    def app(environ: dict, start_response: object) -> list[bytes]:
+        return [b"board"]
+
+    guarded = guard(app, b"token s3cret")
+    assert guarded({"HTTP_AUTHORIZATION": "token s3cret"}, lambda *a: None) == [b"board"]
+    assert guarded({}, lambda status, headers: seen.append(status)) != [b"board"]
+    assert guarded({"HTTP_AUTHORIZATION": "token wrong"}, lambda status, headers: seen.append(status)) != [b"board"]
+    assert seen == ["403 Forbidden", "403 Forbidden"]
+
+
+def test_a_board_starts_answers_only_with_its_token_and_is_culled(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    boards = EndedBoards()
+
+    async def body() -> None:
+        with pytest.raises(PaiHTTPError) as refused:
+            await boards.target("alice~train", "main", 0, {"logdir": "/pai/output/logs"})
+        assert refused.value.status_code == 409 and "not on this machine" in refused.value.message
+        host, port, token = await boards.target("alice~train", "main", 0, {"logdir": str(tmp_path)})
+        again = await boards.target("alice~train", "main", 0, {"logdir": str(tmp_path)})
+        assert again == (host, port, token)  # reused, not started twice
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"http://{host}:{port}/data/runs")).status_code == 403
+            ok = await http.get(f"http://{host}:{port}/data/runs", headers={"Authorization": f"token {token}"})
+            assert ok.status_code == 200 and ok.json() == []
+
+    try:
+        asyncio.run(body())
+        proc = boards.boards[("alice~train", "main", 0)].proc
+        assert boards.cull(3600) == 0 and proc.poll() is None
+        assert boards.cull(0) == 1 and proc.poll() is not None
+    finally:
+        boards.close()
