@@ -7,6 +7,7 @@ import { bytes } from './format';
 
 const MIB64 = 64 * 1024 * 1024;
 const percent = (v: number): string => `${Number(v.toFixed(1))} %`;
+const size = (v: number): string => bytes(v).replace('.0 ', ' '); // axis ticks: "128 MiB"
 
 export class JobMetrics {
   constructor(private readonly body: HTMLElement) {}
@@ -26,9 +27,9 @@ export class JobMetrics {
     }
     this.charts = [
       new LineChart({ key: 'cpu', title: 'CPU (% of one core)', unit: percent }, 10),
-      new LineChart({ key: 'mem', title: 'Memory', unit: bytes, scale: 'bytes' }, MIB64),
+      new LineChart({ key: 'mem', title: 'Memory', unit: size, scale: 'bytes' }, MIB64),
       new LineChart({ key: 'gpu', title: 'GPU use (%)', unit: percent }, 10),
-      new LineChart({ key: 'gmem', title: 'GPU memory', unit: bytes, scale: 'bytes' }, MIB64)
+      new LineChart({ key: 'gmem', title: 'GPU memory', unit: size, scale: 'bytes' }, MIB64)
     ];
     const note = el('div', 'pai-Muted pai-Metrics-note');
     const charts = el('div', 'pai-Charts');

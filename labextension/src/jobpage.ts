@@ -6,6 +6,7 @@ import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
 import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
+import { serviceIcon } from './icons';
 import { button, el, section, toolButton } from './dom';
 import { duration, when } from './format';
 import { JobMetrics } from './jobmetrics';
@@ -214,13 +215,25 @@ export class JobPage extends Widget {
     if (!t.terminalPage) {
       // an ended task's TensorBoard: started on demand over the logs it wrote
       return t.tensorboardPage
-        ? [button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard'))]
+        ? [
+            toolButton(
+              'TensorBoard',
+              `TensorBoard of ${where}`,
+              serviceIcon('tensorboard'),
+              open('tensorboard')
+            )
+          ]
         : [];
     }
     return [
-      button('Terminal', `Terminal of ${where}`, open('terminal')),
-      button('TensorBoard', `TensorBoard of ${where}`, open('tensorboard')),
-      button('Jupyter', `Jupyter of ${where}`, open('jupyter'))
+      toolButton('Terminal', `Terminal of ${where}`, serviceIcon('terminal'), open('terminal')),
+      toolButton(
+        'TensorBoard',
+        `TensorBoard of ${where}`,
+        serviceIcon('tensorboard'),
+        open('tensorboard')
+      ),
+      toolButton('Jupyter', `Jupyter of ${where}`, serviceIcon('jupyter'), open('jupyter'))
     ];
   }
 

@@ -16,6 +16,7 @@ import {
   endedKernelJobs,
   filterJobs,
   kernelNotebook,
+  plural,
   rowTitle,
   STATES,
   when
@@ -178,7 +179,7 @@ export class JobsPanel extends Widget {
   private updateStatus(): void {
     const shown = this.shown.length;
     const total = this.all.length;
-    const text = shown === total ? `${total} jobs` : `${shown} of ${total} jobs`;
+    const text = shown === total ? plural(total, 'job') : `${shown} of ${plural(total, 'job')}`;
     const ended = endedKernelJobs(this.all).length;
     this.clearKernels.disabled = ended === 0;
     this.clearKernels.textContent = ended ? `Clear (${ended})` : 'Clear';

@@ -260,7 +260,7 @@ def test_the_charts_have_axes_units_and_the_tasks_name_and_tabs_have_icons(env: 
 def save_shots(lab: Any, to: Path) -> None:
     """The sidebar (capacity open), the job page and its charts, in the light and the dark theme."""
     to.mkdir(parents=True, exist_ok=True)
-    lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="look-live").click()
+    lab.get_by_role("tab", name="look-live", exact=True).click()
     capacity = lab.locator(".pai-Capacity")
     if not capacity.evaluate("d => d.open"):
         capacity.locator("summary").click()
@@ -317,3 +317,21 @@ def test_an_ended_jobs_tensorboard_button_serves_its_logs(env: Env, lab: Any, tm
     frame = lab.frame_locator(".pai-ServiceFrame iframe").last
     frame.get_by_text("loss").first.wait_for(timeout=120_000)
     frame.locator("scalar-card line-chart").first.wait_for(timeout=60_000)
+
+
+def test_the_desktop_tab_draws_without_a_click(env: Env, lab: Any) -> None:
+    from .test_desktop import _colors, _job, need_desktop
+
+    need_desktop()
+    job = env.api.submit_ok(_job("look-desk"))
+    env.api.wait(job, ("RUNNING",), timeout=60)
+    page = job_page(lab, env, "look-desk")
+    page.get_by_role("button", name="Remote desktop of main[0]").click()
+    tab = lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Desktop: main[0]")
+    tab.wait_for(timeout=30_000)
+    assert tab.locator(".lm-TabBar-tabIcon svg").count() == 1  # no icon before
+    frame = lab.frame_locator(".pai-ServiceFrame iframe").last
+    frame.locator("body[data-state=connected]").wait_for(state="attached", timeout=90_000)
+    canvas = frame.locator("#screen canvas")
+    wait_for(lambda: _colors(canvas.screenshot()) > 2, 60, "a desktop drawn on the canvas with no click")
+    env.api.stop(job)
