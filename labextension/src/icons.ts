@@ -1,5 +1,5 @@
 // The LabIcons of pai_jupyter's tabs and launcher items: the jobs list (sidebar, job pages, the form), a task's
-// TensorBoard, remote desktop and resource charts; a task's terminal and Jupyter use Lab's own icons. The
+// TensorBoard and remote desktop; a task's terminal and Jupyter use Lab's own icons. The
 // `jp-icon3` class lets Lab's light and dark themes recolour them.
 import { jupyterIcon, LabIcon, terminalIcon } from '@jupyterlab/ui-components';
 
@@ -27,13 +27,6 @@ export const desktopIcon = new LabIcon({
   svgstr: svg(
     '<path d="M3 4h18a1 1 0 0 1 1 1v11a1 1 0 0 1-1 1h-7v2h3v2H7v-2h3v-2H3a1 1 0 0 1-1-1V5a1 1 0 0 1 1-1z' +
       'm1 2v9h16V6H4z"/>'
-  )
-});
-
-export const chartIcon = new LabIcon({
-  name: 'pai-jupyter:chart',
-  svgstr: svg(
-    '<path d="M3 3h2v16h16v2H3V3z"/><path d="m7 15 4-5 3 3 5-6 1.5 1.3-6.4 7.6-3-3-2.6 3.3L7 15z"/>'
   )
 });
 

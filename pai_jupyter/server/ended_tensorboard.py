@@ -73,11 +73,21 @@ def local_logdir(logdir: Any) -> Path | None:
 
 
 def _run_as(path: Path) -> tuple[int, int] | None:
-    """(uid, gid) to drop to: the directory's owner when this server is root and does not own it."""
+    """(uid, gid) to drop to: the directory's owner when this server is root and does not own it. A root-owned
+    directory that others may write (``/tmp``) is refused: root would follow what they put there."""
     if os.geteuid() != 0:
         return None
     st = path.lstat()
-    return None if st.st_uid == 0 else (st.st_uid, st.st_gid)
+    if st.st_uid != 0:
+        return st.st_uid, st.st_gid
+    if st.st_mode & 0o022:
+        raise PaiHTTPError(
+            409,
+            "the directory the ended task's TensorBoard watched may be written by other accounts, so this server "
+            "(root) does not serve it",
+            code="NotRunning",
+        )
+    return None
 
 
 def _die_with_server() -> None:
@@ -115,10 +125,10 @@ class EndedBoards:
 
     async def _start(self, path: Path) -> Board:
         """Spawned from the event loop's thread (PR_SET_PDEATHSIG follows the spawning thread), then awaited."""
+        run_as = _run_as(path)
         port, token = _free_port(), secrets.token_hex(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PAI_", "JUPYTER"))}
         env["PAI_SERVICE_TOKEN_TENSORBOARD"] = token
-        run_as = _run_as(path)
         argv = [sys.executable, "-m", GUARD_MODULE, "--logdir", str(path), "--host", "127.0.0.1"]
         proc = subprocess.Popen(
             [*argv, "--port", str(port), "--reload_interval", "30"],

@@ -13,10 +13,15 @@ from typing import Any
 
 from tornado import web
 
-from ..client import NotSupported, PaiError
+from ..client import JobNotFound, NotSupported, PaiError
 from ..client.ssh import ssh_info
 from .common import JOB_RE
 from .lab_api import _Base
+
+NO_SSH = (
+    "this job has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
+    "extras.com.microsoft.pai.runtimeplugin)"
+)
 
 
 def shell_word(text: str) -> str:
@@ -50,6 +55,10 @@ class SshHandler(_Base):
             targets = await ssh_info(self.client, job)
         except NotSupported as exc:
             self.send({"id": job, "tasks": [], "message": exc.message})
+            return
+        except JobNotFound:  # the embedded cluster's answer for a job without the plugin, too
+            await self.call(f"detail of {job}", self.client.detail(job))  # a missing job stays a 404
+            self.send({"id": job, "tasks": [], "message": NO_SSH})
             return
         except PaiError as exc:
             raise self.failure(f"ssh of {job}", exc) from None

@@ -335,3 +335,14 @@ def test_the_desktop_tab_draws_without_a_click(env: Env, lab: Any) -> None:
     canvas = frame.locator("#screen canvas")
     wait_for(lambda: _colors(canvas.screenshot()) > 2, 60, "a desktop drawn on the canvas with no click")
     env.api.stop(job)
+
+
+def test_the_capacity_and_ssh_routes_want_a_login_and_the_users_own_job(env: Env) -> None:
+    anonymous, signed_in = env.jupyter.http(None), env.jupyter.http()
+    for path in ("pai/api/capacity", f"pai/api/jobs/{env.live}/ssh"):
+        assert anonymous.get(path).status_code == 403, path
+    capacity = signed_in.get("pai/api/capacity")
+    assert capacity.status_code == 200 and [v["name"] for v in capacity.json()["virtualClusters"]] == ["default"]
+    assert signed_in.get("pai/api/jobs/mallory~x/ssh").status_code == 404  # another user's job: as absent
+    plain = signed_in.get(f"pai/api/jobs/{env.live}/ssh").json()  # no ssh plugin: says so, no commands
+    assert plain["tasks"] == [] and "ssh plugin" in plain["message"]

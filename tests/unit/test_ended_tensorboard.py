@@ -60,3 +60,20 @@ def test_a_board_starts_answers_only_with_its_token_and_is_culled(tmp_path: Path
         assert boards.cull(0) == 1 and proc.poll() is not None
     finally:
         boards.close()
+
+
+def test_root_does_not_serve_a_directory_others_may_write(tmp_path: Path) -> None:
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the rule is root's")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+
+    async def body() -> None:
+        with pytest.raises(PaiHTTPError) as refused:
+            await EndedBoards().target("alice~train", "main", 0, {"logdir": str(shared)})
+        assert refused.value.status_code == 409 and "other accounts" in refused.value.message
+
+    asyncio.run(body())
