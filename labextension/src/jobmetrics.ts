@@ -20,6 +20,16 @@ export class JobMetrics {
     this.socket?.close();
   }
 
+  /** The job has ended: charts drawn while it ran stay; a page opened after it ended says why there are none. */
+  ended(): void {
+    this.close();
+    if (!this.charts.length) {
+      this.body.replaceChildren(
+        el('div', 'pai-Muted', 'The job has ended: resource use is charted while a job runs.')
+      );
+    }
+  }
+
   /** Open the websocket once (a later call while it is open does nothing). */
   connect(metricsUrl: string): void {
     if (this.socket) {

@@ -127,7 +127,7 @@ export class JobPage extends Widget {
         this.charts.connect(detail.metricsUrl);
         this.timer = window.setTimeout(() => void this.load(), 3000);
       } else {
-        this.charts.close();
+        this.charts.ended();
         if (this.lastState !== detail.state) {
           void this.loadLog(); // the last lines once it ended
         }
