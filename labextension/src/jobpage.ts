@@ -8,7 +8,7 @@ import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from
 import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
 import { serviceIcon } from './icons';
 import { button, el, section, toolButton } from './dom';
-import { duration, when } from './format';
+import { duration, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
 
@@ -20,7 +20,7 @@ export class JobPage extends Widget {
     super();
     this.addClass('pai-JobPage');
     this.id = `pai-job-${jobId.replace(/[^A-Za-z0-9_-]/g, '_')}`;
-    this.title.label = jobId.split('~').slice(1).join('~');
+    this.title.label = rowTitle(jobId.split('~').slice(1).join('~')); // a kernel job: its notebook
     this.title.caption = `PAI job ${jobId}`;
     this.title.closable = true;
     this.node.tabIndex = -1;

@@ -213,6 +213,8 @@ def test_kernel_jobs_show_their_notebook_and_ended_ones_can_be_hidden_and_cleare
     row(lab, "Untitled.ipynb").wait_for(state="detached", timeout=30_000)
     assert env.api.http.get(f"/api/v2/jobs/{ended}").status_code == 404
     assert row(lab, "analysis.ipynb · kernel").count() == 1  # a running kernel stays
+    row(lab, "analysis.ipynb · kernel").click()  # its page's tab: the notebook's name too
+    lab.get_by_role("tab", name="analysis.ipynb · kernel").wait_for(timeout=30_000)
     env.api.stop(live)
 
 
@@ -265,6 +267,13 @@ def save_shots(lab: Any, to: Path) -> None:
     if not capacity.evaluate("d => d.open"):
         capacity.locator("summary").click()
     capacity.locator(".pai-Capacity-vc").first.wait_for(timeout=30_000)
+    news = lab.get_by_role("button", name="No", exact=True)
+    if news.count():
+        news.click()  # Lab's "official Jupyter news?" toast, over the charts
+    lab.wait_for_function(  # a line with some history
+        "() => (document.querySelector(\".pai-Chart[data-measure='mem'] polyline\")?.points.length || 0) >= 20",
+        timeout=60_000,
+    )
     for theme, light in (("light", "true"), ("dark", "false")):
         lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
         lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
