@@ -77,3 +77,32 @@ def test_root_does_not_serve_a_directory_others_may_write(tmp_path: Path) -> Non
         assert refused.value.status_code == 409 and "other accounts" in refused.value.message
 
     asyncio.run(body())
+
+
+def test_the_registry_serves_an_ended_tasks_tensorboard_from_here(tmp_path: Path) -> None:
+    """The task has ended (starting its TensorBoard is refused): the registry's target is the board this server
+    started over the logdir the cluster lists, with that board's token; a container path stays a 409."""
+    pytest.importorskip("tensorboard")
+    from pai_jupyter.client import PaiError
+    from pai_jupyter.server.registry import Registry
+
+    from .test_server_registry import JOB, MemoryClient, refused, run
+
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        client.action_error = PaiError("task is SUCCEEDED, not running", status=400)
+        item = client.items[JOB][0]
+        item["logdir"] = "/pai/output/logs"
+        exc = await refused(reg.resolve("alice", "train", "main", 0, "tensorboard"))
+        assert exc.status_code == 409 and "not on this machine" in exc.message
+        item["logdir"] = str(tmp_path)
+        try:
+            _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+            assert target.host == "127.0.0.1" and target.port != 6006 and target.token
+            async with httpx.AsyncClient() as http:
+                url = f"http://{target.host}:{target.port}/data/runs"
+                ok = await http.get(url, headers={"Authorization": f"token {target.token}"})
+                assert ok.status_code == 200
+        finally:
+            reg.ended.close()
+
+    run(body, MemoryClient(state="stopped"))
