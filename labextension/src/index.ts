@@ -235,10 +235,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     const openForm = (doc?: Record<string, unknown>): void => {
-      const form = new SubmitForm();
-      if (doc) {
-        form.setDocument(doc); // several roles: pro mode, each role by its name
-      }
+      const form = new SubmitForm(doc); // several roles open in pro mode, each role by its name
       const main = new MainAreaWidget({ content: form });
       main.id = form.id;
       main.title.label = 'New PAI job';

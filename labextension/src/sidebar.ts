@@ -335,7 +335,10 @@ export class JobsPanel extends Widget {
       menu.addItem({ command, args: { id } });
     }
     const services = job.tasks.flatMap(t => [
-      ...t.services.flatMap(s => (s.url ? [{ t, name: s.name, title: s.title, url: s.url }] : [])),
+      // a web page opens in a tab; ssh (no page) opens the dialog with the command that logs in
+      ...t.services.flatMap(s =>
+        s.url || s.name === 'ssh' ? [{ t, name: s.name, title: s.title, url: s.url }] : []
+      ),
       ...(t.terminalUrl ? [{ t, name: 'terminal', title: 'Terminal', url: null }] : [])
     ]);
     if (services.length) {
