@@ -253,3 +253,8 @@ def check_estimator(spec: Any, path: str) -> list[Problem]:
     if source is not None and (not isinstance(source, str) or not source):
         out.append(Problem(f"{path}.sourceDir", "must be a directory path"))
     return out
+
+
+def minutes_text(minutes: float | None) -> str:
+    """``1 minute``, ``90 minutes``, ``0.5 minutes``: the words every max-run-time message uses."""
+    return f"{minutes or 0:g} minute" + ("" if minutes == 1 else "s")

@@ -9,6 +9,7 @@ import time
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
+from ...protocol.rules import minutes_text
 from ..runtime.base import TaskExit, TaskHandle
 from . import completion
 from .clusterbase import ClusterBase, demand
@@ -242,7 +243,8 @@ class Ending(ClusterBase):
             minutes = self.job_model(row).max_run_time_minutes
             self.stop(
                 row,
-                f"stopped: the job ran longer than its max run time of {minutes:g} minutes (extras.maxRunTimeMinutes)",
+                f"stopped: the job ran longer than its max run time of {minutes_text(minutes)}"
+                " (extras.maxRunTimeMinutes)",
             )
 
     def delete(self, row: JobCore) -> None:

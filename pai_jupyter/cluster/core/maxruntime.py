@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.states import FINAL
-from ...protocol.rules import MAX_RUN_TIME_KEY, run_time_problem
+from ...protocol.rules import MAX_RUN_TIME_KEY, minutes_text, run_time_problem
 from .ending import DELETION_PENDING
 from .errors import ApiError, BadRequest
 from .service import Cluster
@@ -47,7 +47,7 @@ def set_max_run_time(cluster: Cluster, row: JobCore, minutes: float, by: str) ->
             deadline = started_ms / 1000 + minutes * 60
             cluster.store.update_job(row["id"], deadline=deadline)
         cluster.store.add_event(
-            row["id"], "Normal", "MaxRunTimeSet", f"max run time set to {minutes:g} minutes by {by}"
+            row["id"], "Normal", "MaxRunTimeSet", f"max run time set to {minutes_text(minutes)} by {by}"
         )
     cluster.forget_model(row["id"])  # the parsed-model cache: read the stored one next time
     return {"minutes": minutes, "deadline": deadline}

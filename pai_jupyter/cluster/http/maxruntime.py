@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...protocol.rules import minutes_text
 from ..core.maxruntime import check_minutes, set_max_run_time
 from .base import Base, Route
 
@@ -17,7 +18,7 @@ class MaxRunTime(Base):
         minutes = check_minutes(self.json_body().get("minutes"))
         result = set_max_run_time(self.cluster, row, minutes, self.user["name"])
         self.write_json(
-            {"message": f"max run time of {row['user']}~{row['name']} set to {minutes:g} minutes", **result}
+            {"message": f"max run time of {row['user']}~{row['name']} set to {minutes_text(minutes)}", **result}
         )
 
 
