@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...metrics.nvml import Nvml
 from ..core.errors import BadRequest, NotFoundError
 from ..core.store import JobCore, TaskRow, loads
 from ..runtime import safeio, taskdir
 from ..runtime.base import TaskHandle, TaskSpec
 from . import services
 from .env import Placement
+from .nvml import Nvml
 
 if TYPE_CHECKING:
     from ..core.service import Cluster

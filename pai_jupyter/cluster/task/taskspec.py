@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import seedpaths
-from ...protocol import Job, render_commands
+from ...protocol import Job, containerpaths, render_commands
 from ...protocol.render import MASK
 from ..core.store import JobCore, TaskRow, loads
 from ..runtime import taskdir
@@ -44,9 +43,9 @@ def task_spec(
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
-    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see seedpaths)
-        script, changed = seedpaths.rewrite(script)
-        script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
+    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see protocol/containerpaths.py)
+        script, changed = containerpaths.rewrite(script)
+        script = f"{containerpaths.rewrite_notice()}\n{script}" if changed else script
     own = loads(t.get("services"), {}) or {}
     comment = f"pai-job {row['user']}~{row['name']}"
     own = sshd.enrich(own, td.parent, home, docker=docker, comment=comment, group=key_group)
