@@ -47,6 +47,7 @@ export interface TaskDetail {
   completedTime: string | null;
   terminalPage: string | null;
   services: { name: string; title: string; url: string | null }[]; // only those the task has
+  tensorboardPage?: string | null; // an ended task's TensorBoard, started on demand over its logdir
 }
 
 export interface JobDetail {
@@ -189,8 +190,11 @@ export function stopJob(id: string): Promise<unknown> {
   return request(`api/jobs/${jobPath(id)}/stop`, { method: 'POST' });
 }
 
-export function cloneJob(id: string): Promise<{ id: string }> {
-  return request(`api/jobs/${jobPath(id)}/clone`, { method: 'POST', body: '{}' });
+export function cloneJob(id: string, name?: string): Promise<{ id: string }> {
+  return request(`api/jobs/${jobPath(id)}/clone`, {
+    method: 'POST',
+    body: JSON.stringify(name ? { name } : {})
+  });
 }
 
 export function deleteJob(id: string): Promise<unknown> {
@@ -256,4 +260,41 @@ export function listProfiles(): Promise<{ current: string; profiles: ProfileInfo
 /** Make the server show (and proxy) this profile's jobs from now on. */
 export function selectProfile(name: string): Promise<{ current: string; user: string }> {
   return request('api/profiles/current', { method: 'PUT', body: JSON.stringify({ name }) });
+}
+
+export interface SshTask {
+  role: string;
+  index: number;
+  state: string;
+  host: string | null;
+  port: number | null;
+  user: string;
+  key: string | null;
+  problem: string | null;
+  ssh: string | null; // the exact ssh command (none while the task has no address)
+  pai: string; // the `pai ssh` command
+}
+
+/** How to log in to each task of the job (its ssh plugin); `message` says why there is none. */
+export function getSsh(
+  id: string
+): Promise<{ id: string; tasks: SshTask[]; message: string | null }> {
+  return request(`api/jobs/${jobPath(id)}/ssh`);
+}
+
+export interface Resources {
+  cpu: number;
+  memoryMB: number;
+  gpu: number;
+}
+
+export interface Capacity {
+  virtualClusters: { name: string; used: Resources; total: Resources }[];
+  waiting: { id: string; name: string; virtualCluster: string | null; reason: string | null }[];
+  waitingCount: number;
+}
+
+/** Use and quota per virtual cluster, and the user's waiting jobs with their reasons. */
+export function getCapacity(): Promise<Capacity> {
+  return request('api/capacity');
 }

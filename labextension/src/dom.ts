@@ -1,4 +1,5 @@
 // Small DOM helpers shared by the job page and its parts (no framework: the page is plain DOM).
+import type { LabIcon } from '@jupyterlab/ui-components';
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   cls = '',
@@ -30,4 +31,23 @@ export function section(title: string, cls: string): { node: HTMLElement; body: 
   const body = el('div', 'pai-Section-body');
   node.append(h, body);
   return { node, body };
+}
+
+/** A button drawn as JupyterLab's own toolbar buttons are (icon and label), for a `jp-Toolbar` row. */
+export function toolButton(
+  text: string,
+  label: string,
+  icon: LabIcon,
+  onclick: () => void
+): HTMLButtonElement {
+  const b = el('button', 'jp-ToolbarButtonComponent jp-Button jp-mod-minimal pai-ToolButton');
+  b.type = 'button';
+  b.title = label;
+  b.setAttribute('aria-label', label);
+  b.append(
+    icon.element({ tag: 'span', className: 'jp-ToolbarButtonComponent-icon' }),
+    el('span', 'jp-ToolbarButtonComponent-label', text)
+  );
+  b.onclick = onclick;
+  return b;
 }

@@ -95,3 +95,41 @@ export function bytes(n: number): string {
   }
   return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
 }
+
+/** "1 minute", "2 minutes", "1.5 minutes". */
+export function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+const KERNEL_JOB = /^(.*)-kernel-[0-9a-f]{6}$/;
+
+/** The notebook a "Python on PAI" kernel job runs for ("Untitled" of "Untitled-kernel-1a2b3c"), or null. */
+export function kernelNotebook(name: string): string | null {
+  const m = KERNEL_JOB.exec(name);
+  return m ? m[1] || 'notebook' : null;
+}
+
+/** A row's name as the sidebar shows it: a kernel job by its notebook ("Untitled.ipynb · kernel"). */
+export function rowTitle(name: string): string {
+  const notebook = kernelNotebook(name);
+  return notebook === null ? name : `${notebook}.ipynb · kernel`;
+}
+
+/** Ended kernel jobs: what "Hide ended kernels" hides and "Clear" deletes. */
+export function endedKernelJobs(jobs: JobRow[]): JobRow[] {
+  return jobs.filter(j => FINAL.has(j.state) && kernelNotebook(j.name) !== null);
+}
+
+/** "name-copy", else "name-copy-2", … : the first that no job in `taken` has. */
+export function freeName(name: string, taken: Iterable<string>): string {
+  const used = new Set(taken);
+  const base = `${name}-copy`;
+  if (!used.has(base)) {
+    return base;
+  }
+  let n = 2;
+  while (used.has(`${base}-${n}`)) {
+    n++;
+  }
+  return `${base}-${n}`;
+}

@@ -19,23 +19,19 @@ import { ILauncher } from '@jupyterlab/launcher';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
-import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 import { cloneJob, deleteJob, getConfig, jobPath, stopJob, validate } from './api';
-import { counts, endedSince } from './format';
+import { counts, endedSince, freeName } from './format';
 import { SubmitForm } from './form';
 import { JobPage } from './jobpage';
 import { JobsPanel } from './sidebar';
+import { askCloneName, confirmStop } from './actions';
+import { paiIcon, serviceIcon } from './icons';
+import { showSsh } from './ssh';
+
+export { paiIcon };
 
 const PLUGIN_ID = 'pai-jupyter:plugin';
-
-export const paiIcon = new LabIcon({
-  name: 'pai-jupyter:jobs',
-  svgstr:
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><g class="jp-icon3" fill="#616161">' +
-    '<rect x="3" y="4" width="18" height="3" rx="1"/><rect x="3" y="10.5" width="13" height="3" rx="1"/>' +
-    '<rect x="3" y="17" width="8" height="3" rx="1"/></g></svg>'
-});
 
 // a service's page: the url the server's answer gives for it (services: [{name, title, url}]), else its route
 function serviceUrl(id: string, role: string, index: number, service: string): string {
@@ -133,6 +129,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         return !job || !['SUCCEEDED', 'FAILED', 'STOPPED'].includes(job.state);
       },
       execute: async args => {
+        if (!(await confirmStop(jobArg(args)))) {
+          return;
+        }
         try {
           await stopJob(jobArg(args));
           Notification.info(`Stopping ${jobArg(args)}`, { autoClose: 4000 });
@@ -143,10 +142,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     commands.addCommand('pai:clone-job', {
-      label: 'Clone',
+      label: 'Clone…',
       execute: async args => {
+        const from = jobArg(args);
+        const old = from.split('~').slice(1).join('~');
+        const name = await askCloneName(
+          from,
+          freeName(
+            old,
+            panel.jobs.map(j => j.name)
+          )
+        );
+        if (!name) {
+          return;
+        }
         try {
-          const { id } = await cloneJob(jobArg(args));
+          const { id } = await cloneJob(from, name);
           Notification.success(`Cloned as ${id}`, { autoClose: 5000 });
           void panel.refresh();
         } catch (err) {
@@ -187,6 +198,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const index = Number(args.index);
         const service = String(args.service);
         const title = String(args.title ?? service);
+        if (service === 'ssh') {
+          // a row menu's task, or (no role) every task of the job
+          void (args.role === undefined ? showSsh(id) : showSsh(id, role, index));
+          return;
+        }
         const key = `pai-${service}-${id}-${role}-${index}`.replace(/[^A-Za-z0-9_-]/g, '_');
         const found = services.find(w => w.id === key);
         if (found) {
@@ -211,6 +227,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         main.title.label = `${title}: ${role}[${index}] ${id.split('~').slice(1).join('~')}`;
         main.title.caption = `${title} of ${role}[${index}] of ${id}`;
         main.title.closable = true;
+        main.title.icon = serviceIcon(service);
         void services.add(main);
         shell.add(main, 'main');
         shell.activateById(key);
@@ -218,7 +235,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     const openForm = (doc?: Record<string, unknown>): void => {
-      const form = new SubmitForm(doc);
+      const form = new SubmitForm();
+      if (doc) {
+        form.setDocument(doc); // several roles: pro mode, each role by its name
+      }
       const main = new MainAreaWidget({ content: form });
       main.id = form.id;
       main.title.label = 'New PAI job';

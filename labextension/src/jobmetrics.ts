@@ -5,6 +5,10 @@ import { LineChart, Sample } from './chart';
 import { el } from './dom';
 import { bytes } from './format';
 
+const MIB64 = 64 * 1024 * 1024;
+const percent = (v: number): string => `${Number(v.toFixed(1))} %`;
+const size = (v: number): string => bytes(v).replace('.0 ', ' '); // axis ticks: "128 MiB"
+
 export class JobMetrics {
   constructor(private readonly body: HTMLElement) {}
 
@@ -16,16 +20,26 @@ export class JobMetrics {
     this.socket?.close();
   }
 
+  /** The job has ended: charts drawn while it ran stay; a page opened after it ended says why there are none. */
+  ended(): void {
+    this.close();
+    if (!this.charts.length) {
+      this.body.replaceChildren(
+        el('div', 'pai-Muted', 'The job has ended: resource use is charted while a job runs.')
+      );
+    }
+  }
+
   /** Open the websocket once (a later call while it is open does nothing). */
   connect(metricsUrl: string): void {
     if (this.socket) {
       return;
     }
     this.charts = [
-      new LineChart({ key: 'cpu', title: 'CPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'mem', title: 'Memory', unit: v => bytes(v) }, 64 * 1024 * 1024),
-      new LineChart({ key: 'gpu', title: 'GPU %', unit: v => `${v.toFixed(0)} %` }, 10),
-      new LineChart({ key: 'gmem', title: 'GPU memory', unit: v => bytes(v) }, 64 * 1024 * 1024)
+      new LineChart({ key: 'cpu', title: 'CPU (% of one core)', unit: percent }, 10),
+      new LineChart({ key: 'mem', title: 'Memory', unit: size, scale: 'bytes' }, MIB64),
+      new LineChart({ key: 'gpu', title: 'GPU use (%)', unit: percent }, 10),
+      new LineChart({ key: 'gmem', title: 'GPU memory', unit: size, scale: 'bytes' }, MIB64)
     ];
     const note = el('div', 'pai-Muted pai-Metrics-note');
     const charts = el('div', 'pai-Charts');

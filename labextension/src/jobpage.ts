@@ -5,8 +5,10 @@
 import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
-import { button, el, section } from './dom';
-import { duration, when } from './format';
+import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
+import { serviceIcon } from './icons';
+import { button, el, section, toolButton } from './dom';
+import { duration, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
 
@@ -18,27 +20,33 @@ export class JobPage extends Widget {
     super();
     this.addClass('pai-JobPage');
     this.id = `pai-job-${jobId.replace(/[^A-Za-z0-9_-]/g, '_')}`;
-    this.title.label = jobId.split('~').slice(1).join('~');
+    this.title.label = rowTitle(jobId.split('~').slice(1).join('~')); // a kernel job: its notebook
     this.title.caption = `PAI job ${jobId}`;
     this.title.closable = true;
     this.node.tabIndex = -1;
 
-    const bar = el('div', 'pai-JobPage-toolbar');
+    const bar = el('div', 'jp-Toolbar pai-JobPage-toolbar');
+    bar.setAttribute('role', 'toolbar');
+    bar.setAttribute('aria-label', 'Job actions');
+    this.stopButton = toolButton(
+      'Stop',
+      'Stop this job',
+      stopIcon,
+      () => void this.commands.execute('pai:stop-job', { id: jobId }).then(() => this.load())
+    );
     bar.append(
-      button('Refresh', 'Refresh this job', () => void this.load()),
-      button(
-        'Stop',
-        'Stop this job',
-        () => void this.commands.execute('pai:stop-job', { id: jobId })
-      ),
-      button(
-        'Clone',
+      toolButton('Refresh', 'Refresh this job', refreshIcon, () => void this.load()),
+      this.stopButton,
+      toolButton(
+        'Clone…',
         'Clone this job',
+        copyIcon,
         () => void this.commands.execute('pai:clone-job', { id: jobId })
       ),
-      button(
+      toolButton(
         'Clone to form',
         'Open this job in the submit form',
+        editIcon,
         () => void this.commands.execute('pai:new-job', { from: jobId })
       )
     );
@@ -76,6 +84,18 @@ export class JobPage extends Widget {
     super.dispose();
   }
 
+  /** Shown again (its tab chosen): a log that followed its end goes back there. */
+  protected onAfterShow(): void {
+    if (this.stick && this.follow.checked) {
+      this.toLogEnd();
+    }
+  }
+
+  private toLogEnd(): void {
+    this.logPre.scrollTop = this.logPre.scrollHeight;
+    this.stick = true;
+  }
+
   /** Show the log section and focus it (the "logs" row action). */
   focusLogs(): void {
     this.logs.node.scrollIntoView();
@@ -88,6 +108,10 @@ export class JobPage extends Widget {
       const detail = await getJob(this.jobId, true);
       this.current = detail;
       this.error.textContent = '';
+      this.stopButton.disabled = detail.final;
+      this.stopButton.title = detail.final
+        ? `The job has ended (${detail.state})`
+        : 'Stop this job';
       this.drawSummary(detail);
       this.drawTasks(detail);
       this.drawEvents(detail);
@@ -103,7 +127,7 @@ export class JobPage extends Widget {
         this.charts.connect(detail.metricsUrl);
         this.timer = window.setTimeout(() => void this.load(), 3000);
       } else {
-        this.charts.close();
+        this.charts.ended();
         if (this.lastState !== detail.state) {
           void this.loadLog(); // the last lines once it ended
         }
@@ -180,9 +204,6 @@ export class JobPage extends Widget {
   }
 
   private serviceButtons(d: JobDetail, t: TaskDetail): HTMLElement[] {
-    if (!t.terminalPage) {
-      return [];
-    }
     const where = `${t.role}[${t.index}] of ${d.name}`;
     const open = (service: string, title: string, url: string | null) => () =>
       void this.commands.execute('pai:open-service', {
@@ -193,11 +214,36 @@ export class JobPage extends Widget {
         title,
         url
       });
+    if (!t.terminalPage) {
+      // an ended task's TensorBoard: started on demand over the logs it wrote
+      return t.tensorboardPage
+        ? [
+            toolButton(
+              'TensorBoard',
+              `TensorBoard of ${where}`,
+              serviceIcon('tensorboard'),
+              open('tensorboard', 'TensorBoard', t.tensorboardPage)
+            )
+          ]
+        : [];
+    }
     return [
-      button('Terminal', `Terminal of ${where}`, open('terminal', 'Terminal', t.terminalPage)),
+      toolButton(
+        'Terminal',
+        `Terminal of ${where}`,
+        serviceIcon('terminal'),
+        open('terminal', 'Terminal', t.terminalPage)
+      ),
       ...t.services
         .filter(s => s.url)
-        .map(s => button(s.title, `${s.title} of ${where}`, open(s.name, s.title, s.url)))
+        .map(s =>
+          toolButton(
+            s.title,
+            `${s.title} of ${where}`,
+            serviceIcon(s.name),
+            open(s.name, s.title, s.url)
+          )
+        )
     ];
   }
 
@@ -282,6 +328,14 @@ export class JobPage extends Widget {
     this.logPre.tabIndex = 0;
     this.logPre.setAttribute('aria-label', 'Log tail');
     this.logPre.setAttribute('aria-live', 'off');
+    // whether the view sticks to the log's end: the reader's own scrolling decides, measured only while the page
+    // is shown (a hidden page measures 0 and forgets its scroll position, which once ended the following)
+    this.logPre.onscroll = () => {
+      if (this.logPre.clientHeight > 0) {
+        this.stick =
+          this.logPre.scrollTop + this.logPre.clientHeight >= this.logPre.scrollHeight - 4;
+      }
+    };
     const note = el(
       'div',
       'pai-Muted',
@@ -319,11 +373,9 @@ export class JobPage extends Widget {
     this.download.href = fullLogUrl(this.jobId, role, Number(index), stream);
     try {
       const { text } = await getLogTail(this.jobId, role, Number(index), stream);
-      const atEnd =
-        this.logPre.scrollTop + this.logPre.clientHeight >= this.logPre.scrollHeight - 4;
       this.logPre.textContent = text || '(empty)';
-      if (atEnd || !this.logLoaded) {
-        this.logPre.scrollTop = this.logPre.scrollHeight;
+      if (this.stick || !this.logLoaded) {
+        this.toLogEnd();
       }
       this.logLoaded = true;
     } catch (err) {
@@ -340,6 +392,8 @@ export class JobPage extends Widget {
   private followTimer = 0;
   private configLoaded = false;
   private logLoaded = false;
+  private stick = true;
+  private readonly stopButton: HTMLButtonElement;
   private readonly charts: JobMetrics;
   private readonly tools: JobTools;
   private readonly error = el('p', 'pai-Error');

@@ -4,6 +4,7 @@
 import { CommandRegistry } from '@lumino/commands';
 import { getAccess, JobAccess, JobDetail, PaiApiError, setMaxRunTime, sshKeyUrl } from './api';
 import { button, el } from './dom';
+import { plural } from './format';
 
 /** The minutes typed, or an error message (the server checks again). */
 export function parseMinutes(text: string): number | string {
@@ -60,7 +61,14 @@ export class JobTools {
       a.href = sshKeyUrl(this.jobId);
       a.setAttribute('download', '');
       a.setAttribute('aria-label', `Download the SSH private key of ${this.jobId}`);
-      items.push(a);
+      items.push(
+        a,
+        button(
+          'SSH…',
+          `How to log in to ${this.jobId} with ssh`,
+          () => void this.commands.execute('pai:open-service', { id: this.jobId, service: 'ssh' })
+        )
+      );
     }
     for (const desk of access.desktops) {
       if (d.final || desk.state === 'stopped') {
@@ -94,7 +102,7 @@ export class JobTools {
     }
     try {
       await setMaxRunTime(this.jobId, minutes);
-      this.status.textContent = `Work duration set to ${minutes} minutes from the job's start.`;
+      this.status.textContent = `Work duration set to ${plural(minutes, 'minute')} from the job's start.`;
     } catch (err) {
       const e = err as PaiApiError;
       this.status.textContent =

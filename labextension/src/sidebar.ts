@@ -6,9 +6,23 @@ import { CommandRegistry } from '@lumino/commands';
 import { ISignal, Signal } from '@lumino/signaling';
 import { JobList, JobRow, listJobs } from './api';
 import { ProfileSwitch } from './profiles';
-import { badgeClass, duration, filterJobs, STATES, when } from './format';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { addIcon, refreshIcon } from '@jupyterlab/ui-components';
+import { deleteJob } from './api';
+import { CapacityView } from './capacity';
+import {
+  badgeClass,
+  duration,
+  endedKernelJobs,
+  filterJobs,
+  kernelNotebook,
+  plural,
+  rowTitle,
+  STATES,
+  when
+} from './format';
 import { visibleRange } from './virtual';
-import { el } from './dom';
+import { button, el, toolButton } from './dom';
 
 export const ROW_HEIGHT = 46;
 
@@ -31,12 +45,18 @@ export class JobsPanel extends Widget {
     const heading = el('h2', 'pai-JobsPanel-title', 'PAI jobs');
     this.profileNode = el('span', 'pai-JobsPanel-profile');
     this.profileNode.setAttribute('aria-label', 'Cluster profile');
-    const refresh = el('button', 'jp-Button pai-Button', 'Refresh');
-    refresh.setAttribute('aria-label', 'Refresh the job list');
-    refresh.onclick = () => void this.refresh(true);
-    const submit = el('button', 'jp-Button pai-Button', 'New job');
-    submit.setAttribute('aria-label', 'New PAI job');
-    submit.onclick = () => void this.commands.execute('pai:new-job');
+    const refresh = toolButton(
+      '',
+      'Refresh the job list',
+      refreshIcon,
+      () => void this.refresh(true)
+    );
+    const submit = toolButton(
+      'New job',
+      'New PAI job',
+      addIcon,
+      () => void this.commands.execute('pai:new-job')
+    );
     this.profiles = new ProfileSwitch(() => void this.refresh(true));
     header.append(heading, this.profileNode, submit, refresh, this.profiles.node);
     void this.profiles.load();
@@ -57,6 +77,21 @@ export class JobsPanel extends Widget {
     this.searchInput.oninput = () => this.draw(true);
     tools.append(this.stateSelect, this.searchInput);
 
+    // "Python on PAI" kernels are jobs too: ended ones can be hidden, or deleted in one go
+    const kernels = el('div', 'pai-JobsPanel-tools pai-Kernels');
+    const hideLabel = el('label', 'pai-Check');
+    this.hideKernels = el('input');
+    this.hideKernels.type = 'checkbox';
+    this.hideKernels.checked = true;
+    this.hideKernels.onchange = () => this.draw(true);
+    hideLabel.append(this.hideKernels, document.createTextNode(' Hide ended kernels'));
+    this.clearKernels = button(
+      'Clear',
+      'Delete the ended kernel jobs',
+      () => void this.clearEndedKernels()
+    );
+    kernels.append(hideLabel, this.clearKernels);
+
     this.scroller = el('div', 'pai-JobList');
     this.scroller.setAttribute('role', 'list');
     this.scroller.setAttribute('aria-label', 'Jobs');
@@ -68,7 +103,8 @@ export class JobsPanel extends Widget {
     this.statusNode = el('div', 'pai-JobsPanel-status');
     this.statusNode.setAttribute('role', 'status');
     this.statusNode.setAttribute('aria-live', 'polite');
-    this.node.append(header, tools, this.scroller, this.statusNode);
+    this.capacity = new CapacityView();
+    this.node.append(header, tools, kernels, this.scroller, this.statusNode, this.capacity.node);
   }
 
   /** Emitted with every new list (not on an unchanged refresh). */
@@ -120,6 +156,7 @@ export class JobsPanel extends Widget {
       () => {
         if (!document.hidden) {
           void this.refresh();
+          void this.capacity.refresh();
         }
       },
       Math.max(1, seconds) * 1000
@@ -142,7 +179,10 @@ export class JobsPanel extends Widget {
   private updateStatus(): void {
     const shown = this.shown.length;
     const total = this.all.length;
-    const text = shown === total ? `${total} jobs` : `${shown} of ${total} jobs`;
+    const text = shown === total ? plural(total, 'job') : `${shown} of ${plural(total, 'job')}`;
+    const ended = endedKernelJobs(this.all).length;
+    this.clearKernels.disabled = ended === 0;
+    this.clearKernels.textContent = ended ? `Clear (${ended})` : 'Clear';
     this.statusNode.textContent = this.error || text;
     this.statusNode.classList.toggle('pai-mod-error', !!this.error);
   }
@@ -150,7 +190,10 @@ export class JobsPanel extends Widget {
   /** Draw the rows in view; with `refilter` the filter and search apply again first. */
   draw(refilter: boolean): void {
     if (refilter) {
-      this.shown = filterJobs(this.all, this.stateSelect.value, this.searchInput.value);
+      const hidden = this.hideKernels.checked ? new Set(endedKernelJobs(this.all)) : null;
+      this.shown = filterJobs(this.all, this.stateSelect.value, this.searchInput.value).filter(
+        j => !hidden?.has(j)
+      );
       this.spacer.style.height = `${this.shown.length * ROW_HEIGHT}px`;
       this.scroller.setAttribute('aria-rowcount', String(this.shown.length));
       this.updateStatus();
@@ -214,8 +257,8 @@ export class JobsPanel extends Widget {
     row.replaceChildren();
     row.setAttribute('aria-label', `${job.name}, ${job.state}`);
     const top = el('div', 'pai-JobRow-top');
-    const name = el('span', 'pai-JobRow-name', job.name);
-    name.title = job.id;
+    const name = el('span', 'pai-JobRow-name', rowTitle(job.name));
+    name.title = kernelNotebook(job.name) === null ? job.id : `Kernel job ${job.id}`;
     const badge = el('span', badgeClass(job.state), job.state);
     const more = el('button', 'pai-JobRow-more', '⋯');
     more.setAttribute('aria-label', `Actions for ${job.name}`);
@@ -227,16 +270,23 @@ export class JobsPanel extends Widget {
     };
     top.append(name, badge, more);
     const meta = el('div', 'pai-JobRow-meta');
+    // the short facts first; a narrow sidebar cuts the submission time (whole in the tooltip), never a number
     const parts: [string, string][] = [
       ['user', job.username],
-      ['submitted', when(job.submissionTime)],
       ['duration', duration(job.launchedTime, job.completedTime)],
-      ['retries', `${job.retries ?? 0} retries`],
-      ['gpus', `${job.totalGpuNumber} GPU`]
+      ['gpus', job.totalGpuNumber ? `${job.totalGpuNumber} GPU` : ''],
+      ['retries', job.retries ? `${job.retries} retr${job.retries === 1 ? 'y' : 'ies'}` : ''],
+      ['submitted', when(job.submissionTime)]
     ];
     for (const [cls, text] of parts) {
-      meta.append(el('span', `pai-JobRow-${cls}`, text));
+      if (text) {
+        meta.append(el('span', `pai-JobRow-${cls}`, text));
+      }
     }
+    meta.title = parts
+      .filter(([, text]) => text)
+      .map(([cls, text]) => (cls === 'submitted' ? `submitted ${text}` : text))
+      .join(' · ');
     row.append(top, meta);
     return row;
   }
@@ -300,6 +350,33 @@ export class JobsPanel extends Widget {
     menu.open(x, y);
   }
 
+  /** Delete every ended kernel job, after a confirmation. */
+  private async clearEndedKernels(): Promise<void> {
+    const ended = endedKernelJobs(this.all);
+    if (!ended.length) {
+      return;
+    }
+    const answer = await showDialog({
+      title: 'Clear ended kernel jobs',
+      body: `Delete ${ended.length} ended "Python on PAI" kernel job${ended.length === 1 ? '' : 's'} and their logs?`,
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    const failed = (await Promise.allSettled(ended.map(j => deleteJob(j.id)))).filter(
+      r => r.status === 'rejected'
+    ).length;
+    await this.refresh(true);
+    if (failed) {
+      this.error = `${failed} of ${ended.length} kernel jobs could not be deleted`;
+      this.updateStatus();
+    }
+  }
+
+  private readonly capacity: CapacityView;
+  private readonly hideKernels: HTMLInputElement;
+  private readonly clearKernels: HTMLButtonElement;
   private readonly profileNode: HTMLElement;
   readonly profiles: ProfileSwitch;
   private readonly stateSelect: HTMLSelectElement;

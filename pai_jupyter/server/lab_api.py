@@ -22,6 +22,7 @@ from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
 from .common import JOB_RE, PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
+from .ended_tensorboard import local_logdir
 from .registry import Registry, unavailable
 
 STREAMS = ("all", "stdout", "stderr")
@@ -130,12 +131,31 @@ class JobHandler(_Base):
             except PaiError as exc:  # NotSupported on a remote OpenPAI: no service buttons, the terminal stays
                 self.log.info("pai: services of %s: %s", job, exc)
         out = detail_json(self.base_url, detail, services)
+        if out["final"]:
+            await self.ended_tensorboards(job, out)
         if self.get_argument("events", "") == "1":
             try:
                 out["events"] = await self.client.events(job)
             except PaiError as exc:
                 out["events"], out["eventsMessage"] = [], f"no events: {exc.message}"
         self.send(out)
+
+    async def ended_tensorboards(self, job: str, out: dict[str, Any]) -> None:
+        """An ended job still offers each task's TensorBoard whose logdir is on this machine (started on demand
+        over it: ``ended_tensorboard``)."""
+        try:
+            services = await self.client.services(job)
+        except PaiError:
+            return
+        user, _, name = job.partition("~")
+        boards = {
+            (s.get("role"), s.get("index"))
+            for s in services
+            if s.get("name") == "tensorboard" and local_logdir(s.get("logdir")) is not None
+        }
+        for t in out["tasks"]:
+            if (t["role"], t["index"]) in boards:
+                t["tensorboardPage"] = task_prefix(self.base_url, user, name, t["role"], t["index"]) + "tensorboard/"
 
     @web.authenticated
     async def delete(self, user: str, name: str) -> None:
@@ -264,8 +284,13 @@ class ValidateHandler(_Base):
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     """The panel's API routes, registered before the extension's catch-all."""
+    from .lab_capacity import route_specs as capacity_routes
+    from .lab_ssh import route_specs as ssh_routes
+
     jobs = pai + "/api/jobs/" + JOB_RE
     return [
+        *ssh_routes(pai, args),
+        *capacity_routes(pai, args),
         (jobs, JobHandler, args),
         (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
         (jobs + "/config", JobConfigHandler, args),

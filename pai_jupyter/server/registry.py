@@ -19,6 +19,7 @@ from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
 from ..common.services import titles
 from .common import SERVICES, PaiHTTPError, not_found
 from .config import PaiJupyter
+from .ended_tensorboard import EndedBoards
 
 Key = tuple[str, str, int, str]  # job id, role, task index, service
 TITLES = titles()
@@ -70,6 +71,7 @@ class Registry:
         self.entries: dict[Key, Entry] = {}
         self.terminals: dict[Closable, float] = {}
         self._culler: asyncio.Task[None] | None = None
+        self.ended = EndedBoards()  # TensorBoards over ended tasks' logdirs
 
     @property
     def client(self) -> AsyncClient:
@@ -151,7 +153,13 @@ class Registry:
                     raise PaiHTTPError(
                         409, f"{title} of this task is stopped: the task is not running", code="NotRunning"
                     )
-                await self._start(key)
+                try:
+                    await self._start(key)
+                except PaiHTTPError as exc:  # the task has ended: its TensorBoard's logdir, served from here
+                    if exc.status_code != 409 or key[3] != "tensorboard":
+                        raise
+                    host, port, token = await self.ended.target(key[0], key[1], key[2], item)
+                    return Target(host=host, port=port, token=token)
                 started = True
             elif time.monotonic() >= deadline:
                 raise PaiHTTPError(
@@ -273,6 +281,7 @@ class Registry:
             for ws in list(entry.sockets):
                 ws.close(1001, "the service was stopped after being idle")
             culled.append(key)
+        self.ended.cull(idle)
         for ws, last in list(self.terminals.items()):
             if now - last >= idle:
                 self.log.info("pai: closing a terminal idle for %.0f s", now - last)
