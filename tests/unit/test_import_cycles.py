@@ -110,6 +110,32 @@ def test_no_cycle_through_deferred_imports() -> None:
     assert [_named(graph, c, deferred=True) for c in found] == []
 
 
+def _between_siblings(graph: Graph) -> Graph:
+    """The imports between the parts of each package: ``cluster.core.launching -> cluster.task.env`` is an
+    import of ``cluster.task`` by ``cluster.core`` (siblings in ``cluster``), ``cluster.core.clusterbase ->
+    cluster.paths`` one of the module ``cluster.paths``. A package's own ``__init__`` and its parts are left out:
+    that a package gathers its parts is no cycle."""
+    out: Graph = {}
+    for a, targets in graph.items():
+        for b, deferred in targets.items():
+            pa, pb = a.split("."), b.split(".")
+            i = next((i for i, (x, y) in enumerate(zip(pa, pb, strict=False)) if x != y), min(len(pa), len(pb)))
+            if i < len(pa) and i < len(pb):
+                na, nb = ".".join(pa[: i + 1]), ".".join(pb[: i + 1])
+                out.setdefault(nb, {})
+                seen = out.setdefault(na, {})
+                seen[nb] = seen.get(nb, True) and deferred
+    return out
+
+
+def test_no_cycle_between_the_packages_of_a_package() -> None:
+    """``cluster/core`` uses ``cluster/task`` (what a task is made of), never the other way round: two packages
+    that import each other are one package in two folders."""
+    graph = _between_siblings(_graph())
+    found = [c for c in _cycles(graph, deferred=True) if frozenset(c) not in KNOWN]
+    assert [_named(graph, c, deferred=True) for c in found] == []
+
+
 def test_each_known_cycle_is_still_there() -> None:
     """A cycle listed in KNOWN that has been taken apart leaves the list, so the list never excuses a new one."""
     cycles = {frozenset(c) for c in _cycles(_graph(), deferred=True)}
@@ -118,7 +144,8 @@ def test_each_known_cycle_is_still_there() -> None:
 
 def test_the_check_can_fail() -> None:
     """Three probe modules (sources given, never written): a cycle closed inside a function is found by the
-    deferred check only; one closed under ``if TYPE_CHECKING:`` by neither; one at module level by both."""
+    deferred check only; one closed under ``if TYPE_CHECKING:`` by neither; one at module level by both. Two
+    packages whose modules import each other's (no module cycle) are a cycle between packages."""
     here = PACKAGE / "protocol"
     names = {f"pai_jupyter.protocol.{n}" for n in ("a", "b", "c")}
     sources = {
@@ -133,3 +160,6 @@ def test_the_check_can_fail() -> None:
     assert _named(graph, [a, b], deferred=True) == f"{a}, {b}: {a} -> {b} -> {a} (deferred)"
     graph[b][a] = False  # the same import at module level
     assert _cycles(graph, deferred=False) == [[a, b]]
+    nested = {"pai_jupyter.p.x.m": {"pai_jupyter.p.y.n": False}, "pai_jupyter.p.y.k": {"pai_jupyter.p.x.j": True}}
+    nested |= {"pai_jupyter.p.y.n": {}, "pai_jupyter.p.x.j": {}, "pai_jupyter.p": {"pai_jupyter.p.x.m": False}}
+    assert _cycles(_between_siblings(nested), deferred=True) == [["pai_jupyter.p.x", "pai_jupyter.p.y"]]
