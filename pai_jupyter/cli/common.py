@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..format import fmt
+from ..common.format import fmt
 
 if TYPE_CHECKING:
     from ..client import Client

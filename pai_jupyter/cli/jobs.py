@@ -13,8 +13,8 @@ import click
 
 if TYPE_CHECKING:
     from ..client import Client, JobDetail
+from ..common.format import duration
 from ..common.states import JobState
-from ..format import duration
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_JOB_FAILED,
@@ -80,7 +80,7 @@ def submit(file: str, wait: bool, follow: bool, params: tuple[str, ...], name: s
     job_id = client.submit(text, name=name, params=_params(params) or None)
     click.echo(job_id)
     with _keeps_running(job_id):
-        from ..seedpaths import submit_notes
+        from ..protocol.containerpaths import submit_notes
 
         for path, message in submit_notes(client, text):
             click.echo(f"pai: note: {path}: {message}", err=True)

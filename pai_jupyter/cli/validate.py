@@ -26,8 +26,7 @@ def validate(files: tuple[str, ...], output: str) -> None:
     Prints ``ok`` and a summary (roles, tasks, total CPU / GPU / memory) per valid file, or every problem
     with its field path. Exits 2 if any file is invalid, empty or unreadable.
     """
-    from .. import seedpaths
-    from ..protocol import Job, JobValidationError  # here, not at import: `pai --help` stays fast
+    from ..protocol import Job, JobValidationError, containerpaths  # here, not at import: `pai --help` stays fast
 
     failed = False
     results = []
@@ -43,7 +42,7 @@ def validate(files: tuple[str, ...], output: str) -> None:
                 for problem in exc.problems:
                     click.echo(f"  {problem}")
             continue
-        notes = seedpaths.notes(job)  # container paths of the platform's docs: what to use instead
+        notes = containerpaths.notes(job)  # container paths of the platform's docs: what to use instead
         if output == "json":
             results.append(
                 {

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from ..common.format import fmt
 from ..common.states import FINAL, JobState
-from ..format import fmt
 
 FINAL_STATES = FINAL  # kept under its public name (pai_jupyter.client.FINAL_STATES)
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from ..common.format import duration, fmt
 from ..common.routes import service_route
 from ..common.states import JobState, TaskState
-from ..format import duration, fmt
 
 STATE_COLOURS = {
     "WAITING": "#8a6d00",

@@ -330,7 +330,7 @@ class JobForm(DocumentFields, W.VBox):
                 self.show_problems(problems)
             self.result.value = error_html(f"not submitted: {exc}")
             return None
-        from ..seedpaths import submit_notes
+        from ..protocol.containerpaths import submit_notes
 
         notes = "".join(
             f"<div style='color:#8a6d00'>note: <code>{esc(p)}</code>: {esc(m)}</div>"

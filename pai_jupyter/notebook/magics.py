@@ -139,7 +139,7 @@ class PaiMagics(Magics):
         with deferred_interrupt() as held:
             job_id = client.submit(text, name=args.name, params=params or None)
         self.last_job = job_id
-        from ..seedpaths import submit_notes
+        from ..protocol.containerpaths import submit_notes
 
         for path, message in submit_notes(client, text):
             ui.show(

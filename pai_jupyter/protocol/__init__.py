@@ -2,10 +2,11 @@
 ``<% %>`` rendering and secret masking."""
 
 from .errors import ConversionError, JobValidationError, Problem
-from .load import detect_version, job_from_document, job_from_text
+from .load import job_from_document, job_from_text
 from .model import Deployment, Job, Port, Prerequisite, RoleCommands, TaskRole
 from .parse import load_document
 from .render import MASK, mask_document, masked_text, render, render_commands, role_scopes
+from .wire import detect_version
 
 __all__ = [
     "MASK",

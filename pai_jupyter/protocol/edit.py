@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from .load import detect_version
 from .parse import load_document
 from .rules import NOTIFY_KEY, NOTIFY_STATES
+from .wire import detect_version
 
 
 def _dump(doc: dict[str, Any], as_json: bool) -> str:

@@ -2,6 +2,8 @@
 
 Semantics follow OpenPAI protocol v2 (a v1 job converts into it the way OpenPAI's converter does);
 names are Pythonic. ``Job(name=..., image=..., task_roles=[TaskRole(name="main", command="...")])``.
+A Job reads and writes its documents through ``v1.py`` and ``v2.py``, which see it only as a type (the readers
+hand back plain data, ``wire.Wire``), so the imports go one way.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .checks import V1_EXTRAS_KEY, job_problems, role_problems
 from .errors import JobValidationError, Problem, merge, problems_from_pydantic, to_wire, type_name
-from .parse import MAX_DOCUMENT_BYTES, dump_yaml
+from .parse import MAX_DEPTH, MAX_DOCUMENT_BYTES, TOO_DEEP, dump_yaml, load_document, nesting_depth
 from .rules import (
+    DEFAULT_IMAGE_PREREQ,
     MAX_ROLE_NAME,
     MAX_RUN_TIME_KEY,
     PORT_LABEL,
@@ -25,6 +28,9 @@ from .rules import (
     NonNegative,
     Version,
 )
+from .v1 import job_to_v1, read_v1
+from .v2 import job_to_v2, read_v2
+from .wire import Wire, detect_version
 
 __all__ = [
     "DEFAULT_IMAGE_PREREQ",
@@ -40,7 +46,6 @@ __all__ = [
     "rule_problems",
 ]
 
-DEFAULT_IMAGE_PREREQ = "default"
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_SHM_MB = 64
 
@@ -271,9 +276,10 @@ class Job(_Model):
     # ---- I/O ------------------------------------------------------------------------------------------------
     @classmethod
     def from_text(cls, text: str | bytes, *, source: str | None = None) -> Job:
-        from .load import job_from_text
-
-        return job_from_text(text, source=source)
+        """Parse and validate; keeps the text verbatim on the job (``job.source_text``) for clone."""
+        job = cls.from_dict(load_document(text, source=source), source=source)
+        job._source_text = text.decode("utf-8-sig") if isinstance(text, bytes) else text
+        return job
 
     @classmethod
     def from_file(cls, path: str | Path) -> Job:
@@ -291,18 +297,20 @@ class Job(_Model):
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], *, source: str | None = None) -> Job:
-        from .load import job_from_document
-
-        return job_from_document(doc, source=source)
+        """A v1 or v2 document (by ``detect_version``) as a Job: every problem at once, or the Job."""
+        if not isinstance(doc, dict):
+            raise JobValidationError([Problem("", "a job must be a mapping of fields")], source)
+        if nesting_depth(doc) > MAX_DEPTH:
+            raise JobValidationError([Problem("", TOO_DEEP)], source)
+        try:
+            return job_from_wire(read_v2(doc) if detect_version(doc) == "v2" else read_v1(doc), source=source)
+        except RecursionError:
+            raise JobValidationError([Problem("", TOO_DEEP)], source) from None
 
     def to_v1(self) -> dict[str, Any]:
-        from .v1 import job_to_v1
-
         return job_to_v1(self)
 
     def to_v2(self) -> dict[str, Any]:
-        from .v2 import job_to_v2
-
         return job_to_v2(self)
 
     def to_yaml(self) -> str:
@@ -315,16 +323,10 @@ def rule_problems(data: dict[str, Any]) -> list[Problem]:
     return job_problems(data)
 
 
-def job_from_wire(
-    data: dict[str, Any],
-    paths: dict[str, str],
-    schema_problems: list[Problem],
-    *,
-    source: str | None,
-    source_format: Literal["v1", "v2"],
-) -> Job:
+def job_from_wire(wire: Wire, *, source: str | None) -> Job:
     """A wire reader's last step, the same for v1 and v2: every problem at once (the document's shape from its
     schema, the rest from the model's rules, each at the document's own path), or the Job."""
+    data, paths, schema_problems, source_format = wire
     problems = merge(schema_problems, to_wire(rule_problems(data), paths))
     if not problems:
         try:

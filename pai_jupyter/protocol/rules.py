@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field, StringConstraints
 from ..common.services import names as service_names
 from .errors import Problem, type_name
 
+DEFAULT_IMAGE_PREREQ = "default"  # the name of the image prerequisite a v1 job's or a builder's image becomes
 V1_JOB_NAME = r"^[A-Za-z0-9\-._~]+$"
 V2_JOB_NAME = r"^[a-zA-Z0-9_-]+$"
 V1_ROLE_NAME = r"^[A-Za-z0-9._~]+$"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConversionError, Problem, problems_from_pydantic
-from .model import DEFAULT_IMAGE_PREREQ, Job, TaskRole, job_from_wire
 from .rules import (
+    DEFAULT_IMAGE_PREREQ,
     ENV_KEY,
     EXTRAS_KEY,
     SCALAR,
@@ -22,6 +22,10 @@ from .rules import (
     V1JobName,
     V1RoleName,
 )
+from .wire import Wire
+
+if TYPE_CHECKING:
+    from .model import Job, TaskRole  # the writers read a Job; the reader gives data (wire.py)
 
 COMPAT_DEPLOYMENT = "default"
 DIR_PREREQS = (
@@ -219,11 +223,11 @@ def v1_path(path: str) -> str:
     return V1_JOB_FIELDS.get(field, field) + path[len(field) :]
 
 
-def job_from_v1(doc: dict[str, Any], *, source: str | None = None) -> Job:
-    """Validate a v1 document and convert it the way OpenPAI's v1 -> v2 converter does: every problem at once,
-    the document's shape from its schema, the rest from the model's rules."""
+def read_v1(doc: dict[str, Any]) -> Wire:
+    """A v1 document converted the way OpenPAI's v1 -> v2 converter does, as the model's data (with the
+    document's path of each field) and the problems its schema finds; ``Job.from_dict`` builds the Job."""
     data, paths = _to_model(doc)
-    return job_from_wire(data, paths, _schema_problems(doc), source=source, source_format="v1")
+    return Wire(data, paths, _schema_problems(doc), "v1")
 
 
 def _v1_command(role: TaskRole) -> str:

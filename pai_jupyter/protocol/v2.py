@@ -6,14 +6,18 @@ carrier of v1 facts), translates each field into the model's, and reports the mo
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from .checks import V1_EXTRAS_KEY
 from .errors import ConversionError, Problem, format_path, problems_from_pydantic
-from .model import V1_EXTRAS_KEY, Job, job_from_wire
 from .rules import V2_JOB_NAME, V2_PORT_LABEL, V2_ROLE_NAME, is_int
 from .v2schema import V2Job
+from .wire import Wire
+
+if TYPE_CHECKING:
+    from .model import Job  # the writer reads a Job; the reader gives data (wire.py)
 
 PREREQ_BASE = ("protocolVersion", "version", "contributor", "description")
 # The model's field -> the v2 path it is read from (and a problem with it is reported at).
@@ -245,11 +249,11 @@ def _to_model(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     return data, paths
 
 
-def job_from_v2(doc: dict[str, Any], *, source: str | None = None) -> Job:
-    """Validate a v2 document and build the model: every problem at once, the document's shape from its schema,
-    the rest from the model's rules."""
+def read_v2(doc: dict[str, Any]) -> Wire:
+    """A v2 document as the model's data (with the document's path of each field) and the problems its schema
+    finds; ``Job.from_dict`` builds the Job."""
     data, paths = _to_model(doc)
-    return job_from_wire(data, paths, _schema_problems(doc), source=source, source_format="v2")
+    return Wire(data, paths, _schema_problems(doc), "v2")
 
 
 def job_to_v2(job: Job) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def test_other_users_may_not_name_host_paths(daemon: Api, tmp_path: Path) -> Non
 
 
 def test_image_catalogue() -> None:
-    from pai_jupyter.image import list_images, retrieve
+    from pai_jupyter.sdk.images import list_images, retrieve
 
     assert any(i.framework == "pytorch" for i in list_images())
     assert all(i.framework == "tensorflow" for i in list_images("tensorflow"))

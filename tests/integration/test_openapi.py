@@ -46,7 +46,7 @@ from tornado.websocket import websocket_connect
 import pai_jupyter.cluster
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.http.app import make_app
-from pai_jupyter.metrics.nvml import Nvml
+from pai_jupyter.cluster.task.nvml import Nvml
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon, v1

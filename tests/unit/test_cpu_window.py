@@ -4,7 +4,7 @@ Deterministic: the clock and the CPU seconds are given, nothing sleeps."""
 
 from __future__ import annotations
 
-from pai_jupyter.cluster.task.taskops import CPU_WINDOW, CpuWindows
+from pai_jupyter.cluster.core.taskops import CPU_WINDOW, CpuWindows
 
 KEY = (1, 0, "main", 0, 0)
 

@@ -12,7 +12,7 @@ from .queue import PRIORITY_CLASSES
 from .store import JobCore
 
 if TYPE_CHECKING:
-    from .service import Cluster
+    from .launching import Launching as Cluster  # what these steps use of it (service.py imports this module)
 
 TIE_SPAN = 1.0  # queue keys are submission times (ms): a line whose jobs share one is spread within that ms
 TIE_STEP_MIN = 1e-3  # (well above a float's resolution at today's epoch milliseconds, ~2.4e-4)

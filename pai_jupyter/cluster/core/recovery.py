@@ -16,7 +16,7 @@ from .scheduler import Resources
 from .store import dumps, loads
 
 if TYPE_CHECKING:
-    from .service import Cluster
+    from .launching import Launching as Cluster  # what these steps use of it (service.py imports this module)
 
 
 def _never_ran(cluster: Cluster, task_dir: str, handle: TaskHandle) -> bool:

@@ -14,9 +14,9 @@ from typing import Any
 from terminado.management import PtyWithClients, UniqueTermManager
 from terminado.websocket import TermSocket
 
+from ..core import taskops
 from ..core.errors import ApiError, NotFoundError
 from ..core.service import Cluster
-from ..task import taskops
 from .base import MAX_INT, Base, Route, authenticate, visible_job
 
 

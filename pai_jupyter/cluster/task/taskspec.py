@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ... import seedpaths
-from ...protocol import Job, render_commands
+from ...protocol import Job, containerpaths, render_commands
 from ...protocol.render import MASK
-from ..core.store import JobCore, TaskRow, loads
 from ..runtime import taskdir
 from ..runtime.base import Mount, TaskSpec
 from . import services, sshd
 from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
 from .estimator import REQUIREMENTS, Layout
+
+if TYPE_CHECKING:
+    from ..core.store import JobCore, TaskRow  # the rows core/ hands in (core/ imports this module)
 
 
 def task_spec(
@@ -44,10 +46,10 @@ def task_spec(
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
-    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see seedpaths)
-        script, changed = seedpaths.rewrite(script)
-        script = f"{seedpaths.rewrite_notice()}\n{script}" if changed else script
-    own = loads(t.get("services"), {}) or {}
+    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see protocol/containerpaths.py)
+        script, changed = containerpaths.rewrite(script)
+        script = f"{containerpaths.rewrite_notice()}\n{script}" if changed else script
+    own = json.loads(t.get("services") or "{}") or {}
     comment = f"pai-job {row['user']}~{row['name']}"
     own = sshd.enrich(own, td.parent, home, docker=docker, comment=comment, group=key_group)
     if own:  # in the background, before anything else, so the user's command is not held up
@@ -85,7 +87,7 @@ def task_spec(
         cpu=role.cpu,
         memory_mb=role.memory_mb,
         shm_mb=role.shm_mb,
-        gpus=loads(t["gpus"], []),
+        gpus=json.loads(t["gpus"] or "[]"),
         task_dir=td,
         work_dir=work_dir,
         mounts=mounts,

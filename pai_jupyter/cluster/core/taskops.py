@@ -7,16 +7,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...metrics.nvml import Nvml
-from ..core.errors import BadRequest, NotFoundError
-from ..core.store import JobCore, TaskRow, loads
 from ..runtime import safeio, taskdir
 from ..runtime.base import TaskHandle, TaskSpec
-from . import services
-from .env import Placement
+from ..task import services
+from ..task.env import Placement
+from ..task.nvml import Nvml
+from .errors import BadRequest, NotFoundError
+from .store import JobCore, TaskRow, loads
 
 if TYPE_CHECKING:
-    from ..core.service import Cluster
+    from .service import Cluster
 
 _nvml = Nvml()
 CPU_WINDOW = 1.0  # seconds: the kernel's CPU clock ticks every 10 ms, a shorter window reads 0 % or 200 %

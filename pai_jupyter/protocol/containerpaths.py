@@ -1,4 +1,4 @@
-"""Container paths the platform's docs (seed 004, LeinaoPAI) promise: ``/userhome`` and ``/gdata``.
+"""Container paths the platform's docs (LeinaoPAI's) promise: ``/userhome`` and ``/gdata``.
 
 ``/userhome`` is the user's persistent home: Docker tasks get it mounted there. A process-runtime task runs on
 the host, where no ``/userhome`` exists, so a ``cd /userhome`` would fail (or, before errexit, go on in a
@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from .errors import JobValidationError
+from .model import Job
 
 HOME, HOME_VAR = "/userhome", "PAI_USER_HOME"
 _PATH = re.compile(r"(?<![\w.~/\\-])(/userhome|/gdata)(?=[/\s\"';|&)<>:,=]|$)")
@@ -30,12 +33,12 @@ NOTES = {
 
 
 def found(text: str) -> list[str]:
-    """The seed paths ``text`` names, each once, in order."""
+    """The container paths ``text`` names, each once, in order."""
     return list(dict.fromkeys(m.group(1) for m in _PATH.finditer(text)))
 
 
-def notes(job: Any) -> list[tuple[str, str]]:
-    """(field path, what to do) for every command and prerequisite URI of ``job`` that names a seed path."""
+def notes(job: Job) -> list[tuple[str, str]]:
+    """(field path, what to do) for every command and prerequisite URI of ``job`` that names a container path."""
     out: list[tuple[str, str]] = []
     for role in job.task_roles:
         for i, command in enumerate(role.commands):
@@ -90,8 +93,6 @@ def submit_notes(client: Any, text: str | bytes) -> list[tuple[str, str]]:
     profile = getattr(client, "profile", None)
     if profile is None or not getattr(profile, "is_local", False):
         return []
-    from .protocol import Job, JobValidationError
-
     try:
         return notes(Job.from_text(text))
     except JobValidationError:

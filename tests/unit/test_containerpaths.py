@@ -1,5 +1,5 @@
-"""Seed 004's container paths: where a job names them, and the quote-aware /userhome -> $PAI_USER_HOME rewrite
-(checked by running the rewritten shell)."""
+"""The platform's container paths (/userhome, /gdata): where a job names them, and the quote-aware /userhome ->
+$PAI_USER_HOME rewrite (checked by running the rewritten shell)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_jupyter import seedpaths
-from pai_jupyter.protocol import Job
+from pai_jupyter.protocol import Job, containerpaths
 
 
 @pytest.mark.parametrize(
@@ -26,7 +25,7 @@ from pai_jupyter.protocol import Job
 )
 def test_rewritten_commands_reach_the_home_through_the_variable(command: str, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
-    script, changed = seedpaths.rewrite(command)
+    script, changed = containerpaths.rewrite(command)
     assert changed and "/userhome" not in script
     out = subprocess.run(
         ["sh", "-c", script],
@@ -40,7 +39,7 @@ def test_rewritten_commands_reach_the_home_through_the_variable(command: str, tm
 
 @pytest.mark.parametrize("command", ["ls /foo/userhome", "ls /userhomes", "echo '\\/userhome'x", "ls ~/userhome"])
 def test_other_paths_are_left_alone(command: str) -> None:
-    assert seedpaths.rewrite(command) == (command, False)
+    assert containerpaths.rewrite(command) == (command, False)
 
 
 def test_notes_name_the_field_and_what_to_use_instead() -> None:
@@ -49,6 +48,6 @@ def test_notes_name_the_field_and_what_to_use_instead() -> None:
         '[{"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 512, "gpuNumber": 0, '
         '"command": "cd /userhome; python train.py --data /gdata/imagenet-1000"}]}'
     )
-    notes = dict(seedpaths.notes(job))
+    notes = dict(containerpaths.notes(job))
     assert "$PAI_USER_HOME" in notes["taskRoles.main.commands[0]"]
-    assert any("/gdata" in m and "data prerequisite" in m for p, m in seedpaths.notes(job) if "prerequisites" in p)
+    assert any("/gdata" in m and "data prerequisite" in m for p, m in containerpaths.notes(job) if "prerequisites" in p)

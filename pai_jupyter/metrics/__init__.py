@@ -1,2 +1,0 @@
-"""Resource samplers: NVML for GPUs (degrades to "unavailable" without a driver); task CPU and memory come
-from the runtimes."""
