@@ -1,4 +1,4 @@
-// The Lab-native submit form: seed 001's basic mode (one task role) and pro mode (several roles, environment,
+// The Lab-native submit form: the platform user guide's basic mode (one task role) and pro mode (several roles, environment,
 // storage, Edit JSON), runtime plugin switches, Import and Export. Its fields, labels, order and modes come from
 // the one form definition the notebook's JobForm draws too (pai/api/form). The form holds ONE document: the
 // fields write it, Edit JSON shows and edits the same document (each edit fills the fields back), and Submit

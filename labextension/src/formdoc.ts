@@ -1,4 +1,4 @@
-// The Lab submit form's document: seed 001's v1 JSON (the "Edit JSON" format, as the notebook's JobForm), built
+// The Lab submit form's document: the platform user guide's v1 JSON (the "Edit JSON" format, as the notebook's JobForm), built
 // from the fields and read back into them. Which fields there are, their labels, order and modes come from the
 // one form definition (pai_jupyter/protocol/formspec.py, served as pai/api/form), shared with the notebook.
 

@@ -1,4 +1,4 @@
-"""Seed 002's MNIST training made small enough for a CPU in seconds: synthetic 8x8 digits (ten glyphs, shifted
+"""The MNIST training of OpenPAI's tutorial made small enough for a CPU in seconds: synthetic 8x8 digits (ten glyphs, shifted
 and noised), a softmax classifier trained with plain numpy SGD, loss and accuracy printed and written as
 TensorBoard scalars. Same shape as the PyTorch example: data, model, a training loop, evaluation, a saved model.
 

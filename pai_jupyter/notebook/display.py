@@ -267,7 +267,7 @@ LIST_COLUMNS = (
 
 
 def job_row(job: Any) -> list[Any]:
-    """One job list row: seed 001's columns (name, submission time, user, duration, VC, retries, tasks, GPUs,
+    """One job list row: the user guide's columns (name, submission time, user, duration, VC, retries, tasks, GPUs,
     state), plus the exit code."""
     return [
         job.name,

@@ -1,4 +1,4 @@
-"""JobForm: seed 001's submit form (6.1.2) — basic and pro mode, Edit JSON, Import, Export — as ipywidgets.
+"""JobForm: the user guide's submit form (6.1.2) — basic and pro mode, Edit JSON, Import, Export — as ipywidgets.
 
 The form's state is a v1 JSON document, the format of the seed's "Edit JSON" window: the fields write it, the
 JSON editor and Import read it, and the protocol validates it, so every problem's field path
@@ -297,7 +297,7 @@ class JobForm(DocumentFields, W.VBox):
 
     # ---- submit ----------------------------------------------------------------------------------------------
     def submit(self) -> bool:
-        """Check, then show the confirmation summary (seed 001: a confirm window before the job is sent)."""
+        """Check, then show the confirmation summary (the user guide: a confirm window before the job is sent)."""
         from ..protocol import Job
 
         if self.validate():

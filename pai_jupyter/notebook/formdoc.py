@@ -1,4 +1,4 @@
-"""How JobForm's fields map to and from its document: v1 JSON, the format of seed 001's "Edit JSON" window.
+"""How JobForm's fields map to and from its document: v1 JSON, the format of the user guide's "Edit JSON" window.
 
 Keys the form has no field for (``dataDir``, other ``extras``, ...) are kept from the last document loaded, so
 Import -> Edit -> Submit loses nothing the form does not show.

@@ -1,6 +1,6 @@
 """JobList: the portal's job list in a notebook — a table that refreshes itself, state filters, row actions.
 
-Columns follow seed 001 (6.2): name, submission time, user, duration, virtual cluster, retries, tasks, GPUs,
+Columns follow the user guide (6.2): name, submission time, user, duration, virtual cluster, retries, tasks, GPUs,
 state. Each row has an action menu: detail, logs, stop, clone, and links to the task's TensorBoard / Jupyter /
 terminal routes of the server extension (the widget builds links; it never calls those routes); "config" shows
 the submitted config.

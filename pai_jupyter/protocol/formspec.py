@@ -2,7 +2,7 @@
 
 The Lab form (``labextension/src/form.ts``, fed by the server's ``pai/api/form``) and the notebook's ``JobForm``
 both draw from this list, so the two forms cannot drift apart. Each field names the v1 key it edits (the form's
-document is v1 JSON, seed 001's "Edit JSON" format); ``locate`` maps a problem's path back to the field.
+document is v1 JSON, the platform user guide's "Edit JSON" format); ``locate`` maps a problem's path back to the field.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpenPAI v1 JSON (seed 001, table 6.3.2): the wire schema, its rules, and conversion to and from the model."""
+"""OpenPAI v1 JSON (the user guide's table 6.3.2): the wire schema, its rules, and conversion to and from the model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Estimator SDK (seed 003): configure a training job once, ``fit(inputs)`` to run it, ``model_data()`` after.
+"""The Estimator SDK (as Alibaba PAI's): configure a job once, ``fit(inputs)`` to run it, ``model_data()`` after.
 
 On the embedded cluster the task sees Alibaba PAI's layout: the source dir at ``PAI_WORKING_DIR``
 (``/ml/usercode`` in containers; its requirements.txt installed first), hyperparameters in

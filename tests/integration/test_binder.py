@@ -1,4 +1,4 @@
-"""binder/ (issue 14): the files Binder (repo2docker) uses install this package with its labextension and start
+"""binder/: the files Binder (repo2docker) uses install this package with its labextension and start
 the embedded cluster on the process runtime. ``postBuild`` runs for real in a fresh virtualenv on a clean copy
 of the repository (tracked and new files only: no node_modules, no built assets), as repo2docker runs it; then
 ``start`` starts the cluster and hands over to the command it was given, and a job runs there."""

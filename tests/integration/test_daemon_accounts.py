@@ -1,9 +1,9 @@
-"""A user's task cannot become admin (issue 12 item 1): with the daemon as root, each user's tasks run as an OS
+"""A user's task cannot become admin: with the daemon as root, each user's tasks run as an OS
 account of their own, their directories are theirs and private, the daemon's files unreadable from any task.
 The attack of the audit: bob's job reads the daemon's runtime.json (the admin token), state.db (every secret)
 and greps other users' task directories for a secret.
 
-Issue 20: a platform user named after a host account (a service account above UID_MAX, a regular one, a
+A platform user named after a host account (a service account above UID_MAX, a regular one, a
 ``pai-`` one the daemon did not make) never runs as it; only an admin's mapping picks a regular account; removing
 a user stops their jobs, revokes their tokens and removes the account the daemon made."""
 
@@ -130,7 +130,7 @@ def test_login_defs_ranges_are_read_with_their_defaults(tmp_path: Path) -> None:
     assert r.system(1999) and not r.system(0) and not r.system(2000)
 
 
-# ---- issue 20: real accounts ----------------------------------------------------------------------------------------
+# ---- real accounts ----------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def host_accounts(*names: str) -> Iterator[None]:
     """Remove these OS accounts (and their groups) before and after: the test makes some, the daemon others."""

@@ -1,4 +1,4 @@
-"""A full disk (issue 12 item 5), on a real 24 MB tmpfs: before, a task whose processes had ended stayed RUNNING
+"""A full disk, on a real 24 MB tmpfs: before, a task whose processes had ended stayed RUNNING
 holding capacity, DELETE was refused (409), every submit got a generic 500, and the daemon would not start."""
 
 from __future__ import annotations

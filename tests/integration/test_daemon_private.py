@@ -1,4 +1,4 @@
-"""Secrets stay private on disk (issue 12 item 2): the home and everything under it is its owner's alone, and a
+"""Secrets stay private on disk: the home and everything under it is its owner's alone, and a
 task's script on disk never holds the job's secrets. The attack: another OS account greps the home."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     assert int(ports["tensorboard"]) == svc["tensorboard"]["port"] and int(ports["jupyter"]) == svc["jupyter"]["port"]
     tb = svc["tensorboard"]
     tb_auth = {"Authorization": f"token {tb['token']}"}
-    # issue 12 item 3: TensorBoard answered anyone on the host; now only with the token the proxy holds
+    # TensorBoard answered anyone on the host; now only with the token the proxy holds
     assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", timeout=10).status_code == 403
     assert httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", headers=tb_auth, timeout=10).status_code == 200
     jp = svc["jupyter"]
@@ -96,7 +96,7 @@ def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
     wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
     m = pai.metrics(job)
     task = m["tasks"][0]
-    # over a window of >= 1 s of kept samples (issue 12 item 11: this read 0.0 when two calls came close together);
+    # over a window of >= 1 s of kept samples (this read 0.0 when two calls came close together);
     # a spinning process gets well over 5 % of a core even on a loaded machine
     assert task["cpuPercent"] > 5 and task["memoryLimitBytes"] == 256 * 2**20
     assert m["gpu"]["available"] is False and "NVML" in m["gpu"]["message"]

@@ -1,4 +1,4 @@
-"""One daemon per home (issue 12 item 4): racing starts from the CLI, a kernel's client and the server
+"""One daemon per home: racing starts from the CLI, a kernel's client and the server
 extension's path (control.start) all end with one daemon, which every one of them attaches to."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_a_second_daemon_on_a_held_home_exits_and_says_why(tmp_path: Path) -> No
         assert done.returncode == 75
         assert f"another daemon (pid {info['pid']}) already serves" in done.stderr
         assert control.running(home)["pid"] == info["pid"]  # type: ignore[index]
-        # `pai cluster status` says which enforcement is in force (issue 12 item 7)
+        # `pai cluster status` says which enforcement is in force
         status = subprocess.run(
             [sys.executable, "-m", "pai_jupyter.cli", "cluster", "status"],
             capture_output=True,

@@ -1,4 +1,4 @@
-"""The web terminal of a process-runtime task is a shell INSIDE the task (issue 20 item 5): the task's C shim starts
+"""The web terminal of a process-runtime task is a shell INSIDE the task: the task's C shim starts
 it, so it runs as the task's account, in the task's cgroups and below the shim, and ends with the task. The audit's
 attacks, each through the daemon's terminal websocket: a memory hog in a 256 MB task, a ``setsid sleep`` that
 outlived its job, and a job's own environment (LD_PRELOAD) acting on the root daemon's way into the task."""

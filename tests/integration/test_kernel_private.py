@@ -1,4 +1,4 @@
-"""A PAI kernel is its owner's (issue 20, items 7, 13 and 14): another local OS account that subscribes to the
+"""A PAI kernel is its owner's: another local OS account that subscribes to the
 kernel's iopub, pings its heartbeat or sends to its shell gets nothing (its channels are CurveZMQ); a Jupyter
 server killed with -9 leaves no kernel job running (the job's lease lapses and the daemon stops it, saying why);
 the kernel's connection file is off the disk once the kernel has read it, and its temp dir with it."""

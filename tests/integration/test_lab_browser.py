@@ -1,4 +1,4 @@
-"""The JupyterLab face in a real browser (issue 14): a real ``jupyter lab`` server with the prebuilt
+"""The JupyterLab face in a real browser: a real ``jupyter lab`` server with the prebuilt
 labextension (no ``jupyter lab build``) and the real daemon. The sidebar lists a submitted job and its state
 turns SUCCEEDED; its job page shows the task table, the config and the log (markup the task printed stays
 text); the terminal tab runs ``echo $((6*7))`` and shows 42; the TensorBoard tab shows the run's scalars; a job
@@ -139,7 +139,7 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     form = lab.locator(".pai-Form").last
     form.get_by_label("Job name", exact=True).fill("lab-form-job")
     form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
-    form.get_by_label("Pro mode").check()  # memory is a pro setting (seed 001)
+    form.get_by_label("Pro mode").check()  # memory is a pro setting (the platform user guide)
     memory, max_run = form.get_by_label("Memory (MB)", exact=True), form.get_by_label("Max run time (minutes, 0: none)")
     memory.fill("0")
     max_run.fill("-1")

@@ -1,4 +1,4 @@
-"""The Lab submit form in a real browser (issue 22): Edit JSON is a two-way view of the one document Submit
+"""The Lab submit form in a real browser: Edit JSON is a two-way view of the one document Submit
 sends, the runtime plugins have switches in basic mode, and a refusal of the cluster (a virtual cluster that
 does not exist, more CPUs than it has, a job name taken) lands where the status line says, in its words."""
 

@@ -1,4 +1,4 @@
-"""The Lab's job page, sidebar and charts in a real browser (issue 22, items 8, 9, 10, 14 and the native look): log
+"""The Lab's job page, sidebar and charts in a real browser: log
 Follow after the page was hidden, Stop that asks and turns off once the job ended, Clone that asks the copy's name,
 "Clone to form" of a two-role job in pro mode with the roles named, an SSH dialog whose command logs in as shown,
 kernel jobs by their notebook (ended ones hidden or cleared), row facts that are never cut, charts with axes,

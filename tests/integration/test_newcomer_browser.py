@@ -1,4 +1,4 @@
-"""Issue 13 item 8 in a real browser (JupyterLab): the JobForm's labels are not cut, Import draws the role's tab
+"""In a real browser (JupyterLab): the JobForm's labels are not cut, Import draws the role's tab
 at once and its button says a file was taken; the ResourceMonitor's lines stay under the top of their charts,
 its time labels do not overlap, and after the job ended it keeps the samples and sums them up. Screenshots go
 to $PAI_SCREENSHOTS when set (to look at the polish)."""

@@ -1,4 +1,4 @@
-"""Issue 13 item 8: the submitted config from the job list, ``%pai_status --config`` and ``pai status --config``;
+"""The submitted config from the job list, ``%pai_status --config`` and ``pai status --config``;
 Ctrl-C during ``pai submit --wait`` says the job keeps running and how to stop it; a TensorBoard that
 ``%pai_tensorboard --logdir`` started ends with its kernel."""
 

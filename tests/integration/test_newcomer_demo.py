@@ -1,4 +1,4 @@
-"""Issue 13 items 5 and 7: ``make demo`` leaves no over-provisioned cluster behind (it stops the one it started,
+"""``make demo`` leaves no over-provisioned cluster behind (it stops the one it started,
 and leaves a running one as it was), ``pai cluster status`` says when capacity differs from the machine, and a
 task the completion policy stopped says why."""
 

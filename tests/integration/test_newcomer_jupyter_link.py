@@ -1,4 +1,4 @@
-"""Issue 13 item 3: a task's Jupyter link opens JupyterLab directly, and once the task has ended the browser gets
+"""A task's Jupyter link opens JupyterLab directly, and once the task has ended the browser gets
 a readable page that says so (escaped), not a raw JSON 409."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 2: every job has one documented TensorBoard directory, ``$PAI_OUTPUT_LOGS``; the tensorboard
+"""Every job has one documented TensorBoard directory, ``$PAI_OUTPUT_LOGS``; the tensorboard
 plugin watches it by default, the job's links say where it looks, and the embedded view hints while it is empty."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 4: seed 004's ``cd /userhome`` on the process runtime reaches the user's persistent home (never a
+"""LeinaoPAI's guide's ``cd /userhome`` on the process runtime reaches the user's persistent home (never a
 silent success in a throwaway directory), and validate / submit say what /userhome and /gdata mean here."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pai_jupyter.client import Client
 from .conftest import Api, v1
 from .test_cli import pai
 
-SEED = "cd /userhome; mkdir -p output; date > output/out.txt; pwd; echo finished"  # seed 004's example
+SEED = "cd /userhome; mkdir -p output; date > output/out.txt; pwd; echo finished"  # LeinaoPAI's guide's example
 
 
 def test_seed_userhome_job_writes_into_the_persistent_home(daemon: Api) -> None:

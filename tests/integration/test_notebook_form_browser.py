@@ -1,4 +1,4 @@
-"""The notebook's JobForm in a real browser across a page reload (issue 22, item 4): the kernel lives on, the
+"""The notebook's JobForm in a real browser across a page reload: the kernel lives on, the
 page is new, and running the form's cell again at once draws the whole form, with no "model not found". The
 cause (a Layout shared by every form, made before the new page) is pinned without a browser in
 tests/unit/test_notebook_form.py; the race it lost here (the cell run before the page has loaded the kernel's

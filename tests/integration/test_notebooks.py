@@ -1,4 +1,4 @@
-"""The example notebooks (issue 14): each runs top to bottom with nbclient in a real kernel against the
+"""The example notebooks: each runs top to bottom with nbclient in a real kernel against the
 embedded cluster (the test's daemon) and shows what it is about; each is kept with its outputs cleared."""
 
 from __future__ import annotations

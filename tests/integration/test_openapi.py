@@ -548,7 +548,7 @@ def test_services_and_their_stop_and_start_answer_as_the_spec_says(seeded: Seede
     }  # the job's $PAI_OUTPUT_LOGS
     runs = f"http://{tb['host']}:{tb['port']}/data/runs"
     assert isinstance(tb["token"], str) and len(tb["token"]) >= 32
-    assert httpx.get(runs, timeout=10).status_code == 403  # only the proxy's credential opens it (issue 12 item 3)
+    assert httpx.get(runs, timeout=10).status_code == 403  # only the proxy's credential opens it
     assert httpx.get(runs, headers={"Authorization": f"token {tb['token']}"}, timeout=10).status_code == 200
     assert _services(seeded, seeded.succeeded) == {} and _services(seeded, seeded.waiting) == {}
     assert _services(seeded, seeded.failed)["tensorboard"]["state"] == "stopped"  # its task is over

@@ -1,4 +1,4 @@
-"""Issue 20: what a task serves cannot act as the user's Jupyter server, and no local process reaches its desktop.
+"""What a task serves cannot act as the user's Jupyter server, and no local process reaches its desktop.
 
 The attacks, for real: a task takes its own service's port (it stops the service the daemon started for it and
 serves files there instead, as any task, or an image's own "tensorboard", can) and serves a page or a noVNC

@@ -1,4 +1,4 @@
-"""What keeps a process-runtime task in its place (issue 20): the shim (root, on a shared machine) writes through no
+"""What keeps a process-runtime task in its place: the shim (root, on a shared machine) writes through no
 link planted in the task's directory, and a task's processes are capped by its pids cgroup."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def c_runtimes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runti
 def test_the_shim_writes_through_no_symlink_planted_in_the_task_dir(
     c_runtimes: Runtimes, tmp_path: Path, target: Path, as_account: bool
 ) -> None:
-    """Audit item 1: ``stderr`` and ``runtime`` are made when first written, so a task that could write its
+    """``stderr`` and ``runtime`` are made when first written, so a task that could write its
     directory planted them as links to /etc/passwd: the root shim appended to it and chowned it to the task."""
     if as_account and os.geteuid() != 0:
         pytest.skip("running a task as another account needs root")
@@ -151,7 +151,7 @@ for pid in kids:
 @pytest.mark.skipif(not PIDS, reason="no writable pids cgroup on this machine")
 @pytest.mark.parametrize("kind", ["c", "c-warm", "sh"])
 def test_a_task_that_forks_all_it_can_stays_under_its_pids_limit(tmp_path: Path, kind: str) -> None:
-    """Audit item 14: nothing capped a task's processes; a fork bomb in one task took the machine's pid space."""
+    """Nothing capped a task's processes; a fork bomb in one task took the machine's pid space."""
     shim = SHIMS["c"]() if kind != "sh" else Shim(("/bin/sh", str(SHIM_SH)), "sh")
     r = Runtimes(shim, warm=1 if kind == "c-warm" else 0, warm_dir=tmp_path / "warm" if kind == "c-warm" else None)
     r.pids_limit = 40

@@ -124,7 +124,7 @@ def test_oom_is_reported(rt: Tracked, image: str, tmp_path: Path) -> None:
 
 
 def test_a_container_that_forks_all_it_can_stays_under_its_pids_limit(image: str, tmp_path: Path) -> None:
-    """Audit item 14: no pids limit per task. Only builtins once the forks begin (a full container cannot fork
+    """No pids limit per task. Only builtins once the forks begin (a full container cannot fork
     a ``cat``): the subshell counts its forks in a file until one fails."""
     rt = Tracked(pids_limit=40)
     try:

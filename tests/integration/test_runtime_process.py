@@ -136,7 +136,7 @@ def test_logs_keep_order_and_bytes(runtimes: Runtimes, tmp_path: Path) -> None:
 
 
 def test_the_image_notice_goes_to_the_runtime_log_not_the_users_streams(runtimes: Runtimes, tmp_path: Path) -> None:
-    """OpenPAI keeps the runtime's words in a log of their own (issue 11 item 6): stdout is the user's."""
+    """OpenPAI keeps the runtime's words in a log of their own: stdout is the user's."""
     (tmp_path / "all").write_text("[kept]\n")  # a log is only ever appended to
     run(runtimes.make(), tmp_path, "echo out; echo err >&2", image="pai-test/busybox")
     notice = "[pai_jupyter] process runtime: the image 'pai-test/busybox' was not used; the task runs on this host.\n"
@@ -270,7 +270,7 @@ ESCAPE_ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import
 
 @pytest.mark.parametrize("warm", [0, 2])
 def test_a_setsid_escape_is_still_counted_by_the_watchdog(tmp_path: Path, warm: int) -> None:
-    """Issue 12 item 7: ``( setsid python ... & )`` leaves the group and, without a subreaper, the shim's tree:
+    """``( setsid python ... & )`` leaves the group and, without a subreaper, the shim's tree:
     it allocated 400 MB under a 128 MB limit and the job SUCCEEDED. The C shim adopts it: counted and killed."""
     r = Runtimes(SHIMS["c"](), warm=warm, warm_dir=tmp_path / "warm" if warm else None)
     try:
@@ -287,7 +287,7 @@ def test_a_setsid_escape_is_still_counted_by_the_watchdog(tmp_path: Path, warm: 
 
 
 def test_stop_reaches_a_setsid_child(tmp_path: Path) -> None:
-    """Issue 12 item 7: a ``setsid`` child survived ``pai stop``: killpg does not reach another session."""
+    """A ``setsid`` child survived ``pai stop``: killpg does not reach another session."""
     r = Runtimes(SHIMS["c"]())
     try:
         rt = r.make("watchdog")

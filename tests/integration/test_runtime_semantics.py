@@ -1,4 +1,4 @@
-"""Both runtimes run a task's commands as OpenPAI's runtime does (issue 11 item 1): one bash script under
+"""Both runtimes run a task's commands as OpenPAI's runtime does: one bash script under
 ``set -o errexit -o nounset -o pipefail``; an image without bash gets sh with the options it has, said in the
 task's ``runtime`` log. The script with its secrets never touches the disk."""
 

@@ -1,6 +1,6 @@
-"""The server extension under attack (issue 12): a cookie-authenticated write from a foreign Origin is a 403 as
+"""The server extension under attack: a cookie-authenticated write from a foreign Origin is a 403 as
 docs/server-extension.md promises (Jupyter's own check answers 404), and no answer writes a raw ``?token=``
-into Jupyter's log (item 8)."""
+into Jupyter's log."""
 
 from __future__ import annotations
 

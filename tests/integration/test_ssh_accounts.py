@@ -1,4 +1,4 @@
-"""SSH for a user who is not the cluster's owner (issue 20): with the daemon as root their tasks run as an OS
+"""SSH for a user who is not the cluster's owner: with the daemon as root their tasks run as an OS
 account of their own (cluster/core/accounts.py), and ssh must work for them as for the owner: their ``ssh``
 plugin logins, a Horovod/MPI-style ``jobssh`` job whose tasks read the job key and pass the barrier. And a task
 that plants links where the daemon reads ssh files (the job key, the ``.missing`` note, the user's stored keys)

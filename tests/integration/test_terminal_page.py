@@ -1,4 +1,4 @@
-"""The browser page of a task's terminal (issue 13 item 1): ``{base_url}pai/jobs/{user}~{job}/{role}/{index}/terminal/``
+"""The browser page of a task's terminal: ``{base_url}pai/jobs/{user}~{job}/{role}/{index}/terminal/``
 in a plain Jupyter Server under JupyterHub's kind of prefix: headless Chromium types ``echo $((6*7))`` into the
 xterm.js page and sees 42; the page is behind the login, only for the profile user's own tasks, and no
 request of it leaves the prefix."""

@@ -1,5 +1,5 @@
 """The daemon package keeps one home per contract: SQL only in the store (core/store/), final states only in
-common.states, task-directory names only in runtime/taskdir.py, and modules small enough to read (issue 10)."""
+common.states, task-directory names only in runtime/taskdir.py, and modules small enough to read."""
 
 from __future__ import annotations
 

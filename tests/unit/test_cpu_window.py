@@ -1,4 +1,4 @@
-"""CPU % over a window of kept samples (issue 12 item 11): callers close together all read the task's real rate.
+"""CPU % over a window of kept samples: callers close together all read the task's real rate.
 
 Deterministic: the clock and the CPU seconds are given, nothing sleeps."""
 

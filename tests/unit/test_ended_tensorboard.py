@@ -1,4 +1,4 @@
-"""The TensorBoard this server starts over an ended task's logdir (issue 22): only a real directory on this machine
+"""The TensorBoard this server starts over an ended task's logdir: only a real directory on this machine
 (a symlink, a relative path, a logdir spec are refused), behind a token guard that refuses every request without
 the token, and stopped when idle."""
 

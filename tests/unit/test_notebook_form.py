@@ -242,7 +242,7 @@ def test_the_servers_problems_land_beside_the_fields_too() -> None:
 
 def test_refusals_without_a_path_land_beside_their_field() -> None:
     """An unknown virtual cluster is the "Virtual cluster" field's, a name taken the "Job name" field's (the
-    daemon says either without a path); what does not fit stays above the buttons (issue 22, item 13)."""
+    daemon says either without a path); what does not fit stays above the buttons."""
     no_vc = InvalidJob(
         "job x can never run here: virtual cluster 'nope' does not exist (known: default)",
         status=400,
@@ -335,7 +335,7 @@ def _refs(value: Any) -> set[str]:
 
 def test_a_form_made_later_needs_no_model_made_before(monkeypatch: pytest.MonkeyPatch) -> None:
     """A page opened after the first form (a browser reload) only gets the models made from then on: the new
-    form must refer to none made earlier, or the page says "model not found" for each (issue 22, item 4)."""
+    form must refer to none made earlier, or the page says "model not found" for each."""
     opened: set[str] = set()
 
     def create_comm(**kw: Any) -> RecordingComm:
@@ -361,7 +361,7 @@ def test_a_form_made_later_needs_no_model_made_before(monkeypatch: pytest.Monkey
 
 def test_the_notebook_form_draws_the_shared_form_definition() -> None:
     """The notebook's and the Lab's forms are one definition: the same fields, labels and order, and the same
-    basic/pro split (issue 22, item 15)."""
+    basic/pro split."""
     from pai_jupyter.protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, ROLE_FIELDS, definition
 
     form = JobForm()

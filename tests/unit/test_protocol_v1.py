@@ -1,4 +1,4 @@
-"""OpenPAI v1 JSON (seed 001, table 6.3.2): every field and its rule, with the error text naming the field."""
+"""OpenPAI v1 JSON (the user guide's table 6.3.2): every field and its rule, with the error text naming the field."""
 
 from __future__ import annotations
 

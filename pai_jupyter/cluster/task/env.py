@@ -1,4 +1,4 @@
-"""The PAI_* environment of a task (seed 001's table, OpenPAI's runtime names, v1 compatibility names)."""
+"""The PAI_* environment of a task (the user guide's table, OpenPAI's runtime names, v1 names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Estimator's task layout (seed 003, Alibaba PAI's): /ml/usercode, /ml/input/{config,data}, /ml/output.
+"""The Estimator's task layout (Alibaba PAI's Estimator guide): /ml/usercode, /ml/input/{config,data}, /ml/output.
 
 A job whose ``extras`` carry ``com.pai_jupyter.estimator`` gets, once per job, a tree under its job dir:
 ``ml/usercode`` (a snapshot of sourceDir taken at submit), ``ml/input/config/hyperparameters.json`` (JSON that

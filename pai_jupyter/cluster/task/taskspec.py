@@ -46,7 +46,7 @@ def task_spec(
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
-    if not docker:  # seed 004's /userhome: the same directory through $PAI_USER_HOME (see protocol/containerpaths.py)
+    if not docker:  # /userhome: the same directory through $PAI_USER_HOME (protocol/containerpaths.py)
         script, changed = containerpaths.rewrite(script)
         script = f"{containerpaths.rewrite_notice()}\n{script}" if changed else script
     own = json.loads(t.get("services") or "{}") or {}
