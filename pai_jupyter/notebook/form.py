@@ -1,6 +1,6 @@
 """JobForm: the user guide's submit form (6.1.2) — basic and pro mode, Edit JSON, Import, Export — as ipywidgets.
 
-The form's state is a v1 JSON document, the format of the seed's "Edit JSON" window: the fields write it, the
+The form's state is a v1 JSON document, the format of the user guide's "Edit JSON" window: the fields write it, the
 JSON editor and Import read it, and the protocol validates it, so every problem's field path
 (``taskRoles[0].memoryMB``) finds the widget it is about and is shown right under it.
 """

@@ -65,9 +65,9 @@ def area(label: str, value: str = "", placeholder: str = "", tooltip: str = "", 
 
 
 def spec_field(f: FormField) -> Field:
-    """The widget the shared form definition asks for; its tooltip gives the seed's Chinese label and the help."""
+    """The widget the shared form definition asks for; its tooltip gives the user guide's Chinese label and the help."""
     tooltip = " — ".join(t for t in (f.label_zh, f.help) if t)
-    if f.kind == "minutes":  # the seed's "work duration"; 0 = no limit
+    if f.kind == "minutes":  # the user guide's "work duration"; 0 = no limit
         widget = W.BoundedFloatText(value=float(f.default), min=0, max=1e6, step=10, layout=W.Layout(width="300px"))
         return Field(widget, f.label, tooltip)
     if f.kind == "number":

@@ -31,7 +31,7 @@ REQUIREMENTS = (
 
 
 def env_name(name: str) -> str:
-    """``train.learning-rate`` -> ``TRAIN_LEARNING_RATE`` (the seed's rule for PAI_HPS_ and PAI_INPUT_)."""
+    """``train.learning-rate`` -> ``TRAIN_LEARNING_RATE`` (Alibaba PAI's rule for PAI_HPS_ and PAI_INPUT_)."""
     return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
