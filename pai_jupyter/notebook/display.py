@@ -126,7 +126,7 @@ def detail_html(detail: Any) -> str:
 
 
 def config_html(job_id: str, text: str) -> str:
-    """A job's submitted config (secrets masked by the server), with a link that saves it (the seed's "JSON
+    """A job's submitted config (secrets masked by the server), with a link that saves it (the user guide's "JSON
     file" view of a job)."""
     json_like = text.lstrip().startswith("{")
     name = job_id.partition("~")[2] or job_id

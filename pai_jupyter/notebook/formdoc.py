@@ -59,7 +59,7 @@ class DocumentFields:
             for k, v in (self._base.get("extras") or {}).items()
             if k not in ("storages", PLUGIN_KEY, "maxRunTimeMinutes")
         }
-        if self.max_run.value:  # the seed's "work duration"
+        if self.max_run.value:  # the user guide's "work duration"
             minutes = float(self.max_run.value)
             extras["maxRunTimeMinutes"] = int(minutes) if minutes.is_integer() else minutes
         if mounts:

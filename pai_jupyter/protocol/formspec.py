@@ -1,4 +1,4 @@
-"""The submit form's one definition: its fields, labels (English and the seed's Chinese), order and modes.
+"""The submit form's one definition: its fields, labels (English and the user guide's Chinese), order and modes.
 
 The Lab form (``labextension/src/form.ts``, fed by the server's ``pai/api/form``) and the notebook's ``JobForm``
 both draw from this list, so the two forms cannot drift apart. Each field names the v1 key it edits (the form's
