@@ -165,3 +165,18 @@ def test_a_task_without_papermill_says_so_in_its_log(env: Env) -> None:
     assert detail["jobStatus"]["state"] == "FAILED"
     assert detail["jobStatus"]["appExitCode"] == EXIT_NO_PAPERMILL
     assert "papermill is not installed in this task" in env.api.log(job_id)
+
+
+def test_estimator_takes_a_notebook_as_its_entry_point(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pai_jupyter.sdk.estimator import Estimator
+
+    monkeypatch.setenv("PAI_JUPYTER_HOME", str(env.api.home))
+    _notebook(env.root / "est" / "train.ipynb")
+    est = Estimator(entry_point=str(env.root / "est" / "train.ipynb"), hyperparameters={"lr": 0.25, "epochs": 4})
+    est.fit(logs=False)
+    assert est.job is not None
+    done = _executed(env, est.job, "lr 0.25 epochs 4 int", "SUCCEEDED")
+    assert done["parameters"] == {"lr": 0.25, "epochs": 4}
+    assert (Path(est.tensorboard()) / "train.executed.ipynb").is_file()
+    with pytest.raises(ValueError, match="not both"):
+        Estimator("python3 x.py", entry_point=str(env.root / "est" / "train.ipynb"))
