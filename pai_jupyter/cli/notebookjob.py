@@ -76,6 +76,13 @@ def run_notebook(
         click.echo(f"pai: {exc}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
     client = client_for(profile)
+    if not client.locality().embedded:
+        click.echo(
+            f"pai: run-notebook needs the embedded cluster (the notebook's folder travels with the job); "
+            f"{client.profile.name} is a remote OpenPAI",
+            err=True,
+        )
+        raise SystemExit(EXIT_BAD_INPUT)
     job_id = client.submit(job)
     click.echo(job_id)
     if wait:

@@ -128,6 +128,9 @@ class NotebookJobHandler(_Base):
         path = (root / body["path"].lstrip("/")).resolve()
         if root not in path.parents or not path.is_file():
             raise PaiHTTPError(404, "no such notebook under this server's folder", code="NotFound")
+        locality = await self.call("the cluster's locality", self.client.locality())
+        if not locality.embedded:
+            raise PaiHTTPError(501, "notebook jobs need the embedded cluster (the folder travels with the job)")
         try:
             job = notebook_job(path.name, str(path.parent), parameters)
         except ValueError as exc:
