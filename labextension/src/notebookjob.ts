@@ -1,6 +1,6 @@
 // Notebooks as PAI jobs: "Run as PAI job" on a .ipynb in the file browser (papermill runs it in a task, its
 // parameters cell overridden by the JSON asked for), and the executed notebook of such a job, opened read-only in
-// a Lab tab: the server renders what the task has written so far into a sandboxed page that refreshes itself
+// a Lab tab: the server renders what the task has written so far into a sandboxed page, which the tab reloads
 // while the job runs (pai/api/jobs/{id}/notebook?format=html).
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { IFrame, InputDialog, MainAreaWidget, Notification } from '@jupyterlab/apputils';
@@ -12,6 +12,9 @@ import { jobPath } from './api';
 import { button } from './dom';
 import { parseParameters } from './notebookparams';
 
+const RELOAD_MS = 3000;
+const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+
 export function notebookUrl(id: string, format: 'json' | 'html'): string {
   const base = ServerConnection.makeSettings().baseUrl;
   return (
@@ -20,13 +23,9 @@ export function notebookUrl(id: string, format: 'json' | 'html'): string {
   );
 }
 
-async function call(path: string, init: RequestInit): Promise<Record<string, unknown>> {
+async function call(url: string, init: RequestInit): Promise<Record<string, unknown>> {
   const settings = ServerConnection.makeSettings();
-  const response = await ServerConnection.makeRequest(
-    URLExt.join(settings.baseUrl, path),
-    init,
-    settings
-  );
+  const response = await ServerConnection.makeRequest(url, init, settings);
   const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
   if (!response.ok) {
     throw new Error(String(body.message ?? response.statusText));
@@ -92,7 +91,8 @@ export function registerNotebookJobs(
         return;
       }
       try {
-        const answer = await call('pai/api/notebook-jobs', {
+        const base = ServerConnection.makeSettings().baseUrl;
+        const answer = await call(URLExt.join(base, 'pai/api/notebook-jobs'), {
           method: 'POST',
           body: JSON.stringify({ path, parameters })
         });
@@ -115,12 +115,31 @@ export function registerNotebookJobs(
       }
       const frame = new IFrame({ sandbox: ['allow-scripts'], referrerPolicy: 'same-origin' });
       frame.url = notebookUrl(id, 'html');
+      // the page sits in an opaque origin and cannot reload itself with our cookie: reload it from here when
+      // what the task has written changes, until the job has ended
+      let seen = '';
+      const timer = window.setInterval(async () => {
+        try {
+          const body = await call(notebookUrl(id, 'json'), { method: 'GET' });
+          const now = `${String(body.state)} ${JSON.stringify(body.notebook ?? null).length}`;
+          if (now !== seen) {
+            frame.url = `${notebookUrl(id, 'html')}&t=${Date.now()}`;
+          }
+          seen = now;
+          if (FINAL.has(String(body.state))) {
+            window.clearInterval(timer);
+          }
+        } catch {
+          window.clearInterval(timer);
+        }
+      }, RELOAD_MS);
       frame.addClass('pai-ServiceFrame');
       const main = new MainAreaWidget({ content: frame });
       main.id = key;
       main.title.label = `Executed: ${id.split('~').slice(1).join('~')}`;
       main.title.caption = `The executed notebook of ${id} (read-only)`;
       main.title.closable = true;
+      main.disposed.connect(() => window.clearInterval(timer));
       shell.add(main, 'main');
       shell.activateById(key);
     }

@@ -1,13 +1,14 @@
-"""Notebooks as jobs in the Lab: submit a notebook of this server's folder as a papermill job, and read its
-executed copy while the job runs and after.
+"""Notebooks as jobs in the Lab: submit a notebook of this server's folder as a papermill job, and read its executed
+copy while the job runs and after.
 
 ``POST pai/api/notebook-jobs`` ``{"path": "dir/train.ipynb", "parameters": {...}}`` -> ``{"id"}`` (the notebook's
 folder travels with the job; see ``protocol.notebookjob``). ``GET pai/api/jobs/{user}~{name}/notebook`` -> ``{"id",
 "state", "name", "parameters", "notebook"}`` (the nbformat JSON as written so far); ``?format=html`` renders it
-read-only (nbconvert) in an opaque origin (``Content-Security-Policy: sandbox``: outputs are the task's, never
-this server's), refreshing itself while the job runs. The job's owner only (anyone else's is a 404, as
-everywhere). The executed copy sits in the job's ``logs`` output on this machine (the embedded cluster), written by
-the task's account: it is opened without following a link, must be a regular file and is read up to a bound.
+read-only (nbconvert) in an opaque origin (``Content-Security-Policy: sandbox``: outputs are the task's, never this
+server's; such a page cannot reload itself with this server's cookie, so the Lab tab reloads it). The job's owner
+only (anyone else's is a 404, as everywhere). The executed copy sits in the job's ``logs`` output on this machine
+(the embedded cluster), written by the task's account: it is opened without following a link, must be a regular file
+and is read up to a bound.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from ..client import FINAL_STATES
 from ..protocol import job_from_text
 from ..protocol.notebookjob import NOTEBOOK_KEY, notebook_job
 from .common import JOB_RE, PaiHTTPError
@@ -30,7 +31,6 @@ from .lab_api import _Base
 from .sandbox import SANDBOX_CSP
 
 MAX_NOTEBOOK_BYTES = 64 << 20
-REFRESH_SECONDS = 5
 
 
 def read_regular(path: str, limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
@@ -90,19 +90,16 @@ class ExecutedNotebookHandler(_Base):
         )
 
     async def _html(self, job: str, state: str, notebook: dict[str, Any] | None) -> None:
-        running = state not in FINAL_STATES
-        refresh = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if running else ""
         if notebook is None:
             said = f"{html.escape(job)} is {html.escape(state)}: no cell has run yet."
-            body = f"<html><head>{refresh}</head><body><p>{said}</p></body></html>"
+            body = f"<html><body><p>{said}</p></body></html>"
         else:
             body = await asyncio.to_thread(_render, notebook)
-            body = body.replace("<head>", "<head>" + refresh, 1)
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Content-Security-Policy", SANDBOX_CSP)
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
-        self.finish(body)
+        JupyterHandler.finish(self, body)  # not APIHandler.finish: it would call the page JSON
 
 
 def _render(notebook: dict[str, Any]) -> str:
