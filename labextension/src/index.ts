@@ -24,6 +24,7 @@ import { cloneJob, deleteJob, getConfig, jobPath, stopJob, validate } from './ap
 import { counts, endedSince, freeName } from './format';
 import { SubmitForm } from './form';
 import { JobPage } from './jobpage';
+import { registerNotebookJobs } from './notebookjob';
 import { JobsPanel } from './sidebar';
 import { askCloneName, confirmStop } from './actions';
 import { paiIcon, serviceIcon } from './icons';
@@ -337,6 +338,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     for (const factory of ['Editor', 'JSON']) {
       app.docRegistry.addWidgetExtension(factory, submitButton);
     }
+    registerNotebookJobs(app, browsers, openJob); // "Run as PAI job" on notebooks, their executed copy
     app.contextMenu.addItem({
       command: 'pai:submit-file',
       selector: '.jp-DirListing-item[data-isdir="false"]',

@@ -11,6 +11,7 @@ import { button, el, section, toolButton } from './dom';
 import { duration, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
+import { addNotebookButton } from './notebookjob';
 
 export class JobPage extends Widget {
   constructor(
@@ -50,6 +51,7 @@ export class JobPage extends Widget {
         () => void this.commands.execute('pai:new-job', { from: jobId })
       )
     );
+    addNotebookButton(jobId, commands, bar); // a notebook job: its executed notebook
     this.summary = section('Summary', 'pai-Summary');
     this.tasks = section('Tasks', 'pai-Tasks');
     this.events = section('Events', 'pai-Events');

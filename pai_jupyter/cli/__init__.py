@@ -9,6 +9,7 @@ from .. import __version__
 from .cluster import cluster
 from .jobs import COMMANDS as JOB_COMMANDS
 from .kernel import kernel
+from .notebookjob import COMMANDS as NOTEBOOK_COMMANDS
 from .profile import profile
 from .ssh import COMMANDS as SSH_COMMANDS
 from .validate import validate
@@ -27,4 +28,6 @@ main.add_command(kernel)
 for _command in JOB_COMMANDS:
     main.add_command(_command)
 for _command in SSH_COMMANDS:
+    main.add_command(_command)
+for _command in NOTEBOOK_COMMANDS:
     main.add_command(_command)

@@ -118,6 +118,7 @@ def admin_token(cluster, local: Path) -> str:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    from .core.gpuidle import gpu_idle
     from .core.service import Cluster
     from .http.app import make_app
     from .http.lease import Leases
@@ -162,6 +163,7 @@ async def serve(args: argparse.Namespace) -> None:
         cluster.capacity.total.describe(),
     )
     runtime.begin()
+    idle_gpus = gpu_idle(cluster, local)  # None unless cluster.yaml's gpuIdle turns it on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -177,6 +179,8 @@ async def serve(args: argparse.Namespace) -> None:
                 leases.expire()
                 if seconds % 30 == 0:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
+                if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
+                    await idle_gpus.check()
             except Exception:
                 log.exception("deadline check failed")
 

@@ -21,6 +21,7 @@ from ..client.profiles import LOCAL
 from ..common.states import JobState
 from ..protocol import Job, Prerequisite, TaskRole
 from ..protocol.model import DEFAULT_IMAGE_PREREQ
+from ..protocol.notebookjob import NOTEBOOK_KEY, notebook_spec, papermill_command
 from ..protocol.rules import ESTIMATOR_KEY, MAX_RUN_TIME_KEY
 
 DEFAULT_IMAGE = "python:3.11-slim"
@@ -31,11 +32,15 @@ def _env_name(name: str) -> str:
 
 
 class Estimator:
-    """A training job template. ``instance_type`` is ``"local"`` (the embedded cluster) or a profile name."""
+    """A training job template. ``instance_type`` is ``"local"`` (the embedded cluster) or a profile name.
+
+    ``entry_point`` instead of ``command``: a notebook (``train.ipynb``: papermill runs it, the hyperparameters
+    are its parameters, the executed copy lands in ``tensorboard()``'s dir) or a script in ``source_dir``
+    (default: the entry point's folder)."""
 
     def __init__(
         self,
-        command: str,
+        command: str | None = None,
         source_dir: str | Path | None = None,
         image_uri: str = DEFAULT_IMAGE,
         *,
@@ -48,10 +53,20 @@ class Estimator:
         memory: int = 2048,
         max_run_time_minutes: float | None = None,
         client: Client | None = None,
+        entry_point: str | None = None,
     ):
         if source_dir is not None and not Path(source_dir).expanduser().is_dir():
             raise ValueError(f"source_dir {source_dir} is not a directory")
+        if (command is None) == (entry_point is None):
+            raise ValueError("give a command or an entry_point (a notebook or a script in source_dir), not both")
+        if entry_point is not None:
+            if source_dir is None:
+                source_dir = Path(entry_point).expanduser().resolve().parent
+                entry_point = Path(entry_point).name
+            if not (Path(source_dir).expanduser() / entry_point).is_file():
+                raise ValueError(f"entry_point {entry_point} is not a file in {source_dir}")
         self.command = command
+        self.entry_point = entry_point
         self.source_dir = Path(source_dir).expanduser().resolve() if source_dir is not None else None
         self.image_uri = image_uri
         self.instance_type = instance_type
@@ -88,12 +103,14 @@ class Estimator:
             for k, v in (inputs or {}).items()
         }
         extras: dict[str, Any] = {}
-        command = self.command
+        command = self._command()
         if self.is_local:
             spec: dict[str, Any] = {"hyperparameters": self.hyperparameters, "inputs": resolved}
             if self.source_dir is not None:
                 spec["sourceDir"] = str(self.source_dir)
             extras[ESTIMATOR_KEY] = spec
+            if self.entry_point is not None and self.entry_point.endswith(".ipynb"):
+                extras[NOTEBOOK_KEY] = notebook_spec(self.entry_point, self.hyperparameters)
         else:  # a remote OpenPAI knows nothing of the layout: pass what can travel as environment
             if self.source_dir is not None:
                 raise ValueError(
@@ -121,6 +138,16 @@ class Estimator:
             extras=extras,
             parameters={k: v for k, v in self.hyperparameters.items() if re.match(r"^\w+$", k)},
         )
+
+    def _command(self) -> str:
+        """The command, or the entry point's: papermill for a notebook (hyperparameters as its parameters),
+        ``python3`` with ``$PAI_USER_ARGS`` for a script."""
+        if self.command is not None:
+            return self.command
+        assert self.entry_point is not None
+        if self.entry_point.endswith(".ipynb"):
+            return papermill_command(self.entry_point, self.hyperparameters)
+        return f'cd "$PAI_WORKING_DIR" && python3 {shlex.quote(self.entry_point)} $PAI_USER_ARGS'
 
     def fit(
         self,

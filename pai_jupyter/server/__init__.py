@@ -32,6 +32,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
+    from .notebookjobs import route_specs as notebook_job_routes
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
     from .sandboxed import SANDBOXED_RE, SandboxedProxyHandler
     from .terminal import TERMINAL_RE
@@ -47,6 +48,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     return [
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
+        *notebook_job_routes(pai, args),
         *lab_api_routes(pai, args),
         *lab_form_routes(pai, args),
         *lab_tools_routes(pai, args),

@@ -1,0 +1,185 @@
+"""Notebooks as jobs against a real daemon (process runtime, papermill from the task tools) and a real ``jupyter
+server``: ``pai run-notebook -p`` and the Lab's ``POST pai/api/notebook-jobs`` run a notebook with its
+``parameters`` cell overridden; the executed notebook is readable through ``pai/api/jobs/{id}/notebook`` while
+the job runs (a cell waits on a gate file the test opens) and after; other users' jobs and non-notebook jobs are
+404; a task without papermill fails with the reason in its log."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from pai_jupyter.protocol.notebookjob import EXIT_NO_PAPERMILL
+
+from .conftest import Api, v1
+from .jupyter_fixture import JupyterServer
+from .servers import servers
+
+pytestmark = pytest.mark.slow
+GATE_OUTPUT = r">through the gate\s*</pre>"  # the cell's output (its source says it too, quoted)
+TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: tensorboard, papermill
+
+
+@dataclass
+class Env:
+    api: Api
+    bob: Api
+    jupyter: JupyterServer
+    root: Path  # the Jupyter server's folder
+    gates: Path  # a folder every account can use
+
+
+def _notebook(path: Path) -> None:
+    """A parameters cell, a cell that prints them with their types, and one that waits for a gate file."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("lr = 0.01\nepochs = 1\ngate = ''")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell("print('lr', lr, 'epochs', epochs, type(epochs).__name__)"),
+        nbformat.v4.new_code_cell(
+            "import os, time\nwhile gate and not os.path.exists(gate):\n    time.sleep(0.05)\nprint('through the gate')"
+        ),
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    if not Path(TASK_TOOLS, "bin", "papermill").exists():
+        pytest.skip(f"no papermill in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
+    tmp: Path = tmp_path_factory.mktemp("nbjobs")
+    gates = tmp / "gates"
+    gates.mkdir(mode=0o777)
+    gates.chmod(0o777)
+    old = os.environ.get("PAI_JUPYTER_TASK_TOOLS")
+    os.environ["PAI_JUPYTER_TASK_TOOLS"] = TASK_TOOLS  # the daemon's environment: its tasks find papermill there
+    try:
+        with servers(tmp) as s:
+            api = s.daemon()
+            bob = api.new_user("bob")
+            jupyter = s.jupyter()
+            yield Env(api, bob, jupyter, tmp / "jupyter" / "root", gates)
+    finally:
+        if old is None:
+            os.environ.pop("PAI_JUPYTER_TASK_TOOLS", None)
+        else:
+            os.environ["PAI_JUPYTER_TASK_TOOLS"] = old
+
+
+def _outputs(nb: dict[str, Any]) -> str:
+    texts = [o.get("text", "") for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    return "".join(t if isinstance(t, str) else "".join(t) for t in texts)  # nbformat: a string or its lines
+
+
+def _executed(env: Env, job: str, want: str, state: str) -> dict[str, Any]:
+    """Poll the route until the executed notebook's outputs hold ``want`` while the job is in ``state``."""
+    from tests.polling import wait_for
+
+    http = env.jupyter.http()
+    seen: list[Any] = []
+
+    def ready() -> dict[str, Any] | None:
+        r = http.get(f"pai/api/jobs/{job}/notebook")
+        seen[:] = [r.status_code, r.text[-800:]]
+        if r.status_code != 200:
+            return None
+        body: dict[str, Any] = r.json()
+        return body if body["notebook"] and want in _outputs(body["notebook"]) and body["state"] == state else None
+
+    return wait_for(ready, 90, lambda: f"{want!r} in {job}'s executed notebook ({state}); last: {seen}")
+
+
+def test_run_notebook_is_readable_while_it_runs_and_after(env: Env) -> None:
+    folder = env.root / "exp"
+    _notebook(folder / "train.ipynb")
+    gate = env.gates / "cli"
+    params = ["-p", "lr", "0.5", "-p", "epochs", "3", "-p", "gate", str(gate)]
+    pai = [sys.executable, "-m", "pai_jupyter.cli"]
+    cli = subprocess.run(
+        [*pai, "run-notebook", str(folder / "train.ipynb"), *params, "--name", "nb-cli"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PAI_JUPYTER_HOME": str(env.api.home)},
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    job = cli.stdout.strip()
+    assert job.endswith("~nb-cli")
+    running = _executed(env, job, "lr 0.5 epochs 3 int", "RUNNING")  # papermill's -p types: 3 stays an int
+    assert "through the gate" not in _outputs(running["notebook"])
+    assert running["parameters"] == {"lr": 0.5, "epochs": 3, "gate": str(gate)}
+    assert running["name"] == "train.executed.ipynb"
+    tags = [c["metadata"].get("tags", []) for c in running["notebook"]["cells"]]
+    assert ["injected-parameters"] in tags  # papermill's own injection after the parameters cell
+    page = env.jupyter.http().get(f"pai/api/jobs/{job}/notebook?format=html")
+    assert page.status_code == 200, page.text
+    assert page.headers["Content-Security-Policy"].startswith("sandbox")
+    assert page.headers["Content-Type"].startswith("text/html")  # a page, not JSON
+    assert "lr 0.5 epochs 3 int" in page.text and not re.search(GATE_OUTPUT, page.text)
+    gate.touch()
+    env.api.wait(job, timeout=90)
+    assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
+    done = _executed(env, job, "through the gate", "SUCCEEDED")
+    assert "lr 0.5 epochs 3 int" in _outputs(done["notebook"])
+    page = env.jupyter.http().get(f"pai/api/jobs/{job}/notebook?format=html")
+    assert re.search(GATE_OUTPUT, page.text)
+    # the source notebook is untouched: the executed copy is the job's
+    assert "injected-parameters" not in (folder / "train.ipynb").read_text()
+
+
+def test_lab_submits_a_notebook_and_only_its_owner_reads_it(env: Env) -> None:
+    _notebook(env.root / "lab" / "train.ipynb")
+    http = env.jupyter.http()
+    r = http.post("pai/api/notebook-jobs", json={"path": "lab/train.ipynb", "parameters": {"lr": 2, "epochs": 1}})
+    assert r.status_code == 202, r.text
+    job = r.json()["id"]
+    _executed(env, job, "lr 2 epochs 1 int", "SUCCEEDED")
+    assert http.post("pai/api/notebook-jobs", json={"path": "../outside.ipynb"}).status_code == 404
+    assert http.post("pai/api/notebook-jobs", json={"path": "lab/nothing.ipynb"}).status_code == 404
+    assert env.jupyter.http(None).get(f"pai/api/jobs/{job}/notebook").status_code == 403
+    plain = env.api.submit_ok(v1("nb-plain", "true"))
+    assert http.get(f"pai/api/jobs/{plain}/notebook").status_code == 404  # not a notebook job
+    bobs = env.bob.submit_ok(v1("bob-plain", "true"))
+    assert http.get(f"pai/api/jobs/{bobs}/notebook").status_code == 404  # someone else's job
+
+
+def test_a_task_without_papermill_says_so_in_its_log(env: Env) -> None:
+    """Clear error where the image (here: the host without the task tools on PATH) has no papermill."""
+    from pai_jupyter.protocol.notebookjob import notebook_job
+
+    _notebook(env.root / "bare" / "train.ipynb")
+    job = notebook_job("train.ipynb", str(env.root / "bare"), name="nb-bare")
+    command = job.task_roles[0].commands[0].replace("${PAI_SERVICE_BIN:-/nonexistent}", "/nonexistent")
+    role = job.task_roles[0].model_copy(update={"commands": [command]})
+    job_id = env.api.submit_ok(job.model_copy(update={"task_roles": [role]}).to_yaml())
+    detail = env.api.wait(job_id, timeout=60)
+    assert detail["jobStatus"]["state"] == "FAILED"
+    assert detail["jobStatus"]["appExitCode"] == EXIT_NO_PAPERMILL
+    assert "papermill is not installed in this task" in env.api.log(job_id)
+
+
+def test_estimator_takes_a_notebook_as_its_entry_point(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pai_jupyter.sdk.estimator import Estimator
+
+    monkeypatch.setenv("PAI_JUPYTER_HOME", str(env.api.home))
+    _notebook(env.root / "est" / "train.ipynb")
+    est = Estimator(entry_point=str(env.root / "est" / "train.ipynb"), hyperparameters={"lr": 0.25, "epochs": 4})
+    est.fit(logs=False)
+    assert est.job is not None
+    done = _executed(env, est.job, "lr 0.25 epochs 4 int", "SUCCEEDED")
+    assert done["parameters"] == {"lr": 0.25, "epochs": 4}
+    assert (Path(est.tensorboard()) / "train.executed.ipynb").is_file()
+    with pytest.raises(ValueError, match="not both"):
+        Estimator("python3 x.py", entry_point=str(env.root / "est" / "train.ipynb"))
