@@ -90,7 +90,7 @@ def is_interactive(job: Job) -> bool:
 
 
 def nvml_sampler() -> Sampler:
-    from ...metrics.nvml import Nvml
+    from ..task.nvml import Nvml
 
     nvml = Nvml()
     return lambda indices: {i: s.utilization_percent for i, s in nvml.sample(indices).items()}
