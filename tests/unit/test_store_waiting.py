@@ -43,3 +43,23 @@ def test_the_bulk_read_agrees_with_the_model_and_needs_no_parse(tmp_path: Path) 
         assert h.cluster.queue.info[ids["loose"]].gang is False
 
     run_on(tmp_path, Resources(2, 8192, 0), body)
+
+
+def test_a_waiting_jobs_new_max_run_time_is_what_backfill_weighs(tmp_path: Path) -> None:
+    """A waiting job's max run time raised from 5 to 60 minutes: it no longer ends before the gang job's
+    reservation (the blocker's 10 minutes), so it must not be backfilled when a gap opens (it would hold the CPU
+    the gang job needs for an hour: the head would wait past the time reserved for it)."""
+    from pai_jupyter.cluster.core.maxruntime import set_max_run_time
+
+    async def body(h: Harness) -> None:
+        h.submit(v1("blocker", extras={"maxRunTimeMinutes": 10}))
+        h.submit(v1("gang", tasks=2, extras={"maxRunTimeMinutes": 60}))
+        h.submit(v1("s1", extras={"maxRunTimeMinutes": 5}))
+        h.submit(v1("s2", extras={"maxRunTimeMinutes": 5}))
+        await h.settle()
+        assert [h.state(n) for n in ("blocker", "gang", "s1", "s2")] == ["RUNNING", "WAITING", "RUNNING", "WAITING"]
+        set_max_run_time(h.cluster, h.row("s2"), 60, "alice")
+        await h.end("s1")  # a gap: only a job that ends within the blocker's 10 minutes may take it
+        assert h.state("s2") == "WAITING" and h.state("gang") == "WAITING"
+
+    run_on(tmp_path, Resources(2, 8192, 0), body)
