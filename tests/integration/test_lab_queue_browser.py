@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pai_jupyter.common.states import FINAL
 from tests.polling import wait_for
 
 from .browser import SHOTS, pai_sidebar, watched_page
@@ -40,6 +41,14 @@ def order(api: Api) -> list[str]:
     r = api.http.get("/api/v2/local/queue")
     assert r.status_code == 200, r.text
     return [j["name"] for j in r.json()["virtualClusters"].get("default", [])]
+
+
+def stop_all(api: Api) -> None:
+    """Stop every job still live (each test starts with both CPUs free)."""
+    for j in api.http.get("/api/v2/jobs").json():
+        if j["state"] not in FINAL:
+            api.http.put(f"/api/v2/jobs/{j['username']}~{j['name']}/executionType", json={"value": "STOP"})
+            api.wait(f"{j['username']}~{j['name']}", timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +111,11 @@ def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env,
     view.locator(".pai-QueueRow[data-job='root~lab-q2'] .pai-QueuePriority").select_option("prod")
     wait_for(lambda: rows.all_inner_texts() == ["root~lab-q2", "root~lab-q1", "root~lab-q3"] or None, 30, "prod")
     assert order(env.api) == ["lab-q2", "lab-q1", "lab-q3"]
-    assert env.api.http.put(f"/api/v2/jobs/{blocker}/executionType", json={"value": "STOP"}).status_code == 202
+    stop_all(env.api)
 
 
 def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -> None:
+    stop_all(env.api)
     blocker = env.api.submit_ok(job("q-blocker", cpu=2))
     env.api.wait(blocker, {"RUNNING"}, timeout=60)
     bob = env.api.new_user("bob")
@@ -119,5 +129,4 @@ def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -
     assert bob.http.put(f"/api/v2/local/jobs/{theirs[1]}/priority", json={"position": 0}).status_code == 403
     admin = env.api.http.get("/api/v2/local/queue").json()
     assert admin["canReorder"] and [j["job"] for j in admin["virtualClusters"]["default"]] == mine + theirs
-    for j in (*mine, *theirs, blocker):
-        env.api.http.put(f"/api/v2/jobs/{j}/executionType", json={"value": "STOP"})
+    stop_all(env.api)
