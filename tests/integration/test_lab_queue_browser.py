@@ -2,7 +2,8 @@
 real ``jupyter lab``: a job with ``extras.jobStatusChangeNotification`` shows OpenPAI's words as a Lab
 notification when it starts and when it succeeds; the queue view lists the waiting jobs in order with why they
 wait, and an admin moves one up and gives one a priority class (the daemon's queue agrees). Without a browser the
-daemon's queue route is still checked: a user sees only their own waiting jobs and may not reorder."""
+daemon's queue route is still checked (a user sees only their own waiting jobs and may not reorder), and the
+Jupyter server's routes (what they refuse before asking the daemon, own jobs only, no anonymous call)."""
 
 from __future__ import annotations
 
@@ -129,4 +130,27 @@ def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -
     assert bob.http.put(f"/api/v2/local/jobs/{theirs[1]}/priority", json={"position": 0}).status_code == 403
     admin = env.api.http.get("/api/v2/local/queue").json()
     assert admin["canReorder"] and [j["job"] for j in admin["virtualClusters"]["default"]] == mine + theirs
+    stop_all(env.api)
+
+
+def test_the_servers_queue_routes_check_what_they_forward(env: Env) -> None:
+    """Through the Jupyter server: the queue and a job's notification wishes; a bad class or place is 400 before
+    the daemon is asked, someone else's notification wishes are 404, and anonymous calls 403."""
+    stop_all(env.api)
+    http = env.jupyter.http()
+    told = env.api.submit_ok(job("srv-told", "true", extras={"jobStatusChangeNotification": {"failed": True}}))
+    assert http.get(f"pai/api/jobs/{told}/notification").json()["states"] == ["FAILED"]
+    plain = env.api.submit_ok(job("srv-plain", "true"))
+    assert http.get(f"pai/api/jobs/{plain}/notification").json()["states"] == []
+    carol = env.api.new_user("carol")
+    hers = carol.submit_ok(job("srv-carol", "true", extras={"jobStatusChangeNotification": {"failed": True}}))
+    assert http.get(f"pai/api/jobs/{hers}/notification").status_code == 404
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"jobPriority": "<b>"}).status_code == 400
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"position": -1}).status_code == 400
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"position": True}).status_code == 400
+    queue = http.get("pai/api/queue")
+    assert queue.status_code == 200 and queue.json()["canReorder"] is True
+    anon = env.jupyter.http(None)
+    assert anon.get("pai/api/queue").status_code == 403
+    assert anon.put(f"pai/api/jobs/{plain}/priority", json={"position": 0}).status_code == 403
     stop_all(env.api)
