@@ -22,6 +22,8 @@ from .conftest import Api
 from .jupyter_fixture import JupyterServer, services_job
 from .servers import servers
 
+pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
+
 
 @dataclass
 class Env:
@@ -78,7 +80,6 @@ def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]
     page.close()
 
 
-@pytest.mark.slow
 @pytest.mark.browser
 def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab: Any) -> None:
     told = {"running": True, "succeeded": True}
@@ -89,7 +90,6 @@ def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab: Any
     assert lab.get_by_text("PAI job lab-told SUCCEEDED").count() == 0
 
 
-@pytest.mark.slow
 @pytest.mark.browser
 def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env, lab: Any) -> None:
     blocker = env.api.submit_ok(job("lab-blocker", cpu=2))
