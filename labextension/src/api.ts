@@ -93,7 +93,7 @@ export function jobPath(id: string): string {
   return `${encodeURIComponent(user)}~${encodeURIComponent(rest.join('~'))}`;
 }
 
-async function request<T>(path: string, init: RequestInit = {}): Promise<T> {
+export async function request<T>(path: string, init: RequestInit = {}): Promise<T> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, 'pai', path);
   const response = await ServerConnection.makeRequest(url, init, settings);

@@ -21,7 +21,9 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { Widget } from '@lumino/widgets';
 import { cloneJob, deleteJob, getConfig, jobPath, stopJob, validate } from './api';
-import { counts, endedSince, freeName } from './format';
+import { counts, freeName } from './format';
+import { JobNotifier } from './notify';
+import { registerQueueView } from './queueview';
 import { SubmitForm } from './form';
 import { JobPage } from './jobpage';
 import { registerNotebookJobs } from './notebookjob';
@@ -347,6 +349,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     palette?.addItem({ command: 'pai:new-job', category: 'PAI' });
     palette?.addItem({ command: 'pai:show-jobs', category: 'PAI' });
+    registerQueueView(app, panel, paiIcon, palette); // queueview.ts
     palette?.addItem({ command: 'pai:refresh-jobs', category: 'PAI' });
     launcher?.add({ command: 'pai:new-job', category: 'Other', rank: 1 });
 
@@ -364,22 +367,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     statusBar?.registerStatusItem('pai-jupyter:status', { item, align: 'left', rank: 5 });
 
-    // notifications: a job seen live in this session that has ended
-    let seen: Map<string, string> | null = null;
+    // notifications (notify.ts): a job seen live that ended, and the changes a job asked for
+    const notifier = new JobNotifier(id => void openJob(id));
     panel.changed.connect((_, list) => {
       const c = counts(list.jobs);
       item.node.textContent = `PAI: ${c.running} running · ${c.waiting} waiting`;
       item.node.setAttribute('aria-label', `PAI jobs: ${c.running} running, ${c.waiting} waiting`);
-      if (seen) {
-        for (const job of endedSince(seen, list.jobs)) {
-          const say = job.state === 'SUCCEEDED' ? Notification.success : Notification.warning;
-          say(`PAI job ${job.name} ${job.state}`, {
-            autoClose: 10000,
-            actions: [{ label: 'Open', callback: () => void openJob(job.id) }]
-          });
-        }
-      }
-      seen = new Map(list.jobs.map(j => [j.id, j.state]));
+      notifier.update(list);
     });
 
     const apply = (s: ISettingRegistry.ISettings | null): void => {

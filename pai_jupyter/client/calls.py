@@ -327,6 +327,15 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path + "/priority", json=body)
         return json_object(resp)
 
+    def _waiting_queue(self, limit: int | None = None) -> Op[dict[str, Any]]:
+        """The waiting jobs of each virtual cluster in queue order, as the caller may see them (an admin all, a
+        user their own), each with its place, class and why it waits; ``canReorder``: whether the caller may."""
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"the waiting queue needs the embedded cluster; {self.where} is an OpenPAI server")
+        resp = yield Req("GET", "/api/v2/local/queue", params={"limit": limit} if limit else None)
+        return json_object(resp)
+
     def _stream_request(self, job: JobRef, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
         """(path, params) of the embedded cluster's live log stream of a task (``follow``)."""
         params: dict[str, Any] = {"index": index, "stream": stream}

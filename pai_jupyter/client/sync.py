@@ -136,6 +136,10 @@ class Client(Calls):
     def metrics(self, job: JobRef) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
+    def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
+        """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
+        return self._drive(self._waiting_queue(limit))
+
     def set_priority(self, job: JobRef, priority: str | None = None, *, position: int | None = None) -> dict[str, Any]:
         """An admin's: the job's priority class and/or its place among its class's waiting jobs (embedded cluster)."""
         return self._drive(self._set_priority(job, priority, position))

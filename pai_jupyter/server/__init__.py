@@ -30,6 +30,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .lab_api import route_specs as lab_api_routes
     from .lab_form import route_specs as lab_form_routes
     from .lab_profiles import route_specs as lab_profiles_routes
+    from .lab_queue import route_specs as lab_queue_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
     from .notebookjobs import route_specs as notebook_job_routes
@@ -53,6 +54,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         *lab_form_routes(pai, args),
         *lab_tools_routes(pai, args),
         *lab_profiles_routes(pai, args),
+        *lab_queue_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
         novnc_route,

@@ -8,6 +8,7 @@ plan alone on the same queues."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import tempfile
 import time
@@ -23,6 +24,7 @@ from .common import Figure, median, ratio
 JOBS = 10_000
 PASSES = 21
 TARGET_MS = 20.0
+COLD_TARGET_MS = 200.0  # was ~6.5 s when each job's model was parsed
 CLASSES = ("prod", "test", "oppo", "crit")
 
 
@@ -35,6 +37,8 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
     cluster = Cluster(local, MemoryRuntime(), Capacity(Resources(8, 65536, 0)), stop_grace=0.0)
     try:
         cluster.submit("bench", _job("blocker", 7, {}))  # holds 7 CPUs until the end
+        for _ in range(5):  # (its start is recorded on the loop's next turns, not after the store is closed)
+            await asyncio.sleep(0)
         t0 = time.perf_counter()
         with cluster.store.tx():  # (one transaction: the setup, not the figure)
             for i in range(JOBS):
@@ -45,6 +49,7 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
         setup = time.perf_counter() - t0
         assert len(cluster.queue.ids("default")) == JOBS, "the jobs should all be waiting"
         cluster.queue.info.clear()  # a cold pass first: every job's view read from the store (after a restart)
+        cluster._jobs.clear()  # (and no parsed model cached)
         t0 = time.perf_counter()
         cluster.schedule()
         cold = time.perf_counter() - t0
@@ -69,10 +74,16 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
         cluster.store.close()
 
 
+@functools.cache
+def _measured() -> tuple[list[float], list[float], float, float]:
+    """One set-up and measurement for P18 and P18C (10,000 submits take a while)."""
+    with tempfile.TemporaryDirectory(prefix="pai-bench-p18-") as tmp:
+        return asyncio.run(_measure(Path(tmp) / "local"))
+
+
 def p18_schedule_pass() -> Figure:
     fig = Figure("P18", f"one scheduling pass over {JOBS:,} waiting jobs", "ms", f"<= {TARGET_MS:g} ms")
-    with tempfile.TemporaryDirectory(prefix="pai-bench-p18-") as tmp:
-        passes, pure, cold, setup = asyncio.run(_measure(Path(tmp) / "local"))
+    passes, pure, cold, setup = _measured()
     fig.value, fig.baseline = median(passes) * 1000, median(pure) * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.met = fig.value <= TARGET_MS
@@ -81,4 +92,18 @@ def p18_schedule_pass() -> Figure:
         f"the first pass after a restart, reading each job's view from the store: {cold * 1000:.0f} ms; "
         f"baseline: backfill.plan alone on the same queue; setup ({JOBS:,} submits) {setup:.1f} s"
     )
+    return fig
+
+
+def p18c_first_pass() -> Figure:
+    """The first pass after a restart: no job's view is in memory, so each is read from the store (in bulk, with
+    SQLite's JSON functions: store/waiting.py). Baseline: a warm pass (P18)."""
+    fig = Figure(
+        "P18C", f"first scheduling pass after a restart, {JOBS:,} waiting jobs", "ms", f"<= {COLD_TARGET_MS:g} ms"
+    )
+    passes, _, cold, _ = _measured()
+    fig.value, fig.baseline = cold * 1000, median(passes) * 1000
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.met = fig.value <= COLD_TARGET_MS
+    fig.note = "Cluster.schedule with the queue's views and the model cache emptied; baseline: a warm pass (P18)"
     return fig

@@ -30,7 +30,7 @@ from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
 from .proxy import p5_proxy_latency, p5_proxy_throughput
-from .queue import p18_schedule_pass
+from .queue import p18_schedule_pass, p18c_first_pass
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
@@ -53,6 +53,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P14T", "PAI kernel start through its SSH tunnel", p14_tunnel_start),
     ("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", p14_tunnel_round_trip),
     ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
+    ("P18C", "first scheduling pass after a restart", p18c_first_pass),
 ]
 
 

@@ -197,3 +197,58 @@ def test_the_issues_example_small_jobs_run_in_the_gaps_and_the_gang_job_is_not_d
         {"default": [gpu_head, unknown[0], unknown[1]]},
     )
     assert result.starts == [(10, 1)] and result.heads["default"].shadow is None
+
+
+@st.composite
+def early_enders(draw: st.DrawFn, splits: tuple[str, ...] = tuple(SPLITS)) -> tuple[list[SimJob], dict[str, Res]]:
+    """Random queues where a job with an estimate (its max run time) may end well before it; some have none."""
+    jobs, quotas = draw(job_lists(splits))
+    for j in jobs:
+        if j.waiting.estimate_s is not None:
+            j.duration = float(draw(st.integers(1, int(j.waiting.estimate_s))))  # ends early, or just in time
+        elif draw(st.booleans()):
+            object.__setattr__(j.waiting, "estimate_s", j.duration + draw(st.integers(0, 20)))
+            j.duration = float(draw(st.integers(1, int(j.waiting.estimate_s))))
+    return jobs, quotas
+
+
+@settings(max_examples=1000, deadline=None)
+@given(case=early_enders())
+def test_jobs_that_end_before_their_estimate_starve_nobody_and_keep_gangs_whole(
+    case: tuple[list[SimJob], dict[str, Res]],
+) -> None:
+    """Estimates are upper bounds: jobs end early, or give none. Every job still runs (``simulate`` asserts it),
+    nothing is over-committed, a gang starts whole, and a head reserved a time starts by it: an early end only
+    brings a reservation forward, and what was backfilled ends by the reservation it was weighed against."""
+    jobs, quotas = case
+    started, plans = simulate(jobs, quotas, plan)
+    promised: dict[int, float] = {}
+    for _, queues, _, result in plans:
+        by_id = {w.id: w for q in queues.values() for w in q}
+        for job_id, n in result.starts:
+            assert n == len(by_id[job_id].tasks) or not by_id[job_id].gang
+        for reservation in result.heads.values():
+            if reservation.shadow is not None:
+                promised.setdefault(reservation.job_id, reservation.shadow)
+    if len(quotas) == 1 or quotas == SPLITS["divided"]:  # (shared machine: another vc's jobs may take it, as FIFO)
+        for job_id, shadow in promised.items():
+            assert started[job_id] <= shadow, f"job {job_id} reserved {shadow}, started {started[job_id]}"
+
+
+def test_an_early_end_brings_the_reservation_forward_and_a_backfilled_job_keeps_its_gap() -> None:
+    """2 CPUs: A (1 CPU, deadline 600 s) runs, a 2-task gang head waits, B (est. 600 s) is backfilled into the
+    gap. A ends at 100 s: the head's reservation moves to B's deadline (600 s, no later than first reserved),
+    and a job of 500 s now also fits the new gap; one without an estimate still may not take the head's CPU."""
+    quotas = {"default": (2, 4096, 0)}
+    total = (2, 4096, 0)
+    head = Waiting(1, ((1, 256, 0), (1, 256, 0)), True, 60.0)
+    b = Waiting(2, ((1, 256, 0),), True, 600.0)
+    first = plan(0.0, total, quotas, [Busy("default", (1, 256, 0), 600.0)], {"default": [head, b]})
+    assert first.starts == [(2, 1)] and first.heads["default"].shadow == 600.0
+    c = Waiting(3, ((1, 256, 0),), True, 500.0)
+    unknown = Waiting(4, ((1, 256, 0),), True, None)
+    later = plan(100.0, total, quotas, [Busy("default", (1, 256, 0), 600.0)], {"default": [head, unknown, c]})
+    assert later.starts == [(3, 1)] and later.heads["default"].shadow == 600.0
+    # B ends early too (at 200 s): nothing holds the head back any more, and it starts before anyone behind it
+    now = plan(200.0, total, quotas, [], {"default": [head, unknown]})
+    assert now.starts == [(1, 2)] and not now.backfilled

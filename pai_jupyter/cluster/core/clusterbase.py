@@ -87,8 +87,10 @@ class ClusterBase(ABC):
         return job
 
     def forget_model(self, job_id: int) -> None:
-        """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone."""
+        """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone. The
+        scheduler's view of it goes too: backfill must weigh the new max run time, not the one it was queued with."""
         self._jobs.pop(job_id, None)
+        self.queue.info.pop(job_id, None)
 
     def get_job(self, user: str, name: str) -> JobWithConfig:
         row = self.store.job(user, name)

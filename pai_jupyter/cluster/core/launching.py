@@ -10,7 +10,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
 
-from ...common.states import LIVE_JOB
 from ...protocol import Job
 from ..runtime import taskdir
 from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
@@ -22,6 +21,7 @@ from .clusterbase import demand
 from .ending import Ending
 from .scheduler import Resources
 from .store import JobCore, TaskRow, dumps, loads, now_ms
+from .store.waiting import waiting_views
 
 log = logging.getLogger("pai_jupyter.cluster")
 
@@ -45,33 +45,25 @@ class Launching(Ending):
         finally:
             self._scheduling = False
 
-    def _waiting(self, job_id: int) -> Waiting | None:
-        """The scheduler's view of a queued job (kept in the queue), or None when it waits for nothing now."""
-        found = self.queue.info.get(job_id)
-        if found is None:
-            row = self.store.job_core(job_id)
-            if row is None or row["execution_type"] != "START" or row["state"] not in LIVE_JOB:
-                return None
-            tasks = self.store.waiting_tasks(job_id, row["attempt"])
-            if not tasks:
-                return None
-            job = self.job_model(row)
-            minutes = job.max_run_time_minutes
-            found = Waiting(
-                job_id,
-                tuple((t["cpu"], t["memory_mb"], t["gpu"]) for t in tasks),
-                job.gang_allocation,
-                minutes * 60 if minutes else None,
+    def _read_waiting(self, job_ids: list[int]) -> None:
+        """Put the scheduler's view of each of these queued jobs into the queue's ``info``, read in bulk
+        (store/waiting.py: no job model parsed); a job that waits for nothing now gets None."""
+        views = waiting_views(self.store, job_ids)
+        for job_id in job_ids:
+            view = views.get(job_id)
+            minutes = view["max_run_time_minutes"] if view else None
+            self.queue.info[job_id] = (
+                Waiting(job_id, tuple(view["tasks"]), view["gang"], minutes * 60 if minutes else None) if view else None
             )
-            self.queue.info[job_id] = found
-        return cast("Waiting | None", found)
 
     def _schedule_once(self) -> None:
+        missing = [j for vc in self.queue.by_vc for j in self.queue.ids(vc) if j not in self.queue.info]
+        self._read_waiting(missing)
         queues: dict[str, list[Waiting]] = {}
         for vc in list(self.queue.by_vc):
             line = queues.setdefault(vc, [])
             for job_id in self.queue.ids(vc):
-                waiting = self._waiting(job_id)
+                waiting = cast("Waiting | None", self.queue.info.get(job_id))
                 if waiting is None:
                     self.queue.remove(job_id)
                 else:

@@ -64,3 +64,33 @@ def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position:
         "jobPriority": priority or "default",
         "ahead": queue.position(row["vc"], row["submission_time"], row["id"]),
     }
+
+
+def waiting_lines(cluster: Cluster, user: str, admin: bool, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Each virtual cluster's waiting jobs in queue order, with their place (``ahead``), class and why they wait:
+    an admin's view has every job (the first ``limit`` of each line), a user's only their own."""
+    queue = cluster.queue
+    out: dict[str, list[dict[str, Any]]] = {}
+    for vc in sorted(queue.by_vc):
+        line: list[dict[str, Any]] = []
+        for ahead, job_id in enumerate(queue.ids(vc)):
+            if len(line) >= limit:
+                break
+            row = cluster.store.job_core(job_id)
+            if row is None or (not admin and row["user"] != user):
+                continue
+            priority = queue.order.get(job_id, (None, None))[0]
+            line.append(
+                {
+                    "job": f"{row['user']}~{row['name']}",
+                    "username": row["user"],
+                    "name": row["name"],
+                    "ahead": ahead,
+                    "jobPriority": priority or "default",
+                    "waitingReason": cluster.waiting_reason(row),
+                    "submissionTime": row["submission_time"],
+                }
+            )
+        if line:
+            out[vc] = line
+    return out

@@ -1,12 +1,14 @@
 """``PUT /api/v2/local/jobs/{user}~{name}/priority`` ``{"jobPriority": "prod", "position": 0}``: an admin changes
-a job's priority class and, while it waits, its place among the waiting jobs of that class (core/priority.py)."""
+a job's priority class and, while it waits, its place among the waiting jobs of that class (core/priority.py).
+``GET /api/v2/local/queue?limit=N``: the waiting lines as the caller may see them (an admin all, a user their own
+jobs), each job with its place, class and why it waits; ``canReorder`` says whether the caller may change them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..core.errors import BadRequest, ForbiddenUserError
-from ..core.priority import check_priority, reprioritise
+from ..core.priority import check_priority, reprioritise, waiting_lines
 from .base import MAX_INT, Base, Route
 
 
@@ -25,5 +27,12 @@ class Priority(Base):
         self.write_json({"message": f"job {row['user']}~{row['name']} reprioritised", **result})
 
 
+class WaitingQueue(Base):
+    def get(self) -> None:
+        limit = self.int_arg("limit", 500, 1, 10_000)
+        lines = waiting_lines(self.cluster, self.user["name"], self.is_admin, limit)
+        self.write_json({"virtualClusters": lines, "canReorder": self.is_admin, "limit": limit})
+
+
 def routes(job: str, args: dict[str, Any]) -> list[Route]:
-    return [(job + r"/priority", Priority, args)]
+    return [(job + r"/priority", Priority, args), (r"/api/v2/local/queue", WaitingQueue, args)]

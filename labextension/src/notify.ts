@@ -1,0 +1,53 @@
+// Job status notifications in the Lab. From the job list the sidebar already polls (no poll of its own): a job
+// that asked for them (extras.jobStatusChangeNotification, `%%pai_submit --notify`) is told of the changes it
+// named, in OpenPAI's words, for the user's own jobs; any other job seen live in this session is told of its end.
+// Which changes a job asked for is read once per job (pai/api/jobs/{job}/notification), when a change of it is
+// first seen. The pure part is notifyrules.ts.
+import { Notification } from '@jupyterlab/apputils';
+import { JobList, jobPath, request } from './api';
+import { changesSince, JobChange, notice, Seen } from './notifyrules';
+
+/** Feeds on each new job list (the sidebar's `changed`) and shows the notices. */
+export class JobNotifier {
+  constructor(private readonly open: (id: string) => void) {}
+
+  update(list: JobList): void {
+    const changes = changesSince(this.seen, list.jobs);
+    this.seen = new Map(list.jobs.map(j => [j.id, { state: j.state, retries: j.retries ?? 0 }]));
+    for (const c of changes) {
+      void this.tell(c, c.job.username === list.user);
+    }
+  }
+
+  private async tell(c: JobChange, own: boolean): Promise<void> {
+    const asked = own ? await this.asked(c.job.id) : null;
+    const text = notice(c, asked, own);
+    if (!text) {
+      return;
+    }
+    const say =
+      c.change === 'SUCCEEDED'
+        ? Notification.success
+        : c.change === 'FAILED' || c.change === 'STOPPED'
+          ? Notification.warning
+          : Notification.info;
+    say(text, {
+      autoClose: 10000,
+      actions: [{ label: 'Open', callback: () => this.open(c.job.id) }]
+    });
+  }
+
+  private asked(id: string): Promise<Set<string> | null> {
+    let found = this.wanted.get(id);
+    if (!found) {
+      found = request<{ states: string[] }>(`api/jobs/${jobPath(id)}/notification`)
+        .then(answer => new Set(answer.states))
+        .catch(() => null);
+      this.wanted.set(id, found);
+    }
+    return found;
+  }
+
+  private seen: Map<string, Seen> | null = null;
+  private wanted = new Map<string, Promise<Set<string> | null>>();
+}

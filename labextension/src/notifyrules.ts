@@ -1,0 +1,75 @@
+// The pure part of Lab job notifications (notify.ts), unit-tested: which changes two job lists show, as OpenPAI's
+// notification service counts them, and what to say of each.
+import type { JobRow } from './api';
+import { FINAL } from './format';
+
+export type Change = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'STOPPED' | 'RETRIED';
+
+export interface Seen {
+  state: string;
+  retries: number;
+}
+
+export interface JobChange {
+  job: JobRow;
+  change: Change;
+  /** Whether the job was in the previous list and not final there (seen live in this session). */
+  wasLive: boolean;
+}
+
+/** The changes between two lists, as OpenPAI's notification service counts them: RUNNING at the first
+ *  attempt's start, RETRIED at each new attempt, then the final state. `before` null (the first list): none.
+ *  A job new in `after` changed from nothing (it may have run and ended between two polls). */
+export function changesSince(before: Map<string, Seen> | null, after: JobRow[]): JobChange[] {
+  if (!before) {
+    return [];
+  }
+  const out: JobChange[] = [];
+  for (const job of after) {
+    const was = before.get(job.id);
+    const retries = job.retries ?? 0;
+    const wasLive = was !== undefined && !FINAL.has(was.state);
+    if (was && FINAL.has(was.state)) {
+      continue;
+    }
+    const started = job.state === 'RUNNING' || (FINAL.has(job.state) && Boolean(job.launchedTime));
+    if (started && retries === 0 && (was === undefined || was.state === 'WAITING')) {
+      out.push({ job, change: 'RUNNING', wasLive });
+    }
+    if (retries > (was?.retries ?? 0)) {
+      out.push({ job, change: 'RETRIED', wasLive });
+    }
+    if (FINAL.has(job.state)) {
+      out.push({ job, change: job.state as Change, wasLive });
+    }
+  }
+  return out;
+}
+
+/** OpenPAI's words for a change (the e-mail's summary, cluster/core/notify.py). */
+export function summary(name: string, change: Change, retries: number): string {
+  switch (change) {
+    case 'RUNNING':
+      return `The job ${name} has started running.`;
+    case 'SUCCEEDED':
+      return `The job ${name} has succeeded.`;
+    case 'FAILED':
+      return `The job ${name} has failed.`;
+    case 'STOPPED':
+      return `The job ${name} has been stopped.`;
+    case 'RETRIED':
+      return `The job ${name} has retried for ${retries} time(s).`;
+  }
+}
+
+/** What to show for a change: `asked` (the job's own list of changes; null: it asked for none), `own` (the
+ *  user's job: only those can ask). Null: nothing. */
+export function notice(c: JobChange, asked: Set<string> | null, own: boolean): string | null {
+  if (own && asked && asked.size) {
+    return asked.has(c.change) ? summary(c.job.name, c.change, c.job.retries ?? 0) : null;
+  }
+  if (FINAL.has(c.change) && c.wasLive) {
+    return `PAI job ${c.job.name} ${c.change}`; // the end of a job seen live in this session
+  }
+  return null;
+}

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import type { JobRow } from '../src/api';
+import { changesSince, notice, Seen, summary } from '../src/notifyrules';
+import { movedPlace, QueuedJob } from '../src/queueplace';
+
+function job(name: string, state: string, retries = 0, user = 'alice', launched = true): JobRow {
+  return {
+    id: `${user}~${name}`,
+    name,
+    username: user,
+    state,
+    retries,
+    submissionTime: null,
+    launchedTime: launched ? '2026-01-01T00:00:00Z' : null,
+    totalTaskNumber: 1,
+    totalGpuNumber: 0,
+    metricsUrl: '',
+    tasks: [],
+    servicesMessage: null
+  };
+}
+
+const seen = (...rows: [string, string, number][]): Map<string, Seen> =>
+  new Map(rows.map(([id, state, retries]) => [id, { state, retries }]));
+
+describe('changesSince', () => {
+  it('sees nothing in the first list', () => {
+    expect(changesSince(null, [job('a', 'RUNNING')])).toEqual([]);
+  });
+  it('counts RUNNING once (the first attempt), RETRIED per new attempt, then the final state', () => {
+    const before = seen(
+      ['alice~a', 'WAITING', 0],
+      ['alice~b', 'RUNNING', 0],
+      ['alice~c', 'RUNNING', 1]
+    );
+    const after = [job('a', 'RUNNING'), job('b', 'WAITING', 1), job('c', 'FAILED', 1)];
+    const got = changesSince(before, after).map(c => [c.job.name, c.change, c.wasLive]);
+    expect(got).toEqual([
+      ['a', 'RUNNING', true],
+      ['b', 'RETRIED', true],
+      ['c', 'FAILED', true]
+    ]);
+  });
+  it('a job that ran and ended between two lists started and ended; an ended job stays quiet', () => {
+    const before = seen(['alice~old', 'SUCCEEDED', 0]);
+    const after = [
+      job('new', 'SUCCEEDED'),
+      job('old', 'SUCCEEDED'),
+      job('never', 'STOPPED', 0, 'alice', false)
+    ];
+    const got = changesSince(before, after).map(c => [c.job.name, c.change, c.wasLive]);
+    expect(got).toEqual([
+      ['new', 'RUNNING', false],
+      ['new', 'SUCCEEDED', false],
+      ['never', 'STOPPED', false]
+    ]);
+  });
+});
+
+describe('notice', () => {
+  const [running] = changesSince(seen(['alice~a', 'WAITING', 0]), [job('a', 'RUNNING')]);
+  const [ended] = changesSince(seen(['alice~a', 'RUNNING', 0]), [job('a', 'SUCCEEDED')]);
+  it("tells a job's own changes in OpenPAI's words, and only those it asked for", () => {
+    expect(notice(running, new Set(['RUNNING', 'SUCCEEDED']), true)).toBe(
+      'The job a has started running.'
+    );
+    expect(notice(running, new Set(['SUCCEEDED']), true)).toBeNull();
+    expect(notice(ended, new Set(['RUNNING']), true)).toBeNull();
+    expect(summary('a', 'RETRIED', 2)).toBe('The job a has retried for 2 time(s).');
+  });
+  it('a job that asked for nothing (or not our own) is told of its end when it was seen live', () => {
+    expect(notice(ended, new Set(), true)).toBe('PAI job a SUCCEEDED');
+    expect(notice(ended, new Set(['RUNNING']), false)).toBe('PAI job a SUCCEEDED');
+    expect(notice(running, null, true)).toBeNull();
+  });
+});
+
+describe('movedPlace', () => {
+  const q = (name: string, jobPriority: string): QueuedJob => ({
+    job: `u~${name}`,
+    username: 'u',
+    name,
+    ahead: 0,
+    jobPriority,
+    waitingReason: null
+  });
+  const line = [
+    q('p1', 'prod'),
+    q('d1', 'default'),
+    q('t1', 'test'),
+    q('d2', 'default'),
+    q('o1', 'oppo')
+  ];
+  it('moves among the jobs of its own class (test and default share one)', () => {
+    expect(movedPlace(line, 'u~d2', -1)).toBe(1);
+    expect(movedPlace(line, 'u~d1', 1)).toBe(1);
+    expect(movedPlace(line, 'u~d1', -1)).toBeNull();
+    expect(movedPlace(line, 'u~p1', 1)).toBeNull();
+    expect(movedPlace(line, 'u~o1', -1)).toBeNull();
+    expect(movedPlace(line, 'u~gone', 1)).toBeNull();
+  });
+});

@@ -1,0 +1,58 @@
+"""The issue's "done when" on a real daemon with 2 CPUs (issue 23): a 2-task gang job at the head and ten 1-task
+jobs behind it; the small jobs run in the gaps while a job holds the other CPU, the gang job starts all its tasks
+at once when the CPUs come back (never later than the time reserved for it), and a job given a higher priority
+class goes ahead of the line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pai_jupyter.cluster import control
+
+from .conftest import Api, kill_leftovers, start_daemon, v1
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def two_cpus(pai_home: Path) -> Iterator[Api]:
+    api = start_daemon(pai_home, cpus=2)
+    yield api
+    control.stop(pai_home)
+    kill_leftovers(pai_home)
+
+
+def job(name: str, command: str, minutes: float, tasks: int = 1, priority: str | None = None) -> str:
+    doc = json.loads(v1(name, command, taskNumber=tasks))
+    doc["extras"] = {"maxRunTimeMinutes": minutes}
+    if priority:
+        doc["extras"]["hivedScheduler"] = {"jobPriorityClass": priority}
+    return json.dumps(doc)
+
+
+def test_small_jobs_run_in_the_gaps_of_a_waiting_gang_job(two_cpus: Api) -> None:
+    api = two_cpus
+    blocker = api.submit_ok(job("blocker", "sleep 6", 0.25))  # holds 1 CPU, for 15 s at the most
+    api.wait(blocker, ("RUNNING",))
+    gang = api.submit_ok(job("gang", "sleep 1", 1, tasks=2))
+    small = [api.submit_ok(job(f"small{i}", "sleep 1", 0.05)) for i in range(10)]  # 3 s at the most
+    urgent = api.submit_ok(job("urgent", "sleep 1", 0.05, priority="prod"))
+    done = {j: api.wait(j, timeout=120)["jobStatus"] for j in (blocker, gang, *small, urgent)}
+    assert {s["state"] for s in done.values()} == {"SUCCEEDED"}
+    b, g = done[blocker], done[gang]
+    before = [j for j in small if done[j]["completedTime"] <= g["launchedTime"]]
+    assert len(before) >= 2, "small jobs should have run in the gap beside the blocker"
+    # the gang job starts once the blocker's CPU is back and the gap job there ends (<= its 3 s), and long
+    # before the time reserved for it (the blocker's deadline, 15 s after its start)
+    assert g["launchedTime"] - b["completedTime"] <= 3_000
+    assert g["launchedTime"] <= b["launchedTime"] + 15_000
+    tasks = api.detail(gang)["taskRoles"]["main"]["taskStatuses"]
+    starts = [t["launchedTime"] for t in tasks]
+    assert len(starts) == 2 and max(starts) - min(starts) < 1_000  # both at once: gang allocation
+    # prod goes ahead of the default class: the urgent job ran before the gang job and the last small jobs
+    assert done[urgent]["launchedTime"] <= g["launchedTime"]
+    assert done[urgent]["launchedTime"] <= done[small[-1]]["launchedTime"]

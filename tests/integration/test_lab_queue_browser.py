@@ -1,0 +1,156 @@
+"""The Lab's queue view and job notifications (issue 23) in a real browser, with the real daemon (2 CPUs) and a
+real ``jupyter lab``: a job with ``extras.jobStatusChangeNotification`` shows OpenPAI's words as a Lab
+notification when it starts and when it succeeds; the queue view lists the waiting jobs in order with why they
+wait, and an admin moves one up and gives one a priority class (the daemon's queue agrees). Without a browser the
+daemon's queue route is still checked (a user sees only their own waiting jobs and may not reorder), and the
+Jupyter server's routes (what they refuse before asking the daemon, own jobs only, no anonymous call)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pai_jupyter.common.states import FINAL
+from tests.polling import wait_for
+
+from .browser import SHOTS, pai_sidebar, watched_page
+from .conftest import Api
+from .jupyter_fixture import JupyterServer, services_job
+from .servers import servers
+
+pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
+
+
+@dataclass
+class Env:
+    api: Api
+    jupyter: JupyterServer
+
+
+def job(name: str, command: str = "sleep 600", cpu: int = 1, extras: dict[str, Any] | None = None) -> str:
+    doc = json.loads(services_job(name, command))
+    doc["taskRoles"][0]["cpuNumber"] = cpu
+    doc["taskRoles"][0]["memoryMB"] = 256
+    if extras:
+        doc["extras"] = extras
+    return json.dumps(doc)
+
+
+def order(api: Api) -> list[str]:
+    r = api.http.get("/api/v2/local/queue")
+    assert r.status_code == 200, r.text
+    return [j["name"] for j in r.json()["virtualClusters"].get("default", [])]
+
+
+def stop_all(api: Api) -> None:
+    """Stop every job still live (each test starts with both CPUs free)."""
+    for j in api.http.get("/api/v2/jobs").json():
+        if j["state"] not in FINAL:
+            api.http.put(f"/api/v2/jobs/{j['username']}~{j['name']}/executionType", json={"value": "STOP"})
+            api.wait(f"{j['username']}~{j['name']}", timeout=60)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tmp = tmp_path_factory.mktemp("lab-queue")
+    with servers(tmp) as s:
+        api = s.daemon(cpus=2)
+        jupyter = s.jupyter(lab=True)
+        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        yield Env(api, jupyter)
+
+
+@pytest.fixture
+def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))
+    failed = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
+    page.close()
+
+
+@pytest.mark.browser
+def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab: Any) -> None:
+    told = {"running": True, "succeeded": True}
+    env.api.submit_ok(job("lab-told", "sleep 3", extras={"jobStatusChangeNotification": told}))
+    lab.get_by_text("The job lab-told has started running.").first.wait_for(timeout=60_000)
+    lab.get_by_text("The job lab-told has succeeded.").first.wait_for(timeout=60_000)
+    # told in OpenPAI's words instead of the plain end-of-job notice
+    assert lab.get_by_text("PAI job lab-told SUCCEEDED").count() == 0
+
+
+@pytest.mark.browser
+def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env, lab: Any) -> None:
+    blocker = env.api.submit_ok(job("lab-blocker", cpu=2))
+    env.api.wait(blocker, {"RUNNING"}, timeout=60)
+    for name in ("lab-q1", "lab-q2", "lab-q3"):
+        env.api.submit_ok(job(name))
+    wait_for(lambda: order(env.api) == ["lab-q1", "lab-q2", "lab-q3"] or None, 30, "the three jobs to wait")
+    lab.keyboard.press("Control+Shift+C")
+    palette = lab.locator(".lm-CommandPalette-input")
+    palette.fill("Show PAI waiting queue")
+    palette.press("Enter")
+    view = lab.locator(".pai-QueueView")
+    rows = view.locator(".pai-QueueRow .pai-QueueJob")
+    wait_for(lambda: rows.all_inner_texts() == ["root~lab-q1", "root~lab-q2", "root~lab-q3"] or None, 30, "rows")
+    reason = view.locator(".pai-QueueRow[data-job='root~lab-q2'] .pai-QueueReason").inner_text()
+    assert "1 job ahead" in reason and "behind root~lab-q1" in reason, reason
+    view.get_by_role("button", name="Move root~lab-q3 up").click()
+    wait_for(lambda: rows.all_inner_texts() == ["root~lab-q1", "root~lab-q3", "root~lab-q2"] or None, 30, "moved")
+    assert order(env.api) == ["lab-q1", "lab-q3", "lab-q2"]
+    view.locator(".pai-QueueRow[data-job='root~lab-q2'] .pai-QueuePriority").select_option("prod")
+    wait_for(lambda: rows.all_inner_texts() == ["root~lab-q2", "root~lab-q1", "root~lab-q3"] or None, 30, "prod")
+    assert order(env.api) == ["lab-q2", "lab-q1", "lab-q3"]
+    stop_all(env.api)
+
+
+def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -> None:
+    stop_all(env.api)
+    blocker = env.api.submit_ok(job("q-blocker", cpu=2))
+    env.api.wait(blocker, {"RUNNING"}, timeout=60)
+    bob = env.api.new_user("bob")
+    mine = [env.api.submit_ok(job("q-root"))]
+    theirs = [bob.submit_ok(job(f"q-bob{i}")) for i in range(2)]
+    r = bob.http.get("/api/v2/local/queue")
+    assert r.status_code == 200, r.text
+    line = r.json()["virtualClusters"]["default"]
+    assert [j["job"] for j in line] == theirs and not r.json()["canReorder"]
+    assert [j["ahead"] for j in line] == [1, 2] and "behind root~q-root" in line[0]["waitingReason"]
+    assert bob.http.put(f"/api/v2/local/jobs/{theirs[1]}/priority", json={"position": 0}).status_code == 403
+    admin = env.api.http.get("/api/v2/local/queue").json()
+    assert admin["canReorder"] and [j["job"] for j in admin["virtualClusters"]["default"]] == mine + theirs
+    stop_all(env.api)
+
+
+def test_the_servers_queue_routes_check_what_they_forward(env: Env) -> None:
+    """Through the Jupyter server: the queue and a job's notification wishes; a bad class or place is 400 before
+    the daemon is asked, someone else's notification wishes are 404, and anonymous calls 403."""
+    stop_all(env.api)
+    http = env.jupyter.http()
+    told = env.api.submit_ok(job("srv-told", "true", extras={"jobStatusChangeNotification": {"failed": True}}))
+    assert http.get(f"pai/api/jobs/{told}/notification").json()["states"] == ["FAILED"]
+    plain = env.api.submit_ok(job("srv-plain", "true"))
+    assert http.get(f"pai/api/jobs/{plain}/notification").json()["states"] == []
+    carol = env.api.new_user("carol")
+    hers = carol.submit_ok(job("srv-carol", "true", extras={"jobStatusChangeNotification": {"failed": True}}))
+    assert http.get(f"pai/api/jobs/{hers}/notification").status_code == 404
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"jobPriority": "<b>"}).status_code == 400
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"position": -1}).status_code == 400
+    assert http.put(f"pai/api/jobs/{plain}/priority", json={"position": True}).status_code == 400
+    queue = http.get("pai/api/queue")
+    assert queue.status_code == 200 and queue.json()["canReorder"] is True
+    anon = env.jupyter.http(None)
+    assert anon.get("pai/api/queue").status_code == 403
+    assert anon.put(f"pai/api/jobs/{plain}/priority", json={"position": 0}).status_code == 403
+    stop_all(env.api)
