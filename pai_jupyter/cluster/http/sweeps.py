@@ -1,0 +1,126 @@
+"""Sweeps in the daemon (docs/sweeps.md): the metrics a job reports, and each sweep's state document.
+
+- ``GET /api/v2/local/jobs/{user}~{job}/reports``: ``{"reports": [{time, step, metrics, source}]}``, the reports
+  posted for the job and those its tasks wrote to ``run/reports.jsonl`` (``common/reports.py``; read through
+  safeio, bounded), oldest first. ``POST`` ``{"metrics": {...}, "step": n}`` stores one with the job.
+- ``GET /api/v2/local/sweeps``: the user's sweeps (name, revision, updated, status); ``GET``, ``PUT``
+  (``{"state": {...}, "revision": n}``, 409 unless ``revision`` is the stored one, 0 for a new sweep) and
+  ``DELETE /api/v2/local/sweeps/{user}~{name}``.
+
+The same bearer auth as every route (an application token included); a user sees only their own jobs and sweeps.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...common import reports as rep
+from ..core.errors import BadRequest, ConflictJobError, NotFoundError
+from ..core.service import Cluster
+from ..core.store import now_ms
+from ..core.store import sweeps as table
+from ..runtime import safeio
+from .base import Base, Route
+
+SWEEP = r"/api/v2/local/sweeps/([^/~]+)~([^/]+)"
+NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a trial is the job {sweep}-{n}
+MAX_FILE = 4 * 1024 * 1024  # of a task's reports file that is read
+MAX_STATE = 8 * 1024 * 1024  # a sweep's state document
+
+
+def file_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, Any]]:
+    """The reports each task of the attempt wrote to its reports file."""
+    out: list[dict[str, Any]] = []
+    for task in cluster.store.tasks(job_id, attempt):
+        if not task["task_dir"]:
+            continue
+        data = safeio.read_beneath(task["task_dir"], rep.FILE, MAX_FILE)
+        for item in rep.parse_lines(data.decode("utf-8", "replace") if data else ""):
+            out.append({**item, "source": f"{task['role']}/{task['idx']}"})
+    return out
+
+
+class Reports(Base):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        stored = [{**r, "source": "api"} for r in table.reports(self.cluster.store, row["id"])]
+        found = stored + file_reports(self.cluster, row["id"], row["attempt"])
+        found.sort(key=lambda r: r["time"])
+        self.write_json({"reports": found})
+
+    def post(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        body = self.json_body()
+        try:
+            report: table.Report = {
+                "time": now_ms(),
+                "step": rep.check_step(body.get("step")),
+                "metrics": rep.check_metrics(body.get("metrics")),
+            }
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        table.add_reports(self.cluster.store, row["id"], [report])
+        self.write_json({"message": f"reported for {row['user']}~{row['name']}", **report}, 201)
+
+
+def _summary(row: table.SweepRow) -> dict[str, Any]:
+    state = row["state"]
+    return {
+        "user": row["user"],
+        "name": row["name"],
+        "revision": row["revision"],
+        "updated": row["updated"],
+        "status": state.get("status"),
+        "trials": len(state.get("trials") or []),
+    }
+
+
+class Sweeps(Base):
+    def get(self) -> None:
+        self.write_json({"sweeps": [_summary(r) for r in table.sweeps(self.cluster.store, self.user["name"])]})
+
+
+class Sweep(Base):
+    def _owner(self, user: str, name: str) -> None:
+        if user != self.user["name"] and not self.is_admin:
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        if not NAME.fullmatch(name):
+            raise BadRequest("a sweep's name is 1 to 100 of A-Z a-z 0-9 _ -")
+
+    def get(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        row = table.sweep(self.cluster.store, user, name)
+        if row is None:
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        self.write_json({**_summary(row), "state": row["state"]})
+
+    def put(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        if self.cluster.store.user(user) is None:
+            raise NotFoundError(f"user {user} was not found")
+        if len(self.request.body) > MAX_STATE:
+            raise BadRequest(f"a sweep's state is at most {MAX_STATE} bytes")
+        body = self.json_body()
+        state, revision = body.get("state"), body.get("revision", 0)
+        if not isinstance(state, dict) or not isinstance(revision, int) or isinstance(revision, bool):
+            raise BadRequest('the body must be {"state": {...}, "revision": <int>}')
+        new = table.put_sweep(self.cluster.store, user, name, state, revision)
+        if new is None:
+            raise ConflictJobError(f"sweep {user}~{name} was written by another driver (not at revision {revision})")
+        self.write_json({"revision": new})
+
+    def delete(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        if not table.delete_sweep(self.cluster.store, user, name):
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        self.write_json({"message": f"sweep {user}~{name} deleted"})
+
+
+def routes(job: str, args: dict[str, Any], cluster: Cluster) -> list[Route]:
+    table.ensure_tables(cluster.store)
+    return [
+        (job + r"/reports", Reports, args),
+        (r"/api/v2/local/sweeps", Sweeps, args),
+        (SWEEP, Sweep, args),
+    ]

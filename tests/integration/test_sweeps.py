@@ -1,0 +1,176 @@
+"""Sweeps against real daemons (docs/sweeps.md): reports stored and served with the job (REST, authenticated,
+own jobs only), a 50-trial Optuna sweep with 2 trials at a time that finds the best region, a driver killed
+with SIGKILL and resumed by ``Sweep.attach``, stop all, and the same sweep on a second daemon through a profile."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import pai_jupyter
+from pai_jupyter.client import Client
+from pai_jupyter.client.profiles import Profile, upsert_profile
+from pai_jupyter.sweep import Sweep, choice, loguniform, uniform
+from tests.polling import wait_for
+
+from .conftest import Api, v1
+from .servers import servers
+
+ROOT = Path(pai_jupyter.__file__).resolve().parent.parent
+TRIAL = ROOT / "tests" / "data" / "sweep_trial.py"
+
+
+def template(steps: int = 3, sleep: float = 0.0) -> str:
+    """A v2 job whose command takes the trial's parameters through ``<% $parameters.x %>``."""
+    return textwrap.dedent(
+        f"""\
+        protocolVersion: 2
+        name: trial
+        type: job
+        prerequisites:
+          - {{name: img, type: dockerimage, uri: python:3.11}}
+        taskRoles:
+          main:
+            instances: 1
+            dockerImage: img
+            resourcePerInstance: {{cpu: 1, memoryMB: 256, gpu: 0}}
+            commands:
+              - PYTHONPATH={ROOT} {sys.executable} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps {steps} --sleep {sleep}
+        """
+    )
+
+
+def max_overlap(client: Client, jobs: list[str]) -> int:
+    """The most trials that ran at once (from their launch and completion times)."""
+    spans = []
+    for job in jobs:
+        status = client.detail(job).job_status
+        extra = status.model_extra or {}
+        start, end = extra.get("appLaunchedTime") or extra.get("createdTime"), extra.get("completedTime")
+        if start and end:
+            spans.append((start, end))
+    points = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    most = now = 0
+    for _, d in points:
+        now += d
+        most = max(most, now)
+    return most
+
+
+@pytest.fixture
+def client(daemon: Api) -> Iterator[Client]:
+    with Client() as c:
+        yield c
+
+
+def test_reports_are_stored_with_the_job_and_only_its_owner_reads_them(daemon: Api, client: Client) -> None:
+    job = daemon.submit_ok(v1("reporter", f"PYTHONPATH={ROOT} {sys.executable} {TRIAL} --x 0.5 --steps 2"))
+    daemon.wait(job)
+    found = client.reports(job)
+    assert [(r["step"], r["source"]) for r in found] == [(0, "main/0"), (1, "main/0")]
+    assert found[-1]["metrics"]["loss"] == pytest.approx(0.04)
+    client.report(job, step=7, accuracy=0.9)
+    assert client.reports(job)[-1] == {**client.reports(job)[-1], "step": 7, "metrics": {"accuracy": 0.9}}
+    route = f"/api/v2/local/jobs/{job}/reports"
+    assert daemon.http.post(route, json={"metrics": {"loss": "nan"}}).status_code == 400
+    assert daemon.http.post(route, json={"metrics": {"loss": 1}, "step": -1}).status_code == 400
+    assert httpx.get(daemon.url + route).status_code == 401
+    other = daemon.new_user("mallory")
+    assert other.http.get(route).status_code == 404
+    assert other.http.post(route, json={"metrics": {"loss": 0}}).status_code == 404
+
+
+def test_sweep_state_is_the_owners_and_written_over_its_revision(daemon: Api) -> None:
+    route = "/api/v2/local/sweeps/" + daemon.http.get("/api/v2/info").json()["user"] + "~s1"
+    assert daemon.http.put(route, json={"state": {"status": "new"}, "revision": 0}).json() == {"revision": 1}
+    assert daemon.http.put(route, json={"state": {"status": "x"}, "revision": 0}).status_code == 409
+    assert daemon.http.get(route).json()["state"] == {"status": "new"}
+    other = daemon.new_user("mallory")
+    assert other.http.get(route).status_code == 404
+    assert other.http.put(route, json={"state": {}, "revision": 1}).status_code == 404
+    assert other.http.get("/api/v2/local/sweeps").json() == {"sweeps": []}
+
+
+DRIVER = """
+import sys
+from pai_jupyter.sweep import Sweep, loguniform, uniform
+from tests.integration.test_sweeps import template
+Sweep("bowl", template(), {"x": uniform(0, 1), "lr": loguniform(1e-4, 1)}, search="optuna", max_trials=50,
+      concurrency=2, seed=1, poll=0.05).run()
+"""
+
+
+@pytest.mark.slow
+def test_optuna_sweep_finds_the_best_region_and_resumes_after_its_driver_is_killed(daemon: Api, client: Client) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=ROOT, env=env)
+    try:
+        wait_for(lambda: _trials(client, "bowl") >= 12, 120, "12 trials of the first driver")
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    sweep = Sweep.attach("bowl", client=client)
+    sweep.poll = 0.05
+    assert sweep.status == "running"
+    sweep.run(timeout=300)
+    assert sweep.status == "done" and len(sweep.trials) == 50
+    assert [t["number"] for t in sweep.trials] == list(range(50))
+    states = {t["state"] for t in sweep.trials}
+    assert states <= {"SUCCEEDED", "PRUNED"}, states
+    best = sweep.best()
+    assert best is not None and abs(best["params"]["x"] - 0.3) < 0.15 and 1e-3 < best["params"]["lr"] < 0.1, best
+    tagged = client.list_jobs(keyword="bowl-")
+    assert {j.name for j in tagged} == {f"bowl-{n:04d}" for n in range(50)}
+    assert max_overlap(client, [t["job"] for t in sweep.trials]) <= 2
+
+
+def _trials(client: Client, name: str) -> int:
+    try:
+        return int(client.sweep_state(name)["trials"])
+    except Exception:
+        return 0
+
+
+def test_stop_all_from_another_driver_stops_the_running_trials(daemon: Api, client: Client) -> None:
+    sweep = Sweep(
+        "long",
+        template(steps=100, sleep=0.2),
+        {"x": choice(0.1, 0.2, 0.3, 0.4), "lr": [0.01]},
+        concurrency=2,
+        client=client,
+        poll=0.05,
+    )
+    sweep.start()
+    wait_for(lambda: sweep.error or sum(t["state"] == "RUNNING" for t in sweep.trials) == 2, 60, "two running")
+    assert sweep.error is None
+    Sweep.attach("long", client=client).stop_all()
+    sweep.wait(60)
+    assert sweep.status == "done"
+    assert [t["state"] for t in sweep.trials] == ["STOPPED", "STOPPED"]
+
+
+def test_the_same_sweep_runs_on_a_second_daemon_through_a_profile(tmp_path: Path) -> None:
+    with servers(tmp_path) as s:
+        a = s.daemon(tmp_path / "home-a")
+        b = s.daemon(tmp_path / "home-b")
+        user = b.http.get("/api/v2/info").json()["user"]
+        upsert_profile(Profile(name="other", url=b.url, username=user, token=b.token), tmp_path / "home-a")
+        os.environ["PAI_JUPYTER_HOME"] = str(tmp_path / "home-a")
+        try:
+            sweep = Sweep("grid", template(), {"x": [0.0, 0.3, 0.6], "lr": [0.01]}, profile="other", poll=0.05)
+            sweep.run(timeout=120)
+        finally:
+            del os.environ["PAI_JUPYTER_HOME"]
+        assert sweep.status == "done" and sweep.best()["params"] == {"x": 0.3, "lr": 0.01}  # type: ignore[index]
+        names = {j["name"] for j in b.http.get("/api/v2/jobs").json()}
+        assert names == {"grid-0000", "grid-0001", "grid-0002"}
+        assert a.http.get("/api/v2/jobs").json() == []
+        assert [x["name"] for x in b.http.get("/api/v2/local/sweeps").json()["sweeps"]] == ["grid"]
