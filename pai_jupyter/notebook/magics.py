@@ -344,10 +344,14 @@ class PaiMagics(Magics):
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from .sweepmagic import SweepMagics  # %%pai_sweep (pai_jupyter.sweep loads when it runs)
+
     ipython.register_magics(PaiMagics)
+    ipython.register_magics(SweepMagics)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    ipython.magics_manager.registry.pop("SweepMagics", None)
     magics = ipython.magics_manager.registry.pop("PaiMagics", None)
     if magics is not None:
         magics.close()

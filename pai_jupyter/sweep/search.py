@@ -9,6 +9,7 @@ seed and that number), Optuna is told every finished trial again (``add_trial``)
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .space import Choice, RandInt, Space, Uniform, grid, grid_size, sample
@@ -71,7 +72,7 @@ class OptunaSearch:
     """Optuna's ask/tell: TPE (seeded) and, with ``prune``, its median pruner on the reported objective."""
 
     def __init__(
-        self, space: Space, mode: str, seed: int = 0, prune: bool = True, trials: list[dict[str, Any]] = ()
+        self, space: Space, mode: str, seed: int = 0, prune: bool = True, trials: Sequence[dict[str, Any]] = ()
     ) -> None:
         try:
             import optuna

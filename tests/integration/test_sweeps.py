@@ -117,6 +117,8 @@ def test_optuna_sweep_finds_the_best_region_and_resumes_after_its_driver_is_kill
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
+    at_kill = _trials(client, "bowl")
+    assert 12 <= at_kill < 50, at_kill  # the second driver has trials of its own to run
     sweep = Sweep.attach("bowl", client=client)
     sweep.poll = 0.05
     assert sweep.status == "running"
@@ -124,7 +126,8 @@ def test_optuna_sweep_finds_the_best_region_and_resumes_after_its_driver_is_kill
     assert sweep.status == "done" and len(sweep.trials) == 50
     assert [t["number"] for t in sweep.trials] == list(range(50))
     states = {t["state"] for t in sweep.trials}
-    assert states <= {"SUCCEEDED", "PRUNED"}, states
+    assert states <= {"SUCCEEDED", "PRUNED"} and "SUCCEEDED" in states, states
+    assert all(t["intermediate"] for t in sweep.trials)  # the objective at each reported step
     best = sweep.best()
     assert best is not None and abs(best["params"]["x"] - 0.3) < 0.15 and 1e-3 < best["params"]["lr"] < 0.1, best
     tagged = client.list_jobs(keyword="bowl-")
