@@ -18,7 +18,7 @@ import pytest
 import pai_jupyter
 from pai_jupyter.client import Client
 from pai_jupyter.client.profiles import Profile, upsert_profile
-from pai_jupyter.sweep import Sweep, choice, loguniform, uniform
+from pai_jupyter.sweep import Sweep, choice
 from tests.polling import wait_for
 
 from .conftest import Api, v1
@@ -30,22 +30,24 @@ TRIAL = ROOT / "tests" / "data" / "sweep_trial.py"
 
 def template(steps: int = 3, sleep: float = 0.0) -> str:
     """A v2 job whose command takes the trial's parameters through ``<% $parameters.x %>``."""
+    args = f"--x <% $parameters.x %> --lr <% $parameters.lr %> --steps {steps} --sleep {sleep}"
+    command = f"PYTHONPATH={ROOT} {sys.executable} {TRIAL} {args}"
     return textwrap.dedent(
-        f"""\
+        """\
         protocolVersion: 2
         name: trial
         type: job
         prerequisites:
-          - {{name: img, type: dockerimage, uri: python:3.11}}
+          - {name: img, type: dockerimage, uri: python:3.11}
         taskRoles:
           main:
             instances: 1
             dockerImage: img
-            resourcePerInstance: {{cpu: 1, memoryMB: 256, gpu: 0}}
+            resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
             commands:
-              - PYTHONPATH={ROOT} {sys.executable} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps {steps} --sleep {sleep}
+              - {command}
         """
-    )
+    ).replace("{command}", command)
 
 
 def max_overlap(client: Client, jobs: list[str]) -> int:

@@ -40,7 +40,7 @@ def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.we
         *priority.routes(local_job, args),
         *users.routes(args),
         *lease.routes(local_job, args, leases),
-        *sweeps.routes(local_job, args, cluster),
+        *sweeps.routes(local_job, args),
     ]
     return PaiApplication(
         routes,

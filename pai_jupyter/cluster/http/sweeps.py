@@ -41,7 +41,13 @@ def file_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, 
     return out
 
 
-class Reports(Base):
+class SweepBase(Base):
+    def prepare(self) -> None:
+        super().prepare()
+        table.ensure_tables(self.cluster.store)
+
+
+class Reports(SweepBase):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
         stored = [{**r, "source": "api"} for r in table.reports(self.cluster.store, row["id"])]
@@ -76,12 +82,12 @@ def _summary(row: table.SweepRow) -> dict[str, Any]:
     }
 
 
-class Sweeps(Base):
+class Sweeps(SweepBase):
     def get(self) -> None:
         self.write_json({"sweeps": [_summary(r) for r in table.sweeps(self.cluster.store, self.user["name"])]})
 
 
-class Sweep(Base):
+class Sweep(SweepBase):
     def _owner(self, user: str, name: str) -> None:
         if user != self.user["name"] and not self.is_admin:
             raise NotFoundError(f"sweep {user}~{name} was not found")
@@ -117,8 +123,7 @@ class Sweep(Base):
         self.write_json({"message": f"sweep {user}~{name} deleted"})
 
 
-def routes(job: str, args: dict[str, Any], cluster: Cluster) -> list[Route]:
-    table.ensure_tables(cluster.store)
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
     return [
         (job + r"/reports", Reports, args),
         (r"/api/v2/local/sweeps", Sweeps, args),

@@ -1,13 +1,15 @@
 """Two tables of their own for sweeps (docs/sweeps.md): the metrics a job reported (``job_reports``) and each
 sweep's state document (``sweeps``), with all their SQL.
 
-``ensure_tables`` makes both (``CREATE TABLE IF NOT EXISTS``), so a database made before sweeps gains them as the
-daemon opens it; it is one self-contained function for the store's migrations to call in its turn.
+``ensure_tables`` makes both (``CREATE TABLE IF NOT EXISTS``), so a database made before sweeps gains them when a
+sweep route is first used (``http/sweeps.py``); it is one self-contained function for the store's migrations to
+call in their turn.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import weakref
+from typing import Any, TypedDict, cast
 
 from .db import Database, dumps, loads, now_ms
 
@@ -37,9 +39,14 @@ class SweepRow(TypedDict):
     state: dict[str, Any]
 
 
+_READY: weakref.WeakSet[Database] = weakref.WeakSet()
+
+
 def ensure_tables(store: Database) -> None:
-    """Make the sweep tables where they are missing (idempotent)."""
-    store.db.executescript(TABLES)
+    """Make the sweep tables where they are missing (idempotent; once per open store)."""
+    if store not in _READY:
+        store.db.executescript(TABLES)
+        _READY.add(store)
 
 
 def add_reports(store: Database, job_id: int, reports: list[Report]) -> None:
@@ -63,7 +70,7 @@ def reports(store: Database, job_id: int) -> list[Report]:
 def _row(row: dict[str, Any] | None) -> SweepRow | None:
     if row is None:
         return None
-    return {**row, "state": loads(row["state"], {})}  # type: ignore[typeddict-item]
+    return cast(SweepRow, {**row, "state": loads(row["state"], {})})
 
 
 def sweep(store: Database, user: str, name: str) -> SweepRow | None:
