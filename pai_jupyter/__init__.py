@@ -18,7 +18,7 @@ _LAZY = {
     "AsyncClient": "pai_jupyter.client",
     "Estimator": "pai_jupyter.sdk",
     "Sweep": "pai_jupyter.sweep",
-    "report": "pai_jupyter.sweep.report",
+    "report": "pai_jupyter.sweep.reporting",
 }
 
 __all__ = ["__version__", *_LAZY]

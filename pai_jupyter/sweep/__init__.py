@@ -12,7 +12,7 @@ _LAZY = {
     "SweepTaken": "driver",
     "sweeps": "driver",
     "trial_job": "driver",
-    "report": "report",
+    "report": "reporting",
     "choice": "space",
     "uniform": "space",
     "loguniform": "space",

@@ -47,9 +47,11 @@ class Uniform:
     def grid(self, points: int) -> list[float]:
         if points <= 1 or self.low == self.high:
             return [self._from_unit(0.5)]
-        return [self._from_unit(i / (points - 1)) for i in range(points)]
+        return list(dict.fromkeys(self._from_unit(i / (points - 1)) for i in range(points)))  # (a tiny range: once)
 
     def _from_unit(self, u: float) -> float:
+        if u in (0.0, 1.0):  # the ends exactly (exp(log(x)) need not be x)
+            return self.low if u == 0.0 else self.high
         if self.log:
             value = math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
         else:

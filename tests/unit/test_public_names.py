@@ -90,7 +90,7 @@ def test_pai_jupyter_all_is_pinned_and_each_name_is_what_it_says() -> None:
         and pai_jupyter.Estimator is importlib.import_module("pai_jupyter.sdk").Estimator
     )
     assert pai_jupyter.Sweep is importlib.import_module("pai_jupyter.sweep").Sweep
-    assert pai_jupyter.report is importlib.import_module("pai_jupyter.sweep.report").report
+    assert pai_jupyter.report is importlib.import_module("pai_jupyter.sweep.reporting").report
     assert callable(pai_jupyter.load_ipython_extension) and callable(pai_jupyter.unload_ipython_extension)
 
 
