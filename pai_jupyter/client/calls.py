@@ -354,9 +354,10 @@ class Calls(ClientBase):
         resp = yield Req("GET", path)
         return json_object(resp)
 
-    def _put_sweep_state(self, name: str, state: dict[str, Any], revision: int) -> Op[int]:
+    def _put_sweep_state(self, name: str, state: dict[str, Any], revision: int, tag: list[str]) -> Op[int]:
         path = yield from self._sweep_path(name)
-        resp = yield Req("PUT", path, json={"state": state, "revision": revision})
+        body = {"state": state, "revision": revision, "tag": [self.job_id(j) for j in tag]}
+        resp = yield Req("PUT", path, json=body)
         return int(json_object(resp)["revision"])
 
     def _list_sweeps(self) -> Op[list[dict[str, Any]]]:

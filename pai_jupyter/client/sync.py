@@ -151,9 +151,10 @@ class Client(Calls):
         """A sweep's stored record (``pai_jupyter.Sweep`` keeps its state there); JobNotFound when none."""
         return self._drive(self._sweep_state(name))
 
-    def put_sweep_state(self, name: str, state: dict[str, Any], revision: int) -> int:
-        """Write a sweep's state over ``revision`` (0: new); JobConflict when another driver wrote first."""
-        return self._drive(self._put_sweep_state(name, state, revision))
+    def put_sweep_state(self, name: str, state: dict[str, Any], revision: int, *, tag: list[str] | None = None) -> int:
+        """Write a sweep's state over ``revision`` (0: new), tagging the jobs in ``tag`` ``sweep:{name}``;
+        JobConflict when another driver wrote first."""
+        return self._drive(self._put_sweep_state(name, state, revision, tag or []))
 
     def list_sweeps(self) -> list[dict[str, Any]]:
         return self._drive(self._list_sweeps())

@@ -29,12 +29,9 @@ from ..protocol.parse import dump_yaml, load_document
 from ..protocol.rules import ESTIMATOR_KEY
 from .search import FINISHED, Search, make_search, search_size
 from .space import Space, check_space, space_from_dict, space_to_dict
+from .writer import STOPS, SweepTaken, Writer
 
 LIVE = frozenset({"SUBMITTED", "WAITING", "RUNNING"})
-
-
-class SweepTaken(RuntimeError):
-    """Another driver wrote the sweep's state since this one read it (it attached and took over)."""
 
 
 def _template_text(template: Any) -> str:
@@ -112,7 +109,6 @@ class Sweep:
             "created": time.time(),
             "trials": [],
         }
-        self.revision = 0
         self._setup()
 
     def _setup(self) -> None:
@@ -121,6 +117,9 @@ class Sweep:
         self._thread: threading.Thread | None = None
         self._halt = threading.Event()
         self._last_reports: dict[int, float] = {}
+        self._stop_checked = 0.0
+        self._moved = False
+        self._writer = Writer(self.client, self.name, 0, self._notify)
         self.listeners: list[Callable[[Sweep], None]] = []
         self.error: BaseException | None = None
 
@@ -148,22 +147,23 @@ class Sweep:
     def status(self) -> str:
         return str(self.state["status"])
 
+    @property
+    def revision(self) -> int:
+        """The stored revision this driver's last write made (or its last read)."""
+        return self._writer.revision
+
     def refresh(self) -> Sweep:
         """Read the stored state (what another driver wrote)."""
         record = self.client.sweep_state(self.name)
-        self.state, self.revision = record["state"], int(record["revision"])
+        self.state, self._writer.revision = record["state"], int(record["revision"])
         return self
 
     def save(self) -> None:
-        try:
-            self.revision = self.client.put_sweep_state(self.name, self.state, self.revision)
-        except JobConflict:
-            stored = self.client.sweep_state(self.name)
-            if stored["state"].get("driver") != self.state.get("driver") or stored["state"]["status"] == "done":
-                raise SweepTaken(f"sweep {self.name} is driven elsewhere now (revision {stored['revision']})") from None
-            # the same driver, and someone asked it to stop (stop() from another kernel): take the request
-            self.state["status"] = stored["state"]["status"]
-            self.revision = self.client.put_sweep_state(self.name, self.state, int(stored["revision"]))
+        """Store the state (write-behind: ``writer.py``); the views redraw now."""
+        self._writer.save(self.state)
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in list(self.listeners):
             listener(self)
 
@@ -186,8 +186,15 @@ class Sweep:
         return f"{self.name}-{number:04d}"
 
     def _submit(self, number: int, params: dict[str, Any]) -> dict[str, Any]:
-        job = self.client.submit(trial_job(self.state["template"], self._trial_name(number), params))
-        self.client.add_tag(job, f"sweep:{self.name}")
+        name = self._trial_name(number)
+        try:
+            job = self.client.submit(trial_job(self.state["template"], name, params))
+        except JobConflict:  # submitted by a driver that stopped before it stored the trial: adopt that job
+            job = self.client.job_id(name)
+            stored = load_document(self.client.config(job)).get("parameters") or {}
+            self._searcher().forget(number)
+            params = {k: stored[k] for k in self.state["space"] if k in stored}
+        self._writer.tag(job)  # the daemon tags it sweep:{name} as it stores the state
         trial = {
             "number": number,
             "job": job,
@@ -219,7 +226,12 @@ class Sweep:
 
     def step(self) -> bool:
         """One round: follow the live trials, submit new ones up to the concurrency; False once the sweep is over."""
-        s, changed = self.state, False
+        s, changed, shown, stopped_elsewhere = self.state, False, False, False
+        self._moved = False  # a trial ended or was submitted: look again at once (run())
+        if self._writer.error is not None:
+            raise self._writer.error
+        if self._writer.remote_status and s["status"] == "running":
+            s["status"], changed = self._writer.remote_status, True
         if s.get("driver") != self.driver:
             s["driver"], changed = self.driver, True
         if s["status"] == "new":
@@ -236,6 +248,7 @@ class Sweep:
                     self.client.stop(trial["job"])
                 changed |= before != (trial["value"], len(trial["intermediate"]))
             if final:
+                stopped_elsewhere |= state == "STOPPED" and trial.get("stop") is None
                 pruned = trial.get("stop") == "pruned"
                 ok = state == FINISHED and trial["value"] is not None
                 trial["state"] = (
@@ -243,19 +256,19 @@ class Sweep:
                 )
                 trial["ended"] = time.time()
                 self._searcher().tell(trial)
-                changed = True
-            elif trial["state"] != state:
-                trial["state"], changed = state, True
+                changed = self._moved = True
+            elif trial["state"] != state:  # waiting -> running: shown now, stored with the next change
+                trial["state"], shown = state, True
         live = [t for t in s["trials"] if t["state"] in LIVE]
         if s["status"] == "running" and len(live) < s["concurrency"] and len(s["trials"]) < s["max_trials"]:
-            changed |= self._take_stop_request()
+            changed |= self._take_stop_request(stopped_elsewhere)
         if s["status"] == "running":
             while len(live) < s["concurrency"] and len(s["trials"]) < s["max_trials"]:
                 params = self._searcher().ask(len(s["trials"]))
                 if params is None:
                     break
                 live.append(self._submit(len(s["trials"]), params))
-                changed = True
+                changed = self._moved = True
         if s["status"] == "stopping all":
             for t in live:
                 if t.get("stop") is None:
@@ -266,30 +279,36 @@ class Sweep:
             s["status"], changed = "done", True
         if changed:
             self.save()
+        elif shown:
+            self._notify()
         return s["status"] != "done"
 
-    def _take_stop_request(self) -> bool:
-        """Before submitting: has a stop been asked for from elsewhere (``stop()`` in another kernel)?"""
+    def _take_stop_request(self, now: bool) -> bool:
+        """Before submitting: has a stop been asked for from elsewhere (``stop()`` in another kernel)? Asked at
+        most once a second (a stop takes effect within one), and ``now`` when a trial was stopped from elsewhere
+        (``stop_all`` stops them itself)."""
         if self.revision == 0:  # not written yet: nobody else knows of it
             return False
-        record = self.client.sweep_state(self.name)
-        if record["revision"] == self.revision:
+        if not now and time.monotonic() - self._stop_checked < 1.0:
             return False
-        stored = record["state"]
-        if stored.get("driver") not in (None, self.driver):
-            raise SweepTaken(f"sweep {self.name} is driven elsewhere now (revision {record['revision']})")
-        if stored["status"] in ("stopping", "stopping all"):
+        self._stop_checked = time.monotonic()
+        stored = self.client.sweep_state(self.name)["state"]  # (another driver taking over: its writer says so)
+        if stored.get("status") in STOPS:
             self.state["status"] = stored["status"]
-        self.revision = int(record["revision"])
-        return True
+            return True
+        return False
 
     def run(self, timeout: float | None = None) -> Sweep:
         """Drive the sweep here until it is done (Ctrl-C leaves it resumable: ``attach`` + ``run``)."""
         end = None if timeout is None else time.monotonic() + timeout
-        while self.step():
-            if self._halt.is_set() or (end is not None and time.monotonic() > end):
-                break
-            time.sleep(self.poll)
+        try:
+            while self.step():
+                if self._halt.is_set() or (end is not None and time.monotonic() > end):
+                    break
+                if not self._moved:  # nothing happened: wait a poll interval before looking again
+                    time.sleep(self.poll)
+        finally:
+            self._writer.flush()
         return self
 
     def start(self) -> Sweep:
@@ -300,8 +319,7 @@ class Sweep:
                 self.run()
             except BaseException as exc:  # kept for the views and for wait()
                 self.error = exc
-                for listener in list(self.listeners):
-                    listener(self)
+                self._notify()
 
         self._halt.clear()
         self._thread = threading.Thread(target=loop, name=f"sweep-{self.name}", daemon=True)
@@ -330,7 +348,7 @@ class Sweep:
                 return
             self.state["status"] = status
             try:
-                self.revision = self.client.put_sweep_state(self.name, self.state, self.revision)
+                self._writer.revision = self.client.put_sweep_state(self.name, self.state, self.revision)
                 return
             except JobConflict:
                 continue

@@ -24,6 +24,9 @@ class Search(Protocol):
     def intermediate(self, number: int, step: int, value: float) -> bool:
         """A live trial reported the objective at ``step``: True when it should be stopped (pruned)."""
 
+    def forget(self, number: int) -> None:
+        """Trial ``number`` was asked for but an earlier driver's job of that number is adopted instead."""
+
     def tell(self, trial: dict[str, Any]) -> None:
         """A trial ended (its stored record: ``number``, ``params``, ``state``, ``value``, ``intermediate``)."""
 
@@ -38,6 +41,9 @@ class GridSearch:
     def intermediate(self, number: int, step: int, value: float) -> bool:
         return False
 
+    def forget(self, number: int) -> None:
+        return None
+
     def tell(self, trial: dict[str, Any]) -> None:
         return None
 
@@ -51,6 +57,9 @@ class RandomSearch:
 
     def intermediate(self, number: int, step: int, value: float) -> bool:
         return False
+
+    def forget(self, number: int) -> None:
+        return None
 
     def tell(self, trial: dict[str, Any]) -> None:
         return None
@@ -102,6 +111,11 @@ class OptunaSearch:
             return False
         trial.report(value, step)
         return bool(trial.should_prune())
+
+    def forget(self, number: int) -> None:
+        trial = self.live.pop(number, None)
+        if trial is not None:  # (the adopted job is told as an added trial when it ends)
+            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
 
     def tell(self, trial: dict[str, Any]) -> None:
         states = self.optuna.trial.TrialState

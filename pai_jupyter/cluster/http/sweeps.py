@@ -4,7 +4,8 @@
   posted for the job and those its tasks wrote to ``run/reports.jsonl`` (``common/reports.py``; read through
   safeio, bounded), oldest first. ``POST`` ``{"metrics": {...}, "step": n}`` stores one with the job.
 - ``GET /api/v2/local/sweeps``: the user's sweeps (name, revision, updated, status); ``GET``, ``PUT``
-  (``{"state": {...}, "revision": n}``, 409 unless ``revision`` is the stored one, 0 for a new sweep) and
+  (``{"state": {...}, "revision": n, "tag": ["user~job"]}``: 409 unless ``revision`` is the stored one, 0 for a
+  new sweep; the jobs in ``tag``, the caller's own, are tagged ``sweep:{name}``) and
   ``DELETE /api/v2/local/sweeps/{user}~{name}``.
 
 The same bearer auth as every route (an application token included); a user sees only their own jobs and sweeps.
@@ -108,12 +109,17 @@ class Sweep(SweepBase):
         if len(self.request.body) > MAX_STATE:
             raise BadRequest(f"a sweep's state is at most {MAX_STATE} bytes")
         body = self.json_body()
-        state, revision = body.get("state"), body.get("revision", 0)
+        state, revision, tag = body.get("state"), body.get("revision", 0), body.get("tag", [])
         if not isinstance(state, dict) or not isinstance(revision, int) or isinstance(revision, bool):
-            raise BadRequest('the body must be {"state": {...}, "revision": <int>}')
+            raise BadRequest('the body must be {"state": {...}, "revision": <int>, "tag": ["user~job", ...]}')
+        if not isinstance(tag, list) or not all(isinstance(j, str) and "~" in j for j in tag):
+            raise BadRequest('"tag" is a list of job ids (user~job)')
+        trials = [self.own_job(*job.split("~", 1)) for job in tag]  # the caller's own, else 404
         new = table.put_sweep(self.cluster.store, user, name, state, revision)
         if new is None:
             raise ConflictJobError(f"sweep {user}~{name} was written by another driver (not at revision {revision})")
+        for row in trials:  # the trials are ordinary jobs, tagged with their sweep
+            self.cluster.store.add_tag(row["id"], f"sweep:{name}")
         self.write_json({"revision": new})
 
     def delete(self, user: str, name: str) -> None:
