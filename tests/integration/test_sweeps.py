@@ -18,7 +18,7 @@ import pytest
 import pai_jupyter
 from pai_jupyter.client import Client
 from pai_jupyter.client.profiles import Profile, upsert_profile
-from pai_jupyter.sweep import Sweep, choice
+from pai_jupyter.sweep import Sweep, choice, trial_job
 from tests.polling import wait_for
 
 from .conftest import Api, v1
@@ -175,7 +175,22 @@ def test_the_same_sweep_runs_on_a_second_daemon_through_a_profile(tmp_path: Path
         finally:
             del os.environ["PAI_JUPYTER_HOME"]
         assert sweep.status == "done" and sweep.best()["params"] == {"x": 0.3, "lr": 0.01}  # type: ignore[index]
-        names = {j["name"] for j in b.http.get("/api/v2/jobs").json()}
-        assert names == {"grid-0000", "grid-0001", "grid-0002"}
+        jobs = {j["name"]: j["tags"] for j in b.http.get("/api/v2/jobs").json()}
+        assert jobs == {f"grid-000{n}": ["sweep:grid"] for n in range(3)}  # ordinary jobs, tagged
         assert a.http.get("/api/v2/jobs").json() == []
         assert [x["name"] for x in b.http.get("/api/v2/local/sweeps").json()["sweeps"]] == ["grid"]
+
+
+def test_a_trial_submitted_but_not_stored_is_adopted_by_the_next_driver(daemon: Api, client: Client) -> None:
+    """A driver killed between a trial's submission and the state's write: the job is there under the trial's
+    name; the next driver takes it (with the parameters it ran with) instead of failing on the name."""
+    client.submit(trial_job(template(), "adopt-0000", {"x": 0.6, "lr": 0.01}))
+    sweep = Sweep("adopt", template(), {"x": [0.0, 0.3], "lr": [0.01]}, client=client, poll=0.05).run(timeout=60)
+    assert [(t["job"].split("~")[1], t["params"]) for t in sweep.trials] == [
+        ("adopt-0000", {"x": 0.6, "lr": 0.01}),
+        ("adopt-0001", {"x": 0.3, "lr": 0.01}),
+    ]
+    assert [t["state"] for t in sweep.trials] == ["SUCCEEDED", "SUCCEEDED"]
+    assert sweep.best()["params"]["x"] == 0.3  # type: ignore[index]
+    assert client.detail("adopt-0000").model_extra is not None
+    assert {j["tags"][0] for j in daemon.http.get("/api/v2/jobs").json()} == {"sweep:adopt"}
