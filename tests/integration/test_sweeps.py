@@ -194,3 +194,44 @@ def test_a_trial_submitted_but_not_stored_is_adopted_by_the_next_driver(daemon: 
     assert sweep.best()["params"]["x"] == 0.3  # type: ignore[index]
     assert client.detail("adopt-0000").model_extra is not None
     assert {j["tags"][0] for j in daemon.http.get("/api/v2/jobs").json()} == {"sweep:adopt"}
+
+
+TENSORBOARD_TRIAL = """
+import os, time
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+logs = os.path.join(os.environ["PAI_TASK_DIR"], "run", "tensorboard")
+os.makedirs(logs + "/train")
+w = EventFileWriter(logs + "/train")
+for step in range(2):
+    v = Summary.Value(tag="loss", simple_value=0.5 / (step + 1))
+    w.add_event(Event(step=step, wall_time=time.time(), summary=Summary(value=[v])))
+w.close()
+os.symlink(os.environ["OUTSIDE"], logs + "/events.out.tfevents.1.planted")  # someone else's file
+"""
+
+
+def test_tensorboard_scalars_of_a_task_are_reports_and_a_planted_link_is_not_followed(
+    daemon: Api, client: Client, tmp_path: Path
+) -> None:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    outside = EventFileWriter(str(tmp_path / "outside"))
+    secret = Summary(value=[Summary.Value(tag="secret", simple_value=1.0)])
+    outside.add_event(Event(step=0, wall_time=1.0, summary=secret))
+    outside.close()
+    planted = next((tmp_path / "outside").glob("*tfevents*"))
+    script = tmp_path / "tb.py"
+    script.write_text(TENSORBOARD_TRIAL)
+    tmp_path.chmod(tmp_path.stat().st_mode | 0o005)
+    script.chmod(0o644)
+    job = daemon.submit_ok(v1("tb", f"OUTSIDE={planted} {sys.executable} {script}"))
+    assert daemon.wait(job)["jobStatus"]["state"] == "SUCCEEDED", daemon.log(job)
+    found = client.reports(job)
+    assert [(r["step"], r["metrics"], r["source"]) for r in found] == [
+        (0, {"train/loss": 0.5}, "tensorboard:main/0"),
+        (1, {"train/loss": 0.25}, "tensorboard:main/0"),
+    ]

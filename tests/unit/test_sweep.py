@@ -198,3 +198,33 @@ def test_the_results_table_sorts_missing_values_last_and_escapes_text() -> None:
     assert table.sort_by.value == "loss"
     assert "<b>adam" not in table.grid.value and "&lt;b&gt;adam&lt;/b&gt;" in table.grid.value
     assert "s&lt;1&gt;" in table.summary.value and "best 0.1 (trial 2)" in table.summary.value
+
+
+def test_tensorboard_scalars_are_read_from_event_bytes_and_a_partial_tail_is_left(tmp_path: Path) -> None:
+    import struct
+
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from pai_jupyter.common.tfevents import scalars
+
+    writer = EventFileWriter(str(tmp_path))
+    for step in range(3):
+        value = Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
+        writer.add_event(Event(step=step, wall_time=1000.5, summary=Summary(value=[value])))
+    tf2 = TensorProto(dtype=2, tensor_content=struct.pack("<d", 0.125))  # TF2 writes scalars as tensors
+    writer.add_event(Event(step=9, wall_time=1001.0, summary=Summary(value=[Summary.Value(tag="acc", tensor=tf2)])))
+    writer.close()
+    data = next(tmp_path.glob("*tfevents*")).read_bytes()
+    found = scalars(data)
+    assert [(r["step"], r["metrics"]) for r in found] == [
+        (0, {"loss": 1.0}),
+        (1, {"loss": 0.5}),
+        (2, {"loss": pytest.approx(1 / 3)}),
+        (9, {"acc": 0.125}),
+    ]
+    assert found[0]["time"] == 1000500
+    assert scalars(data[:-5]) == found[:-1]  # the last record still being written
+    assert scalars(b"\x00" * 7 + b"garbage" * 50) == []
