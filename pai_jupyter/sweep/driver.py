@@ -27,11 +27,9 @@ from ..protocol import Job
 from ..protocol.edit import rename_text, with_parameters
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.rules import ESTIMATOR_KEY
-from .search import FINISHED, Search, make_search, search_size
+from .search import ENDED, FINISHED, Search, make_search, search_size
 from .space import Space, check_space, space_from_dict, space_to_dict
 from .writer import STOPS, SweepTaken, Writer
-
-LIVE = frozenset({"SUBMITTED", "WAITING", "RUNNING"})
 
 
 def _template_text(template: Any) -> str:
@@ -236,7 +234,7 @@ class Sweep:
             s["driver"], changed = self.driver, True
         if s["status"] == "new":
             s["status"], changed = "running", True
-        for trial in [t for t in s["trials"] if t["state"] in LIVE]:
+        for trial in [t for t in s["trials"] if t["state"] not in ENDED]:
             detail = self.client.detail(trial["job"])
             state, now = detail.state, time.monotonic()
             final = state in FINAL
@@ -259,7 +257,7 @@ class Sweep:
                 changed = self._moved = True
             elif trial["state"] != state:  # waiting -> running: shown now, stored with the next change
                 trial["state"], shown = state, True
-        live = [t for t in s["trials"] if t["state"] in LIVE]
+        live = [t for t in s["trials"] if t["state"] not in ENDED]
         if s["status"] == "running" and len(live) < s["concurrency"] and len(s["trials"]) < s["max_trials"]:
             changed |= self._take_stop_request(stopped_elsewhere)
         if s["status"] == "running":
@@ -363,7 +361,7 @@ class Sweep:
         self._ask("stopping all")
         if self._thread is None or not self._thread.is_alive():
             for t in self.state["trials"]:
-                if t["state"] in LIVE:
+                if t["state"] not in ENDED:
                     self.client.stop(t["job"])
 
     def stop_trial(self, number: int) -> None:

@@ -115,7 +115,8 @@ def test_optuna_sweep_finds_the_best_region_and_resumes_after_its_driver_is_kill
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     driver = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=ROOT, env=env)
     try:
-        wait_for(lambda: _trials(client, "bowl") >= 12, 120, "12 trials of the first driver")
+        wait_for(lambda: driver.poll() is not None or _trials(client, "bowl") >= 12, 120, "12 trials of driver 1")
+        assert driver.poll() is None, "the first driver ended by itself"
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
