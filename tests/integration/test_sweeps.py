@@ -4,6 +4,7 @@ with SIGKILL and resumed by ``Sweep.attach``, stop all, and the same sweep on a 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -236,3 +237,30 @@ def test_tensorboard_scalars_of_a_task_are_reports_and_a_planted_link_is_not_fol
         (0, {"train/loss": 0.5}, "tensorboard:main/0"),
         (1, {"train/loss": 0.25}, "tensorboard:main/0"),
     ]
+
+
+ESTIMATOR_TRIAL = """
+import json, os, sys
+sys.path.insert(0, os.environ["PAI_ROOT"])
+import pai_jupyter
+hps = json.load(open(os.path.join(os.environ["PAI_CONFIG_DIR"], "hyperparameters.json")))
+loss = (hps["x"] - 0.3) ** 2
+pai_jupyter.report(loss=loss, step=0)
+json.dump({"x": hps["x"], "base": hps["base"]}, open(os.path.join(os.environ["PAI_OUTPUT_MODEL"], "model.json"), "w"))
+"""
+
+
+def test_an_estimator_sweep_sets_hyperparameters_and_gives_the_best_models_data(
+    daemon: Api, client: Client, tmp_path: Path
+) -> None:
+    from pai_jupyter import Estimator
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(ESTIMATOR_TRIAL)
+    est = Estimator(f"PAI_ROOT={ROOT} {sys.executable} train.py", source_dir=src, hyperparameters={"base": 1},
+                    memory=256, client=client)  # fmt: skip
+    sweep = Sweep("est", est, {"x": [0.0, 0.3, 0.9]}, client=client, poll=0.05).run(timeout=120)
+    assert [t["state"] for t in sweep.trials] == ["SUCCEEDED"] * 3, [client.logs(t["job"]) for t in sweep.trials]
+    model = json.loads((Path(sweep.model_data()) / "model.json").read_text())
+    assert model == {"x": 0.3, "base": 1}  # the best trial's own hyperparameters, beside the Estimator's
