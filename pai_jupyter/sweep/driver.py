@@ -92,6 +92,12 @@ class Sweep:
         self.client = client or Client(profile)
         self.name = name
         self.poll = poll
+        try:
+            self.client.sweep_state(name)
+        except JobNotFound:
+            pass
+        else:
+            raise ValueError(f"sweep {name} exists: Sweep.attach({name!r}) resumes it (or client.delete_sweep it)")
         self.state: dict[str, Any] = {
             "status": "new",
             "template": _template_text(template),

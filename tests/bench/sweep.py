@@ -18,7 +18,7 @@ from .common import Daemon, Figure, ratio
 
 TRIALS = 40
 POLL = 0.05
-ROUNDS = 3
+ROUNDS = 5
 TEMPLATE = """\
 protocolVersion: 2
 name: p19

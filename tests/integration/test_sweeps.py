@@ -162,6 +162,8 @@ def test_stop_all_from_another_driver_stops_the_running_trials(daemon: Api, clie
     sweep.wait(60)
     assert sweep.status == "done"
     assert [t["state"] for t in sweep.trials] == ["STOPPED", "STOPPED"]
+    with pytest.raises(ValueError, match=r"attach\('long'\) resumes it"):  # a name is one sweep
+        Sweep("long", template(), {"x": [1]}, client=client)
 
 
 def test_the_same_sweep_runs_on_a_second_daemon_through_a_profile(tmp_path: Path) -> None:
