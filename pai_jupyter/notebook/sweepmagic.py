@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import display as ui
@@ -36,10 +36,12 @@ class SweepMagics(Magics):
     @argument("--no-plots", action="store_true", help="only the results table")
     @argument("--profile", "-p", help="cluster profile (default: the default one)")
     @argument("-o", "--out", dest="var", help="store the Sweep in this notebook variable")
-    @cell_magic
+    @line_cell_magic
     @_reported
-    def pai_sweep(self, line: str, cell: str) -> Any:
-        """A sweep of the cell's job (``{name}`` takes a notebook variable, as in ``%%pai_submit``)."""
+    def pai_sweep(self, line: str, cell: str | None = None) -> Any:
+        """A sweep of the cell's job (``{name}`` takes a notebook variable, as in ``%%pai_submit``); as a line
+        magic, ``%pai_sweep NAME --attach`` (or ``--estimator VAR``)."""
+        cell = cell or ""
         from IPython.display import display
 
         from ..sweep import Sweep
