@@ -13,6 +13,7 @@ of optional libraries (Optuna), and the same driver runs against any profile wit
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -123,7 +124,7 @@ class Sweep:
         self._last_reports: dict[int, float] = {}
         self._stop_checked = 0.0
         self._moved = False
-        self._writer = Writer(self.client, self.name, 0, self._notify)
+        self._writer = Writer(self.client, self.name, 0)
         self.listeners: list[Callable[[Sweep], None]] = []
         self.error: BaseException | None = None
 
@@ -168,8 +169,10 @@ class Sweep:
         self._notify()
 
     def _notify(self) -> None:
+        """Tell the views (on the driver's thread); a view that fails never stops the sweep."""
         for listener in list(self.listeners):
-            listener(self)
+            with contextlib.suppress(Exception):
+                listener(self)
 
     # ---- driving --------------------------------------------------------------------------------------------
     def _searcher(self) -> Search:

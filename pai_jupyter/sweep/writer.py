@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..client import Client
@@ -24,8 +23,8 @@ class SweepTaken(RuntimeError):
 
 
 class Writer:
-    def __init__(self, client: Client, name: str, revision: int, on_saved: Callable[[], None]) -> None:
-        self.client, self.name, self.revision, self.on_saved = client, name, revision, on_saved
+    def __init__(self, client: Client, name: str, revision: int) -> None:
+        self.client, self.name, self.revision = client, name, revision
         self.error: BaseException | None = None
         self.remote_status: str | None = None  # a stop another kernel asked for, seen on a conflict
         self._tags: list[str] = []
@@ -80,7 +79,6 @@ class Writer:
                 if self.error is None:
                     self._put(state, tags)
                     self._last = time.monotonic()
-                    self.on_saved()
             except BaseException as exc:
                 self.error = exc
             finally:
