@@ -19,7 +19,7 @@ import pytest
 import pai_jupyter
 from pai_jupyter.client import Client
 from pai_jupyter.client.profiles import Profile, upsert_profile
-from pai_jupyter.sweep import Sweep, choice, trial_job
+from pai_jupyter.sweep import Sweep, SweepTaken, choice, trial_job
 from tests.polling import wait_for
 
 from .conftest import Api, v1
@@ -266,3 +266,18 @@ def test_an_estimator_sweep_sets_hyperparameters_and_gives_the_best_models_data(
     assert [t["state"] for t in sweep.trials] == ["SUCCEEDED"] * 3, [client.logs(t["job"]) for t in sweep.trials]
     model = json.loads((Path(sweep.model_data()) / "model.json").read_text())
     assert model == {"x": 0.3, "base": 1}  # the best trial's own hyperparameters, beside the Estimator's
+
+
+def test_a_second_driver_takes_over_and_the_first_stops_with_sweep_taken(daemon: Api, client: Client) -> None:
+    first = Sweep("twice", template(steps=2, sleep=0.1), {"x": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "lr": [0.01]},
+                  client=client, poll=0.05).start()  # fmt: skip
+    wait_for(lambda: first.error or _trials(client, "twice") >= 2, 60, "the first driver's trials, stored")
+    second = Sweep.attach("twice", client=client)
+    second.poll = 0.05
+    second.run(timeout=120)
+    with pytest.raises(SweepTaken):
+        first.wait(60)
+    assert second.status == "done"
+    assert [t["job"].split("~")[1] for t in second.trials] == [f"twice-000{n}" for n in range(6)]
+    assert [t["state"] for t in second.trials] == ["SUCCEEDED"] * 6
+    assert len(client.list_jobs(keyword="twice-")) == 6  # no trial ran twice
