@@ -156,7 +156,13 @@ def test_stop_all_from_another_driver_stops_the_running_trials(daemon: Api, clie
         poll=0.05,
     )
     sweep.start()
-    wait_for(lambda: sweep.error or sum(t["state"] == "RUNNING" for t in sweep.trials) == 2, 60, "two running")
+    wait_for(
+        lambda: (
+            sweep.error or (sum(t["state"] == "RUNNING" for t in sweep.trials) == 2 and _trials(client, "long") == 2)
+        ),
+        60,
+        "two running trials, stored",
+    )
     assert sweep.error is None
     Sweep.attach("long", client=client).stop_all()
     sweep.wait(60)
