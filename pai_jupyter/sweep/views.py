@@ -62,20 +62,29 @@ class ResultsTable(widgets.VBox):
         self.summary = widgets.HTML()
         self.grid = widgets.HTML()
         self._started = False
-        self.sort_by.observe(lambda _: self.redraw(), "value")
-        self.descending.observe(lambda _: self.redraw(), "value")
+        self._updating = False
+        self.sort_by.observe(lambda _: self._changed(), "value")
+        self.descending.observe(lambda _: self._changed(), "value")
         super().__init__([self.summary, widgets.HBox([self.sort_by, self.descending]), self.grid])
         self.redraw()
 
+    def _changed(self) -> None:
+        if not self._updating:
+            self.redraw()
+
     def redraw(self) -> None:
         columns, body = rows(self.sweep)
-        if tuple(self.sort_by.options) != tuple(columns):
+        if tuple(self.sort_by.options) != tuple(columns):  # a new metric: new columns, the sort kept
             current = self.sort_by.value
-            self.sort_by.options = columns
-            self.sort_by.value = current if current in columns and self._started else columns[2]
-            self.descending.value = self.sweep.state["mode"] == "max" and not self._started
+            self._updating = True
+            try:
+                self.sort_by.options = columns
+                self.sort_by.value = current if current in columns and self._started else columns[2]
+                if not self._started:
+                    self.descending.value = self.sweep.state["mode"] == "max"
+            finally:
+                self._updating = False
             self._started = True
-            return  # the observers redraw
         body = sort_rows(body, columns.index(self.sort_by.value), self.descending.value)
         best = self.sweep.best()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)

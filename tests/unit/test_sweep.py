@@ -198,6 +198,10 @@ def test_the_results_table_sorts_missing_values_last_and_escapes_text() -> None:
     assert table.sort_by.value == "loss"
     assert "<b>adam" not in table.grid.value and "&lt;b&gt;adam&lt;/b&gt;" in table.grid.value
     assert "s&lt;1&gt;" in table.summary.value and "best 0.1 (trial 2)" in table.summary.value
+    table.sort_by.value = "trial"
+    table.sweep.trials[1]["metrics"]["lr_now"] = 0.5  # a new metric: a new column, the chosen sort kept
+    table.redraw()
+    assert table.sort_by.value == "trial" and "<th>lr_now</th>" in table.grid.value
 
 
 def test_tensorboard_scalars_are_read_from_event_bytes_and_a_partial_tail_is_left(tmp_path: Path) -> None:
