@@ -1,4 +1,4 @@
-"""A tiny trial for the sweep tests and notebooks/sweep.ipynb: a quadratic bowl in (x, log10 lr), minimum at
+"""A tiny trial for notebooks/sweep.ipynb and the sweep tests: a quadratic bowl in (x, log10 lr), minimum at
 x = 0.3, lr = 0.01, "trained" in ``steps`` steps whose loss falls toward it; reported with pai_jupyter.report."""
 
 import argparse

@@ -26,7 +26,7 @@ from .conftest import Api, v1
 from .servers import servers
 
 ROOT = Path(pai_jupyter.__file__).resolve().parent.parent
-TRIAL = ROOT / "tests" / "data" / "sweep_trial.py"
+TRIAL = ROOT / "notebooks" / "scripts" / "sweep_trial.py"  # the example notebook's trial
 
 
 def template(steps: int = 3, sleep: float = 0.0) -> str:
