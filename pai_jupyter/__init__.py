@@ -17,6 +17,8 @@ _LAZY = {
     "Client": "pai_jupyter.client",
     "AsyncClient": "pai_jupyter.client",
     "Estimator": "pai_jupyter.sdk",
+    "Sweep": "pai_jupyter.sweep",
+    "report": "pai_jupyter.sweep.reporting",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -139,6 +139,34 @@ class AsyncClient(Calls):
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return await self._drive(self._waiting_queue(limit))
 
+    async def reports(self, job: JobRef) -> list[dict[str, Any]]:
+        """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
+        return await self._drive(self._reports(job))
+
+    async def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
+        """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
+        return await self._drive(self._report(job, metrics, step))
+
+    async def add_tag(self, job: JobRef, tag: str) -> None:
+        await self._drive(self._add_tag(job, tag))
+
+    async def sweep_state(self, name: str) -> dict[str, Any]:
+        """A sweep's stored record (``pai_jupyter.Sweep`` keeps its state there); JobNotFound when none."""
+        return await self._drive(self._sweep_state(name))
+
+    async def put_sweep_state(
+        self, name: str, state: dict[str, Any], revision: int, *, tag: list[str] | None = None
+    ) -> int:
+        """Write a sweep's state over ``revision`` (0: new), tagging the jobs in ``tag`` ``sweep:{name}``;
+        JobConflict when another driver wrote first."""
+        return await self._drive(self._put_sweep_state(name, state, revision, tag or []))
+
+    async def list_sweeps(self) -> list[dict[str, Any]]:
+        return await self._drive(self._list_sweeps())
+
+    async def delete_sweep(self, name: str) -> None:
+        await self._drive(self._delete_sweep(name))
+
     async def set_priority(
         self, job: JobRef, priority: str | None = None, *, position: int | None = None
     ) -> dict[str, Any]:

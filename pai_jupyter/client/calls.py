@@ -336,6 +336,48 @@ class Calls(ClientBase):
         resp = yield Req("GET", "/api/v2/local/queue", params={"limit": limit} if limit else None)
         return json_object(resp)
 
+    def _reports(self, job: JobRef) -> Op[list[dict[str, Any]]]:
+        """What the job reported (``pai_jupyter.report``): ``[{time, step, metrics, source}]``, oldest first."""
+        path = yield from self._local_path(job, "reported metrics")
+        resp = yield Req("GET", path + "/reports")
+        return list(json_object(resp).get("reports") or [])
+
+    def _report(self, job: JobRef, metrics: dict[str, float], step: int | None) -> Op[dict[str, Any]]:
+        path = yield from self._local_path(job, "reporting metrics")
+        resp = yield Req("POST", path + "/reports", json={"metrics": metrics, "step": step}, idempotent=False)
+        return json_object(resp)
+
+    def _add_tag(self, job: JobRef, tag: str) -> Op[None]:
+        yield Req("PUT", self._path(job) + "/tag", json={"value": tag})
+
+    def _sweep_path(self, name: str) -> Op[str]:
+        user, _, sweep = (name if "~" in name else f"{self.username}~{name}").partition("~")
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"sweep state needs the embedded cluster; {self.where} is an OpenPAI server")
+        return f"/api/v2/local/sweeps/{quote(user, safe='')}~{quote(sweep, safe='')}"
+
+    def _sweep_state(self, name: str) -> Op[dict[str, Any]]:
+        """A sweep's stored record: ``{user, name, revision, updated, status, trials, state}``."""
+        path = yield from self._sweep_path(name)
+        resp = yield Req("GET", path)
+        return json_object(resp)
+
+    def _put_sweep_state(self, name: str, state: dict[str, Any], revision: int, tag: list[str]) -> Op[int]:
+        path = yield from self._sweep_path(name)
+        body = {"state": state, "revision": revision, "tag": [self.job_id(j) for j in tag]}
+        resp = yield Req("PUT", path, json=body)
+        return int(json_object(resp)["revision"])
+
+    def _list_sweeps(self) -> Op[list[dict[str, Any]]]:
+        yield from self._sweep_path("x")
+        resp = yield Req("GET", "/api/v2/local/sweeps")
+        return list(json_object(resp).get("sweeps") or [])
+
+    def _delete_sweep(self, name: str) -> Op[None]:
+        path = yield from self._sweep_path(name)
+        yield Req("DELETE", path, idempotent=False)
+
     def _stream_request(self, job: JobRef, role: str | None, index: int, stream: str) -> tuple[str, dict[str, Any]]:
         """(path, params) of the embedded cluster's live log stream of a task (``follow``)."""
         params: dict[str, Any] = {"index": index, "stream": stream}

@@ -140,6 +140,32 @@ class Client(Calls):
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return self._drive(self._waiting_queue(limit))
 
+    def reports(self, job: JobRef) -> list[dict[str, Any]]:
+        """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
+        return self._drive(self._reports(job))
+
+    def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
+        """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
+        return self._drive(self._report(job, metrics, step))
+
+    def add_tag(self, job: JobRef, tag: str) -> None:
+        self._drive(self._add_tag(job, tag))
+
+    def sweep_state(self, name: str) -> dict[str, Any]:
+        """A sweep's stored record (``pai_jupyter.Sweep`` keeps its state there); JobNotFound when none."""
+        return self._drive(self._sweep_state(name))
+
+    def put_sweep_state(self, name: str, state: dict[str, Any], revision: int, *, tag: list[str] | None = None) -> int:
+        """Write a sweep's state over ``revision`` (0: new), tagging the jobs in ``tag`` ``sweep:{name}``;
+        JobConflict when another driver wrote first."""
+        return self._drive(self._put_sweep_state(name, state, revision, tag or []))
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        return self._drive(self._list_sweeps())
+
+    def delete_sweep(self, name: str) -> None:
+        self._drive(self._delete_sweep(name))
+
     def set_priority(self, job: JobRef, priority: str | None = None, *, position: int | None = None) -> dict[str, Any]:
         """An admin's: the job's priority class and/or its place among its class's waiting jobs (embedded cluster)."""
         return self._drive(self._set_priority(job, priority, position))

@@ -8,11 +8,8 @@ Errors a user can act on (a bad job, an unknown job, no server) are shown as out
 from __future__ import annotations
 
 import contextlib
-import functools
-import shlex
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -21,39 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import display as ui
 from .cellinput import CellInputError, deferred_interrupt, interpolate, parse_params
-
-
-def _args(magic: Any, line: str) -> Any:
-    """Parse a magic's line the way a shell would (``--param k="a b"`` is one argument)."""
-    try:
-        argv = shlex.split(line)
-    except ValueError as exc:
-        raise UsageError(f"cannot split the arguments: {exc}") from None
-    return magic.parser.parse_args(argv)
-
-
-def _reported(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show the client's and the protocol's errors as output (field paths for a bad job), not as a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(self: PaiMagics, *args: Any, **kwargs: Any) -> Any:
-        from ..client import PaiError
-        from ..client.profiles import ProfileError
-        from ..protocol import JobValidationError
-
-        try:
-            return fn(self, *args, **kwargs)
-        except (JobValidationError, PaiError, ProfileError) as exc:
-            problems = getattr(exc, "problems", None)
-            if problems:
-                ui.show(ui.problems_text(problems), ui.problems_html(problems))
-            else:
-                ui.show(f"pai: {exc}", ui.error_html(f"pai: {exc}"))
-        except CellInputError as exc:
-            ui.show(f"pai: {exc}", ui.error_html(f"pai: {exc}"))
-        return None
-
-    return wrapper
+from .magicsupport import errors_as_output, split_args
 
 
 @magics_class
@@ -117,7 +82,7 @@ class PaiMagics(Magics):
         "(default: succeeded,failed,stopped); sets extras.jobStatusChangeNotification",
     )
     @cell_magic
-    @_reported
+    @errors_as_output
     def pai_submit(self, line: str, cell: str) -> None:
         """Submit the cell: a job as OpenPAI v2 YAML or v1 JSON.
 
@@ -125,7 +90,7 @@ class PaiMagics(Magics):
         ``{{name}}`` writes a literal ``{name}``. Braces around anything but a name (JSON objects, YAML flow
         mappings) and shell ``${VAR}`` are left alone; ``--raw`` turns interpolation off.
         """
-        args = _args(self.pai_submit, line)
+        args = split_args(self.pai_submit, line)
         text = cell if args.raw else interpolate(cell, self._namespace())
         params = parse_params(args.param)
         if args.notify is not None:
@@ -194,10 +159,10 @@ class PaiMagics(Magics):
     @argument("--live", action="store_true", help="an auto-refreshing JobList widget instead of a table")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_jobs(self, line: str) -> Any:
         """Your jobs, newest first, as a DataFrame (``df = %pai_jobs``)."""
-        args = _args(self.pai_jobs, line)
+        args = split_args(self.pai_jobs, line)
         if args.live:
             from .joblist import JobList
 
@@ -215,10 +180,10 @@ class PaiMagics(Magics):
     @argument("--config", "-c", action="store_true", help="also show the submitted config (secrets masked)")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_status(self, line: str) -> None:
         """A job's state, why it waits or how it ended, and its tasks; ``--config`` adds its submitted config."""
-        args = _args(self.pai_status, line)
+        args = split_args(self.pai_status, line)
         client = self.client(args.profile)
         d = client.detail(self._job(args.job))
         ui.show(ui.detail_text(d), ui.detail_html(d))
@@ -235,10 +200,10 @@ class PaiMagics(Magics):
     @argument("--tail", action="store_true", help="only the last 16 KiB")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_logs(self, line: str) -> None:
         """A task's log as plain text; ``-f`` follows it."""
-        args = _args(self.pai_logs, line)
+        args = split_args(self.pai_logs, line)
         client, job = self.client(args.profile), self._job(args.job)
         if not args.follow:
             sys.stdout.write(client.logs(job, role=args.role, index=args.index, stream=args.stream, tail=args.tail))
@@ -254,9 +219,9 @@ class PaiMagics(Magics):
     @argument("job", nargs="?")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_stop(self, line: str) -> None:
-        args = _args(self.pai_stop, line)
+        args = split_args(self.pai_stop, line)
         ui.show(f"stopping {self.client(args.profile).stop(self._job(args.job))}")
 
     @magic_arguments()
@@ -268,10 +233,10 @@ class PaiMagics(Magics):
     @argument("-o", "--out", dest="var")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_clone(self, line: str) -> None:
         """Submit a job's exact config again under a new name."""
-        args = _args(self.pai_clone, line)
+        args = split_args(self.pai_clone, line)
         client = self.client(args.profile)
         with deferred_interrupt() as held:
             new = client.clone(self._job(args.job), name=args.name)
@@ -294,12 +259,12 @@ class PaiMagics(Magics):
     @argument("--height", type=int, default=600)
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_tensorboard(self, line: str) -> Any:
         """Embed a job's TensorBoard (through the Jupyter server's proxy), or one for a local logdir."""
         from . import tensorboard
 
-        args = _args(self.pai_tensorboard, line)
+        args = split_args(self.pai_tensorboard, line)
         if args.logdir:
             return tensorboard.local(args.logdir, tied=True).embed(height=args.height)  # ends with the kernel
         return tensorboard.for_job(
@@ -311,23 +276,23 @@ class PaiMagics(Magics):
     @argument("--interval", type=float, default=2.0, help="seconds between samples")
     @argument("--profile", "-p")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_monitor(self, line: str) -> Any:
         """Live CPU / memory (and GPU, with NVML) charts of a job's tasks."""
         from .monitor import ResourceMonitor
 
-        args = _args(self.pai_monitor, line)
+        args = split_args(self.pai_monitor, line)
         return ResourceMonitor(self._job(args.job), client=self.client(args.profile), interval=args.interval)
 
     @magic_arguments()
     @argument("name", nargs="?", help="use this profile for the magics in this session")
     @line_magic
-    @_reported
+    @errors_as_output
     def pai_profile(self, line: str) -> None:
         """The cluster profiles; with NAME, the magics use that one from now on (clusters.yaml is not changed)."""
         from ..client import get_profile, load_profiles
 
-        args = _args(self.pai_profile, line)
+        args = split_args(self.pai_profile, line)
         if args.name:
             self.profile = get_profile(args.name).name
         current = self.profile or get_profile().name
@@ -344,10 +309,14 @@ class PaiMagics(Magics):
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from .sweepmagic import SweepMagics  # %%pai_sweep (pai_jupyter.sweep loads when it runs)
+
     ipython.register_magics(PaiMagics)
+    ipython.register_magics(SweepMagics)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    ipython.magics_manager.registry.pop("SweepMagics", None)
     magics = ipython.magics_manager.registry.pop("PaiMagics", None)
     if magics is not None:
         magics.close()

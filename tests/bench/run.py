@@ -31,6 +31,7 @@ from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
 from .proxy import p5_proxy_latency, p5_proxy_throughput
 from .queue import p18_schedule_pass, p18c_first_pass
+from .sweep import p19_sweep_overhead
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
@@ -54,6 +55,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", p14_tunnel_round_trip),
     ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
     ("P18C", "first scheduling pass after a restart", p18c_first_pass),
+    ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
 ]
 
 

@@ -4,6 +4,7 @@ embedded cluster (the test's daemon) and shows what it is about; each is kept wi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from .test_notebook_e2e import cell_text
 
 pytestmark = pytest.mark.slow
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-EXAMPLES = ("mnist", "distributed", "estimator", "form")
+EXAMPLES = ("mnist", "distributed", "estimator", "form", "sweep")
 
 
 def run(name: str, tmp_path: Path) -> list[str]:
@@ -73,3 +74,12 @@ def test_form_validates_submits_and_lists(daemon: Api, tmp_path: Path) -> None:
     assert "taskRoles[0].memoryMB" in text  # the bad value's problem, with its field path
     assert "[]" in text  # none left after the fix
     assert "'SUCCEEDED'" in text
+
+
+def test_sweep_runs_a_grid_and_an_optuna_sweep_and_reattaches(daemon: Api, tmp_path: Path) -> None:
+    out = run("sweep", tmp_path)
+    text = "\n".join(out)
+    assert "best trial 4 {'x': 0.3, 'lr': 0.01} loss 0.0" in text  # the grid's centre is the bowl's bottom
+    assert "done 12 trials; best" in text
+    assert re.search(r"done \S+~optuna-\d{4}-\d{6}-00\d\d", text)  # re-attached by name: its best trial's job
+    assert re.search(r"sweep optuna-\d{4}-\d{6} is done", out[-1])  # %pai_sweep NAME --attach

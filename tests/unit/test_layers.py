@@ -19,8 +19,10 @@ ALLOWED: dict[str, set[str]] = {
     # the surfaces: through the one client, never the daemon or each other's internals
     "server": {"client", "protocol"} | HELPERS,
     "kernel": {"client", "protocol"} | HELPERS,
-    "notebook": {"client", "protocol"} | HELPERS,
+    "notebook": {"client", "protocol", "sweep"} | HELPERS,
     "sdk": {"client", "protocol"} | HELPERS,
+    # sweeps drive jobs through the client; `%%pai_sweep` (notebook) registers them (docs/sweeps.md)
+    "sweep": {"client", "protocol"} | HELPERS,
     # the command line and `make demo` run the embedded cluster itself (test_client_starter names the files)
     "cli": {"client", "protocol", "cluster", "kernel", "notebook"} | HELPERS,
     "demo": {"client", "protocol", "cluster", "notebook"} | HELPERS,

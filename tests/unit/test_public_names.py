@@ -18,7 +18,18 @@ import pytest
 import pai_jupyter
 import pai_jupyter.client as client
 
-TOP = ["__version__", "Job", "TaskRole", "Port", "JobValidationError", "Client", "AsyncClient", "Estimator"]
+TOP = [
+    "__version__",
+    "Job",
+    "TaskRole",
+    "Port",
+    "JobValidationError",
+    "Client",
+    "AsyncClient",
+    "Estimator",
+    "Sweep",
+    "report",
+]
 
 # the client's errors: name -> (the class it derives from, its CLI exit code)
 ERRORS = {
@@ -36,10 +47,12 @@ ERRORS = {
 MODELS = ["JobDetail", "JobSummary", "TaskStatus"]
 FUNCTIONS = {"get_profile": ["name", "home"], "load_profiles": ["home"]}
 CLIENT_METHODS = {
+    "add_tag",
     "attempts",
     "clone",
     "config",
     "delete",
+    "delete_sweep",
     "detail",
     "events",
     "follow",
@@ -47,12 +60,17 @@ CLIENT_METHODS = {
     "job_id",
     "list_jobs",
     "login",
+    "list_sweeps",
     "logs",
     "metrics",
+    "put_sweep_state",
+    "report",
+    "reports",
     "service_action",
     "services",
     "stop",
     "submit",
+    "sweep_state",
     "terminal_endpoint",
     "wait",
     "where",
@@ -71,6 +89,8 @@ def test_pai_jupyter_all_is_pinned_and_each_name_is_what_it_says() -> None:
         inspect.isclass(pai_jupyter.Estimator)
         and pai_jupyter.Estimator is importlib.import_module("pai_jupyter.sdk").Estimator
     )
+    assert pai_jupyter.Sweep is importlib.import_module("pai_jupyter.sweep").Sweep
+    assert pai_jupyter.report is importlib.import_module("pai_jupyter.sweep.reporting").report
     assert callable(pai_jupyter.load_ipython_extension) and callable(pai_jupyter.unload_ipython_extension)
 
 

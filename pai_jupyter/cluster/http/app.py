@@ -1,5 +1,5 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
-the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py, lease.py),
+the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py, lease.py, sweeps.py),
 described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
@@ -16,7 +16,7 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.service import Cluster
-from . import jobs, lease, logs, maxruntime, openpai, priority, ssh, tasks, users
+from . import jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
 from .base import JOB, Base
 
 
@@ -40,6 +40,7 @@ def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.we
         *priority.routes(local_job, args),
         *users.routes(args),
         *lease.routes(local_job, args, leases),
+        *sweeps.routes(local_job, args),
     ]
     return PaiApplication(
         routes,

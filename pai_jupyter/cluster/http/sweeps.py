@@ -1,0 +1,178 @@
+"""Sweeps in the daemon (docs/sweeps.md): the metrics a job reports, and each sweep's state document.
+
+- ``GET /api/v2/local/jobs/{user}~{job}/reports``: ``{"reports": [{time, step, metrics, source}]}``, the reports
+  posted for the job, those its tasks wrote to ``run/reports.jsonl`` (``common/reports.py``) and the scalars of
+  their TensorBoard event files in ``run/tensorboard`` (``common/tfevents.py``), all read through safeio
+  (bounded), oldest first. ``POST`` ``{"metrics": {...}, "step": n}`` stores one with the job.
+- ``GET /api/v2/local/sweeps``: the user's sweeps (name, revision, updated, status); ``GET``, ``PUT``
+  (``{"state": {...}, "revision": n, "tag": ["user~job"]}``: 409 unless ``revision`` is the stored one, 0 for a
+  new sweep; the jobs in ``tag``, the caller's own, are tagged ``sweep:{name}``) and
+  ``DELETE /api/v2/local/sweeps/{user}~{name}``.
+
+The same bearer auth as every route (an application token included); a user sees only their own jobs and sweeps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ...common import reports as rep
+from ...common import tfevents
+from ..core.errors import BadRequest, ConflictJobError, NotFoundError
+from ..core.service import Cluster
+from ..core.store import now_ms
+from ..core.store import sweeps as table
+from ..runtime import safeio
+from .base import Base, Route
+
+SWEEP = r"/api/v2/local/sweeps/([^/~]+)~([^/]+)"
+NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a trial is the job {sweep}-{n}
+MAX_FILE = 4 * 1024 * 1024  # of a task's reports file that is read
+MAX_STATE = 8 * 1024 * 1024  # a sweep's state document
+TENSORBOARD = "run/tensorboard"  # a task's default TensorBoard log dir (task/services.py), its runs one level down
+MAX_EVENT_FILES = 32
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _entries(task_dir: str, rel: str) -> list[tuple[str, bool]]:
+    """(name, is a directory) of the regular files and directories in ``task_dir/rel``, opened without following
+    links (a task writes there); none when it is missing or not a directory."""
+    try:
+        fd = safeio.open_beneath(task_dir, rel, _DIR)
+    except OSError:
+        return []
+    try:
+        with os.scandir(fd) as found:
+            items = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in found]
+    finally:
+        os.close(fd)
+    return sorted((name, is_dir) for name, is_dir, is_file in items if is_dir or is_file)
+
+
+def event_reports(task_dir: str) -> list[dict[str, Any]]:
+    """The scalars of the task's TensorBoard event files as reports; a run's tags are named ``run/tag``."""
+    files: list[tuple[str, str]] = []  # (path beneath the task dir, run)
+    for name, is_dir in _entries(task_dir, TENSORBOARD):
+        if is_dir:
+            inner = _entries(task_dir, f"{TENSORBOARD}/{name}")
+            files += [(f"{TENSORBOARD}/{name}/{f}", name) for f, d in inner if not d and "tfevents" in f]
+        elif "tfevents" in name:
+            files.append((f"{TENSORBOARD}/{name}", ""))
+    out = []
+    for path, run in files[:MAX_EVENT_FILES]:
+        for item in tfevents.scalars(safeio.read_beneath(task_dir, path, MAX_FILE) or b""):
+            if run:
+                item["metrics"] = {f"{run}/{tag}": v for tag, v in item["metrics"].items()}
+            out.append(item)
+    return out
+
+
+def file_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, Any]]:
+    """The reports each task of the attempt wrote to its reports file, then its TensorBoard scalars."""
+    out: list[dict[str, Any]] = []
+    for task in cluster.store.tasks(job_id, attempt):
+        if not task["task_dir"]:
+            continue
+        where = f"{task['role']}/{task['idx']}"
+        data = safeio.read_beneath(task["task_dir"], rep.FILE, MAX_FILE)
+        for item in rep.parse_lines(data.decode("utf-8", "replace") if data else ""):
+            out.append({**item, "source": where})
+        out += [{**item, "source": f"tensorboard:{where}"} for item in event_reports(task["task_dir"])]
+    return out
+
+
+class SweepBase(Base):
+    def prepare(self) -> None:
+        super().prepare()
+        table.ensure_tables(self.cluster.store)
+
+
+class Reports(SweepBase):
+    def get(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        stored = [{**r, "source": "api"} for r in table.reports(self.cluster.store, row["id"])]
+        found = stored + file_reports(self.cluster, row["id"], row["attempt"])
+        found.sort(key=lambda r: r["time"])
+        self.write_json({"reports": found})
+
+    def post(self, user: str, name: str) -> None:
+        row = self.own_job(user, name)
+        body = self.json_body()
+        try:
+            report: table.Report = {
+                "time": now_ms(),
+                "step": rep.check_step(body.get("step")),
+                "metrics": rep.check_metrics(body.get("metrics")),
+            }
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        table.add_reports(self.cluster.store, row["id"], [report])
+        self.write_json({"message": f"reported for {row['user']}~{row['name']}", **report}, 201)
+
+
+def _summary(row: table.SweepRow) -> dict[str, Any]:
+    state = row["state"]
+    return {
+        "user": row["user"],
+        "name": row["name"],
+        "revision": row["revision"],
+        "updated": row["updated"],
+        "status": state.get("status"),
+        "trials": len(state.get("trials") or []),
+    }
+
+
+class Sweeps(SweepBase):
+    def get(self) -> None:
+        self.write_json({"sweeps": [_summary(r) for r in table.sweeps(self.cluster.store, self.user["name"])]})
+
+
+class Sweep(SweepBase):
+    def _owner(self, user: str, name: str) -> None:
+        if user != self.user["name"] and not self.is_admin:
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        if not NAME.fullmatch(name):
+            raise BadRequest("a sweep's name is 1 to 100 of A-Z a-z 0-9 _ -")
+
+    def get(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        row = table.sweep(self.cluster.store, user, name)
+        if row is None:
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        self.write_json({**_summary(row), "state": row["state"]})
+
+    def put(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        if self.cluster.store.user(user) is None:
+            raise NotFoundError(f"user {user} was not found")
+        if len(self.request.body) > MAX_STATE:
+            raise BadRequest(f"a sweep's state is at most {MAX_STATE} bytes")
+        body = self.json_body()
+        state, revision, tag = body.get("state"), body.get("revision", 0), body.get("tag", [])
+        if not isinstance(state, dict) or not isinstance(revision, int) or isinstance(revision, bool):
+            raise BadRequest('the body must be {"state": {...}, "revision": <int>, "tag": ["user~job", ...]}')
+        if not isinstance(tag, list) or not all(isinstance(j, str) and "~" in j for j in tag):
+            raise BadRequest('"tag" is a list of job ids (user~job)')
+        trials = [self.own_job(*job.split("~", 1)) for job in tag]  # the caller's own, else 404
+        new = table.put_sweep(self.cluster.store, user, name, state, revision)
+        if new is None:
+            raise ConflictJobError(f"sweep {user}~{name} was written by another driver (not at revision {revision})")
+        for row in trials:  # the trials are ordinary jobs, tagged with their sweep
+            self.cluster.store.add_tag(row["id"], f"sweep:{name}")
+        self.write_json({"revision": new})
+
+    def delete(self, user: str, name: str) -> None:
+        self._owner(user, name)
+        if not table.delete_sweep(self.cluster.store, user, name):
+            raise NotFoundError(f"sweep {user}~{name} was not found")
+        self.write_json({"message": f"sweep {user}~{name} deleted"})
+
+
+def routes(job: str, args: dict[str, Any]) -> list[Route]:
+    return [
+        (job + r"/reports", Reports, args),
+        (r"/api/v2/local/sweeps", Sweeps, args),
+        (SWEEP, Sweep, args),
+    ]
