@@ -28,9 +28,11 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .desktop import DESKTOP_RE, NOVNC_RE, DesktopProxyHandler, NoNoVncHandler, NoVncHandler, novnc_dir
     from .jobs import JobsHandler
     from .lab_api import route_specs as lab_api_routes
+    from .lab_capacity import route_specs as lab_capacity_routes
     from .lab_form import route_specs as lab_form_routes
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_queue import route_specs as lab_queue_routes
+    from .lab_ssh import route_specs as lab_ssh_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
     from .notebookjobs import route_specs as notebook_job_routes
@@ -50,6 +52,8 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         (pai + "/api/jobs", JobsHandler, args),
         (pai + "/api/jobs/" + JOB_RE + "/metrics", MetricsSocket, args),
         *notebook_job_routes(pai, args),
+        *lab_ssh_routes(pai, args),  # before lab_api's: theirs are longer paths under jobs/{job}
+        *lab_capacity_routes(pai, args),
         *lab_api_routes(pai, args),
         *lab_form_routes(pai, args),
         *lab_tools_routes(pai, args),

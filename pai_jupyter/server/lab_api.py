@@ -12,58 +12,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..client import FINAL_STATES, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from ..client import FINAL_STATES, InvalidJob, JobConflict, PaiError
 from ..common.services import links
 from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
-from .common import JOB_RE, PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
+from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .ended_tensorboard import local_logdir
-from .registry import Registry, unavailable
+from .lab_base import MAX_FORM_BYTES, LabHandler
+from .lab_form import placed
 
 STREAMS = ("all", "stdout", "stderr")
-MAX_FORM_BYTES = 1 << 20
 
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
-
-
-class _Base(SafeErrors, APIHandler):
-    def initialize(self, registry: Registry) -> None:
-        self.registry = registry
-
-    @property
-    def client(self) -> Any:
-        return self.registry.client
-
-    def send(self, data: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(safe_json(data))
-
-    async def call(self, what: str, coro: Any) -> Any:
-        """Await a client call; cluster errors become the answers the browser can act on."""
-        try:
-            return await coro
-        except PaiError as exc:
-            raise self.failure(what, exc) from None
-
-    def failure(self, what: str, exc: PaiError) -> PaiHTTPError:
-        if isinstance(exc, (JobNotFound, NotSupported)):
-            return unavailable(exc)
-        if isinstance(exc, JobConflict):
-            return PaiHTTPError(409, exc.message, code="Conflict")
-        if isinstance(exc, InvalidJob):
-            return PaiHTTPError(400, exc.message, code="InvalidJob")
-        self.log.warning("pai: %s: %s", what, exc)
-        if exc.status is not None and 400 <= exc.status < 500:
-            return PaiHTTPError(exc.status, exc.message, code=exc.code or "BadRequest")
-        return PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError")
 
 
 def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -117,7 +83,7 @@ def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | Non
     }
 
 
-class JobHandler(_Base):
+class JobHandler(LabHandler):
     """``GET`` a job's detail (with ``?events=1`` its events); ``DELETE`` removes an ended job."""
 
     @web.authenticated
@@ -164,7 +130,7 @@ class JobHandler(_Base):
         self.send({"id": job, "deleted": True})
 
 
-class JobActionHandler(_Base):
+class JobActionHandler(LabHandler):
     """``POST …/stop`` and ``POST …/clone`` (``{"name": optional}``)."""
 
     @web.authenticated
@@ -181,7 +147,7 @@ class JobActionHandler(_Base):
         self.send({"id": await self.call(f"clone {job}", self.client.clone(job, name=new or None))}, 201)
 
 
-class JobConfigHandler(_Base):
+class JobConfigHandler(LabHandler):
     """The job's config as submitted (secrets masked by the cluster), ``?format=yaml`` (default) or ``json``;
     ``v1`` converts it to the v1 JSON the Lab form edits (Clone to form), as the widget form does."""
 
@@ -212,7 +178,7 @@ class JobConfigHandler(_Base):
         self.send({"format": fmt, "text": body})
 
 
-class JobLogHandler(_Base):
+class JobLogHandler(LabHandler):
     """A task's log: ``?role=&index=&stream=all|stdout|stderr``; the tail (last 16 KiB, what the page shows)
     unless ``?full=1``, which answers the whole log as a download."""
 
@@ -245,7 +211,7 @@ def _problems(exc: JobValidationError) -> list[dict[str, str]]:
     return [p.to_dict() for p in exc.problems]
 
 
-class ValidateHandler(_Base):
+class ValidateHandler(LabHandler):
     """``POST {"text": job YAML/JSON, "submit": bool}``: the problems, each ``{path, message}``; with
     ``submit`` and no problem, the job is submitted and its id answered (201)."""
 
@@ -257,8 +223,6 @@ class ValidateHandler(_Base):
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
         text = body["text"]
-        from .lab_form import placed
-
         try:
             job = protocol_load.job_from_text(text)
         except JobValidationError as exc:
@@ -284,13 +248,8 @@ class ValidateHandler(_Base):
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
     """The panel's API routes, registered before the extension's catch-all."""
-    from .lab_capacity import route_specs as capacity_routes
-    from .lab_ssh import route_specs as ssh_routes
-
     jobs = pai + "/api/jobs/" + JOB_RE
     return [
-        *ssh_routes(pai, args),
-        *capacity_routes(pai, args),
         (jobs, JobHandler, args),
         (jobs + "/(?P<action>stop|clone)", JobActionHandler, args),
         (jobs + "/config", JobConfigHandler, args),

@@ -12,7 +12,7 @@ from tornado import web
 
 from ..client import PaiError
 from ..client.wire import Op, Req, json_object
-from .lab_api import _Base
+from .lab_base import LabHandler
 
 MAX_WAITING = 20  # reasons asked for (one detail each); the count covers them all
 
@@ -47,7 +47,7 @@ def vc_rows(info: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-class CapacityHandler(_Base):
+class CapacityHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
         client = self.client

@@ -13,7 +13,7 @@ from ..protocol.errors import JobValidationError
 from ..protocol.formspec import definition, field_id, refusal_path
 from ..protocol.v1 import job_to_form_v1
 from .common import PaiHTTPError
-from .lab_api import MAX_FORM_BYTES, _Base
+from .lab_base import MAX_FORM_BYTES, LabHandler
 
 
 def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -25,13 +25,13 @@ def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
-class FormHandler(_Base):
+class FormHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
         self.send(definition())
 
 
-class ImportHandler(_Base):
+class ImportHandler(LabHandler):
     """``POST {"text": job YAML or JSON}``: ``{"doc": its v1 JSON}``, or ``{"problems": [...]}`` saying why not."""
 
     @web.authenticated

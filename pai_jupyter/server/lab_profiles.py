@@ -13,7 +13,7 @@ from tornado import web
 
 from ..client.profiles import ProfileError, load_profiles
 from .common import PaiHTTPError
-from .lab_api import _Base
+from .lab_base import LabHandler
 
 
 def profile_list(current: str) -> list[dict[str, Any]]:
@@ -36,13 +36,13 @@ def profile_list(current: str) -> list[dict[str, Any]]:
     return out
 
 
-class ProfilesHandler(_Base):
+class ProfilesHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
         self.send({"current": self.registry.current, "profiles": profile_list(self.registry.current)})
 
 
-class CurrentProfileHandler(_Base):
+class CurrentProfileHandler(LabHandler):
     @web.authenticated
     async def put(self) -> None:
         body = self.get_json_body()

@@ -18,19 +18,19 @@ from tornado import web
 from ..protocol import Job
 from ..protocol.rules import NOTIFY_KEY, NOTIFY_STATES
 from .common import JOB_RE, PaiHTTPError
-from .lab_api import _Base
+from .lab_base import LabHandler
 
 CLASSES = ("default", "crit", "prod", "test", "oppo")
 
 
-class QueueHandler(_Base):
+class QueueHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
         answer = await self.call("the waiting queue", self.client.waiting_queue())
         self.send(answer)
 
 
-class PriorityHandler(_Base):
+class PriorityHandler(LabHandler):
     @web.authenticated
     async def put(self, user: str, name: str) -> None:
         body = self.get_json_body()
@@ -46,7 +46,7 @@ class PriorityHandler(_Base):
         self.send({"id": job, "jobPriority": result.get("jobPriority"), "ahead": result.get("ahead")})
 
 
-class NotificationHandler(_Base):
+class NotificationHandler(LabHandler):
     @web.authenticated
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)  # the user's own jobs only

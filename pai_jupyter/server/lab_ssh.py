@@ -16,7 +16,7 @@ from tornado import web
 from ..client import JobNotFound, NotSupported, PaiError
 from ..client.ssh import ssh_info
 from .common import JOB_RE
-from .lab_api import _Base
+from .lab_base import LabHandler
 
 NO_SSH = (
     "this job has no ssh plugin, so its tasks run no sshd (add `- plugin: ssh` under "
@@ -47,7 +47,7 @@ def target_json(job: str, t: Any) -> dict[str, Any]:
     }
 
 
-class SshHandler(_Base):
+class SshHandler(LabHandler):
     @web.authenticated
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)

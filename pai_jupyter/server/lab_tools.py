@@ -17,10 +17,10 @@ from ..client import NotSupported, PaiError
 from ..client.ssh import job_key
 from ..protocol.rules import run_time_problem
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
-from .lab_api import _Base
+from .lab_base import LabHandler
 
 
-class MaxRunTimeHandler(_Base):
+class MaxRunTimeHandler(LabHandler):
     @web.authenticated
     async def put(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
@@ -32,7 +32,7 @@ class MaxRunTimeHandler(_Base):
         self.send({"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")})
 
 
-class AccessHandler(_Base):
+class AccessHandler(LabHandler):
     """Which of the job's tasks have a desktop, and whether it has an SSH key to download."""
 
     @web.authenticated
@@ -66,7 +66,7 @@ class AccessHandler(_Base):
         )
 
 
-class SshKeyHandler(_Base):
+class SshKeyHandler(LabHandler):
     """The job's private SSH key as a file download (the daemon answers it to the job's owner only)."""
 
     @web.authenticated

@@ -27,7 +27,7 @@ from tornado import web
 from ..protocol import job_from_text
 from ..protocol.notebookjob import NOTEBOOK_KEY, notebook_job
 from .common import JOB_RE, PaiHTTPError
-from .lab_api import _Base
+from .lab_base import LabHandler
 from .sandbox import SANDBOX_CSP
 
 MAX_NOTEBOOK_BYTES = 64 << 20
@@ -50,7 +50,7 @@ def read_regular(path: str, limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
         return f.read(limit + 1)[:limit]
 
 
-class ExecutedNotebookHandler(_Base):
+class ExecutedNotebookHandler(LabHandler):
     @web.authenticated
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
@@ -110,7 +110,7 @@ def _render(notebook: dict[str, Any]) -> str:
     return str(text)
 
 
-class NotebookJobHandler(_Base):
+class NotebookJobHandler(LabHandler):
     """Submit a notebook under this server's root folder as a papermill job."""
 
     @web.authenticated

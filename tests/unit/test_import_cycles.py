@@ -21,13 +21,7 @@ Graph = dict[str, dict[str, bool]]  # module -> {module it imports: every import
 
 # cycles through deferred imports that another change owns, each with why it is still here; one that is gone
 # must leave this list (the last test says so)
-KNOWN: dict[frozenset[str], str] = {
-    frozenset({f"pai_jupyter.server.{m}" for m in ("lab_api", "lab_capacity", "lab_form", "lab_ssh")}): (
-        "the Lab's handlers derive from lab_api's base class, and lab_api gathers lab_capacity's and lab_ssh's "
-        "routes and calls lab_form.placed inside functions (server/ is being reworked by the Lab's own changes; "
-        "the way out: the base class in a module of its own, the routes gathered in server/__init__.py)"
-    ),
-}
+KNOWN: dict[frozenset[str], str] = {}  # a cycle left on purpose, with the way out; none today
 
 
 def _graph() -> Graph:

@@ -1,0 +1,51 @@
+"""The base of the Lab panel's API handlers (``pai/api/…``): the profile's one client, JSON answers, and the
+cluster's errors turned into answers the browser can act on. A module of its own so that each group of routes
+(``lab_api``, ``lab_form``, ``lab_ssh``, ``lab_capacity``, ``lab_queue``, ``notebookjobs``) derives from it without
+importing another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+
+from ..client import InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from .common import PaiHTTPError, SafeErrors, safe_json
+from .registry import Registry, unavailable
+
+MAX_FORM_BYTES = 1 << 20  # a job document the form sends
+
+
+class LabHandler(SafeErrors, APIHandler):
+    """A Lab API route: authenticated by Jupyter (each method is ``@web.authenticated``), answered as JSON."""
+
+    def initialize(self, registry: Registry) -> None:
+        self.registry = registry
+
+    @property
+    def client(self) -> Any:
+        return self.registry.client
+
+    def send(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(safe_json(data))
+
+    async def call(self, what: str, coro: Any) -> Any:
+        """Await a client call; cluster errors become the answers the browser can act on."""
+        try:
+            return await coro
+        except PaiError as exc:
+            raise self.failure(what, exc) from None
+
+    def failure(self, what: str, exc: PaiError) -> PaiHTTPError:
+        if isinstance(exc, (JobNotFound, NotSupported)):
+            return unavailable(exc)
+        if isinstance(exc, JobConflict):
+            return PaiHTTPError(409, exc.message, code="Conflict")
+        if isinstance(exc, InvalidJob):
+            return PaiHTTPError(400, exc.message, code="InvalidJob")
+        self.log.warning("pai: %s: %s", what, exc)
+        if exc.status is not None and 400 <= exc.status < 500:
+            return PaiHTTPError(exc.status, exc.message, code=exc.code or "BadRequest")
+        return PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError")
