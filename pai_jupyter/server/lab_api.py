@@ -22,7 +22,7 @@ from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .ended_tensorboard import local_logdir
-from .lab_base import MAX_FORM_BYTES, LabHandler
+from .lab_base import LabHandler
 from .lab_form import placed
 
 STREAMS = ("all", "stdout", "stderr")
@@ -217,11 +217,7 @@ class ValidateHandler(LabHandler):
 
     @web.authenticated
     async def post(self) -> None:
-        if len(self.request.body) > MAX_FORM_BYTES:
-            raise PaiHTTPError(413, "a job document is at most 1 MiB", code="TooLarge")
-        body = self.get_json_body()
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
+        body = self.job_body()
         text = body["text"]
         try:
             job = protocol_load.job_from_text(text)

@@ -49,3 +49,13 @@ class LabHandler(SafeErrors, APIHandler):
         if exc.status is not None and 400 <= exc.status < 500:
             return PaiHTTPError(exc.status, exc.message, code=exc.code or "BadRequest")
         return PaiHTTPError(502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError")
+
+    def job_body(self) -> dict[str, Any]:
+        """The form's request body ``{"text": job YAML or JSON, ...}``: at most 1 MiB, else 413; else a 400 that says
+        what to send."""
+        if len(self.request.body) > MAX_FORM_BYTES:
+            raise PaiHTTPError(413, "a job document is at most 1 MiB", code="TooLarge")
+        body = self.get_json_body()
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
+        return body

@@ -12,8 +12,7 @@ from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.formspec import definition, field_id, refusal_path
 from ..protocol.v1 import job_to_form_v1
-from .common import PaiHTTPError
-from .lab_base import MAX_FORM_BYTES, LabHandler
+from .lab_base import LabHandler
 
 
 def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -36,11 +35,7 @@ class ImportHandler(LabHandler):
 
     @web.authenticated
     async def post(self) -> None:
-        if len(self.request.body) > MAX_FORM_BYTES:
-            raise PaiHTTPError(413, "a job document is at most 1 MiB", code="TooLarge")
-        body = self.get_json_body()
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise PaiHTTPError(400, 'send {"text": "<job YAML or JSON>"}', code="BadRequest")
+        body = self.job_body()
         try:
             doc = job_to_form_v1(protocol_load.job_from_text(body["text"]))
         except JobValidationError as exc:
