@@ -75,8 +75,9 @@ def test_tensorboard_and_the_jobs_route_under_a_prefix(hub: Hub) -> None:
     bare = http.get(task_url(hub.job, "tensorboard"))
     assert bare.status_code == 302 and bare.headers["Location"] == f"{PREFIX}{task_url(hub.job, 'tensorboard/')}"
     task = next(j for j in http.get("pai/api/jobs").json()["jobs"] if j["id"] == hub.job)["tasks"][0]
-    assert {s["name"]: s["url"] for s in task["services"]} == {
-        name: f"{PREFIX}{task_url(hub.job, name + '/')}" for name in ("tensorboard", "jupyter")
+    assert {s["name"]: s["url"] for s in task["services"]} == {  # Jupyter's button opens its Lab page
+        "tensorboard": f"{PREFIX}{task_url(hub.job, 'tensorboard/')}",
+        "jupyter": f"{PREFIX}{task_url(hub.job, 'jupyter/lab')}",
     }
     assert task["terminalUrl"] == f"{PREFIX}{task_url(hub.job, 'terminal/websocket')}"
 
