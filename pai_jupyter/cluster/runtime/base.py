@@ -11,6 +11,7 @@ killed with -9 re-attaches from the persisted ``TaskHandle`` and the files.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ EXIT_LOST = -1300  # the task disappeared while the daemon was down and left no 
 EXIT_START_FAILED = 255
 
 LOOPBACK = "127.0.0.1"
+LOCAL_NODE = "local"  # the node name the task table shows for this machine's runtimes
 
 DEFAULT_PIDS_LIMIT = 4096
 """The most processes (threads included) one task may have, by default (the daemon's ``--pids-limit``): a fork
@@ -93,6 +95,16 @@ class TaskExit:
     signal: int | None = None
 
 
+@dataclass
+class Where:
+    """Where a started task runs, once it runs: its node, that node's IP (``containerIp``), and the GPUs a runtime
+    that places them itself gave it (None: the daemon's own choice stands)."""
+
+    node: str
+    ip: str
+    gpus: list[int] | None = None
+
+
 class TaskStartError(RuntimeError):
     """The task could not be started (e.g. image not found); carries the exit code and diagnostics to record."""
 
@@ -128,6 +140,12 @@ class Runtime(abc.ABC):
         """Start the task now if that takes no more than a few file operations (no fork, no engine call), from
         the event loop; None means "call start() in a worker thread". Raises TaskStartError. Default: None."""
         return None
+
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        """Resolve once a started task runs, with where; None when it ended without running. A ``gang_submit``
+        runtime's job may first wait in its scheduler's queue: ``waiting`` is told why, in that scheduler's words,
+        while it does. Default: a task runs from its start, on this host."""
+        return Where(LOCAL_NODE, self.host_ip)
 
     @abc.abstractmethod
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:

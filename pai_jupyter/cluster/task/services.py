@@ -23,6 +23,9 @@ from ..runtime import taskdir
 from . import desktop, sshd
 
 SERVICES = ("tensorboard", "jupyter", "desktop")
+BIND = '"${PAI_SERVICE_HOST:-127.0.0.1}"'
+"""Where TensorBoard and Jupyter listen: loopback, where the task runs on this machine; its node's IP, which the
+Slurm runtime's wrapper exports, where it runs on another node (the proxy reaches it there with its token)."""
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
@@ -106,7 +109,7 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         serve = (
             f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
         )  # a token is always given (core/launching.py); older rows had none
-        cmd = f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
+        cmd = f"{prepare}{serve} {target} --port {port} --host {BIND} --reload_interval 5"
     else:
         # the link opens JupyterLab (or Notebook 7's tree) where the task has it, not the bare server's page; its
         # workspaces, settings and runtime files are the task's own (under run/), not those of the HOME it may
@@ -115,7 +118,7 @@ def start_command(service: str, info: dict[str, Any]) -> str:
         cmd = (
             "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
             "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
-            f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={port} "
+            f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip={BIND} --port={port} "
             f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
             '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
         )

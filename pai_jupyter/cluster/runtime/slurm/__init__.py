@@ -21,11 +21,21 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import safeio, taskdir
-from ..base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec, TaskStartError
+from ..base import (
+    EXIT_LOST,
+    EXIT_START_FAILED,
+    Runtime,
+    TaskExit,
+    TaskHandle,
+    TaskSample,
+    TaskSpec,
+    TaskStartError,
+    Where,
+)
 from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
@@ -35,7 +45,7 @@ from .commands import FINAL, WHY, Jobs, SlurmError, available, run
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
-PLACEMENT = "placement"  # in run/: "node ip", written by the wrapper
+PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
 
@@ -130,6 +140,28 @@ class SlurmRuntime(Runtime):
     def logs_dir(self, task_dir: Path) -> Path:
         return Path(task_dir) / taskdir.RUN  # the wrapper's shim writes them as the task's account: safeio
 
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        """Where the task runs once its wrapper has started on a node (its ``run/placement``); while Slurm holds
+        the job pending, ``waiting`` hears Slurm's reason and the job's place in its partition's queue."""
+        told, loop = None, asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            where = placement(task_dir)
+            if where is not None:
+                return where
+            seen = await self.jobs.get(handle.id)
+            if seen is None and loop.time() - began < 3.0:  # squeue read before the job was submitted
+                await asyncio.sleep(0.2)
+                continue
+            if seen is None or seen.state in FINAL:
+                return placement(task_dir)
+            if seen.state == "PENDING":
+                why = self.jobs.why(handle.id)
+                if why != told:
+                    waiting(why)
+                    told = why
+            await asyncio.sleep(0.2)
+
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         gone_at = None
         while True:
@@ -189,6 +221,16 @@ class SlurmRuntime(Runtime):
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         return None  # Slurm's accounting (sstat) needs jobacct_gather; the daemon shows no usage on this runtime
+
+
+def placement(task_dir: Path) -> Where | None:
+    """The node, IP and GPUs the wrapper wrote (a file of the task's account: read without following a link)."""
+    text = safeio.read_text_beneath(task_dir, f"{taskdir.RUN}/{PLACEMENT}", 512)
+    parts = (text or "").split()
+    if len(parts) < 2:
+        return None
+    gpus = [int(g) for g in parts[2].split(",") if g.isdigit()] if len(parts) > 2 else []
+    return Where(node=parts[0], ip=parts[1], gpus=gpus)
 
 
 def make(options: Options) -> Runtime:

@@ -15,6 +15,9 @@ from pathlib import Path
 
 from ..base import TaskSpec
 
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+"""What Slurm's gres sets for a step's GPUs."""
+
 
 def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     cpu = max(max(s.cpu for s in specs), 1)
@@ -52,7 +55,10 @@ def script(specs: Sequence[TaskSpec], adir: Path, total: int) -> str:
     for role, tasks in roles.items():
         s = tasks[0]
         gpus = s.gpu_count
+        # a step without gres keeps the batch step's CUDA_VISIBLE_DEVICES (the allocation's GPUs): unset, so a
+        # task that asked for no GPU sees none (measured on 22.05: ps saw worker's GPU 0)
         step = [
+            *([] if gpus else ["env", *(f"--unset={v}" for v in GPU_VARS)]),
             "srun",
             "--exact",
             f"--job-name={role}",
@@ -60,7 +66,7 @@ def script(specs: Sequence[TaskSpec], adir: Path, total: int) -> str:
             f"--nodes=1-{len(tasks)}",  # not all of the allocation's nodes: one another role fills may be busy
             f"--cpus-per-task={max(s.cpu, 1)}",
             f"--mem-per-cpu={max(math.ceil(s.memory_mb / max(s.cpu, 1)), 1)}",
-            f"--gpus-per-task={gpus}" if gpus else "--gpus=0",
+            f"--gpus-per-task={gpus}" if gpus else "--gres=none",
             "bash",
             str(adir / "wrapper.sh"),
             str(adir / "rdv"),

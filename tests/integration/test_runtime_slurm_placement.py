@@ -1,0 +1,97 @@
+"""The Slurm backend's view of where and why: a job Slurm holds pending is WAITING with Slurm's reason and its place
+in the partition's queue as "why waiting"; each task's node, IP and GPUs (Slurm's gres) in the task table; the
+files a task can write in its Slurm directories (run/placement, rdv/) are never followed by root."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import read_runtime
+
+from ..polling import wait_for
+from ..slurm.fixture import slurm_cluster
+from .conftest import Api, start_daemon
+from .test_runtime_slurm import job, role, slurm
+
+__all__ = ["slurm", "slurm_cluster"]
+NODE_IPS = {"n1": "10.203.0.11", "n2": "10.203.0.12"}
+
+
+def _reason(api: Api, name: str) -> str:
+    detail = api.detail(name)
+    return str(detail["jobStatus"]["waitingReason"] or "") if detail["jobStatus"]["state"] == "WAITING" else ""
+
+
+def test_a_job_slurm_holds_pending_waits_with_slurms_reason_and_its_place_in_the_queue(slurm: Api) -> None:
+    # four one-core tasks fill both two-core nodes
+    full = slurm.submit_ok(job("full", {"main": role("sleep 300", instances=4)}))
+    slurm.wait(full, states={"RUNNING"}, timeout=60)
+    first = slurm.submit_ok(job("first", {"main": role("echo first ran")}))
+    second = slurm.submit_ok(job("second", {"main": role("echo second ran")}))
+    said = lambda n: "ahead" in (r := _reason(slurm, n)) and "weighed" not in r  # noqa: E731
+    wait_for(lambda: said(first) and said(second), 30, lambda: f"Slurm's reasons: {_reason(slurm, first)}")
+    assert slurm.detail(first)["jobStatus"]["state"] == "WAITING"
+    assert all(t["taskState"] == "WAITING" for t in slurm.tasks(slurm.detail(first)))
+    reason = _reason(slurm, first)
+    assert "pending in Slurm" in reason and "Resources" in reason, reason
+    assert "0 jobs ahead in partition 'debug'" in reason, reason
+    assert "1 job ahead in partition 'debug'" in _reason(slurm, second), _reason(slurm, second)
+    slurm.stop(full)
+    for name in (first, second):
+        detail = slurm.wait(name, timeout=60)
+        assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+        assert detail["jobStatus"]["waitingReason"] is None
+        assert slurm.log(name, name="stdout").endswith("ran\n")
+
+
+def test_the_task_table_shows_each_tasks_node_ip_and_slurms_gpus(slurm_cluster: str, pai_home: Path) -> None:
+    slurm = start_daemon(pai_home, runtime="slurm", gpus=4)  # the test cluster's four (fake) GPUs
+    show = 'echo "$SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-none}"; sleep 2'
+    roles = {"ps": role(show), "worker": role(show, instances=2) | {"resourcePerInstance": _gpu(1)}}
+    name = slurm.submit_ok(job("placed", roles))
+    detail = slurm.wait(name, timeout=90)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    for role_name, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+        task = slurm.tasks(detail, role_name)[index]
+        node, gpus = slurm.log(name, role=role_name, index=index, name="stdout").split()
+        assert task["containerNodeName"] == node, (task, node)
+        assert task["containerIp"] == NODE_IPS[node], task
+        expected = [] if gpus == "none" else [int(g) for g in gpus.split(",")]
+        assert task["containerGpuIndices"] == expected, (task, gpus)
+        assert len(expected) == (1 if role_name == "worker" else 0)
+    events = slurm.http.get(f"/api/v2/jobs/{name}/events").json()
+    started = [e["message"] for e in events["data"] if e["reason"] == "TaskStarted"]
+    assert len(started) == 3 and all("on node n" in m for m in started), started
+    control.stop(pai_home)
+
+
+def _gpu(n: int) -> dict[str, int]:
+    return {"cpu": 1, "memoryMB": 256, "gpu": n}
+
+
+def test_root_never_follows_a_placement_or_rendezvous_the_task_replaced_with_a_link(slurm: Api, tmp_path: Path) -> None:
+    secret = tmp_path / "root-only"
+    secret.write_text("evil 6.6.6.6 0\n")
+    secret.chmod(0o600)
+    # once the daemon has read them, the task swaps its run/placement and its attempt's rdv/ for links to a file
+    # and a directory of root's
+    plant = (
+        f'sleep 2; rm -f run/placement && ln -s {secret} run/placement; rdv=$(dirname "$PWD")/slurm-a0/rdv; '
+        f'rm -rf "$rdv" && ln -s {tmp_path} "$rdv"; echo planted; sleep 6'
+    )
+    name = slurm.submit_ok(job("planted", {"main": role(f"cd $PAI_TASK_DIR; {plant}")}))
+    detail = slurm.wait(name, states={"RUNNING"}, timeout=60)
+    ip = slurm.tasks(detail)[0]["containerIp"]
+    assert ip in NODE_IPS.values()
+    assert wait_for(lambda: "planted" in slurm.log(name, name="stdout") or None, 30)
+    os.kill(read_runtime(slurm.home)["pid"], signal.SIGKILL)  # the restarted daemon reads the files again
+    again = start_daemon(slurm.home, runtime="slurm")
+    detail = again.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    task = again.tasks(detail)[0]
+    assert task["containerIp"] == ip and task["containerNodeName"] in NODE_IPS, task
+    assert secret.read_text() == "evil 6.6.6.6 0\n" and secret.stat().st_mode & 0o777 == 0o600
+    assert os.stat(tmp_path).st_uid == 0
