@@ -95,3 +95,20 @@ def test_root_never_follows_a_placement_or_rendezvous_the_task_replaced_with_a_l
     assert task["containerIp"] == ip and task["containerNodeName"] in NODE_IPS, task
     assert secret.read_text() == "evil 6.6.6.6 0\n" and secret.stat().st_mode & 0o777 == 0o600
     assert os.stat(tmp_path).st_uid == 0
+
+
+def test_priority_classes_reach_slurm_as_nice_and_order_its_queue(slurm: Api) -> None:
+    full = slurm.submit_ok(job("full", {"main": role("sleep 300", instances=4)}))
+    slurm.wait(full, states={"RUNNING"}, timeout=60)
+    low = slurm.submit_ok(job("low", {"main": role("true")}, extras={"hivedScheduler": {"jobPriorityClass": "oppo"}}))
+    mid = slurm.submit_ok(job("mid", {"main": role("true")}))
+    high = slurm.submit_ok(job("high", {"main": role("true")}, extras={"hivedScheduler": {"jobPriorityClass": "crit"}}))
+    names = {"high": high, "mid": mid, "low": low}
+    said = {k: lambda n=n: "ahead" in (r := _reason(slurm, n)) and "weighed" not in r for k, n in names.items()}
+    wait_for(lambda: all(s() for s in said.values()), 30, lambda: str({k: _reason(slurm, n) for k, n in names.items()}))
+    for ahead, key in enumerate(("high", "mid", "low")):  # Slurm's order, not the order they came in
+        jobs = f"{ahead} job{'s' * (ahead != 1)}"
+        assert f"; {jobs} ahead in partition" in _reason(slurm, names[key]), (key, _reason(slurm, names[key]))
+    slurm.stop(full)
+    for name in names.values():
+        assert slurm.wait(name, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"

@@ -243,6 +243,8 @@ class Launching(Ending):
         """The task's spec with its directories made for its account, or None when that failed (recorded)."""
         try:
             spec = self.task_spec(row, job, t, placements)
+            if self.runtime.gang_submit:  # a batch system's scheduler weighs it (the daemon's queue did for others)
+                spec.priority = self.store.priorities_of([row["id"]]).get(row["id"])
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the job's directory stays root's; what the task writes is its account's
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))

@@ -63,6 +63,7 @@ class TaskSpec:
     gpu_count: int = 0  # GPUs the task asks for (a runtime that places GPUs itself, e.g. Slurm's gres)
     time_limit_minutes: float | None = None  # the job's max run time (a batch system enforces it too)
     vc: str = "default"  # the job's virtual cluster (Slurm: its partition)
+    priority: str | None = None  # the job's priority class (crit, prod, test, oppo; None: OpenPAI's default)
 
     def disk_script(self) -> str:
         """The script as it may be written to disk (secrets masked): the real one reaches the shell in memory."""
