@@ -46,6 +46,7 @@ WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
+LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
 
@@ -151,7 +152,7 @@ class SlurmRuntime(Runtime):
                 return where
             seen = await self.jobs.get(handle.id)
             if seen is None and loop.time() - began < 3.0:  # squeue read before the job was submitted
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(LOOK_S)
                 continue
             if seen is None or seen.state in FINAL:
                 return placement(task_dir)
@@ -160,7 +161,7 @@ class SlurmRuntime(Runtime):
                 if why != told:
                     waiting(why)
                     told = why
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(LOOK_S)
 
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         gone_at = None
@@ -175,7 +176,7 @@ class SlurmRuntime(Runtime):
                 gone_at = gone_at or loop.time()
                 if loop.time() - gone_at > 2.0:
                     return self._ended_without_status(handle, seen)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(LOOK_S)
 
     def _ended_without_status(self, handle: TaskHandle, seen: object) -> TaskExit:
         state = getattr(seen, "state", None)
