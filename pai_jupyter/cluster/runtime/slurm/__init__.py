@@ -168,7 +168,8 @@ class SlurmRuntime(Runtime):
         while True:
             code = taskdir.exit_code(self.logs_dir(task_dir))
             if code is not None:
-                return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
+                why = await self._why_signalled(handle) if code > 128 else ""
+                return TaskExit(exit_code=code, diagnostics=why, signal=code - 128 if 128 < code <= 128 + 64 else None)
             seen = await self.jobs.get(handle.id)
             if seen is None or seen.state in FINAL:
                 # the shim's exit_code may come a moment after Slurm's end (a shared disk): wait a little for it
@@ -177,6 +178,20 @@ class SlurmRuntime(Runtime):
                 if loop.time() - gone_at > 2.0:
                     return self._ended_without_status(handle, seen)
             await asyncio.sleep(LOOK_S)
+
+    async def _why_signalled(self, handle: TaskHandle) -> str:
+        """A task ended by a signal: what Slurm says of its job (a node failed, the time limit), if anything."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 3.0  # Slurm records the job's end a moment after its steps were signalled
+        while loop.time() < until:
+            seen = await self.jobs.get(handle.id)
+            if seen is None or (seen.state in FINAL and seen.state not in WHY):
+                return ""
+            if seen.state in WHY:
+                reason = f" ({seen.reason})" if seen.reason not in ("", "None") else ""
+                return f"{WHY[seen.state]}{reason}"
+            await asyncio.sleep(LOOK_S)
+        return ""
 
     def _ended_without_status(self, handle: TaskHandle, seen: object) -> TaskExit:
         state = getattr(seen, "state", None)

@@ -32,6 +32,7 @@ def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     args = [
         "sbatch",
         "--parsable",
+        "--no-requeue",  # a node failure ends the attempt; the daemon retries (jobRetryCount), Slurm must not rerun it
         f"--job-name={name}",
         f"--ntasks={len(specs)}",
         f"--cpus-per-task={cpu}",
