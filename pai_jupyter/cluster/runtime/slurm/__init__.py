@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -40,12 +41,13 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, WHY, Jobs, SlurmError, available, run
+from .commands import FINAL, POLL_S, WHY, Jobs, SlurmError, available, run
 
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
+ADDRS_S = 60.0
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
@@ -61,6 +63,20 @@ class SlurmRuntime(Runtime):
         # and how Slurm's commands on the nodes find the cluster
         conf = {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "MUNGE_SOCKET")}
         self._submit_env = host_env(conf)
+        self._addrs, self._addrs_at = "", -ADDRS_S
+
+    def node_addrs(self) -> str:
+        """``node=NodeAddr ...`` of the cluster's nodes (sinfo, at most once a minute): a task's wrapper finds its
+        IP there instead of asking slurmctld (``scontrol show node``, its fallback) once per task."""
+        now = time.monotonic()
+        if now - self._addrs_at >= ADDRS_S:
+            try:
+                out = run(["sinfo", "-h", "-N", "-o", "%N=%o"], env=self._submit_env)
+                self._addrs = " ".join(sorted(set(out.split())))
+            except SlurmError:
+                self._addrs = ""
+            self._addrs_at = now
+        return self._addrs
 
     def describe(self) -> str:
         return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
@@ -125,6 +141,7 @@ class SlurmRuntime(Runtime):
         env = {k: v for k, v in host_env(spec.env).items() if k not in SLURM_SETS}
         env[taskdir.SCRIPT_ENV] = spec.script
         env["PAI_JUPYTER_WORKDIR"] = spec.work_dir or str(td / taskdir.WORK)
+        env["PAI_JUPYTER_NODE_ADDRS"] = self.node_addrs()
         path = td / ENV_FILE
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -161,7 +178,8 @@ class SlurmRuntime(Runtime):
                 if why != told:
                     waiting(why)
                     told = why
-            await asyncio.sleep(LOOK_S)
+            # a pending job's next news comes with squeue's next read: a hundred waiters must not spin meanwhile
+            await asyncio.sleep(POLL_S if seen.state == "PENDING" else LOOK_S)
 
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         gone_at = None

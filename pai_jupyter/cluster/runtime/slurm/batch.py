@@ -60,6 +60,17 @@ def script(specs: Sequence[TaskSpec], adir: Path, total: int) -> str:
     roles: dict[str, list[TaskSpec]] = {}
     for s in specs:
         roles.setdefault(s.role, []).append(s)
+    wrapper = [str(adir / "wrapper.sh"), str(adir / "rdv"), str(total), str(adir / "shim.sh")]
+    if len(specs) == 1:  # one task: the batch step is its step (an srun step launch costs about a second here)
+        return "\n".join(
+            [
+                "#!/bin/bash",
+                "# pai_jupyter: one task (runtime/slurm/batch.py)",
+                "export SLURM_PROCID=0",
+                shlex.join(["exec", "bash", *wrapper, str(specs[0].task_dir)]),
+                "",
+            ]
+        )
     lines = ["#!/bin/bash", "# pai_jupyter: one step per task role (runtime/slurm/batch.py)"]
     for role, tasks in roles.items():
         s = tasks[0]
@@ -77,10 +88,7 @@ def script(specs: Sequence[TaskSpec], adir: Path, total: int) -> str:
             f"--mem-per-cpu={max(math.ceil(s.memory_mb / max(s.cpu, 1)), 1)}",
             f"--gpus-per-task={gpus}" if gpus else "--gres=none",
             "bash",
-            str(adir / "wrapper.sh"),
-            str(adir / "rdv"),
-            str(total),
-            str(adir / "shim.sh"),
+            *wrapper,
             *(str(t.task_dir) for t in tasks),
         ]
         lines.append(shlex.join(step) + " &")
