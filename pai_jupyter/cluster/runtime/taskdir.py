@@ -131,6 +131,7 @@ def read_handle(task_dir: Path) -> dict[str, Any] | None:
 def write_copy(task_dir: Path, name: str, text: str) -> None:
     """A file of the runtime's for the task to read (e.g. a container's ``shim.sh``), 0644, no symlink followed."""
     fd = os.open(Path(task_dir) / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    os.fchmod(fd, 0o644)  # whatever the daemon's umask (077): another account's task reads it
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
 
