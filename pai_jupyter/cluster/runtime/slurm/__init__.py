@@ -105,7 +105,7 @@ class SlurmRuntime(Runtime):
         job_id = out.strip().split(";")[0]
         handles = []
         for spec in specs:
-            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role})
+            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role, "run_as": spec.run_as})
             taskdir.write_handle(spec.task_dir, handle.to_dict())
             handles.append(handle)
         return handles
@@ -251,7 +251,19 @@ class SlurmRuntime(Runtime):
     def terminal_command(
         self, handle: TaskHandle, env: dict[str, str], cwd: str | None
     ) -> tuple[list[str], dict[str, str], str | None]:
-        raise TaskStartError(EXIT_START_FAILED, "terminals inside tasks are not offered on the Slurm runtime yet")
+        """A shell in the task's allocation on its node: an ``srun --overlap --pty`` step of its Slurm job, run as
+        the task's account (``setpriv``, then Slurm's own credential: munge says who asks), so it ends with the
+        job and holds nothing of the task's resources."""
+        node = (handle.info.get("placed") or {}).get("node")
+        if not node or "run_as" not in handle.info:
+            raise RuntimeError("this task has no recorded node yet (or was started by an older version)")
+        run_as = handle.info["run_as"]
+        who = ["setpriv", f"--reuid={run_as[0]}", f"--regid={run_as[1]}", "--clear-groups"] if run_as else []
+        step = ["srun", f"--jobid={handle.id}", "--overlap", f"--nodelist={node}", "-N1", "-n1", "--mem=0", "--pty"]
+        if cwd:
+            step.append(f"--chdir={cwd}")
+        shell_env = {**self._submit_env, **host_env(env), "TERM": "xterm-256color"}  # (how srun finds the cluster)
+        return [*who, *step, "/bin/sh", "-i"], shell_env, None
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         return None  # Slurm's accounting (sstat) needs jobacct_gather; the daemon shows no usage on this runtime
