@@ -36,7 +36,7 @@ lab: $(STAMP)
 slurm-lab: $(STAMP)
 	bash tests/slurm/cluster.sh start $(SLURM_LAB)/slurm
 	export SLURM_CONF=$(SLURM_LAB)/slurm/etc/slurm.conf PAI_JUPYTER_HOME=$(SLURM_LAB)/home; \
-	$(BIN)/pai cluster start --backend slurm --cpus 4 --memory-mb 8000 --gpus 4 --quiet && \
+	$(BIN)/pai cluster start --backend slurm --quiet && \
 	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
 		--ServerApp.default_url=/lab/tree/quickstart.ipynb
 

@@ -48,7 +48,10 @@ def test_a_job_slurm_holds_pending_waits_with_slurms_reason_and_its_place_in_the
 
 
 def test_the_task_table_shows_each_tasks_node_ip_and_slurms_gpus(slurm_cluster: str, pai_home: Path) -> None:
-    slurm = start_daemon(pai_home, runtime="slurm", gpus=4)  # the test cluster's four (fake) GPUs
+    # no capacity flags: the daemon takes the Slurm cluster's (2 nodes of 2 CPUs, 4000 MB and 2 fake GPUs each)
+    slurm = start_daemon(pai_home, runtime="slurm", cpus=None, memory_mb=None, gpus=None)
+    too_big = slurm.submit(job("toobig", {"main": role("true") | {"resourcePerInstance": _gpu(5)}}))
+    assert too_big.status_code == 400 and "4 CPU, 8000 MB memory, 4 GPU in all" in too_big.text, too_big.text
     show = 'echo "$SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-none}"; sleep 2'
     roles = {"ps": role(show), "worker": role(show, instances=2) | {"resourcePerInstance": _gpu(1)}}
     name = slurm.submit_ok(job("placed", roles))

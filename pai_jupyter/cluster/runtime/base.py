@@ -192,6 +192,11 @@ class Runtime(abc.ABC):
     def describe(self) -> str:
         return self.name
 
+    def resources(self) -> tuple[int, int, int] | None:
+        """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
+        cluster): the daemon's capacity where no flag sets it. None: this machine's."""
+        return None
+
     def begin(self) -> None:
         """The daemon answers requests now: background work of the runtime's own may start; default: none."""
         return None

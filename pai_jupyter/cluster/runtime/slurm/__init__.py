@@ -41,7 +41,7 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, POLL_S, WHY, Jobs, SlurmError, available, run
+from .commands import FINAL, POLL_S, WHY, Jobs, SlurmError, available, parse_nodes, run
 
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
@@ -80,6 +80,14 @@ class SlurmRuntime(Runtime):
 
     def describe(self) -> str:
         return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
+
+    def resources(self) -> tuple[int, int, int] | None:
+        """The Slurm cluster's nodes, summed (sinfo): what a job may at most ask for, checked at submit."""
+        try:
+            total = parse_nodes(run(["sinfo", "-h", "-N", "-o", "%N %c %m %G"], env=self._submit_env))
+        except SlurmError:
+            return None
+        return total if total[0] else None
 
     # ---- start ---------------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:

@@ -5,6 +5,7 @@ they always do (``SLURM_CONF``, else the default slurm.conf)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import threading
@@ -134,3 +135,18 @@ class Jobs:
             return
         self._cancelled[job_id] = now
         threading.Thread(target=lambda: subprocess.run(["scancel", job_id], capture_output=True), daemon=True).start()
+
+
+GRES_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
+
+
+def parse_nodes(text: str) -> tuple[int, int, int]:
+    """CPUs, memory (MB) and GPUs of every node in ``sinfo -h -N -o '%N %c %m %G'`` (a node listed once per
+    partition is counted once)."""
+    seen: dict[str, tuple[int, int, int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
+            gpus = sum(int(n) for n in GRES_GPU.findall(parts[3])) if len(parts) > 3 else 0
+            seen[parts[0]] = (int(parts[1]), int(parts[2]), gpus)
+    return (sum(n[0] for n in seen.values()), sum(n[1] for n in seen.values()), sum(n[2] for n in seen.values()))
