@@ -23,9 +23,7 @@ from ..runtime import taskdir
 from . import desktop, sshd
 
 SERVICES = ("tensorboard", "jupyter", "desktop")
-BIND = '"${PAI_SERVICE_HOST:-127.0.0.1}"'
-"""Where TensorBoard and Jupyter listen: loopback, where the task runs on this machine; its node's IP, which the
-Slurm runtime's wrapper exports, where it runs on another node (the proxy reaches it there with its token)."""
+BIND = taskdir.SERVICE_HOST
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
