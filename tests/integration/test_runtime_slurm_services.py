@@ -1,14 +1,19 @@
 """Issue 21's "done when" on the real two-node Slurm cluster: a ps x1 + worker x2 job across both nodes whose workers
 reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*, and whose TensorBoard (on ps's node, not this host's loopback)
-opens through the Jupyter server extension."""
+opens through the Jupyter server extension; a notebook's ``%%pai_submit --wait`` works against it unchanged."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from pai_jupyter.notebook.magics import PaiMagics
+
 from ..polling import wait_for
 from ..slurm.fixture import slurm_cluster
-from .conftest import Api
+from .conftest import Api, v1
 from .jupyter_fixture import jupyter, write_events
 from .test_runtime_slurm import PS, WORKER, job, role, slurm
 
@@ -49,3 +54,19 @@ def test_a_distributed_jobs_tensorboard_on_a_slurm_node_opens_through_the_server
     slurm.stop(name)
     detail = slurm.wait(name, timeout=60)
     assert [w["taskState"] for w in slurm.tasks(detail, "worker")] == ["SUCCEEDED", "SUCCEEDED"], detail
+
+
+def test_a_notebooks_pai_submit_wait_works_unchanged_against_slurm(slurm: Api) -> None:
+    shell = InteractiveShell.instance()
+    magics = PaiMagics(shell)
+    shell.register_magics(magics)
+    try:
+        with capture_output() as c:
+            shell.run_cell_magic("pai_submit", "--wait -o job", v1("nbslurm", 'echo "on $SLURMD_NODENAME"; exit 7'))
+        lines = [o.data.get("text/plain", "") for o in c.outputs]
+        job = shell.user_ns["job"]
+        assert lines[-1].startswith(f"{job.id}: FAILED, exit code 7"), lines
+        assert job.state == "FAILED" and job.exit_code == 7
+        assert slurm.log(job.id, name="stdout").startswith("on n")  # it ran on a Slurm node
+    finally:
+        magics.close()
