@@ -20,6 +20,7 @@ from .conftest import Api
 from .test_daemon_terminal import Terminal
 from .test_runtime_slurm import job, role, slurm
 
+pytestmark = [pytest.mark.slurm]
 __all__ = ["slurm", "slurm_cluster"]
 PROBE = (
     'echo "uid=$(id -u) on $SLURMD_NODENAME"; L="$PAI_USER_HOME/../../.."; '

@@ -8,6 +8,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 
@@ -16,6 +18,7 @@ from ..slurm.fixture import slurm_cluster
 from .conftest import Api, start_daemon
 from .test_runtime_slurm import job, role, slurm
 
+pytestmark = [pytest.mark.slurm]
 __all__ = ["slurm", "slurm_cluster"]
 NODE_IPS = {"n1": "10.203.0.11", "n2": "10.203.0.12"}
 

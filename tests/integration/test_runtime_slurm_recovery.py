@@ -10,11 +10,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from ..polling import wait_for
 from ..slurm.fixture import SCRIPT, slurm_cluster
 from .conftest import Api
 from .test_runtime_slurm import job, role, slurm
 
+pytestmark = [pytest.mark.slurm]
 __all__ = ["slurm", "slurm_cluster"]
 
 

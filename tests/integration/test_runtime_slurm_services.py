@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -17,6 +18,7 @@ from .conftest import Api, v1
 from .jupyter_fixture import jupyter, write_events
 from .test_runtime_slurm import PS, WORKER, job, role, slurm
 
+pytestmark = [pytest.mark.slurm]
 __all__ = ["slurm", "slurm_cluster"]
 NODE_IPS = {"10.203.0.11", "10.203.0.12"}
 
