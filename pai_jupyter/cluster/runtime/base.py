@@ -192,6 +192,11 @@ class Runtime(abc.ABC):
     def describe(self) -> str:
         return self.name
 
+    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
+        """A job already handed to this runtime's scheduler (``gang_submit``) got a new priority class (None:
+        OpenPAI's default): tell that scheduler. Default: nothing (the daemon's queue orders the others)."""
+        return None
+
     def resources(self) -> tuple[int, int, int] | None:
         """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
         cluster): the daemon's capacity where no flag sets it. None: this machine's."""

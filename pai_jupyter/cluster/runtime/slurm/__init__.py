@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -43,6 +44,7 @@ from ..shim import SHIM_SH
 from . import batch
 from .commands import FINAL, POLL_S, WHY, Jobs, SlurmError, available, parse_nodes, run
 
+log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
@@ -80,6 +82,14 @@ class SlurmRuntime(Runtime):
 
     def describe(self) -> str:
         return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
+
+    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
+        """The job's new class as its Slurm job's nice value (``scontrol update``): Slurm reorders its queue."""
+        for job_id in sorted({h.id for h in handles}):
+            try:
+                run(["scontrol", "update", f"JobId={job_id}", f"Nice={batch.nice(priority)}"], env=self._submit_env)
+            except SlurmError as exc:  # ended meanwhile: nothing to reorder
+                log.info("Slurm job %s kept its priority: %s", job_id, exc)
 
     def resources(self) -> tuple[int, int, int] | None:
         """The Slurm cluster's nodes, summed (sinfo): what a job may at most ask for, checked at submit."""

@@ -24,6 +24,10 @@ and -1 (core/queue.py) with OpenPAI's default as test; Slurm weighs them instead
 (measured on 22.05). Slurm weighs them instead of the daemon."""
 
 
+def nice(priority: str | None) -> int:
+    return NICE.get(priority or "test", 0)
+
+
 def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     cpu = max(max(s.cpu for s in specs), 1)
     mem_per_cpu = max(math.ceil(max(s.memory_mb for s in specs) / cpu), 1)
@@ -42,9 +46,9 @@ def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     ]
     if gpu:
         args.append(f"--gpus-per-task={gpu}")
-    nice = NICE.get(first.priority or "test", 0)
-    if nice:
-        args.append(f"--nice={nice}")
+    nice_value = nice(first.priority)
+    if nice_value:
+        args.append(f"--nice={nice_value}")
     if first.vc != "default":  # a virtual cluster is a partition; "default" is the cluster's default partition
         args.append(f"--partition={first.vc}")
     minutes = first.time_limit_minutes
