@@ -24,6 +24,7 @@ CLUSTER = Path(__file__).resolve().parents[1] / "slurm" / "cluster.sh"
 P15_RUNS = 5
 P16_RUNS = 3
 P17_JOBS = 100
+P17_ROUNDS = 2
 
 
 def _missing() -> str | None:
@@ -161,28 +162,42 @@ def p16_gang_job() -> Figure:
 def p17_drain() -> Figure:
     fig = Figure("P17", f"Slurm: {P17_JOBS} queued one-task jobs drained", "s", "<= 1.2x baseline")
 
+    def ours(dm: Daemon, round_: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(P17_JOBS):
+            dm.submit(_job(f"p17-{round_}-{i}", {"main": (1, "true")}))
+        deadline, total = time.monotonic() + 900, P17_JOBS * (round_ + 1)
+        while dm.count(("SUCCEEDED", "FAILED", "STOPPED")) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        took = time.perf_counter() - t0
+        if dm.count(("SUCCEEDED",)) != total:
+            raise RuntimeError(f"only {dm.count(('SUCCEEDED',))} of {total} jobs succeeded")
+        return took
+
+    def theirs() -> float:
+        b0 = time.perf_counter()
+        ids = {_sbatch("-n1", "-c1", "--mem=256", "-o", "/dev/null", "--wrap=true") for _ in range(P17_JOBS)}
+        _slurm_done(ids, 900)
+        return time.perf_counter() - b0
+
     def body(fig: Figure) -> None:
+        values, bases = [], []
         with _cluster(), Daemon("p17", runtime="slurm", cpus=4) as dm:
-            t0 = time.perf_counter()
-            for i in range(P17_JOBS):
-                dm.submit(_job(f"p17-{i}", {"main": (1, "true")}))
-            deadline = time.monotonic() + 900
-            while dm.count(("SUCCEEDED", "FAILED", "STOPPED")) < P17_JOBS and time.monotonic() < deadline:
-                time.sleep(0.1)
-            value = time.perf_counter() - t0
-            done = dm.count(("SUCCEEDED",))
-            b0 = time.perf_counter()
-            ids = {_sbatch("-n1", "-c1", "--mem=256", "-o", "/dev/null", "--wrap=true") for _ in range(P17_JOBS)}
-            _slurm_done(ids, 900)
-            base = time.perf_counter() - b0
-        if done != P17_JOBS:
-            raise RuntimeError(f"only {done} of {P17_JOBS} jobs succeeded")
-        fig.value, fig.baseline = value, base
-        fig.ratio = ratio(value, base)
-        fig.met = value <= 1.2 * base
+            for round_ in range(P17_ROUNDS):  # alternating, so a busy spell of the machine hits both
+                if round_ % 2:
+                    values.append(ours(dm, round_))
+                    bases.append(theirs())
+                else:
+                    bases.append(theirs())
+                    values.append(ours(dm, round_))
+        fig.value, fig.baseline = min(values), min(bases)
+        fig.ratio = ratio(fig.value, fig.baseline)
+        fig.met = fig.value <= 1.2 * fig.baseline
+        each = ", ".join(f"{v:.1f}/{b:.1f}" for v, b in zip(values, bases, strict=True))
         fig.note = (
-            f"{P17_JOBS} REST submits of `true`, until all are SUCCEEDED; baseline: {P17_JOBS} `sbatch --wrap=true` "
-            "until squeue lists none (4 CPUs on 2 nodes)"
+            f"best of {P17_ROUNDS} rounds (alternating; ours/baseline s: {each}): {P17_JOBS} REST submits of `true` "
+            f"until all are SUCCEEDED; baseline: {P17_JOBS} `sbatch --wrap=true` until squeue lists none "
+            "(4 CPUs on 2 nodes)"
         )
 
     return _guard(fig, body)

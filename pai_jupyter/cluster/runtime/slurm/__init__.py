@@ -42,7 +42,7 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, POLL_S, WHY, Jobs, SlurmError, available, parse_nodes, run
+from .commands import FINAL, WHY, Jobs, SlurmError, available, parse_nodes, run
 
 log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
@@ -50,6 +50,7 @@ ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's gr
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
 ADDRS_S = 60.0
+PENDING_LOOK_S = 0.1
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
@@ -196,8 +197,8 @@ class SlurmRuntime(Runtime):
                 if why != told:
                     waiting(why)
                     told = why
-            # a pending job's next news comes with squeue's next read: a hundred waiters must not spin meanwhile
-            await asyncio.sleep(POLL_S if seen.state == "PENDING" else LOOK_S)
+            # its placement file tells first that it runs; a hundred pending jobs' waiters look less often
+            await asyncio.sleep(PENDING_LOOK_S if seen.state == "PENDING" else LOOK_S)
 
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         gone_at = None
