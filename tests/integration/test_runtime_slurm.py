@@ -186,3 +186,22 @@ def test_stopping_a_job_slurm_holds_pending_cancels_it_there(slurm: Api) -> None
     slurm.stop(full)
     assert slurm.wait(full, timeout=60)["jobStatus"]["state"] == "STOPPED"
     assert slurm.log(held, name="stdout") == ""  # it never ran
+
+
+def test_image_recorded_clone_and_delete_as_on_the_other_runtimes(slurm: Api) -> None:
+    name = slurm.submit_ok(job("orig", {"main": role("echo from $SLURM_JOB_ID")}))
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    assert slurm.tasks(detail)[0]["runtime"] == "slurm"
+    note = (Path(slurm.home) / "local" / "jobs" / name / "a0.main-0.t0" / "runtime").read_text()
+    assert "the image ubuntu is recorded but not used" in note, note
+    r = slurm.http.post(f"/api/v2/jobs/{name}/clone", json={"name": "copy"})
+    assert r.status_code == 202, r.text
+    copy = slurm.wait(f"{name.split('~')[0]}~copy", timeout=60)
+    assert copy["jobStatus"]["state"] == "SUCCEEDED", copy
+    assert slurm.tasks(copy)[0]["containerId"] != slurm.tasks(detail)[0]["containerId"]  # a Slurm job of its own
+    job_dir = Path(slurm.home) / "local" / "jobs" / name
+    assert job_dir.exists()
+    assert slurm.http.delete(f"/api/v2/jobs/{name}").status_code in (200, 202, 204)
+    assert slurm.http.get(f"/api/v2/jobs/{name}").status_code == 404
+    assert not job_dir.exists()
