@@ -11,6 +11,7 @@ killed with -9 re-attaches from the persisted ``TaskHandle`` and the files.
 from __future__ import annotations
 
 import abc
+import pwd
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -191,6 +192,16 @@ class Runtime(abc.ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def login_account(self, run_as: tuple[int, int] | None, owner: str) -> str:
+        """The account ``ssh`` logs into a task as: the one the task runs as (``run_as``; None: ``owner``, the
+        daemon's). A runtime whose tasks run as root in containers says root."""
+        if run_as is None:
+            return owner
+        try:
+            return pwd.getpwuid(run_as[0]).pw_name
+        except KeyError:
+            return str(run_as[0])
 
     def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
         """A job already handed to this runtime's scheduler (``gang_submit``) got a new priority class (None:
