@@ -91,3 +91,17 @@ def test_a_node_going_down_fails_the_job_with_slurms_reason(slurm: Api, slurm_cl
     assert detail["jobStatus"]["state"] == "FAILED", detail
     said = " ".join(str(t["containerExitDiagnostics"]) for t in slurm.tasks(detail))
     assert "node" in said.lower(), slurm.tasks(detail)
+
+
+def test_a_failed_task_is_retried_alone_while_its_sibling_runs_on(slurm: Api, tmp_path: Path) -> None:
+    flag = tmp_path / "tried"
+    tmp_path.chmod(0o777)
+    flaky = f'if [ "$PAI_TASK_INDEX" = 1 ] && [ ! -e {flag} ]; then touch {flag}; exit 3; fi; sleep 4; echo fine'
+    roles = {"main": role(flaky, instances=2, taskRetryCount=1)}
+    name = slurm.submit_ok(job("flaky", roles, extras={"gangAllocation": False}))  # (a gang job retries whole)
+    detail = slurm.wait(name, timeout=90)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    first, second = slurm.tasks(detail)
+    assert (first["retries"], second["retries"]) == (0, 1), (first, second)
+    assert slurm.log(name, name="stdout") == "fine\n"  # the sibling ran through the retry undisturbed
+    assert slurm.log(name, index=1, task_attempt=1, name="stdout") == "fine\n"

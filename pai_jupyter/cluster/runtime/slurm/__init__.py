@@ -136,8 +136,10 @@ class SlurmRuntime(Runtime):
         adir = first.task_dir.parent / f"slurm-a{first.job_attempt}"
         adir.mkdir(mode=0o750, exist_ok=True)
         taskdir.share(adir, first.run_as)
-        taskdir.write_copy(adir, "wrapper.sh", WRAPPER.read_text())
-        taskdir.write_copy(adir, "shim.sh", SHIM_SH.read_text())
+        for name, text in (("wrapper.sh", WRAPPER.read_text()), ("shim.sh", SHIM_SH.read_text())):
+            # a retried task's start must not rewrite what its running siblings' bash still reads as it goes
+            if safeio.read_text_beneath(adir, name, 1 << 20) != text:
+                taskdir.write_copy(adir, name, text)
         for part in ("rdv", "log"):
             (adir / part).mkdir(mode=0o700, exist_ok=True)
             taskdir.give(adir / part, first.run_as)
