@@ -4,8 +4,10 @@ files a task can write in its Slurm directories (run/placement, rdv/) are never 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,25 @@ def test_priority_classes_reach_slurm_as_nice_and_order_its_queue(slurm: Api) ->
     slurm.stop(full)
     for name in names.values():
         assert slurm.wait(name, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+
+
+def test_a_virtual_cluster_is_a_slurm_partition(slurm_cluster: str, pai_home: Path) -> None:
+    (pai_home / "local").mkdir(parents=True, exist_ok=True)
+    quota = {"cpu": 4, "memoryMB": 8000, "gpu": 0}
+    (pai_home / "local" / "cluster.yaml").write_text(json.dumps({"virtualClusters": {"debug": quota, "gpuq": quota}}))
+    api = start_daemon(pai_home, runtime="slurm")
+    try:
+        ran = api.submit_ok(job("inpart", {"main": role("true")}, defaults={"virtualCluster": "debug"}))
+        detail = api.wait(ran, timeout=60)
+        assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+        slurm_id = api.tasks(detail)[0]["containerId"]
+        part = subprocess.run(["squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%P"], capture_output=True, text=True)
+        assert part.stdout.strip() == "debug"
+        # a virtual cluster the Slurm cluster has no partition for: Slurm refuses, and the job says so
+        refused = api.submit_ok(job("nopart", {"main": role("true")}, defaults={"virtualCluster": "gpuq"}))
+        detail = api.wait(refused, timeout=60)
+        assert detail["jobStatus"]["state"] == "FAILED", detail
+        said = api.tasks(detail)[0]["containerExitDiagnostics"]
+        assert "Slurm refused the job" in said and "partition" in said.lower(), said
+    finally:
+        control.stop(pai_home)
