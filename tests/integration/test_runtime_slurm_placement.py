@@ -55,25 +55,27 @@ def test_a_job_slurm_holds_pending_waits_with_slurms_reason_and_its_place_in_the
 def test_the_task_table_shows_each_tasks_node_ip_and_slurms_gpus(slurm_cluster: str, pai_home: Path) -> None:
     # no capacity flags: the daemon takes the Slurm cluster's (2 nodes of 2 CPUs, 4000 MB and 2 fake GPUs each)
     slurm = start_daemon(pai_home, runtime="slurm", cpus=None, memory_mb=None, gpus=None)
-    too_big = slurm.submit(job("toobig", {"main": role("true") | {"resourcePerInstance": _gpu(5)}}))
-    assert too_big.status_code == 400 and "4 CPU, 8000 MB memory, 4 GPU in all" in too_big.text, too_big.text
-    show = 'echo "$SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-none}"; sleep 2'
-    roles = {"ps": role(show), "worker": role(show, instances=2) | {"resourcePerInstance": _gpu(1)}}
-    name = slurm.submit_ok(job("placed", roles))
-    detail = slurm.wait(name, timeout=90)
-    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
-    for role_name, index in (("ps", 0), ("worker", 0), ("worker", 1)):
-        task = slurm.tasks(detail, role_name)[index]
-        node, gpus = slurm.log(name, role=role_name, index=index, name="stdout").split()
-        assert task["containerNodeName"] == node, (task, node)
-        assert task["containerIp"] == NODE_IPS[node], task
-        expected = [] if gpus == "none" else [int(g) for g in gpus.split(",")]
-        assert task["containerGpuIndices"] == expected, (task, gpus)
-        assert len(expected) == (1 if role_name == "worker" else 0)
-    events = slurm.http.get(f"/api/v2/jobs/{name}/events").json()
-    started = [e["message"] for e in events["data"] if e["reason"] == "TaskStarted"]
-    assert len(started) == 3 and all("on node n" in m for m in started), started
-    control.stop(pai_home)
+    try:
+        too_big = slurm.submit(job("toobig", {"main": role("true") | {"resourcePerInstance": _gpu(5)}}))
+        assert too_big.status_code == 400 and "4 CPU, 8000 MB memory, 4 GPU in all" in too_big.text, too_big.text
+        show = 'echo "$SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-none}"; sleep 2'
+        roles = {"ps": role(show), "worker": role(show, instances=2) | {"resourcePerInstance": _gpu(1)}}
+        name = slurm.submit_ok(job("placed", roles))
+        detail = slurm.wait(name, timeout=90)
+        assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+        for role_name, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+            task = slurm.tasks(detail, role_name)[index]
+            node, gpus = slurm.log(name, role=role_name, index=index, name="stdout").split()
+            assert task["containerNodeName"] == node, (task, node)
+            assert task["containerIp"] == NODE_IPS[node], task
+            expected = [] if gpus == "none" else [int(g) for g in gpus.split(",")]
+            assert task["containerGpuIndices"] == expected, (task, gpus)
+            assert len(expected) == (1 if role_name == "worker" else 0)
+        events = slurm.http.get(f"/api/v2/jobs/{name}/events").json()
+        started = [e["message"] for e in events["data"] if e["reason"] == "TaskStarted"]
+        assert len(started) == 3 and all("on node n" in m for m in started), started
+    finally:
+        control.stop(pai_home)
 
 
 def _gpu(n: int) -> dict[str, int]:
