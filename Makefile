@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: help venv install lab demo test lint lint-js test-js bench clean
+.PHONY: help venv install lab demo test lint lint-js test-js bench clean slurm-lab slurm-lab-stop
+SLURM_LAB ?= /tmp/pai-slurm-lab
 
 help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
@@ -16,6 +17,7 @@ help:
 	@echo "make test-binder  the binder install test alone (~5 min; not in make test, CI runs it)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
 	@echo "make docs   build the documentation site into .docs-site/ (strict: broken links fail)"
+	@echo "make slurm-lab  (root) JupyterLab on a local two-node Slurm cluster in $(SLURM_LAB); slurm-lab-stop ends it"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +33,18 @@ lab: $(STAMP)
 	$(BIN)/pai cluster start --quiet || true
 	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
 		--ServerApp.default_url=/lab/tree/quickstart.ipynb
+
+# a local two-node Slurm cluster (tests/slurm/cluster.sh) and a daemon of its own home handing jobs to it
+slurm-lab: $(STAMP)
+	bash tests/slurm/cluster.sh start $(SLURM_LAB)/slurm
+	export SLURM_CONF=$(SLURM_LAB)/slurm/etc/slurm.conf PAI_JUPYTER_HOME=$(SLURM_LAB)/home; \
+	$(BIN)/pai cluster start --backend slurm --quiet && \
+	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
+		--ServerApp.default_url=/lab/tree/quickstart.ipynb
+
+slurm-lab-stop:
+	PAI_JUPYTER_HOME=$(SLURM_LAB)/home $(BIN)/pai cluster stop || true
+	bash tests/slurm/cluster.sh stop $(SLURM_LAB)/slurm
 
 demo: $(STAMP)
 	$(BIN)/python -m pai_jupyter.demo

@@ -96,7 +96,7 @@ def status(output: str) -> None:
     click.echo(f"local cluster at {info['url']} (pid {info['pid']})")
     click.echo(f"  runtime:  {data['runtime']}")
     click.echo(f"  capacity: {cap['cpu']} CPU, {cap['memoryMB']} MB memory, {cap['gpu']} GPU")
-    differs = capacity_note(cap)
+    differs = "" if str(data["runtime"]).startswith("slurm") else capacity_note(cap)  # (Slurm's: its nodes)
     if differs:
         click.echo(f"  note:     {differs}")
     click.echo(f"  in use:   {used['cpu']} CPU, {used['memoryMB']} MB memory, {used['gpu']} GPU")

@@ -90,8 +90,12 @@ def configured_backend(local: Path) -> str | None:
     return str(backend) if backend else None
 
 
-def load_capacity(local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None) -> Capacity:
-    machine = machine_resources()
+def load_capacity(
+    local: Path, cpus: int | None, memory_mb: int | None, gpus: int | None, runtime: Runtime | None = None
+) -> Capacity:
+    """The flags, else the runtime's cluster (a batch system's nodes), else this machine; quotas from the config."""
+    own = runtime.resources() if runtime is not None else None
+    machine = Resources(*own) if own else machine_resources()
     total = Resources(
         cpus if cpus is not None else machine.cpu,
         memory_mb if memory_mb is not None else machine.memory_mb,
@@ -132,7 +136,7 @@ async def serve(args: argparse.Namespace) -> None:
     cluster = Cluster(
         local,
         runtime,
-        load_capacity(local, args.cpus, args.memory_mb, args.gpus),
+        load_capacity(local, args.cpus, args.memory_mb, args.gpus, runtime),
         stop_grace=args.stop_grace,
         min_free_mb=args.min_free_mb,
         notify=NotifyConfig.load(local, args.smtp, args.mail_from, args.notify_webhook),

@@ -31,6 +31,7 @@ from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
 from .proxy import p5_proxy_latency, p5_proxy_throughput
 from .queue import p18_schedule_pass, p18c_first_pass
+from .slurm import p15_submit_to_running, p16_gang_job, p17_drain
 from .sweep import p19_sweep_overhead
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,9 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P14R", "PAI kernel trivial cell round trip", p14_round_trip),
     ("P14T", "PAI kernel start through its SSH tunnel", p14_tunnel_start),
     ("P14TR", "PAI kernel trivial cell round trip through its SSH tunnel", p14_tunnel_round_trip),
+    ("P15", "Slurm: submit -> command running", p15_submit_to_running),
+    ("P16", "Slurm: 3-task 2-node gang job, submit -> done", p16_gang_job),
+    ("P17", "Slurm: 100 queued one-task jobs drained", p17_drain),
     ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
     ("P18C", "first scheduling pass after a restart", p18c_first_pass),
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),

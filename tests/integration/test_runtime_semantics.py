@@ -1,6 +1,7 @@
-"""Both runtimes run a task's commands as OpenPAI's runtime does: one bash script under
+"""Every runtime runs a task's commands as OpenPAI's runtime does: one bash script under
 ``set -o errexit -o nounset -o pipefail``; an image without bash gets sh with the options it has, said in the
-task's ``runtime`` log. The script with its secrets never touches the disk."""
+task's ``runtime`` log. The script with its secrets never touches the disk (on Slurm, whose nodes read it from the
+job's shared directory: only in the task's env file, readable by root and the task's group alone)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
 from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
 
+from ..slurm.fixture import slurm_cluster
 from .conftest_runtime import make_spec, read, wait
+
+__all__ = ["slurm_cluster"]
 
 TESTS = Path(__file__).parents[1]
 BASH_IMAGE, BUSYBOX_IMAGE = "pai-test/bash:latest", "pai-test/busybox:latest"
@@ -24,7 +28,12 @@ FAILING = ["false; echo after", "echo $PAI_NEVER_SET; echo after", "false | cat;
 BASHISMS = 'if [[ "a b" == a* ]]; then arr=(x "y z"); echo "${arr[1]} ${#arr[@]}"; fi'
 
 
-def _runtime(kind: str, tmp: Path) -> tuple[Runtime, dict[str, object]]:
+def _runtime(kind: str, tmp: Path, request: pytest.FixtureRequest) -> tuple[Runtime, dict[str, object]]:
+    if kind == "slurm":  # the real two-node test cluster (tests/slurm/cluster.sh), once for the module
+        request.getfixturevalue("slurm_cluster")
+        from pai_jupyter.cluster.runtime.slurm import SlurmRuntime
+
+        return SlurmRuntime(), {"env": {"PAI_CURRENT_TASK_ROLE_NAME": "main", "PAI_TASK_INDEX": "0"}}
     if kind == "docker-bash" or kind == "docker-busybox":
         if not docker_available():
             pytest.skip("no Docker engine answers")
@@ -42,15 +51,16 @@ def _runtime(kind: str, tmp: Path) -> tuple[Runtime, dict[str, object]]:
 
 
 ALL = ["process-c", "process-sh", "docker-bash", "docker-busybox"]
-WITH_BASH = ["process-c", "process-sh", "docker-bash"]
+WITH_BASH = ["process-c", "process-sh", "docker-bash", "slurm"]
 
 
 @pytest.fixture(params=ALL)
 def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, object]]:
-    rt, extra = _runtime(request.param, tmp_path)
+    rt, extra = _runtime(request.param, tmp_path, request)
     handles = []
 
     def run(td: Path, script: str, **over: object) -> TaskExit:
+        td.mkdir(exist_ok=True)  # (Slurm: the job's directory is its parent, tmp_path)
         handle = rt.start(make_spec(td, script, **{**extra, **over}))
         handles.append(handle)
         return wait(rt, handle, td, timeout=60)
@@ -62,24 +72,26 @@ def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 def logs(kind: str, td: Path) -> Path:
     """Where the task's shim wrote its logs: the task directory, or its run/ in a container (runtime.logs_dir)."""
-    return td / "run" if kind.startswith("docker") else td
+    return td / "run" if kind.startswith(("docker", "slurm")) else td
 
 
+@pytest.mark.parametrize("runner", [*ALL, "slurm"], indirect=True)
 @pytest.mark.parametrize("script", FAILING)
 def test_errexit_nounset_pipefail_fail_the_task(runner: tuple[str, object], tmp_path: Path, script: str) -> None:
     kind, run = runner
-    result = run(tmp_path, script)  # type: ignore[operator]
+    result = run(tmp_path / "t", script)  # type: ignore[operator]
     assert result.exit_code != 0, f"{script!r} succeeded on {kind}"
-    assert "after" not in read(logs(kind, tmp_path), "stdout")
+    assert "after" not in read(logs(kind, tmp_path / "t"), "stdout")
 
 
 @pytest.mark.parametrize("runner", WITH_BASH, indirect=True)
 def test_bash_features_work_where_there_is_bash(runner: tuple[str, object], tmp_path: Path) -> None:
     kind, run = runner
-    result = run(tmp_path, BASHISMS)  # type: ignore[operator]
-    assert result.exit_code == 0, read(logs(kind, tmp_path), "all")
-    assert read(logs(kind, tmp_path), "stdout") == "y z 2\n"
-    assert not (logs(kind, tmp_path) / "runtime").exists() or "no bash" not in read(logs(kind, tmp_path), "runtime")
+    td = tmp_path / "t"
+    result = run(td, BASHISMS)  # type: ignore[operator]
+    assert result.exit_code == 0, read(logs(kind, td), "all")
+    assert read(logs(kind, td), "stdout") == "y z 2\n"
+    assert not (logs(kind, td) / "runtime").exists() or "no bash" not in read(logs(kind, td), "runtime")
 
 
 @pytest.mark.parametrize("runner", ["docker-busybox"], indirect=True)
@@ -92,17 +104,22 @@ def test_an_image_without_bash_says_so(runner: tuple[str, object], tmp_path: Pat
     assert "after" not in read(logs(kind, tmp_path), "all")
 
 
+@pytest.mark.parametrize("runner", [*ALL, "slurm"], indirect=True)
 def test_the_script_and_its_secrets_never_touch_the_disk(runner: tuple[str, object], tmp_path: Path) -> None:
     kind, run = runner
     secret = "s3cr3t-planted-7f1c"
+    td = tmp_path / "t"
     result = run(
-        tmp_path,
+        td,
         f'test "{secret}" = "$(printf s3cr3t-planted-7f1c)"; echo ok',  # type: ignore[operator]
         shown_script='test "******" = "$(printf ******)"; echo ok',
     )
-    assert result.exit_code == 0, read(logs(kind, tmp_path), "all")
-    assert read(logs(kind, tmp_path), "stdout") == "ok\n"
+    assert result.exit_code == 0, read(logs(kind, td), "all")
+    assert read(logs(kind, td), "stdout") == "ok\n"
+    env_file = td / "slurm.env"  # Slurm's nodes read it from the shared job dir: root's, no other account's
     for path in tmp_path.rglob("*"):
-        if path.is_file():
+        if path.is_file() and not (kind == "slurm" and path == env_file):
             assert secret.encode() not in path.read_bytes(), f"{path.name} holds the secret ({kind})"
-    assert "******" in read(tmp_path, "command.sh")
+    if kind == "slurm":
+        assert env_file.stat().st_uid == 0 and env_file.stat().st_mode & 0o077 == 0
+    assert "******" in read(td, "command.sh")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 
+from ..polling import wait_for
 from ..slurm.fixture import slurm_cluster
 from .conftest import Api, start_daemon
 
@@ -56,6 +58,8 @@ def role(command: str, instances: int = 1, ports: int = 0, **extra: Any) -> dict
         ("echo $PAI_NEVER_SET; echo after", "FAILED", 1),
         ("false | cat; echo after", "FAILED", 1),
         ("exit 7", "FAILED", 7),
+        ("kill -TERM $$", "FAILED", 143),  # 128 + the signal, as on the process runtime
+        ("kill -9 $$", "FAILED", 137),
         ("echo fine", "SUCCEEDED", 0),
     ],
 )
@@ -152,3 +156,52 @@ def test_a_killed_daemon_reattaches_to_its_slurm_jobs_by_their_ids(slurm: Api) -
     slurm_id = again.tasks(detail)[0]["containerId"]
     assert again.log(name, name="stdout") == f"done {slurm_id}\n"  # the job it submitted, once
     assert again.log(name, index=1, name="stdout") == f"done {slurm_id}\n"
+
+
+def test_stop_ends_a_task_that_ignores_sigterm_after_slurms_kill_wait(slurm: Api) -> None:
+    name = slurm.submit_ok(job("stubborn", {"main": role("trap '' TERM; echo started; while :; do sleep 1; done")}))
+    slurm.wait(name, states={"RUNNING"}, timeout=30)
+    deadline = time.monotonic() + 30
+    while "started" not in slurm.log(name, name="stdout") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    began = time.monotonic()
+    assert slurm.stop(name).status_code in (200, 202)
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "STOPPED", detail
+    assert slurm.tasks(detail)[0]["taskState"] == "STOPPED"
+    assert time.monotonic() - began < 20  # the test cluster's KillWait is 2 s
+
+
+def test_stopping_a_job_slurm_holds_pending_cancels_it_there(slurm: Api) -> None:
+    full = slurm.submit_ok(job("full", {"main": role("sleep 300", instances=4)}))
+    slurm.wait(full, states={"RUNNING"}, timeout=60)
+    held = slurm.submit_ok(job("held", {"main": role("echo ran")}))
+    wait_for(lambda: "pending in Slurm" in str(slurm.detail(held)["jobStatus"]["waitingReason"]), 30)
+    slurm_id = slurm.tasks(slurm.detail(held))[0]["containerId"]
+    assert slurm.stop(held).status_code in (200, 202)
+    detail = slurm.wait(held, timeout=60)
+    assert detail["jobStatus"]["state"] == "STOPPED", detail
+    state = subprocess.run(["squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T"], capture_output=True, text=True)
+    assert state.stdout.strip() == "CANCELLED", state
+    slurm.stop(full)
+    assert slurm.wait(full, timeout=60)["jobStatus"]["state"] == "STOPPED"
+    assert slurm.log(held, name="stdout") == ""  # it never ran
+
+
+def test_image_recorded_clone_and_delete_as_on_the_other_runtimes(slurm: Api) -> None:
+    name = slurm.submit_ok(job("orig", {"main": role("echo from $SLURM_JOB_ID")}))
+    detail = slurm.wait(name, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    assert slurm.tasks(detail)[0]["runtime"] == "slurm"
+    note = (Path(slurm.home) / "local" / "jobs" / name / "a0.main-0.t0" / "runtime").read_text()
+    assert "the image ubuntu is recorded but not used" in note, note
+    r = slurm.http.post(f"/api/v2/jobs/{name}/clone", json={"name": "copy"})
+    assert r.status_code == 202, r.text
+    copy = slurm.wait(f"{name.split('~')[0]}~copy", timeout=60)
+    assert copy["jobStatus"]["state"] == "SUCCEEDED", copy
+    assert slurm.tasks(copy)[0]["containerId"] != slurm.tasks(detail)[0]["containerId"]  # a Slurm job of its own
+    job_dir = Path(slurm.home) / "local" / "jobs" / name
+    assert job_dir.exists()
+    assert slurm.http.delete(f"/api/v2/jobs/{name}").status_code in (200, 202, 204)
+    assert slurm.http.get(f"/api/v2/jobs/{name}").status_code == 404
+    assert not job_dir.exists()

@@ -60,7 +60,9 @@ start() {
   # munge: a key and a socket of this cluster's own (no system munged needed, none disturbed)
   [ -f "$dir/munge/munge.key" ] || dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 0700 "$dir/munge" && chmod 0400 "$dir/munge/munge.key"
-  setsid /usr/sbin/munged -F --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+  # the socket where every account reaches it (as /run/munge): a task's srun runs as the task's account
+  mkdir -p "$dir/munge-socket" && chmod 0755 "$dir/munge-socket"
+  setsid /usr/sbin/munged -F --force --socket="$dir/munge-socket/munge.socket" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed" \
     </dev/null >>"$dir/log/munged.out" 2>&1 & echo $! >"$dir/run/munged.fg.pid"
   for i in 1 2; do [ -e "$dir/dev/fgpu$((2 * i - 2))" ] || { mknod "$dir/dev/fgpu$((2 * i - 2))" c 1 3; \
@@ -72,7 +74,7 @@ start() {
 NodeName=n2 NodeAddr=10.203.0.12 NodeHostname=$(hostname) Port=16818 $res"
   else
     stop; mkdir -p "$dir/run"
-    setsid /usr/sbin/munged -F --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+    setsid /usr/sbin/munged -F --force --socket="$dir/munge-socket/munge.socket" --key-file="$dir/munge/munge.key" \
       --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed" \
       </dev/null >>"$dir/log/munged.out" 2>&1 & echo $! >"$dir/run/munged.fg.pid"
     ctl="SlurmctldHost=localhost(127.0.0.1)"
@@ -89,7 +91,7 @@ SlurmUser=$me
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge-socket/munge.socket
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/run/spool-%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
@@ -118,7 +120,7 @@ CONF
   printf 'AutoDetect=off\nNodeName=n1 Name=gpu File=%s/dev/fgpu[0-1]\nNodeName=n2 Name=gpu File=%s/dev/fgpu[2-3]\n' \
     "$dir" "$dir" >"$dir/etc/gres.conf"
   export SLURM_CONF=$conf
-  for _ in $(seq 100); do [ -S "$dir/munge/munge.socket" ] && break; sleep 0.05; done
+  for _ in $(seq 100); do [ -S "$dir/munge-socket/munge.socket" ] && break; sleep 0.05; done
   setsid /usr/sbin/slurmctld -D -i </dev/null >>"$dir/log/slurmctld.out" 2>&1 & echo $! >"$dir/run/slurmctld.fg.pid"
   for i in 1 2; do
     if [ -f "$dir/run/netns" ]; then

@@ -33,6 +33,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.geteuid() != 0:
         pytest.skip("the test cluster's slurmd must run as root (tasks run as their users' accounts)")
     d = tmp_path_factory.mktemp("slurm")
+    d.chmod(0o755)  # slurmd runs a batch script from its spool dir in here as the task's account (as /var/spool)
     done = subprocess.run(["bash", str(SCRIPT), "start", str(d)], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         subprocess.run(["bash", str(SCRIPT), "stop", str(d)], capture_output=True, timeout=60)

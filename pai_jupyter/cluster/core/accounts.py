@@ -107,6 +107,10 @@ def pids_of(uid: int) -> list[int]:
     return pids
 
 
+PROCESS_RUNTIMES = ("process", "slurm")
+"""Runtimes whose tasks run as processes of an OS account (the daemon's, or one of the user's own)."""
+
+
 class Accounts:
     """``isolating``: tasks of users other than ``owner`` run as their own accounts (daemon is root, process
     runtime). ``run_as(user)`` is (uid, gid) for such a user, None for one that runs as the daemon. ``mapped(user)``
@@ -123,14 +127,17 @@ class Accounts:
     ) -> None:
         self.owner = owner
         self.runtime = runtime
-        self.isolating = (os.geteuid() == 0 and runtime == "process") if isolate is None else isolate
+        # tasks are processes of OS accounts: on this host (process), or on a batch system's nodes, where Slurm's
+        # own uid handling (sbatch --uid/--gid, as root) runs them as the account; not in containers
+        self.processes = runtime in PROCESS_RUNTIMES
+        self.isolating = (os.geteuid() == 0 and self.processes) if isolate is None else isolate
         self.mapped = mapped
         self.ranges = ranges or UidRanges.read()
         self._cache: dict[str, tuple[int, int]] = {}
         self.blocked: Path | None = None  # a directory above the home that other accounts cannot traverse
 
     def describe(self) -> str:
-        if self.runtime != "process":
+        if not self.processes:
             return ""
         if self.isolating:
             return f"tasks of users other than {self.owner} run as their own OS accounts"
@@ -139,7 +146,7 @@ class Accounts:
     # ---- who may join ------------------------------------------------------------------------------------------
     def shared_safely(self) -> bool:
         """Can several users share this cluster without reaching each other (containers, or own accounts)?"""
-        return self.runtime != "process" or self.isolating
+        return not self.processes or self.isolating
 
     def admission(self, name: str, existing: set[str]) -> None:
         """Raise when adding user ``name`` would let one user's tasks act as another's (or as the admin)."""

@@ -46,6 +46,7 @@ class Ending(ClusterBase):
             except Exception:
                 log.exception("removing %s failed", handle.id)
         role = job.role(t["role"])
+        held = self.runtime.gang_submit and row["state"] == "WAITING"  # ended while its scheduler held the job
         with self.store.tx():
             self.store.update_task(
                 current, state=state, exit_code=result.exit_code, exit_diagnostics=diag, completed_time=now_ms()
@@ -64,7 +65,7 @@ class Ending(ClusterBase):
                 self._maybe_stopped(row)
             elif row["sub_state"] == DELETION_PENDING:
                 self._maybe_completed(row)
-            elif not stopped and row["state"] == "RUNNING":
+            elif not stopped and (row["state"] == "RUNNING" or held):
                 if state == "FAILED" and not job.gang_allocation and current["task_attempt"] < role.task_retry_count:
                     self._retry_task(row, current)
                 else:

@@ -8,11 +8,11 @@ import logging
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ...protocol import Job
 from ..runtime import taskdir
-from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
+from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError, Where
 from ..task import services
 from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
@@ -106,6 +106,8 @@ class Launching(Ending):
         """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
         what, and whether it could start now were it not for that job's reservation."""
         ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
+        if ahead is None and self.runtime.gang_submit and row["state"] == "WAITING":
+            return row["waiting_reason"]  # the runtime's scheduler's words (``_queued``)
         if ahead is None or row["execution_type"] != "START":
             return None
         if not ahead:
@@ -127,6 +129,21 @@ class Launching(Ending):
         if row.get("waiting_reason") != reason:
             self.store.update_job(row["id"], waiting_reason=reason)
             row["waiting_reason"] = reason
+
+    def _job_running(self, row: JobCore, job: Job, now: int) -> None:
+        """The job's attempt runs: its max run time counts from now."""
+        deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
+        self.store.update_job(
+            row["id"],
+            state="RUNNING",
+            sub_state="AttemptRunning",
+            waiting_reason=None,
+            launched_time=row["launched_time"] or now,
+            deadline=deadline,
+        )
+        self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
+        row["state"] = "RUNNING"
+        self.notifier.changed(row, job, "RUNNING")
 
     def _placements(self, row: JobCore, job: Job) -> dict[tuple[str, int], Placement]:
         """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
@@ -170,19 +187,10 @@ class Launching(Ending):
                     runtime=self.runtime.name,
                     launched_time=now,
                 )
-            if row["state"] == "WAITING":
-                deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
-                self.store.update_job(
-                    row["id"],
-                    state="RUNNING",
-                    sub_state="AttemptRunning",
-                    waiting_reason=None,
-                    launched_time=row["launched_time"] or now,
-                    deadline=deadline,
-                )
-                self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
-                row["state"] = "RUNNING"
-                self.notifier.changed(row, job, "RUNNING")
+            if row["state"] == "WAITING" and not self.runtime.gang_submit:
+                self._job_running(row, job, now)
+            elif row["state"] == "WAITING":  # it runs once the runtime's scheduler starts it (``watch``)
+                self._set_waiting(row, f"submitted to the {self.runtime.name} runtime's scheduler")
             placements = self._placements(row, job)
             fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
         for t in tasks:
@@ -227,6 +235,8 @@ class Launching(Ending):
         """The task's spec with its directories made for its account, or None when that failed (recorded)."""
         try:
             spec = self.task_spec(row, job, t, placements)
+            if self.runtime.gang_submit:  # a batch system's scheduler weighs it (the daemon's queue did for others)
+                spec.priority = self.store.priorities_of([row["id"]]).get(row["id"])
             spec.run_as = self.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the job's directory stays root's; what the task writes is its account's
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
@@ -284,12 +294,17 @@ class Launching(Ending):
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
         with self.store.tx():
             if current is not None and current["task_attempt"] == t["task_attempt"]:
-                self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+                if self.runtime.gang_submit:  # RUNNING once the runtime's scheduler runs it (``watch``)
+                    self.store.update_task(t, handle=dumps(handle.to_dict()))
+                    said = f"submitted to the {self.runtime.name} runtime as {handle.id}"
+                else:
+                    self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+                    said = f"started on the {self.runtime.name} runtime"
                 self.store.add_event(
                     job_id,
                     "Normal",
-                    "TaskStarted",
-                    f"{t['role']}[{t['idx']}] started on the {self.runtime.name} runtime",
+                    "TaskSubmitted" if self.runtime.gang_submit else "TaskStarted",
+                    f"{t['role']}[{t['idx']}] {said}",
                     t["role"],
                     t["idx"],
                 )
@@ -305,6 +320,10 @@ class Launching(Ending):
 
         async def watch() -> None:
             try:
+                if self.runtime.gang_submit:
+                    where = await self.runtime.running(handle, Path(task_dir), lambda why: self._queued(job_id, why))
+                    if where is not None:
+                        self.space.with_room(lambda: self._task_running(job_id, t, handle, where))
                 result = await self.runtime.wait(handle, Path(task_dir))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
@@ -313,3 +332,38 @@ class Launching(Ending):
             self.space.with_room(lambda: self._task_ended(job_id, t, result, handle))  # even on a full disk
 
         self.watchers[key] = asyncio.ensure_future(watch())
+
+    def _queued(self, job_id: int, why: str) -> None:
+        """The runtime's scheduler says why the job's attempt still waits there (its "why waiting")."""
+        row = self.store.job_core(job_id)
+        if row is not None and row["state"] == "WAITING":
+            self._set_waiting(row, why)
+
+    def _task_running(self, job_id: int, t: TaskRow, handle: TaskHandle, where: Where) -> None:
+        """A task the runtime's scheduler held runs now, at ``where``: the task table shows its node and IP, and
+        its job runs from the first of its tasks that does."""
+        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
+        row = self.store.job_core(job_id)
+        if current is None or row is None or current["task_attempt"] != t["task_attempt"]:
+            return
+        placed = {"node": where.node, "ip": where.ip}
+        if current["state"] != "STARTING" and loads(current["handle"], {}).get("info", {}).get("placed") == placed:
+            return  # (re-attached after a restart: recorded already)
+        handle.info["placed"] = placed
+        changes: dict[str, Any] = {"handle": dumps(handle.to_dict()), "host_ip": where.ip}
+        if where.gpus is not None:
+            changes["gpus"] = dumps(where.gpus)
+        with self.store.tx():
+            if current["state"] == "STARTING":
+                changes["state"] = "RUNNING"
+                self.store.add_event(
+                    job_id,
+                    "Normal",
+                    "TaskStarted",
+                    f"{t['role']}[{t['idx']}] started on node {where.node} ({where.ip})",
+                    t["role"],
+                    t["idx"],
+                )
+            self.store.update_task(current, **changes)
+            if row["state"] == "WAITING" and row["attempt"] == t["attempt"]:
+                self._job_running(row, self.job_model(row), now_ms())

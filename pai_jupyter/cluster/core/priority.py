@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...common.states import ACTIVE_TASK
 from ...protocol import Job
+from ..runtime.base import TaskHandle
 from .errors import BadRequest, ConflictJobError
 from .queue import PRIORITY_CLASSES
-from .store import JobCore
+from .store import JobCore, loads
 
 if TYPE_CHECKING:
     from .launching import Launching as Cluster  # what these steps use of it (service.py imports this module)
@@ -59,6 +61,9 @@ def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position:
                 key = first + i * step
                 cluster.store.set_priority(job_id, own, key)
                 queue.set_order(job_id, own, key, key)
+    if cluster.runtime.gang_submit:  # a job already in the runtime's scheduler's queue: reordered there
+        live = [t for t in cluster.store.tasks(row["id"], row["attempt"]) if t["handle"] and t["state"] in ACTIVE_TASK]
+        cluster.runtime.reprioritise([TaskHandle.from_dict(loads(t["handle"])) for t in live], priority)
     cluster.schedule()
     return {
         "jobPriority": priority or "default",

@@ -49,7 +49,7 @@ def recover(cluster: Cluster) -> None:
                     cluster.capacity.give_back(t["vc"], demand, gpus)
                 cluster.store.update_task(t, state="WAITING", launched_time=None)
             continue
-        if t["state"] == "STARTING":
+        if t["state"] == "STARTING" and not cluster.runtime.gang_submit:  # (a batch system's: once it runs)
             cluster.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
         cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:

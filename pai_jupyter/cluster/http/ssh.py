@@ -12,7 +12,6 @@ link a task planted there is never followed.
 
 from __future__ import annotations
 
-import pwd
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,19 +33,12 @@ KEY_MAX = 8192  # an RSA-16384 key is about 2,800; every task of the user's jobs
 
 
 def _login_user(cluster: Cluster, user: str) -> str:
-    """Who logs into the user's tasks: root in a container, else the account the tasks run as."""
-    if cluster.runtime.in_container:
-        return "root"
+    """Who logs into the user's tasks: the runtime says (root in a container, else the account they run as)."""
     try:
         run_as = cluster.accounts.run_as(user)
     except AccountError:
         run_as = None
-    if run_as is None:
-        return os_user()
-    try:
-        return pwd.getpwuid(run_as[0]).pw_name
-    except KeyError:
-        return str(run_as[0])
+    return cluster.runtime.login_account(run_as, os_user())
 
 
 class SshKeys(Base):

@@ -13,6 +13,7 @@ import yaml
 
 from ...common.states import FINAL
 from ..core.store import AttemptRow, EventRow, JobCore, TaskRow, loads
+from ..runtime.base import LOCAL_NODE
 
 EXIT_SPEC_FILE = Path(__file__).with_name("exitspec.yaml")  # OpenPAI's table, unchanged (MIT; see its header)
 # Codes the embedded cluster gives a meaning of its own, where OpenPAI's table has another (or none)
@@ -81,7 +82,7 @@ def task_status(row: JobCore, task: TaskRow) -> dict[str, Any]:
         "taskState": state,
         "containerId": handle.get("id"),
         "containerIp": task["host_ip"],
-        "containerNodeName": "local",
+        "containerNodeName": (handle.get("info") or {}).get("placed", {}).get("node") or LOCAL_NODE,
         "containerPorts": {k: ",".join(map(str, v)) for k, v in ports.items()},
         "containerGpus": _gpu_mask(gpus),
         "containerGpuIndices": gpus,
@@ -230,7 +231,7 @@ def task_detail(row: JobCore, task: TaskRow) -> dict[str, Any]:
             "currentAttemptCompletedTime": task["completed_time"],
             "containerId": status["containerId"],
             "containerIp": status["containerIp"],
-            "containerNodeName": "local",
+            "containerNodeName": status["containerNodeName"],
             "containerPorts": status["containerPorts"],
             "containerGpus": status["containerGpus"],
             "containerLog": status["containerLog"],
@@ -249,7 +250,7 @@ def task_detail(row: JobCore, task: TaskRow) -> dict[str, Any]:
                 "currentAttemptCompletedTime": None,
                 "containerId": None,
                 "containerIp": status["containerIp"],
-                "containerNodeName": "local",
+                "containerNodeName": status["containerNodeName"],
                 "containerPorts": {},
                 "containerGpus": None,
                 "containerLog": log_url(row, {**task, "task_attempt": earlier}),

@@ -11,6 +11,8 @@ killed with -9 re-attaches from the persisted ``TaskHandle`` and the files.
 from __future__ import annotations
 
 import abc
+import pwd
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ EXIT_LOST = -1300  # the task disappeared while the daemon was down and left no 
 EXIT_START_FAILED = 255
 
 LOOPBACK = "127.0.0.1"
+LOCAL_NODE = "local"  # the node name the task table shows for this machine's runtimes
 
 DEFAULT_PIDS_LIMIT = 4096
 """The most processes (threads included) one task may have, by default (the daemon's ``--pids-limit``): a fork
@@ -61,6 +64,7 @@ class TaskSpec:
     gpu_count: int = 0  # GPUs the task asks for (a runtime that places GPUs itself, e.g. Slurm's gres)
     time_limit_minutes: float | None = None  # the job's max run time (a batch system enforces it too)
     vc: str = "default"  # the job's virtual cluster (Slurm: its partition)
+    priority: str | None = None  # the job's priority class (crit, prod, test, oppo; None: OpenPAI's default)
 
     def disk_script(self) -> str:
         """The script as it may be written to disk (secrets masked): the real one reaches the shell in memory."""
@@ -91,6 +95,16 @@ class TaskExit:
     diagnostics: str = ""
     oom: bool = False
     signal: int | None = None
+
+
+@dataclass
+class Where:
+    """Where a started task runs, once it runs: its node, that node's IP (``containerIp``), and the GPUs a runtime
+    that places them itself gave it (None: the daemon's own choice stands)."""
+
+    node: str
+    ip: str
+    gpus: list[int] | None = None
 
 
 class TaskStartError(RuntimeError):
@@ -128,6 +142,12 @@ class Runtime(abc.ABC):
         """Start the task now if that takes no more than a few file operations (no fork, no engine call), from
         the event loop; None means "call start() in a worker thread". Raises TaskStartError. Default: None."""
         return None
+
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        """Resolve once a started task runs, with where; None when it ended without running. A ``gang_submit``
+        runtime's job may first wait in its scheduler's queue: ``waiting`` is told why, in that scheduler's words,
+        while it does. Default: a task runs from its start, on this host."""
+        return Where(LOCAL_NODE, self.host_ip)
 
     @abc.abstractmethod
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
@@ -172,6 +192,26 @@ class Runtime(abc.ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def login_account(self, run_as: tuple[int, int] | None, owner: str) -> str:
+        """The account ``ssh`` logs into a task as: the one the task runs as (``run_as``; None: ``owner``, the
+        daemon's). A runtime whose tasks run as root in containers says root."""
+        if run_as is None:
+            return owner
+        try:
+            return pwd.getpwuid(run_as[0]).pw_name
+        except KeyError:
+            return str(run_as[0])
+
+    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
+        """A job already handed to this runtime's scheduler (``gang_submit``) got a new priority class (None:
+        OpenPAI's default): tell that scheduler. Default: nothing (the daemon's queue orders the others)."""
+        return None
+
+    def resources(self) -> tuple[int, int, int] | None:
+        """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
+        cluster): the daemon's capacity where no flag sets it. None: this machine's."""
+        return None
 
     def begin(self) -> None:
         """The daemon answers requests now: background work of the runtime's own may start; default: none."""

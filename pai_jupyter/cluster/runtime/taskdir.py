@@ -41,6 +41,10 @@ from . import safeio
 IN_CONTAINER = "/pai/task"  # where a container sees its task directory (a bind mount)
 SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)
 SERVICE_BIN = "PAI_SERVICE_BIN"  # process runtime: where the platform's own services (TensorBoard, Jupyter) are
+SERVICE_HOST = '"${PAI_SERVICE_HOST:-127.0.0.1}"'
+"""Where the platform's services in a task (TensorBoard, Jupyter, the desktop's websockify) listen, as the task's
+shell says it: loopback for a task on this machine; its node's IP where a runtime's wrapper exports
+PAI_SERVICE_HOST (Slurm: the proxy reaches the service on the task's node, with its token)."""
 
 # written by the shim
 STDOUT, STDERR, ALL = "stdout", "stderr", "all"
@@ -131,6 +135,7 @@ def read_handle(task_dir: Path) -> dict[str, Any] | None:
 def write_copy(task_dir: Path, name: str, text: str) -> None:
     """A file of the runtime's for the task to read (e.g. a container's ``shim.sh``), 0644, no symlink followed."""
     fd = os.open(Path(task_dir) / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    os.fchmod(fd, 0o644)  # whatever the daemon's umask (077): another account's task reads it
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
 

@@ -91,7 +91,7 @@ def command(info: dict[str, Any]) -> str:
             'pai_pids="$pai_pids $!"; break; }; done',
             'command -v xterm >/dev/null && { xterm -geometry 100x30+40+40 & pai_pids="$pai_pids $!"; }',
             f"$pai_try -c {shlex.quote(WEBSOCKIFY_GUARD)} --auth-plugin __main__.Guard "
-            f'--unix-target="$pai_sd/vnc.sock" 127.0.0.1:{port} &',
+            f'--unix-target="$pai_sd/vnc.sock" {taskdir.SERVICE_HOST}:{port} &',
             'pai_pids="$pai_pids $!"',
             "wait $!",
             'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"',

@@ -25,6 +25,7 @@ from ..runtime import taskdir
 from . import desktop, sshd
 
 SERVICES = tuple(s.name for s in catalogue.CATALOGUE if not s.every_task)  # the tasks their plugin names
+BIND = taskdir.SERVICE_HOST
 
 
 def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
@@ -109,7 +110,7 @@ def tensorboard(info: dict[str, Any]) -> str:
     serve = (
         f"exec python3 -c {shlex.quote(TENSORBOARD_GUARD)}" if info.get("token") else "exec tensorboard"
     )  # a token is always given (core/launching.py); older rows had none
-    return f"{prepare}{serve} {target} --port {port} --host 127.0.0.1 --reload_interval 5"
+    return f"{prepare}{serve} {target} --port {port} --host {BIND} --reload_interval 5"
 
 
 def jupyter(info: dict[str, Any]) -> str:
@@ -120,7 +121,7 @@ def jupyter(info: dict[str, Any]) -> str:
     return (
         "if command -v jupyter-lab >/dev/null 2>&1; then open=/lab; "
         "elif command -v jupyter-notebook >/dev/null 2>&1; then open=/tree; else open=; fi; "
-        f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip=127.0.0.1 --port={info['port']} "
+        f"{JUPYTER_DIRS}{token}exec jupyter server --no-browser --allow-root --ip={BIND} --port={info['port']} "
         f"--ServerApp.port_retries=0 --ServerApp.base_url={shlex.quote(info['basePath'])} "
         '--ServerApp.root_dir="$PWD" ${open:+--ServerApp.default_url=$open}'
     )

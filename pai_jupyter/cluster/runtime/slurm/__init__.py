@@ -19,23 +19,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import safeio, taskdir
-from ..base import EXIT_LOST, EXIT_START_FAILED, Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec, TaskStartError
+from ..base import (
+    EXIT_LOST,
+    EXIT_START_FAILED,
+    Runtime,
+    TaskExit,
+    TaskHandle,
+    TaskSample,
+    TaskSpec,
+    TaskStartError,
+    Where,
+)
 from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, WHY, Jobs, SlurmError, available, run
+from .commands import FINAL, WHY, Jobs, SlurmError, available, parse_nodes, run
 
+log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
-PLACEMENT = "placement"  # in run/: "node ip", written by the wrapper
+PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
+ADDRS_S = 60.0
+PENDING_LOOK_S = 0.1
+LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
 
@@ -50,9 +66,39 @@ class SlurmRuntime(Runtime):
         # and how Slurm's commands on the nodes find the cluster
         conf = {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "MUNGE_SOCKET")}
         self._submit_env = host_env(conf)
+        self._addrs, self._addrs_at = "", -ADDRS_S
+
+    def node_addrs(self) -> str:
+        """``node=NodeAddr ...`` of the cluster's nodes (sinfo, at most once a minute): a task's wrapper finds its
+        IP there instead of asking slurmctld (``scontrol show node``, its fallback) once per task."""
+        now = time.monotonic()
+        if now - self._addrs_at >= ADDRS_S:
+            try:
+                out = run(["sinfo", "-h", "-N", "-o", "%N=%o"], env=self._submit_env)
+                self._addrs = " ".join(sorted(set(out.split())))
+            except SlurmError:
+                self._addrs = ""
+            self._addrs_at = now
+        return self._addrs
 
     def describe(self) -> str:
         return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
+
+    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
+        """The job's new class as its Slurm job's nice value (``scontrol update``): Slurm reorders its queue."""
+        for job_id in sorted({h.id for h in handles}):
+            try:
+                run(["scontrol", "update", f"JobId={job_id}", f"Nice={batch.nice(priority)}"], env=self._submit_env)
+            except SlurmError as exc:  # ended meanwhile: nothing to reorder
+                log.info("Slurm job %s kept its priority: %s", job_id, exc)
+
+    def resources(self) -> tuple[int, int, int] | None:
+        """The Slurm cluster's nodes, summed (sinfo): what a job may at most ask for, checked at submit."""
+        try:
+            total = parse_nodes(run(["sinfo", "-h", "-N", "-o", "%N %c %m %G"], env=self._submit_env))
+        except SlurmError:
+            return None
+        return total if total[0] else None
 
     # ---- start ---------------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:
@@ -78,7 +124,7 @@ class SlurmRuntime(Runtime):
         job_id = out.strip().split(";")[0]
         handles = []
         for spec in specs:
-            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role})
+            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role, "run_as": spec.run_as})
             taskdir.write_handle(spec.task_dir, handle.to_dict())
             handles.append(handle)
         return handles
@@ -90,8 +136,10 @@ class SlurmRuntime(Runtime):
         adir = first.task_dir.parent / f"slurm-a{first.job_attempt}"
         adir.mkdir(mode=0o750, exist_ok=True)
         taskdir.share(adir, first.run_as)
-        taskdir.write_copy(adir, "wrapper.sh", WRAPPER.read_text())
-        taskdir.write_copy(adir, "shim.sh", SHIM_SH.read_text())
+        for name, text in (("wrapper.sh", WRAPPER.read_text()), ("shim.sh", SHIM_SH.read_text())):
+            # a retried task's start must not rewrite what its running siblings' bash still reads as it goes
+            if safeio.read_text_beneath(adir, name, 1 << 20) != text:
+                taskdir.write_copy(adir, name, text)
         for part in ("rdv", "log"):
             (adir / part).mkdir(mode=0o700, exist_ok=True)
             taskdir.give(adir / part, first.run_as)
@@ -114,6 +162,7 @@ class SlurmRuntime(Runtime):
         env = {k: v for k, v in host_env(spec.env).items() if k not in SLURM_SETS}
         env[taskdir.SCRIPT_ENV] = spec.script
         env["PAI_JUPYTER_WORKDIR"] = spec.work_dir or str(td / taskdir.WORK)
+        env["PAI_JUPYTER_NODE_ADDRS"] = self.node_addrs()
         path = td / ENV_FILE
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -130,12 +179,36 @@ class SlurmRuntime(Runtime):
     def logs_dir(self, task_dir: Path) -> Path:
         return Path(task_dir) / taskdir.RUN  # the wrapper's shim writes them as the task's account: safeio
 
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        """Where the task runs once its wrapper has started on a node (its ``run/placement``); while Slurm holds
+        the job pending, ``waiting`` hears Slurm's reason and the job's place in its partition's queue."""
+        told, loop = None, asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            where = placement(task_dir)
+            if where is not None:
+                return where
+            seen = await self.jobs.get(handle.id)
+            if seen is None and loop.time() - began < 3.0:  # squeue read before the job was submitted
+                await asyncio.sleep(LOOK_S)
+                continue
+            if seen is None or seen.state in FINAL:
+                return placement(task_dir)
+            if seen.state == "PENDING":
+                why = self.jobs.why(handle.id)
+                if why != told:
+                    waiting(why)
+                    told = why
+            # its placement file tells first that it runs; a hundred pending jobs' waiters look less often
+            await asyncio.sleep(PENDING_LOOK_S if seen.state == "PENDING" else LOOK_S)
+
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         gone_at = None
         while True:
             code = taskdir.exit_code(self.logs_dir(task_dir))
             if code is not None:
-                return TaskExit(exit_code=code, signal=code - 128 if 128 < code <= 128 + 64 else None)
+                why = await self._why_signalled(handle) if code > 128 else ""
+                return TaskExit(exit_code=code, diagnostics=why, signal=code - 128 if 128 < code <= 128 + 64 else None)
             seen = await self.jobs.get(handle.id)
             if seen is None or seen.state in FINAL:
                 # the shim's exit_code may come a moment after Slurm's end (a shared disk): wait a little for it
@@ -143,7 +216,21 @@ class SlurmRuntime(Runtime):
                 gone_at = gone_at or loop.time()
                 if loop.time() - gone_at > 2.0:
                     return self._ended_without_status(handle, seen)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(LOOK_S)
+
+    async def _why_signalled(self, handle: TaskHandle) -> str:
+        """A task ended by a signal: what Slurm says of its job (a node failed, the time limit), if anything."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 3.0  # Slurm records the job's end a moment after its steps were signalled
+        while loop.time() < until:
+            seen = await self.jobs.get(handle.id)
+            if seen is None or (seen.state in FINAL and seen.state not in WHY):
+                return ""
+            if seen.state in WHY:
+                reason = f" ({seen.reason})" if seen.reason not in ("", "None") else ""
+                return f"{WHY[seen.state]}{reason}"
+            await asyncio.sleep(LOOK_S)
+        return ""
 
     def _ended_without_status(self, handle: TaskHandle, seen: object) -> TaskExit:
         state = getattr(seen, "state", None)
@@ -185,10 +272,32 @@ class SlurmRuntime(Runtime):
     def terminal_command(
         self, handle: TaskHandle, env: dict[str, str], cwd: str | None
     ) -> tuple[list[str], dict[str, str], str | None]:
-        raise TaskStartError(EXIT_START_FAILED, "terminals inside tasks are not offered on the Slurm runtime yet")
+        """A shell in the task's allocation on its node: an ``srun --overlap --pty`` step of its Slurm job, run as
+        the task's account (``setpriv``, then Slurm's own credential: munge says who asks), so it ends with the
+        job and holds nothing of the task's resources."""
+        node = (handle.info.get("placed") or {}).get("node")
+        if not node or "run_as" not in handle.info:
+            raise RuntimeError("this task has no recorded node yet (or was started by an older version)")
+        run_as = handle.info["run_as"]
+        who = ["setpriv", f"--reuid={run_as[0]}", f"--regid={run_as[1]}", "--clear-groups"] if run_as else []
+        step = ["srun", f"--jobid={handle.id}", "--overlap", f"--nodelist={node}", "-N1", "-n1", "--mem=0", "--pty"]
+        if cwd:
+            step.append(f"--chdir={cwd}")
+        shell_env = {**self._submit_env, **host_env(env), "TERM": "xterm-256color"}  # (how srun finds the cluster)
+        return [*who, *step, "/bin/sh", "-i"], shell_env, None
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
         return None  # Slurm's accounting (sstat) needs jobacct_gather; the daemon shows no usage on this runtime
+
+
+def placement(task_dir: Path) -> Where | None:
+    """The node, IP and GPUs the wrapper wrote (a file of the task's account: read without following a link)."""
+    text = safeio.read_text_beneath(task_dir, f"{taskdir.RUN}/{PLACEMENT}", 512)
+    parts = (text or "").split()
+    if len(parts) < 2:
+        return None
+    gpus = [int(g) for g in parts[2].split(",") if g.isdigit()] if len(parts) > 2 else []
+    return Where(node=parts[0], ip=parts[1], gpus=gpus)
 
 
 def make(options: Options) -> Runtime:

@@ -5,6 +5,7 @@ they always do (``SLURM_CONF``, else the default slurm.conf)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import threading
@@ -26,6 +27,14 @@ WHY = {
 }
 """What a final state says when the task itself left no exit status."""
 POLL_S = 0.5
+FORMAT = "%A|%T|%r|%N|%P|%Q"
+GLOSS = {
+    "Resources": "the nodes lack the free CPUs, memory or GPUs it asks for",
+    "Priority": "jobs of higher priority go first",
+    "PartitionTimeLimit": "its max run time is over the partition's limit",
+    "ReqNodeNotAvail": "a node it needs is down or reserved",
+}
+"""A few words on Slurm's commonest pending reasons (squeue's %r)."""
 
 
 class SlurmError(RuntimeError):
@@ -52,16 +61,37 @@ class JobState:
     state: str  # Slurm's, e.g. PENDING, RUNNING, COMPLETED
     reason: str  # Slurm's pending / end reason, e.g. Resources, Priority, None
     nodes: str
+    partition: str = ""
+    priority: int = 0
 
 
 def parse_squeue(text: str) -> dict[str, JobState]:
-    """``squeue -h -t all -o '%A|%T|%r|%N'`` lines by job id."""
+    """``squeue -h -t all -o FORMAT`` lines by job id."""
     out = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 4:
-            out[parts[0]] = JobState(parts[1], parts[2], parts[3])
+        if len(parts) == 6:
+            prio = int(parts[5]) if parts[5].isdigit() else 0
+            out[parts[0]] = JobState(parts[1], parts[2], parts[3], parts[4], prio)
     return out
+
+
+def why_pending(job_id: str, seen: dict[str, JobState]) -> str:
+    """A pending job's "why waiting": Slurm's reason and how many pending jobs of its partition Slurm will consider
+    first (higher priority, or the same priority and submitted earlier: Slurm's own order)."""
+    me = seen[job_id]
+    key = (-me.priority, int(job_id))
+    ahead = sum(
+        1
+        for jid, j in seen.items()
+        if j.state == "PENDING" and j.partition == me.partition and (-j.priority, int(jid)) < key
+    )
+    gloss = GLOSS.get(me.reason)
+    reason = f"{me.reason}: {gloss}" if gloss else me.reason
+    if me.reason in ("None", ""):
+        reason = "not yet weighed by Slurm's scheduler"
+    jobs = f"{ahead} job{'s' * (ahead != 1)}"
+    return f"pending in Slurm as job {job_id} ({reason}); {jobs} ahead in partition {me.partition!r}"
 
 
 class Jobs:
@@ -78,7 +108,7 @@ class Jobs:
         async with self._lock:
             if time.monotonic() - self._at >= POLL_S:
                 proc = await asyncio.create_subprocess_exec(
-                    "squeue", "-h", "-t", "all", "-o", "%A|%T|%r|%N", stdout=asyncio.subprocess.PIPE
+                    "squeue", "-h", "-t", "all", "-o", FORMAT, stdout=asyncio.subprocess.PIPE
                 )
                 out, _ = await proc.communicate()
                 if proc.returncode == 0:  # slurmctld away for a moment (a restart): keep what was seen
@@ -86,10 +116,14 @@ class Jobs:
                 self._at = time.monotonic()
         return self._seen.get(job_id)
 
+    def why(self, job_id: str) -> str:
+        """Why a pending job (seen by the last ``get``) waits, in Slurm's words, with its place in the queue."""
+        return why_pending(job_id, self._seen) if job_id in self._seen else "pending in Slurm"
+
     def now(self, job_id: str) -> JobState | None:
         """The job's state, asked of Slurm now (blocking: for the daemon's start-up checks)."""
         try:
-            return parse_squeue(run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%A|%T|%r|%N"])).get(job_id)
+            return parse_squeue(run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", FORMAT])).get(job_id)
         except SlurmError:
             return None
 
@@ -101,3 +135,18 @@ class Jobs:
             return
         self._cancelled[job_id] = now
         threading.Thread(target=lambda: subprocess.run(["scancel", job_id], capture_output=True), daemon=True).start()
+
+
+GRES_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
+
+
+def parse_nodes(text: str) -> tuple[int, int, int]:
+    """CPUs, memory (MB) and GPUs of every node in ``sinfo -h -N -o '%N %c %m %G'`` (a node listed once per
+    partition is counted once)."""
+    seen: dict[str, tuple[int, int, int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
+            gpus = sum(int(n) for n in GRES_GPU.findall(parts[3])) if len(parts) > 3 else 0
+            seen[parts[0]] = (int(parts[1]), int(parts[2]), gpus)
+    return (sum(n[0] for n in seen.values()), sum(n[1] for n in seen.values()), sum(n[2] for n in seen.values()))

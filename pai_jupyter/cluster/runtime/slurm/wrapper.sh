@@ -2,7 +2,7 @@
 # SLURM_PROCID picks this task's directory). Runs as the task's account on its node:
 #  1. reads its environment from TASK_DIR/slurm.env (NUL-separated, root's, readable by the task's group only:
 #     the script and the secrets never reach a command line);
-#  2. writes "node ip" to TASK_DIR/run/placement (the daemon reads it with safeio) and its IP to RDV/<role>.<index>;
+#  2. finds its node's NodeAddr (in PAI_JUPYTER_NODE_ADDRS, else from scontrol), writes "node ip gpus" to TASK_DIR/run/placement (the daemon reads it with safeio) and its IP to RDV/<role>.<index>;
 #  3. waits until all TOTAL tasks of the attempt have written theirs (the rendezvous: a directory every node sees);
 #  4. exports PAI_HOST_IP_<role>_<i>, the roles' host lists and its own PAI_CURRENT_CONTAINER_IP from them;
 #  5. runs the commands through the shim (shim.sh: bash errexit/nounset/pipefail, logs and exit_code in run/), in
@@ -14,10 +14,14 @@ td=${*:$((SLURM_PROCID + 1)):1}
 run=$td/run
 exec 2>>"$run/wrapper.log"
 while IFS= read -r -d '' kv; do export "${kv?}"; done <"$td/slurm.env"
-ip=$(scontrol show node "${SLURMD_NODENAME:-}" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+ip=
+for a in ${PAI_JUPYTER_NODE_ADDRS:-}; do [ "${a%%=*}" = "${SLURMD_NODENAME:-}" ] && ip=${a#*=}; done
+unset PAI_JUPYTER_NODE_ADDRS
+[ -n "$ip" ] || ip=$(scontrol show node "${SLURMD_NODENAME:-}" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
 [ -n "$ip" ] || ip=$(hostname -I 2>/dev/null | cut -d' ' -f1)
 me=$PAI_CURRENT_TASK_ROLE_NAME.$PAI_TASK_INDEX
-printf '%s %s\n' "${SLURMD_NODENAME:-}" "$ip" >"$run/placement"
+printf '%s %s %s\n' "${SLURMD_NODENAME:-?}" "$ip" "${CUDA_VISIBLE_DEVICES:-}" >"$run/.placement"
+mv -f "$run/.placement" "$run/placement"
 printf '%s\n' "$ip" >"$rdv/.$me" && mv -f "$rdv/.$me" "$rdv/$me"
 until [ "$(find "$rdv" -maxdepth 1 -type f ! -name '.*' | wc -l)" -ge "$total" ]; do sleep 0.05; done
 for f in "$rdv"/*.*; do
@@ -32,7 +36,7 @@ for f in "$rdv"/*.*; do
     export "$list=$(IFS=,; echo "${hosts[*]}")"
   fi
 done
-export PAI_CURRENT_CONTAINER_IP=$ip PAI_CONTAINER_HOST_IP=$ip
+export PAI_CURRENT_CONTAINER_IP=$ip PAI_CONTAINER_HOST_IP=$ip PAI_SERVICE_HOST=$ip  # services: task/services.py
 cd "${PAI_JUPYTER_WORKDIR:-$run}" || exit 255
 unset PAI_JUPYTER_WORKDIR
 # the shim leads a process group of its own (job control): the tasks of one step on one node may share the
