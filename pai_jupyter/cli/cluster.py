@@ -11,11 +11,12 @@ import click
 
 from ..cluster import control
 from ..cluster.paths import pai_home
+from .group import PaiGroup
 
 EXIT_UNAVAILABLE = 3
 
 
-@click.group()
+@click.group(cls=PaiGroup)
 def cluster() -> None:
     """Run the embedded local cluster (a daemon serving OpenPAI's REST API on a loopback port)."""
 
@@ -126,7 +127,7 @@ def capacity_note(cap: dict[str, int]) -> str:
     )
 
 
-@cluster.group()
+@cluster.group(cls=PaiGroup)
 def user() -> None:
     """Manage the local cluster's users."""
 

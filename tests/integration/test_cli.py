@@ -148,3 +148,18 @@ def test_priority_moves_a_waiting_job_and_changes_its_class(daemon: Api, tmp_pat
     assert pai("priority", "second", home=daemon.home).returncode == 2
     for job in (blocker, first, second):
         daemon.stop(job)
+
+
+def test_unknown_commands_suggest_and_aliases_resolve_and_help_is_not_cut(tmp_path: Path) -> None:
+    """Issue 22 item 16: `pai list` said only "No such command"; --help cut the descriptions with "..."."""
+    r = pai("list", "--help", home=tmp_path)
+    assert r.returncode == 0 and "List jobs" in r.stdout, r.stderr
+    r = pai("lsit", home=tmp_path)
+    assert r.returncode == 2 and "Did you mean: jobs" in r.stderr, r.stderr
+    r = pai("cluster", "strat", home=tmp_path)
+    assert r.returncode == 2 and "Did you mean: start" in r.stderr, r.stderr
+    r = pai("frobnicate", home=tmp_path)
+    assert "The commands: clone, cluster" in r.stderr and "`pai --help`" in r.stderr, r.stderr
+    r = pai("--help", home=tmp_path)
+    commands = r.stdout.split("Commands:")[1]
+    assert "..." not in commands and "loopback port" in commands, r.stdout
