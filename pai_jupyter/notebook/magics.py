@@ -64,6 +64,7 @@ class PaiMagics(Magics):
         super().__init__(shell)
         self.profile: str | None = None  # this session's profile (%pai_profile NAME); None = the default one
         self.last_job: str | None = None
+        self.last_failure: str | None = None  # why the last %%pai_submit submitted nothing
         self._clients: dict[str | None, Any] = {}
 
     def client(self, profile: str | None = None) -> Any:
@@ -83,6 +84,11 @@ class PaiMagics(Magics):
     def _job(self, job: str | None) -> str:
         if job:
             return job
+        if self.last_failure is not None:
+            raise CellInputError(
+                f"the last %%pai_submit submitted no job ({self.last_failure}); fix that cell and run it again, "
+                "or name a job"
+            )
         if self.last_job is None:
             raise CellInputError("name a job (no job was submitted from this notebook yet)")
         return self.last_job
@@ -137,8 +143,12 @@ class PaiMagics(Magics):
                 raise UsageError(str(exc)) from None
         client = self.client(args.profile)
         with deferred_interrupt() as held:
-            job_id = client.submit(text, name=args.name, params=params or None)
-        self.last_job = job_id
+            try:
+                job_id = client.submit(text, name=args.name, params=params or None)
+            except Exception as exc:
+                self.last_failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise
+        self.last_job, self.last_failure = job_id, None
         from ..seedpaths import submit_notes
 
         for path, message in submit_notes(client, text):
