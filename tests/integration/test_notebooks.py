@@ -23,12 +23,15 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 EXAMPLES = ("mnist", "distributed", "estimator", "form")
 
 
-def run(name: str, tmp_path: Path) -> list[str]:
-    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (jobs/ and scripts/ beside it); every cell's text."""
+def run(name: str, tmp_path: Path, after: str = "") -> list[str]:
+    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (jobs/ and scripts/ beside it), then the cell ``after``
+    (a check of what Run All left) when given; every code cell's text."""
     work = tmp_path / "notebooks"
     for folder in ("jobs", "scripts"):
         shutil.copytree(NOTEBOOKS / folder, work / folder)
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    if after:
+        nb.cells.append(nbformat.v4.new_code_cell(after))
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     out = [cell_text(c) for c in nb.cells if c.cell_type == "code"]
     assert not [t for t in out if "ERROR " in t or "Traceback" in t], out
@@ -46,7 +49,13 @@ def test_notebooks_are_kept_with_outputs_cleared(name: str) -> None:
 
 
 def test_mnist_trains_writes_scalars_and_a_model(daemon: Api, tmp_path: Path) -> None:
-    out = run("mnist", tmp_path)
+    # issue 22 item 11: the last cell stopped the embedded TensorBoard, so Run All ended on "599 Unknown HTTP Error"
+    out = run(
+        "mnist",
+        tmp_path,
+        after="import httpx\nprint('board after Run All:', httpx.get(f'http://127.0.0.1:{board.port}/').status_code)",
+    )
+    assert "board after Run All: 200" in out[-1], out[-1]
     text = "\n".join(out)
     assert "SUCCEEDED, exit code 0" in text
     assert "step 80 loss=" in text and "model saved to" in text
@@ -88,7 +97,9 @@ def test_estimator_fits_and_writes_its_model(daemon: Api, tmp_path: Path) -> Non
 
 
 def test_form_validates_submits_and_lists(daemon: Api, tmp_path: Path) -> None:
-    out = run("form", tmp_path)
+    # issue 22 item 11: the last cell closed the job list, so Run All ended with it gone
+    out = run("form", tmp_path, after="print('job list open:', jobs.comm is not None)")
+    assert "job list open: True" in out[-1], out[-1]
     text = "\n".join(out)
     assert "taskRoles[0].memoryMB" in text  # the bad value's problem, with its field path
     assert "[]" in text  # none left after the fix
