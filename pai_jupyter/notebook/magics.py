@@ -302,6 +302,14 @@ class PaiMagics(Magics):
     @argument("--role", "-r")
     @argument("--index", "-i", type=int)
     @argument("--height", type=int, default=600)
+    @argument(
+        "--wait-events",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="while the job runs, wait up to this long for its first event file, so the cell does not keep a "
+        "'no event file yet' note for a job that writes one a moment later (0: do not wait)",
+    )
     @argument("--profile", "-p")
     @line_magic
     @_reported
@@ -313,7 +321,12 @@ class PaiMagics(Magics):
         if args.logdir:
             return tensorboard.local(args.logdir, tied=True).embed(height=args.height)  # ends with the kernel
         return tensorboard.for_job(
-            self.client(args.profile), self._job(args.job), role=args.role, index=args.index, height=args.height
+            self.client(args.profile),
+            self._job(args.job),
+            role=args.role,
+            index=args.index,
+            height=args.height,
+            wait_events=args.wait_events,
         )
 
     @magic_arguments()
