@@ -24,14 +24,19 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,lab]'
+	@echo "== installing pai_jupyter into $(VENV): the Python packages, then npm builds the JupyterLab extension"
+	@echo "   (the first time takes several minutes; 'Building editable for pai_jupyter' is the npm build)"
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,lab]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv install: $(STAMP)
 
+# Lab's own terminals get the venv's bin on their PATH (pai, jupyter); "Python on PAI" is in the launcher
 lab: $(STAMP)
 	$(BIN)/pai cluster start --quiet || true
-	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
+	@$(BIN)/jupyter kernelspec list | grep -qE '^ +pai ' || $(BIN)/pai kernel install
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) \
+		--config=jupyter-config/make_lab_config.py --notebook-dir=notebooks \
 		--ServerApp.default_url=/lab/tree/quickstart.ipynb
 
 # a local two-node Slurm cluster (tests/slurm/cluster.sh) and a daemon of its own home handing jobs to it

@@ -1,6 +1,7 @@
 """``make demo``: the quickstart, headless. Validates the example jobs, runs two of them on the embedded
 cluster, and prints their states and logs. A cluster already running is used as it is; one the demo had to start
-(with at least 4 CPUs, so the 3-task example fits a small machine) is stopped again at the end."""
+is stopped again at the end. The ps / worker example gets as many workers (at most its 2) as the cluster's CPUs
+hold beside its ps, so it runs on a 2-CPU machine too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from .cluster import control
 from .common.states import FINAL, JobState
@@ -36,9 +38,7 @@ def main() -> int:
     started = info is None
     if info is None:
         print("\n== starting the embedded cluster (for this demo; stopped again at the end)")
-        # CPUs are the scheduler's accounting unit: let the 3-task example fit on a 2-core machine too. The
-        # cluster is stopped at the end, so the next `pai cluster start` (make lab) schedules the machine's own.
-        info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"), cpus=max(os.cpu_count() or 1, 4))
+        info = control.start(runtime=os.environ.get("PAI_DEMO_RUNTIME", "process"))
     else:
         print("\n== using the embedded cluster that is already running (left as it is)")
     print(f"local cluster at {info['url']} (runtime {info['runtime']})")
@@ -62,14 +62,12 @@ def _run_jobs(info: dict[str, Any]) -> bool:
     ok = True
     http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
     suffix = time.strftime("%H%M%S")
+    cpus = int(http.get("/api/v2/info").json()["capacity"]["cpu"])
     for file in RUN:
-        text = (JOBS / file).read_text()
-        job = Job.from_text(text)
-        name = f"{job.name}_{suffix}"
+        doc = fit_workers(yaml.safe_load((JOBS / file).read_text()), cpus)
+        name = doc["name"] = f"{doc['name']}_{suffix}"
         r = http.post(
-            "/api/v2/jobs",
-            content=text.replace(f"name: {job.name}", f"name: {name}", 1),
-            headers={"Content-Type": "text/yaml"},
+            "/api/v2/jobs", content=yaml.safe_dump(doc, sort_keys=False), headers={"Content-Type": "text/yaml"}
         )
         if r.status_code != 202:
             print(f"submit {file}: {r.status_code} {r.json().get('message')}")
@@ -104,6 +102,23 @@ def _run_jobs(info: dict[str, Any]) -> bool:
                 print("    | " + text.rstrip().replace("\n", "\n    | "))
         ok = ok and state == JobState.SUCCEEDED
     return ok
+
+
+def fit_workers(doc: dict[str, Any], cpus: int) -> dict[str, Any]:
+    """A v2 job document whose ``worker`` role has no more instances than ``cpus`` hold beside the other roles
+    (at least one; its ``minSucceededInstances`` follows), so the example fits a small cluster at once."""
+    roles = doc.get("taskRoles", {})
+    worker = roles.get("worker")
+    if not worker:
+        return doc
+    others = sum(r["instances"] * r["resourcePerInstance"]["cpu"] for n, r in roles.items() if n != "worker")
+    fit = max(1, (cpus - others) // worker["resourcePerInstance"]["cpu"])
+    if worker["instances"] > fit:
+        print(f"({doc['name']}: {fit} worker(s) instead of {worker['instances']}: the cluster has {cpus} CPUs)")
+        worker["instances"] = fit
+        if (worker.get("completion") or {}).get("minSucceededInstances"):
+            worker["completion"]["minSucceededInstances"] = fit
+    return doc
 
 
 if __name__ == "__main__":

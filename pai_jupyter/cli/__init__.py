@@ -7,6 +7,7 @@ import click
 
 from .. import __version__
 from .cluster import cluster
+from .group import PaiGroup
 from .jobs import COMMANDS as JOB_COMMANDS
 from .kernel import kernel
 from .notebookjob import COMMANDS as NOTEBOOK_COMMANDS
@@ -15,7 +16,7 @@ from .ssh import COMMANDS as SSH_COMMANDS
 from .validate import validate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=PaiGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="pai")
 def main() -> None:
     """Build, validate and run OpenPAI-style training jobs: on the embedded local cluster or a real OpenPAI."""

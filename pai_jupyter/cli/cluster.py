@@ -11,11 +11,12 @@ import click
 
 from ..cluster import control
 from ..cluster.paths import pai_home
+from .group import PaiGroup
 
 EXIT_UNAVAILABLE = 3
 
 
-@click.group()
+@click.group(cls=PaiGroup)
 def cluster() -> None:
     """Run the embedded local cluster (a daemon serving OpenPAI's REST API on a loopback port)."""
 
@@ -57,22 +58,46 @@ def start(
     already = control.running()
     flags = {"--min-free-mb": min_free_mb, "--smtp": smtp, "--mail-from": mail_from, "--notify-webhook": notify_webhook}
     extra = [str(x) for flag, value in flags.items() if value is not None for x in (flag, value)]
+    if already is None:
+        control.remember_start(None, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus)
     try:
         info = control.start(port=port, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus, extra_args=extra)
     except control.DaemonError as exc:
         click.echo(f"pai cluster: {exc}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    if already and quiet:
+    if already is None or info.get("pid") != already.get("pid"):
+        click.echo(f"local cluster started at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
         return
-    verb = "already running" if already else "started"
-    click.echo(f"local cluster {verb} at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
+    given = {"--port": port or None, "--runtime": None if runtime == "auto" else runtime, "--cpus": cpus}
+    given |= {"--memory-mb": memory_mb, "--gpus": gpus, **flags}
+    ignored = [f"{flag} {value}" for flag, value in given.items() if value is not None and not _same(flag, value, info)]
+    if quiet and not ignored:
+        return
+    click.echo(f"local cluster already running at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
+    if ignored:
+        click.echo(
+            f"ignored {', '.join(ignored)}: a running daemon keeps its settings; to apply them: "
+            f"pai cluster stop && pai cluster start {' '.join(ignored)}",
+            err=True,
+        )
+
+
+def _same(flag: str, value: object, info: dict[str, Any]) -> bool:
+    """Whether the running daemon already has what ``flag`` asks (its runtime by name, its port)."""
+    if flag == "--runtime":
+        return str(info.get("runtime", "")).split(" ")[0] == value
+    if flag == "--port":
+        return str(info.get("url", "")).rsplit(":", 1)[-1] == str(value)
+    return False
 
 
 @cluster.command()
 def stop() -> None:
-    """Stop the daemon. Running tasks keep running and are picked up again at the next start."""
+    """Stop the daemon. Running tasks keep running and are picked up again at the next start; until then no
+    client (JupyterLab's sidebar, a notebook, ``pai jobs``) starts it on its own."""
+    control.remember_stop(None)
     if control.stop():
-        click.echo("local cluster stopped")
+        click.echo("local cluster stopped (clients do not start it again until: pai cluster start)")
     else:
         click.echo("local cluster was not running")
 
@@ -126,7 +151,7 @@ def capacity_note(cap: dict[str, int]) -> str:
     )
 
 
-@cluster.group()
+@cluster.group(cls=PaiGroup)
 def user() -> None:
     """Manage the local cluster's users."""
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from .common import EXIT_BAD_INPUT, output_option, table
+from .group import PaiGroup
 
 
 def _fail(exc: Exception) -> None:
@@ -15,7 +16,7 @@ def _fail(exc: Exception) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
-@click.group()
+@click.group(cls=PaiGroup)
 def kernel() -> None:
     """Kernelspecs whose kernel runs as a PAI job (listed in JupyterLab's launcher)."""
 

@@ -10,6 +10,7 @@ import click
 from ..client.profiles import Profile, ProfileError, get_profile, load_profiles, remove_profile, upsert_profile
 from ..client.profiles import use_profile as set_default
 from .common import EXIT_BAD_INPUT, handle_errors, output_option, table
+from .group import PaiGroup
 
 
 def _fail(exc: Exception) -> None:
@@ -17,7 +18,7 @@ def _fail(exc: Exception) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
-@click.group()
+@click.group(cls=PaiGroup)
 def profile() -> None:
     """Cluster profiles ($PAI_JUPYTER_HOME/clusters.yaml). 'local' is the embedded cluster."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from .common import EXIT_BAD_INPUT, client_for, handle_errors, output_option, profile_option, table
+from .group import PaiGroup
 
 role_option = click.option("--role", "-r", help="Task role (default: every role; `pai ssh`: the first).")
 index_option = click.option("--index", "-i", type=int, help="Task index (default: every task; `pai ssh`: 0).")
@@ -87,7 +88,7 @@ def ssh(
     os.execvp(argv[0], argv)
 
 
-@click.group("ssh-key")
+@click.group("ssh-key", cls=PaiGroup)
 def ssh_key() -> None:
     """Your public keys: every task of your jobs with the ssh plugin lets them in (embedded cluster)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -132,14 +133,59 @@ def stop(home: Path | None = None, *, timeout: float = 10.0) -> bool:
     return True
 
 
+START_KEYS = ("runtime", "cpus", "memory_mb", "gpus")  # what an auto-start repeats of the last `pai cluster start`
+
+
+def _choices_file(home: Path | None) -> Path:
+    return local_dir(home or pai_home()) / "start.json"
+
+
+def remember_start(home: Path | None, **choices: Any) -> None:
+    """Record the user's ``pai cluster start`` flags (local/start.json): an auto-start starts the daemon the same
+    way (not on the automatic runtime), and the cluster counts as not stopped by the user any more."""
+    kept = {key: choices[key] for key in START_KEYS if choices.get(key) not in (None, "auto")}
+    make_private_dir(local_dir(home or pai_home()))
+    write_choices(home, {"stopped": False, "start": kept})
+
+
+def remember_stop(home: Path | None) -> None:
+    """Record that the user stopped the cluster (``pai cluster stop``): no client starts it behind their back."""
+    choices = read_choices(home)
+    if local_dir(home or pai_home()).is_dir():
+        write_choices(home, {**choices, "stopped": True})
+
+
+def read_choices(home: Path | None) -> dict[str, Any]:
+    """local/start.json: ``{"stopped": bool, "start": {runtime, cpus, memory_mb, gpus}}`` ({} when absent)."""
+    try:
+        data = json.loads(_choices_file(home).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_choices(home: Path | None, choices: dict[str, Any]) -> None:
+    path = _choices_file(home)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+        json.dump(choices, out)
+
+
 _start_daemon = start  # local_starter's keyword argument is named start, as the Starter protocol says
 
 
 def local_starter(home: Path | None, *, start: bool) -> dict[str, Any] | None:
     """The ``local`` profile's starter (``common.starter``): the running daemon's runtime.json, else one started
-    now when ``start`` (``start()`` keeps to one daemon per home: the daemon takes the home's lock)."""
+    now when ``start`` (``start()`` keeps to one daemon per home: the daemon takes the home's lock), with the
+    flags of the user's last ``pai cluster start``. A cluster the user stopped is not started again here."""
     info = running(home)
-    return _start_daemon(home) if info is None and start else info
+    if info is not None or not start:
+        return info
+    choices = read_choices(home)
+    if choices.get("stopped"):
+        raise DaemonError("it was stopped with `pai cluster stop`; start it again with: pai cluster start")
+    kept = choices.get("start")
+    kept = kept if isinstance(kept, dict) else {}
+    return _start_daemon(home, **{key: kept[key] for key in START_KEYS if key in kept})
 
 
 starter.register(starter.LOCAL, local_starter)

@@ -29,6 +29,7 @@ class PaiMagics(Magics):
         super().__init__(shell)
         self.profile: str | None = None  # this session's profile (%pai_profile NAME); None = the default one
         self.last_job: str | None = None
+        self.last_failure: str | None = None  # why the last %%pai_submit submitted nothing
         self._clients: dict[str | None, Any] = {}
 
     def client(self, profile: str | None = None) -> Any:
@@ -48,6 +49,11 @@ class PaiMagics(Magics):
     def _job(self, job: str | None) -> str:
         if job:
             return job
+        if self.last_failure is not None:
+            raise CellInputError(
+                f"the last %%pai_submit submitted no job ({self.last_failure}); fix that cell and run it again, "
+                "or name a job"
+            )
         if self.last_job is None:
             raise CellInputError("name a job (no job was submitted from this notebook yet)")
         return self.last_job
@@ -102,8 +108,12 @@ class PaiMagics(Magics):
                 raise UsageError(str(exc)) from None
         client = self.client(args.profile)
         with deferred_interrupt() as held:
-            job_id = client.submit(text, name=args.name, params=params or None)
-        self.last_job = job_id
+            try:
+                job_id = client.submit(text, name=args.name, params=params or None)
+            except Exception as exc:
+                self.last_failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise
+        self.last_job, self.last_failure = job_id, None
         from ..protocol.containerpaths import submit_notes
 
         for path, message in submit_notes(client, text):
@@ -257,6 +267,14 @@ class PaiMagics(Magics):
     @argument("--role", "-r")
     @argument("--index", "-i", type=int)
     @argument("--height", type=int, default=600)
+    @argument(
+        "--wait-events",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="while the job runs, wait up to this long for its first event file, so the cell does not keep a "
+        "'no event file yet' note for a job that writes one a moment later (0: do not wait)",
+    )
     @argument("--profile", "-p")
     @line_magic
     @errors_as_output
@@ -268,7 +286,12 @@ class PaiMagics(Magics):
         if args.logdir:
             return tensorboard.local(args.logdir, tied=True).embed(height=args.height)  # ends with the kernel
         return tensorboard.for_job(
-            self.client(args.profile), self._job(args.job), role=args.role, index=args.index, height=args.height
+            self.client(args.profile),
+            self._job(args.job),
+            role=args.role,
+            index=args.index,
+            height=args.height,
+            wait_events=args.wait_events,
         )
 
     @magic_arguments()

@@ -124,11 +124,13 @@ def for_job(
     index: int | None = None,
     height: int = 600,
     base: str | None = None,
+    wait_events: float = 0.0,
 ) -> Any:
     """An iframe of the job's TensorBoard through the server extension, or a note saying why there is none.
 
     It is embedded while its task waits or runs (the proxy answers once the task is up); not once the task has
-    ended, nor when the service was stopped in a running task."""
+    ended, nor when the service was stopped in a running task. ``wait_events``: seconds to wait for the first
+    event file before saying there is none (the note stays in the cell's output, so it should not be stale)."""
     job_id = client.job_id(job)
     detail = client.detail(job_id)  # before the services: a service listed later never predates the task state
     targets = [
@@ -154,10 +156,22 @@ def for_job(
             f"the TensorBoard of {job_id} ({r}[{i}]) was stopped; start it again with "
             f"client.service_action({job_id!r}, {r!r}, {i}, 'tensorboard', 'start')"
         )
-    runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token")) if found.get("port") else None
-    if runs is None:  # not up yet: a process task's logdir is a directory on this machine
-        runs = local_events(found.get("logdir"))
+    runs = _runs(found)
+    deadline = time.monotonic() + wait_events
+    while runs is not True and time.monotonic() < deadline:
+        time.sleep(0.5)
+        runs = _runs(found)
     return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))
+
+
+def _runs(found: dict[str, Any]) -> bool | None:
+    """Does the task's TensorBoard (or, on the process runtime, its logdir on this machine) have an event file?"""
+    if local_events(found.get("logdir")):
+        return True
+    if not found.get("port"):
+        return local_events(found.get("logdir"))
+    runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token"))
+    return local_events(found.get("logdir")) if runs is None else runs
 
 
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------

@@ -74,6 +74,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from tornado.ioloop import IOLoop
 
     from ..client import AsyncClient, PaiError
+    from .pending import use_pending_kernels
     from .registry import Registry
 
     config = PaiJupyter(parent=serverapp)
@@ -87,6 +88,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
             "(PaiJupyter.enable_inside_tasks=True turns it on)"
         )
         return
+    use_pending_kernels(serverapp)  # a cell run while a PAI kernel's job starts is queued (server/pending.py)
     try:
         client = AsyncClient(config.profile)
     except PaiError as exc:

@@ -150,3 +150,60 @@ def test_priority_moves_a_waiting_job_and_changes_its_class(daemon: Api, tmp_pat
     assert pai("priority", "second", home=daemon.home).returncode == 2
     for job in (blocker, first, second):
         daemon.stop(job)
+
+
+def test_unknown_commands_suggest_and_aliases_resolve_and_help_is_not_cut(tmp_path: Path) -> None:
+    """Issue 22 item 16: `pai list` said only "No such command"; --help cut the descriptions with "..."."""
+    r = pai("list", "--help", home=tmp_path)
+    assert r.returncode == 0 and "List jobs" in r.stdout, r.stderr
+    r = pai("lsit", home=tmp_path)
+    assert r.returncode == 2 and "Did you mean: jobs" in r.stderr, r.stderr
+    r = pai("cluster", "strat", home=tmp_path)
+    assert r.returncode == 2 and "Did you mean: start" in r.stderr, r.stderr
+    r = pai("frobnicate", home=tmp_path)
+    assert "The commands: clone, cluster" in r.stderr and "`pai --help`" in r.stderr, r.stderr
+    r = pai("--help", home=tmp_path)
+    commands = r.stdout.split("Commands:")[1]
+    assert "..." not in commands and "loopback port" in commands, r.stdout
+
+
+def test_cluster_start_keeps_its_runtime_and_a_stopped_cluster_stays_stopped(tmp_path: Path) -> None:
+    """Issue 22 item 6: an auto-start (Lab's poll) used the automatic runtime, undid `pai cluster stop`, and a second
+    `pai cluster start --runtime process` printed the running daemon's runtime as if it had been started."""
+    from pai_jupyter import Client
+    from pai_jupyter.client.errors import ServerUnavailable
+
+    home = tmp_path / "h"
+    try:
+        r = pai("cluster", "start", "--runtime", "process", home=home)
+        assert r.returncode == 0 and "started" in r.stdout and "runtime process" in r.stdout, r.stderr
+        first = control.running(home)
+        assert first is not None
+        r = pai("cluster", "start", "--runtime", "docker", "--cpus", "1", home=home)
+        assert r.returncode == 0 and "already running" in r.stdout and "started" not in r.stdout, r.stdout
+        assert "ignored --runtime docker, --cpus 1" in r.stderr, r.stderr
+        r = pai("cluster", "start", "--runtime", "process", "--quiet", home=home)
+        assert r.returncode == 0 and r.stdout == r.stderr == "", r
+        control.stop(home)  # gone without `pai cluster stop` (a reboot, a crash): a client starts it again
+        with Client(home=home) as client:
+            client.list_jobs()
+        again = control.running(home)
+        assert again is not None and again["pid"] != first["pid"] and again["runtime"].startswith("process")
+        cmdline = Path(f"/proc/{again['pid']}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[cmdline.index(b"--runtime") + 1] == b"process"
+        r = pai("cluster", "stop", home=home)
+        assert r.returncode == 0 and "stopped" in r.stdout
+        with Client(home=home) as client:  # what the sidebar's poll does: it must not start it again
+            try:
+                client.list_jobs()
+                raise AssertionError("a client started the cluster the user stopped")
+            except ServerUnavailable as exc:
+                assert "pai cluster start" in str(exc) and "pai cluster stop" in str(exc)
+        assert control.running(home) is None
+        r = pai("jobs", home=home)
+        assert r.returncode == 3 and "pai cluster start" in r.stderr
+        r = pai("cluster", "start", home=home)
+        assert r.returncode == 0 and "started" in r.stdout
+    finally:
+        control.stop(home)
+        kill_leftovers(home)

@@ -120,6 +120,17 @@ def test_a_bad_job_shows_field_paths_and_no_traceback(ip: InteractiveShell) -> N
         assert [j.name for j in client.list_jobs()] == []
 
 
+def test_a_refused_submit_is_named_by_the_cells_after_it(ip: InteractiveShell) -> None:
+    """Issue 22 item 5: after a job too big for the cluster was refused, %pai_status said only "no job was submitted
+    from this notebook yet"."""
+    c = submit(ip, "", v1("huge", "true", cpuNumber=64))
+    assert "can never run here" in texts(c)[0], texts(c)
+    with capture_output() as c:
+        ip.run_line_magic("pai_status", "")
+    text = texts(c)[0]
+    assert "the last %%pai_submit submitted no job" in text and "can never run here" in text, text
+
+
 def test_name_and_params(ip: InteractiveShell) -> None:
     cell = (ROOT / "notebooks/jobs/quickstart.yaml").read_text()
     c = submit(ip, "--wait --name qs2 --param greeting=bonjour -o job", cell)

@@ -33,7 +33,21 @@ def test_demo_stops_the_cluster_it_started_and_says_why_ps_was_stopped(tmp_path:
         assert control.running(home) is None  # nothing over-provisioned is left for `make lab` to reuse
         assert "The demo's cluster was stopped" in r.stdout
         ps = next(line for line in r.stdout.splitlines() if line.strip().startswith("ps[0]"))
-        assert "STOPPED exit 143" in ps and "stopped because the job had ended SUCCEEDED: worker reached 2" in ps
+        assert "STOPPED exit 143" in ps and "stopped because the job had ended SUCCEEDED: worker reached" in ps
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+def test_demo_runs_on_the_2_cpu_cluster_make_lab_started(tmp_path: Path) -> None:
+    """Issue 22 item 5: `make lab` then `make demo` on a 2-CPU machine: the 3-task example could never fit."""
+    home = tmp_path / "home"
+    start_daemon(home, cpus=2)
+    try:
+        r = demo(home)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1 worker(s) instead of 2: the cluster has 2 CPUs" in r.stdout
+        assert "worker[0] SUCCEEDED exit 0" in r.stdout
     finally:
         control.stop(home)
         kill_leftovers(home)

@@ -144,6 +144,8 @@ def test_the_quickstart_runs_headless(daemon: Api) -> None:
     assert {"FigureModel", "LinesModel", "GridBoxModel", "TabModel"} <= states
     tensorboard = next(c for c in code if c.source.startswith("%pai_tensorboard")).outputs[-1]["data"]["text/html"]
     assert "/tensorboard/" in tensorboard and "TensorBoard watches" in tensorboard
+    # issue 22 item 11: the cell kept "no event file yet" for a job that wrote its first one a moment later
+    assert "No event file there yet" not in tensorboard, tensorboard
 
 
 def test_the_form_submits_to_the_real_daemon(daemon: Api) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from .conftest import Api
+from pai_jupyter.cluster import control
+
+from .conftest import Api, kill_leftovers, start_daemon
 from .test_notebook_e2e import cell_text
 
 pytestmark = pytest.mark.slow
@@ -21,12 +24,15 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 EXAMPLES = ("mnist", "distributed", "estimator", "form", "sweep")
 
 
-def run(name: str, tmp_path: Path) -> list[str]:
-    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (jobs/ and scripts/ beside it); every cell's text."""
+def run(name: str, tmp_path: Path, after: str = "") -> list[str]:
+    """Execute notebooks/NAME.ipynb in a copy of notebooks/ (jobs/ and scripts/ beside it), then the cell ``after``
+    (a check of what Run All left) when given; every code cell's text."""
     work = tmp_path / "notebooks"
     for folder in ("jobs", "scripts"):
         shutil.copytree(NOTEBOOKS / folder, work / folder)
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    if after:
+        nb.cells.append(nbformat.v4.new_code_cell(after))
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     out = [cell_text(c) for c in nb.cells if c.cell_type == "code"]
     assert not [t for t in out if "ERROR " in t or "Traceback" in t], out
@@ -44,7 +50,13 @@ def test_notebooks_are_kept_with_outputs_cleared(name: str) -> None:
 
 
 def test_mnist_trains_writes_scalars_and_a_model(daemon: Api, tmp_path: Path) -> None:
-    out = run("mnist", tmp_path)
+    # issue 22 item 11: the last cell stopped the embedded TensorBoard, so Run All ended on "599 Unknown HTTP Error"
+    out = run(
+        "mnist",
+        tmp_path,
+        after="import httpx\nprint('board after Run All:', httpx.get(f'http://127.0.0.1:{board.port}/').status_code)",
+    )
+    assert "board after Run All: 200" in out[-1], out[-1]
     text = "\n".join(out)
     assert "SUCCEEDED, exit code 0" in text
     assert "step 80 loss=" in text and "model saved to" in text
@@ -57,8 +69,25 @@ def test_distributed_roles_find_each_other(daemon: Api, tmp_path: Path) -> None:
     out = run("distributed", tmp_path)
     text = "\n".join(out)
     assert text.count("ps answered 200") == 2  # both workers reached the ps at its PAI_* address
-    assert "I am worker[1]; the ps is at 127.0.0.1:" in text
+    assert "I am worker[0]; the ps is at 127.0.0.1:" in text
     assert "PAI_PORT_LIST_ps_0_grpc=" in text and "PAI_TASK_ROLE_LIST=" in text
+
+
+@pytest.fixture
+def two_cpus(pai_home: Path) -> Iterator[Api]:
+    """The default cluster of a 2-CPU machine (issue 22 item 5: the README's `make lab` on a small laptop)."""
+    api = start_daemon(pai_home, cpus=2)
+    yield api
+    control.stop(pai_home)
+    kill_leftovers(pai_home)
+
+
+def test_distributed_sizes_itself_to_a_two_cpu_cluster(two_cpus: Api, tmp_path: Path) -> None:
+    """The ps and two workers needed 3 CPUs at once: the submit was refused and every later cell said "no job was
+    submitted from this notebook yet"."""
+    text = "\n".join(run("distributed", tmp_path))
+    assert "2 CPUs: 1 ps and 1 worker(s)" in text and text.count("ps answered 200") == 1, text
+    assert "SUCCEEDED" in text and "I am worker[0]; the ps is at 127.0.0.1:" in text
 
 
 def test_estimator_fits_and_writes_its_model(daemon: Api, tmp_path: Path) -> None:
@@ -69,7 +98,9 @@ def test_estimator_fits_and_writes_its_model(daemon: Api, tmp_path: Path) -> Non
 
 
 def test_form_validates_submits_and_lists(daemon: Api, tmp_path: Path) -> None:
-    out = run("form", tmp_path)
+    # issue 22 item 11: the last cell closed the job list, so Run All ended with it gone
+    out = run("form", tmp_path, after="print('job list open:', jobs.comm is not None)")
+    assert "job list open: True" in out[-1], out[-1]
     text = "\n".join(out)
     assert "taskRoles[0].memoryMB" in text  # the bad value's problem, with its field path
     assert "[]" in text  # none left after the fix

@@ -125,7 +125,7 @@ class DockerRuntime(Runtime):
         image = spec.image
         if not image:
             raise TaskStartError(EXIT_START_FAILED, "the docker runtime needs an image and the task has none")
-        self._ensure_image(image)
+        self._ensure_image(image, Path(spec.task_dir))
         td = Path(spec.task_dir).resolve()
         td.mkdir(parents=True, exist_ok=True)
         taskdir.clear_stale(td)
@@ -218,8 +218,8 @@ class DockerRuntime(Runtime):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
         return env
 
-    def _ensure_image(self, image: str) -> None:
-        """Present locally, or pulled once within ``pull_timeout``; else TaskStartError(254) with the reason."""
+    def _ensure_image(self, image: str, task_dir: Path) -> None:
+        """Present, or pulled within ``pull_timeout``; else TaskStartError(254): why and what to do (also logged)."""
         try:
             self.client.images.get(image)
             return
@@ -251,9 +251,11 @@ class DockerRuntime(Runtime):
                 self.client.images.get(image)
                 return
             reason = "the pull finished but the image is still missing"
-        raise TaskStartError(
-            EXIT_IMAGE_NOT_FOUND, f"image not found: {image} is not present locally and could not be pulled ({reason})"
-        )
+        why = f"image not found: {image} is not present locally and could not be pulled ({reason}); pull or build it"
+        why += f" (docker pull {image}) or use processes: pai cluster stop; pai cluster start --runtime process"
+        shutil.rmtree(task_dir / taskdir.RUN, ignore_errors=True)  # a container's logs live in run/ (logs_dir)
+        taskdir.record_start_failure(self.logs_dir(task_dir), why)
+        raise TaskStartError(EXIT_IMAGE_NOT_FOUND, why)
 
     # ---- wait, stop, liveness ------------------------------------------------------------------------------------
     def logs_dir(self, task_dir: Path) -> Path:

@@ -151,6 +151,19 @@ def add_notice(task_dir: Path, notice: str) -> None:
         f.write(notice)
 
 
+def record_start_failure(task_dir: Path, diagnostics: str) -> None:
+    """A task that never started (no shim wrote its logs): its reason in the ``runtime`` log and in ``stderr`` and
+    ``all``, so a log view shows why instead of nothing. Written only where no log exists yet."""
+    Path(task_dir).mkdir(parents=True, exist_ok=True)
+    line = f"the task did not start: {diagnostics}\n"
+    add_notice(task_dir, line)
+    for name in (STDERR, ALL):
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(Path(task_dir) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(line)
+
+
 def write_request(task_dir: Path, service: str, action: str, serial: int, gid: int | None) -> None:
     """Ask the task's supervisor to ``start``/``stop`` a service: ``<action> <serial>`` in the control part,
     readable by the task's group (``gid``), replaced atomically (the supervisor acts once per new serial)."""

@@ -1,0 +1,98 @@
+"""Issue 22 item 12: after the README's `make lab`, Lab's own terminal has `pai` on its PATH and the launcher offers
+"Python on PAI" (both needed steps nobody had told the user about). Runs the Makefile's recipe for real, on the
+venv this suite runs in, with its own Jupyter dirs and cluster home."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from tornado.websocket import websocket_connect
+
+from pai_jupyter.cluster import control
+
+from .conftest import kill_leftovers
+from .jupyter_fixture import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(sys.executable).parent.parent
+
+
+def _stamped() -> bool:
+    """The Makefile's install stamp is there, so `make lab` starts the lab without installing again."""
+
+    out = subprocess.run("cat pyproject.toml | cksum", shell=True, cwd=ROOT, capture_output=True, text=True)
+    return (VENV / f".installed-{out.stdout.split()[0]}").exists()
+
+
+async def _terminal_says(base: str, token: str, command: str) -> str:
+    """What ``command`` prints in a new terminal of the Jupyter server (its own websocket)."""
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"token {token}"}) as http:
+        name = (await http.post("/api/terminals")).json()["name"]
+    ws = await websocket_connect(f"{base.replace('http', 'ws')}/terminals/websocket/{name}?token={token}")
+    ws.write_message(json.dumps(["stdin", f"{command}; echo END-$((6*7))\r"]))
+    seen = ""
+    deadline = time.monotonic() + 30
+    while "END-42" not in seen and time.monotonic() < deadline:
+        message = await asyncio.wait_for(ws.read_message(), timeout=30)
+        if message is None:
+            break
+        kind, *rest = json.loads(message)
+        if kind == "stdout":
+            seen += rest[0]
+    ws.close()
+    return seen
+
+
+def test_make_lab_puts_pai_on_the_terminals_path_and_the_pai_kernel_in_the_launcher(tmp_path: Path) -> None:
+    if not _stamped():
+        pytest.skip(f"{VENV} has no install stamp for this pyproject.toml: `make lab` would install first")
+    port, token, home = free_port(), "make-lab-test-token", tmp_path / "home"
+    env = {
+        **os.environ,
+        "PAI_JUPYTER_HOME": str(home),
+        "JUPYTER_TOKEN": token,
+        "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",  # a new shell's: no venv on it
+    }
+    log = (tmp_path / "make.log").open("wb")
+    make = subprocess.Popen(
+        ["make", "-s", "lab", f"VENV={VENV}", f"LAB_PORT={port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/api/status", params={"token": token}, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert make.poll() is None and time.monotonic() < deadline, (tmp_path / "make.log").read_text()
+            time.sleep(0.3)
+        specs = httpx.get(f"{base}/api/kernelspecs", params={"token": token}, timeout=10).json()["kernelspecs"]
+        shown = {spec["spec"]["display_name"] for spec in specs.values()}
+        assert any("on PAI" in name for name in shown), shown
+        said = asyncio.run(_terminal_says(base, token, "command -v pai"))
+        assert f"{VENV}/bin/pai" in said, said
+    finally:
+        os.killpg(make.pid, signal.SIGTERM)
+        make.wait(timeout=30)
+        control.stop(home)
+        kill_leftovers(home)
