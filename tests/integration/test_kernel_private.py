@@ -126,6 +126,13 @@ def kernel_connection_file(job_name: str) -> Path:
     raise AssertionError(f"no kernel process of {job_name}: {[p.cmdline()[:2] for p in job_processes(job_name)]}")
 
 
+def _connection_file_or_none(job_name: str) -> Path | None:
+    try:
+        return kernel_connection_file(job_name)
+    except AssertionError:  # the launcher has not started the kernel yet
+        return None
+
+
 def test_a_jupyter_server_killed_with_9_leaves_no_kernel_job_running(
     daemon: Api, kernelspecs: Path, tmp_path: Path
 ) -> None:
@@ -134,11 +141,15 @@ def test_a_jupyter_server_killed_with_9_leaves_no_kernel_job_running(
     server = start_jupyter(tmp_path / "jupyter", daemon.home)
     try:
         r = server.http().post("api/kernels", json={"name": "pai-test"})
-        assert r.status_code == 201, r.text
-        [job] = daemon.http.get("/api/v2/jobs").json()
+        assert r.status_code == 201, r.text  # a pending kernel: its job is submitted and started after the answer
+        [job] = wait_for(lambda: daemon.http.get("/api/v2/jobs").json(), 60, "the kernel's job to be submitted")
         name = job["name"]
-        assert daemon.detail(f"{job['username']}~{name}")["jobStatus"]["state"] == "RUNNING"
-        conn = kernel_connection_file(name)
+        wait_for(
+            lambda: daemon.detail(f"{job['username']}~{name}")["jobStatus"]["state"] == "RUNNING",
+            60,
+            "the kernel's job to run",
+        )
+        conn = wait_for(lambda: _connection_file_or_none(name), 60, "the kernel to start in its task")
         os.killpg(server.proc.pid, signal.SIGKILL)
         server.proc.wait(30)
         detail = daemon.wait(f"{job['username']}~{name}", {"STOPPED"}, timeout=30)
