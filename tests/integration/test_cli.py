@@ -153,7 +153,7 @@ def test_priority_moves_a_waiting_job_and_changes_its_class(daemon: Api, tmp_pat
 
 
 def test_unknown_commands_suggest_and_aliases_resolve_and_help_is_not_cut(tmp_path: Path) -> None:
-    """Issue 22 item 16: `pai list` said only "No such command"; --help cut the descriptions with "..."."""
+    """`pai list` said only "No such command"; --help cut the descriptions with "..."."""
     r = pai("list", "--help", home=tmp_path)
     assert r.returncode == 0 and "List jobs" in r.stdout, r.stderr
     r = pai("lsit", home=tmp_path)
@@ -168,7 +168,7 @@ def test_unknown_commands_suggest_and_aliases_resolve_and_help_is_not_cut(tmp_pa
 
 
 def test_cluster_start_keeps_its_runtime_and_a_stopped_cluster_stays_stopped(tmp_path: Path) -> None:
-    """Issue 22 item 6: an auto-start (Lab's poll) used the automatic runtime, undid `pai cluster stop`, and a second
+    """An auto-start (Lab's poll) used the automatic runtime, undid `pai cluster stop`, and a second
     `pai cluster start --runtime process` printed the running daemon's runtime as if it had been started."""
     from pai_jupyter import Client
     from pai_jupyter.client.errors import ServerUnavailable

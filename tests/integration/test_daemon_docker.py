@@ -102,7 +102,7 @@ def test_missing_image_fails_fast_with_image_not_found(docker_daemon: Api) -> No
     assert task["containerExitCode"] == 254
     assert "image not found" in task["containerExitDiagnostics"]
     assert task["containerExitSpec"]["phrase"] == "ContainerImageNotExists"
-    # issue 22 item 7: the failure says what to do, and the job's log (the Lab's log box) says it too, not "(empty)"
+    # the failure says what to do, and the job's log (the Lab's log box) says it too, not "(empty)"
     assert "docker pull pai-test/does-not-exist:1.0" in task["containerExitDiagnostics"]
     assert "pai cluster start --runtime process" in task["containerExitDiagnostics"]
     log = docker_daemon.log(name)

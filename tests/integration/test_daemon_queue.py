@@ -1,4 +1,4 @@
-"""The issue's "done when" on a real daemon with 2 CPUs (issue 23): a 2-task gang job at the head and ten 1-task
+"""On a real daemon with 2 CPUs: a 2-task gang job at the head and ten 1-task
 jobs behind it; the small jobs run in the gaps while a job holds the other CPU, the gang job starts all its tasks
 at once when the CPUs come back (never later than the time reserved for it), and a job given a higher priority
 class goes ahead of the line."""

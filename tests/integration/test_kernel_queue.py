@@ -1,4 +1,4 @@
-"""Issue 22 item 3: a cell run while a "Python on PAI" kernel starts is queued and runs (headless Chromium, a real
+"""A cell run while a "Python on PAI" kernel starts is queued and runs (headless Chromium, a real
 Jupyter server with JupyterLab, the embedded cluster). Its own server: the culling that test_kernel_lab.py
 configures would end a kernel that waits for resources before the cell could run."""
 
@@ -36,7 +36,7 @@ def lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Api]]:
 def test_a_cell_run_while_the_pai_kernel_starts_is_queued_and_runs(
     lab: tuple[JupyterServer, Api], browser: Any
 ) -> None:
-    """Issue 22 item 3: Lab's session request waited for the kernel's job to run; a cell run meanwhile (the notebook
+    """Lab's session request waited for the kernel's job to run; a cell run meanwhile (the notebook
     open, its kernel starting) found no kernel and was dropped: never [*], no output. With pending kernels (the
     server extension turns them on) the session has its kernel at once and Lab queues the cell until it is ready. A job
     holding every CPU keeps the kernel's job waiting, so the cell is surely run while it starts."""

@@ -1,4 +1,4 @@
-"""The Lab's queue view and job notifications (issue 23) in a real browser, with the real daemon (2 CPUs) and a
+"""The Lab's queue view and job notifications in a real browser, with the real daemon (2 CPUs) and a
 real ``jupyter lab``: a job with ``extras.jobStatusChangeNotification`` shows OpenPAI's words as a Lab
 notification when it starts and when it succeeds; the queue view lists the waiting jobs in order with why they
 wait, and an admin moves one up and gives one a priority class (the daemon's queue agrees). Without a browser the

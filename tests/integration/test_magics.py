@@ -121,7 +121,7 @@ def test_a_bad_job_shows_field_paths_and_no_traceback(ip: InteractiveShell) -> N
 
 
 def test_a_refused_submit_is_named_by_the_cells_after_it(ip: InteractiveShell) -> None:
-    """Issue 22 item 5: after a job too big for the cluster was refused, %pai_status said only "no job was submitted
+    """After a job too big for the cluster was refused, %pai_status said only "no job was submitted
     from this notebook yet"."""
     c = submit(ip, "", v1("huge", "true", cpuNumber=64))
     assert "can never run here" in texts(c)[0], texts(c)

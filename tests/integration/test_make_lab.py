@@ -1,4 +1,4 @@
-"""Issue 22 item 12: after the README's `make lab`, Lab's own terminal has `pai` on its PATH and the launcher offers
+"""After the README's `make lab`, Lab's own terminal has `pai` on its PATH and the launcher offers
 "Python on PAI" (both needed steps nobody had told the user about). Runs the Makefile's recipe for real, on the
 venv this suite runs in, with its own Jupyter dirs and cluster home."""
 

@@ -40,7 +40,7 @@ def test_demo_stops_the_cluster_it_started_and_says_why_ps_was_stopped(tmp_path:
 
 
 def test_demo_runs_on_the_2_cpu_cluster_make_lab_started(tmp_path: Path) -> None:
-    """Issue 22 item 5: `make lab` then `make demo` on a 2-CPU machine: the 3-task example could never fit."""
+    """`make lab` then `make demo` on a 2-CPU machine: the 3-task example could never fit."""
     home = tmp_path / "home"
     start_daemon(home, cpus=2)
     try:

@@ -144,7 +144,7 @@ def test_the_quickstart_runs_headless(daemon: Api) -> None:
     assert {"FigureModel", "LinesModel", "GridBoxModel", "TabModel"} <= states
     tensorboard = next(c for c in code if c.source.startswith("%pai_tensorboard")).outputs[-1]["data"]["text/html"]
     assert "/tensorboard/" in tensorboard and "TensorBoard watches" in tensorboard
-    # issue 22 item 11: the cell kept "no event file yet" for a job that wrote its first one a moment later
+    # the cell kept "no event file yet" for a job that wrote its first one a moment later
     assert "No event file there yet" not in tensorboard, tensorboard
 
 

@@ -50,7 +50,7 @@ def test_notebooks_are_kept_with_outputs_cleared(name: str) -> None:
 
 
 def test_mnist_trains_writes_scalars_and_a_model(daemon: Api, tmp_path: Path) -> None:
-    # issue 22 item 11: the last cell stopped the embedded TensorBoard, so Run All ended on "599 Unknown HTTP Error"
+    # the last cell stopped the embedded TensorBoard, so Run All ended on "599 Unknown HTTP Error"
     out = run(
         "mnist",
         tmp_path,
@@ -75,7 +75,7 @@ def test_distributed_roles_find_each_other(daemon: Api, tmp_path: Path) -> None:
 
 @pytest.fixture
 def two_cpus(pai_home: Path) -> Iterator[Api]:
-    """The default cluster of a 2-CPU machine (issue 22 item 5: the README's `make lab` on a small laptop)."""
+    """The default cluster of a 2-CPU machine (the README's `make lab` on a small laptop)."""
     api = start_daemon(pai_home, cpus=2)
     yield api
     control.stop(pai_home)
@@ -98,7 +98,7 @@ def test_estimator_fits_and_writes_its_model(daemon: Api, tmp_path: Path) -> Non
 
 
 def test_form_validates_submits_and_lists(daemon: Api, tmp_path: Path) -> None:
-    # issue 22 item 11: the last cell closed the job list, so Run All ended with it gone
+    # the last cell closed the job list, so Run All ended with it gone
     out = run("form", tmp_path, after="print('job list open:', jobs.comm is not None)")
     assert "job list open: True" in out[-1], out[-1]
     text = "\n".join(out)

@@ -1,4 +1,4 @@
-"""Issue 21's "done when" on the real two-node Slurm cluster: a ps x1 + worker x2 job across both nodes whose workers
+"""On the real two-node Slurm cluster: a ps x1 + worker x2 job across both nodes whose workers
 reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*, and whose TensorBoard (on ps's node, not this host's loopback)
 opens through the Jupyter server extension; a notebook's ``%%pai_submit --wait`` works against it unchanged."""
 

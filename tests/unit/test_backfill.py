@@ -1,6 +1,6 @@
 """The scheduling plan (cluster/core/backfill.py) in-process, over thousands of random queues run to the end in a
 small event simulation: no over-commit, gang all-or-nothing, the heads in queue (priority) order, nobody starves,
-and the job at the head starts no later than under strict FIFO (the issue's example among them)."""
+and the job at the head starts no later than under strict FIFO (a worked example among them)."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ class ClusterBase(ABC):
             job,
             t,
             placements,
-            docker=self.runtime.in_container,
+            in_container=self.runtime.in_container,
             home=self.user_home(row["user"]),
             layout=self.layout(row, job),
             host_paths=self.is_admin(row["user"]),

@@ -151,6 +151,6 @@ def job_logs_dir(task_dir: Path) -> Path:
     return make_job_logs(task_dir.parent)
 
 
-def job_logs_env(task_dir: Path, docker: bool) -> dict[str, str]:
+def job_logs_env(task_dir: Path, in_container: bool) -> dict[str, str]:
     """``PAI_OUTPUT_LOGS`` of a plain job (an Estimator job's layout sets its own ``/ml/output/logs/``)."""
-    return {LOGS_VAR: f"{JOB_LOGS_IN_CONTAINER}/" if docker else f"{job_logs_dir(task_dir)}/"}
+    return {LOGS_VAR: f"{JOB_LOGS_IN_CONTAINER}/" if in_container else f"{job_logs_dir(task_dir)}/"}

@@ -76,8 +76,8 @@ class Layout:
             )
         self.usercode.mkdir(exist_ok=True)
 
-    def env(self, docker: bool) -> dict[str, str]:
-        base = "/ml" if docker else str(self.root)
+    def env(self, in_container: bool) -> dict[str, str]:
+        base = "/ml" if in_container else str(self.root)
         hps = self.spec.get("hyperparameters") or {}
         env = {
             "PAI_CONFIG_DIR": f"{base}/input/config",
@@ -92,7 +92,7 @@ class Layout:
                 env[f"PAI_INPUT_{env_name(channel)}"] = uri
                 continue
             path = host_path(uri)
-            if docker:
+            if in_container:
                 inside = f"/ml/input/data/{channel}/"
                 env[f"PAI_INPUT_{env_name(channel)}"] = inside if path.is_dir() else inside + path.name
             else:
@@ -111,8 +111,8 @@ class Layout:
                 out.append(Mount(str(path if path.is_dir() else path.parent), f"/ml/input/data/{channel}", True))
         return out
 
-    def work_dir(self, docker: bool) -> str:
-        return "/ml/usercode" if docker else str(self.usercode)
+    def work_dir(self, in_container: bool) -> str:
+        return "/ml/usercode" if in_container else str(self.usercode)
 
 
 def problems(spec: dict[str, Any]) -> list[str]:

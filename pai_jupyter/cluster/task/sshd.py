@@ -141,7 +141,7 @@ def authorized_keys(
 
 
 def enrich(
-    own: dict[str, Any], job_dir: Path, home: Path, *, docker: bool, comment: str, group: int | None = None
+    own: dict[str, Any], job_dir: Path, home: Path, *, in_container: bool, comment: str, group: int | None = None
 ) -> dict[str, Any]:
     """The task's services with what its sshd needs added (keys, where the job key is in the task). ``group``: the
     gid of the account the job's tasks run as, which may read the job key (None: the daemon's own account)."""
@@ -151,7 +151,7 @@ def enrich(
     params = info.get("parameters") or {}
     info["authorizedKeys"] = authorized_keys(job_dir, home, params, comment, group)
     info["jobKey"] = (
-        (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if docker else str(job_key_dir(job_dir) / JOB_KEY))
+        (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if in_container else str(job_key_dir(job_dir) / JOB_KEY))
         if params.get("jobssh")
         else None
     )

@@ -24,7 +24,7 @@ def task_spec(
     t: TaskRow,
     placements: dict[tuple[str, int], Placement],
     *,
-    docker: bool,
+    in_container: bool,
     home: Path,
     layout: Layout | None,
     host_paths: bool = False,
@@ -39,38 +39,38 @@ def task_spec(
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
     extra = {
-        "PAI_USER_HOME": "/userhome" if docker else str(home),
-        "PAI_TASK_DIR": taskdir.IN_CONTAINER if docker else str(td),
+        "PAI_USER_HOME": "/userhome" if in_container else str(home),
+        "PAI_TASK_DIR": taskdir.IN_CONTAINER if in_container else str(td),
         "PAI_CONTAINER_ID": key,
-        **job_logs_env(td, docker),
+        **job_logs_env(td, in_container),
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
-    if not docker:  # /userhome: the same directory through $PAI_USER_HOME (protocol/containerpaths.py)
+    if not in_container:  # /userhome: the same directory through $PAI_USER_HOME (protocol/containerpaths.py)
         script, changed = containerpaths.rewrite(script)
         script = f"{containerpaths.rewrite_notice()}\n{script}" if changed else script
     own = json.loads(t.get("services") or "{}") or {}
     comment = f"pai-job {row['user']}~{row['name']}"
-    own = sshd.enrich(own, td.parent, home, docker=docker, comment=comment, group=key_group)
+    own = sshd.enrich(own, td.parent, home, in_container=in_container, comment=comment, group=key_group)
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
         env.update(services.token_env(own))
     image = job.image_for(role)
-    mounts = [Mount(str(home), "/userhome")] if docker else []
-    if docker:
+    mounts = [Mount(str(home), "/userhome")] if in_container else []
+    if in_container:
         mounts.append(Mount(str(job_logs_dir(td)), JOB_LOGS_IN_CONTAINER))
-    mounts += sshd.mounts(own, td.parent) if docker else []
-    if docker and host_paths:
+    mounts += sshd.mounts(own, td.parent) if in_container else []
+    if in_container and host_paths:
         for kind in ("data", "output", "script"):
             p = job.prerequisite(kind, getattr(role, kind))
             uri = (p.uri[0] if isinstance(p.uri, list) and p.uri else p.uri) if p is not None else None
             if isinstance(uri, str) and uri.startswith("/") and Path(uri).is_dir():
                 mounts.append(Mount(uri, uri, read_only=kind != "output"))
-    work_dir = None if docker else str(td / taskdir.WORK)
+    work_dir = None if in_container else str(td / taskdir.WORK)
     if layout is not None:
-        env.update(layout.env(docker))
-        mounts += layout.mounts() if docker else []
-        work_dir = layout.work_dir(docker)
+        env.update(layout.env(in_container))
+        mounts += layout.mounts() if in_container else []
+        work_dir = layout.work_dir(in_container)
         if layout.spec.get("sourceDir"):
             script = f"{REQUIREMENTS}\n{script}"
     return TaskSpec(
