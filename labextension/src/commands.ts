@@ -14,6 +14,7 @@ export const CommandIDs = {
   runNotebook: 'pai:run-notebook',
   openExecutedNotebook: 'pai:open-executed-notebook',
   showQueue: 'pai:show-queue',
+  showSweeps: 'pai:show-sweeps'
 } as const;
 
 export type CommandID = (typeof CommandIDs)[keyof typeof CommandIDs];

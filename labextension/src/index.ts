@@ -16,6 +16,7 @@ import { registerJobPages } from './plugin/jobpages';
 import { registerSettings } from './plugin/settings';
 import { registerSidebar } from './plugin/sidebar';
 import { registerStatus } from './plugin/status';
+import { registerSweeps } from './plugin/sweeps';
 import { registerQueueView } from './queueview';
 
 export { paiIcon };
@@ -53,6 +54,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     registerForm(app, panel, palette, launcher);
     registerFileCommands(app, browsers, panel, openJob);
     registerQueueView(app, panel, paiIcon, palette);
+    registerSweeps(app, panel, palette, launcher);
     registerStatus(app, panel, statusBar, openJob);
     registerSettings(PLUGIN_ID, panel, settings);
     void panel.refresh();

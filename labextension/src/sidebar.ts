@@ -113,6 +113,12 @@ export class JobsPanel extends Widget {
     return this._changed;
   }
 
+  /** Emitted at each tick of the refresh interval while the page is visible: other views (the Sweeps page) poll at
+   * the sidebar's cadence without a timer of their own. */
+  get ticked(): ISignal<this, void> {
+    return this._ticked;
+  }
+
   get jobs(): JobRow[] {
     return this.all;
   }
@@ -158,6 +164,7 @@ export class JobsPanel extends Widget {
         if (!document.hidden) {
           void this.refresh();
           void this.capacity.refresh();
+          this._ticked.emit();
         }
       },
       Math.max(1, seconds) * 1000
@@ -396,4 +403,5 @@ export class JobsPanel extends Widget {
   private timer = 0;
   private _lastStats: RefreshStats | null = null;
   private readonly _changed = new Signal<this, JobList>(this);
+  private readonly _ticked = new Signal<this, void>(this);
 }
