@@ -23,7 +23,11 @@ export function columns(sweep: SweepDetail): Column[] {
     { key: 'number', label: 'Trial', numeric: true },
     { key: 'name', label: 'Job', numeric: false },
     { key: 'state', label: 'State', numeric: false },
-    ...params.map(p => ({ key: `param:${p}`, label: p, numeric: true })),
+    ...params.map(p => ({
+      key: `param:${p}`,
+      label: p,
+      numeric: sweep.trials.every(t => typeof t.params[p] === 'number')
+    })),
     ...[...metrics].sort().map(m => ({ key: `metric:${m}`, label: m, numeric: true }))
   ];
 }

@@ -40,6 +40,14 @@ describe('sweep trial table', () => {
       'metric:loss'
     ]);
   });
+  it('aligns only the parameters whose values are all numbers as numbers', () => {
+    const numeric = Object.fromEntries(columns(sweep).map(c => [c.key, c.numeric]));
+    expect([numeric['param:x'], numeric['param:opt'], numeric['metric:loss']]).toEqual([
+      true,
+      false,
+      true
+    ]);
+  });
   it('reads a cell by its column and writes it short', () => {
     expect(cell(sweep.trials[1], 'metric:loss')).toBe(0.04);
     expect(cell(sweep.trials[1], 'param:opt')).toBe('sgd');

@@ -15,7 +15,7 @@ from typing import Any
 
 from tornado import web
 
-from ..client import PaiError
+from ..client import JobNotFound, PaiError
 from ..common.sweepstate import ENDED, best_trial
 from .lab_base import LabHandler
 
@@ -48,11 +48,15 @@ class SweepsHandler(LabHandler):
     async def get(self) -> None:
         listed = await self.call("the sweeps", self.client.list_sweeps())
         records = await asyncio.gather(*(self.client.sweep_state(s["name"]) for s in listed), return_exceptions=True)
-        rows = [
-            summary(r["name"], r.get("updated"), r.get("state") or {})
-            for r in records
-            if isinstance(r, dict)  # (one deleted since the list was read: left out)
-        ]
+        rows = []
+        for r in records:
+            if isinstance(r, JobNotFound):  # deleted since the list was read: left out
+                continue
+            if isinstance(r, PaiError):
+                raise self.failure("a sweep", r)
+            if isinstance(r, BaseException):
+                raise r
+            rows.append(summary(r["name"], r.get("updated"), r.get("state") or {}))
         rows.sort(key=lambda r: r["updated"] or 0, reverse=True)
         self.send({"sweeps": rows})
 

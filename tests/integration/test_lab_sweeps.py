@@ -7,8 +7,11 @@ linking to their job pages, with a parameter value full of markup shown as text.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,6 +171,24 @@ def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: 
     assert note.inner_text() == MARKUP and view.locator("img").count() == 0
     assert lab.evaluate("window.__pwned") is None
 
+    shots = os.environ.get("PAI_LOOK_SHOTS")  # as test_lab_look.py: the page in both themes, to look at
+    if shots:
+        save_shots(lab, view, Path(shots))
     view.locator(".pai-TrialRow[data-trial='1'] .pai-TrialJob").click()  # the trial's job page
     page_id = "pai-job-" + sweep.trials[1]["job"].replace("~", "_")
     lab.locator(f".pai-JobPage#{page_id}").wait_for(state="visible", timeout=30_000)
+
+
+def save_shots(lab: Any, view: Any, to: Path) -> None:
+    """The Sweeps page in the light and the dark theme."""
+    to.mkdir(parents=True, exist_ok=True)
+    news = lab.get_by_role("button", name="No", exact=True)
+    if news.count():
+        news.click()  # Lab's "official Jupyter news?" toast
+    for theme, light in (("dark", "false"), ("light", "true")):
+        lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^JupyterLab {theme.title()}$")).click()
+        lab.locator(f"body[data-jp-theme-light='{light}']").wait_for(state="attached", timeout=30_000)
+        lab.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+        view.screenshot(path=str(to / f"sweeps-{theme}.png"))
