@@ -45,3 +45,12 @@ export function serviceIcon(service: string): LabIcon {
       return paiIcon;
   }
 }
+
+/** The Sweeps page: points of a search converging on the best one. */
+export const sweepIcon = new LabIcon({
+  name: 'pai-jupyter:sweeps',
+  svgstr: svg(
+    '<circle cx="5" cy="18" r="2"/><circle cx="9" cy="8" r="2"/><circle cx="19" cy="16" r="2"/>' +
+      '<circle cx="15" cy="5" r="2"/><circle cx="12" cy="13" r="3"/>'
+  )
+});

@@ -12,6 +12,7 @@ import { duration, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
 import { addNotebookButton } from './notebookjob';
+import { CommandIDs } from './commands';
 
 export class JobPage extends Widget {
   constructor(
@@ -33,7 +34,7 @@ export class JobPage extends Widget {
       'Stop',
       'Stop this job',
       stopIcon,
-      () => void this.commands.execute('pai:stop-job', { id: jobId }).then(() => this.load())
+      () => void this.commands.execute(CommandIDs.stopJob, { id: jobId }).then(() => this.load())
     );
     bar.append(
       toolButton('Refresh', 'Refresh this job', refreshIcon, () => void this.load()),
@@ -42,13 +43,13 @@ export class JobPage extends Widget {
         'Clone…',
         'Clone this job',
         copyIcon,
-        () => void this.commands.execute('pai:clone-job', { id: jobId })
+        () => void this.commands.execute(CommandIDs.cloneJob, { id: jobId })
       ),
       toolButton(
         'Clone to form',
         'Open this job in the submit form',
         editIcon,
-        () => void this.commands.execute('pai:new-job', { from: jobId })
+        () => void this.commands.execute(CommandIDs.newJob, { from: jobId })
       )
     );
     addNotebookButton(jobId, commands, bar); // a notebook job: its executed notebook
@@ -208,7 +209,7 @@ export class JobPage extends Widget {
   private serviceButtons(d: JobDetail, t: TaskDetail): HTMLElement[] {
     const where = `${t.role}[${t.index}] of ${d.name}`;
     const open = (service: string, title: string, url: string | null) => () =>
-      void this.commands.execute('pai:open-service', {
+      void this.commands.execute(CommandIDs.openService, {
         id: d.id,
         role: t.role,
         index: t.index,

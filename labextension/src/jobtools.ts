@@ -5,6 +5,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { getAccess, JobAccess, JobDetail, PaiApiError, setMaxRunTime, sshKeyUrl } from './api';
 import { button, el } from './dom';
 import { plural } from './format';
+import { CommandIDs } from './commands';
 
 /** The minutes typed, or an error message (the server checks again). */
 export function parseMinutes(text: string): number | string {
@@ -66,7 +67,8 @@ export class JobTools {
         button(
           'SSH…',
           `How to log in to ${this.jobId} with ssh`,
-          () => void this.commands.execute('pai:open-service', { id: this.jobId, service: 'ssh' })
+          () =>
+            void this.commands.execute(CommandIDs.openService, { id: this.jobId, service: 'ssh' })
         )
       );
     }
@@ -79,7 +81,7 @@ export class JobTools {
           `Desktop ${desk.role}[${desk.index}]`,
           `Remote desktop of ${desk.role}[${desk.index}]`,
           () =>
-            void this.commands.execute('pai:open-service', {
+            void this.commands.execute(CommandIDs.openService, {
               id: this.jobId,
               role: desk.role,
               index: desk.index,

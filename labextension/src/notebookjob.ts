@@ -11,6 +11,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { jobPath } from './api';
 import { button } from './dom';
 import { parseParameters } from './notebookparams';
+import { CommandIDs } from './commands';
 
 const RELOAD_MS = 3000;
 const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
@@ -47,7 +48,7 @@ export function addNotebookButton(
           button(
             'Executed notebook',
             'Open the executed notebook of this job (read-only)',
-            () => void commands.execute('pai:open-executed-notebook', { id: jobId })
+            () => void commands.execute(CommandIDs.openExecutedNotebook, { id: jobId })
           )
         );
       }
@@ -67,7 +68,7 @@ export function registerNotebookJobs(
     const path = (model as { path?: string } | undefined)?.path;
     return path && path.endsWith('.ipynb') ? path : null;
   };
-  commands.addCommand('pai:run-notebook', {
+  commands.addCommand(CommandIDs.runNotebook, {
     label: 'Run as PAI job',
     caption: 'Run this notebook as a PAI job with papermill (its parameters cell overridden)',
     isVisible: args => !!(args.path || selectedNotebook()),
@@ -104,7 +105,7 @@ export function registerNotebookJobs(
       }
     }
   });
-  commands.addCommand('pai:open-executed-notebook', {
+  commands.addCommand(CommandIDs.openExecutedNotebook, {
     label: 'Open executed notebook',
     execute: args => {
       const id = String(args.id ?? '');
@@ -145,7 +146,7 @@ export function registerNotebookJobs(
     }
   });
   app.contextMenu.addItem({
-    command: 'pai:run-notebook',
+    command: CommandIDs.runNotebook,
     selector: '.jp-DirListing-item[data-file-type="notebook"]',
     rank: 11
   });

@@ -11,6 +11,7 @@ import { jobPath, request } from './api';
 import { button, el } from './dom';
 import { CLASSES, movedPlace, QueuedJob, WaitingQueue } from './queueplace';
 import { JobsPanel } from './sidebar';
+import { CommandIDs } from './commands';
 
 export class QueueView extends Widget {
   constructor() {
@@ -130,7 +131,7 @@ export function registerQueueView(
   palette: ICommandPalette | null
 ): void {
   let main: MainAreaWidget<QueueView> | null = null;
-  app.commands.addCommand('pai:show-queue', {
+  app.commands.addCommand(CommandIDs.showQueue, {
     label: 'Show PAI waiting queue',
     execute: () => {
       if (!main || main.isDisposed) {
@@ -144,7 +145,7 @@ export function registerQueueView(
       void main.content.load();
     }
   });
-  palette?.addItem({ command: 'pai:show-queue', category: 'PAI' });
+  palette?.addItem({ command: CommandIDs.showQueue, category: 'PAI' });
   panel.changed.connect(() => {
     if (main && !main.isDisposed && main.isVisible) {
       void main.content.load();

@@ -23,6 +23,7 @@ import {
 } from './format';
 import { visibleRange } from './virtual';
 import { button, el, toolButton } from './dom';
+import { CommandIDs } from './commands';
 
 export const ROW_HEIGHT = 46;
 
@@ -55,7 +56,7 @@ export class JobsPanel extends Widget {
       'New job',
       'New PAI job',
       addIcon,
-      () => void this.commands.execute('pai:new-job')
+      () => void this.commands.execute(CommandIDs.newJob)
     );
     this.profiles = new ProfileSwitch(() => void this.refresh(true));
     header.append(heading, this.profileNode, submit, refresh, this.profiles.node);
@@ -112,6 +113,12 @@ export class JobsPanel extends Widget {
     return this._changed;
   }
 
+  /** Emitted at each tick of the refresh interval while the page is visible: other views (the Sweeps page) poll at
+   * the sidebar's cadence without a timer of their own. */
+  get ticked(): ISignal<this, void> {
+    return this._ticked;
+  }
+
   get jobs(): JobRow[] {
     return this.all;
   }
@@ -157,6 +164,7 @@ export class JobsPanel extends Widget {
         if (!document.hidden) {
           void this.refresh();
           void this.capacity.refresh();
+          this._ticked.emit();
         }
       },
       Math.max(1, seconds) * 1000
@@ -233,7 +241,7 @@ export class JobsPanel extends Widget {
       row.dataset.id = job.id;
       row.onclick = event => {
         if (!(event.target as HTMLElement).closest('button')) {
-          void this.commands.execute('pai:open-job', { id: job.id });
+          void this.commands.execute(CommandIDs.openJob, { id: job.id });
         }
       };
       row.oncontextmenu = event => {
@@ -298,7 +306,7 @@ export class JobsPanel extends Widget {
     }
     const id = row.dataset.id as string;
     if (event.key === 'Enter') {
-      void this.commands.execute('pai:open-job', { id });
+      void this.commands.execute(CommandIDs.openJob, { id });
     } else if (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey)) {
       const r = row.getBoundingClientRect();
       this.openMenu(id, r.left, r.bottom);
@@ -326,11 +334,11 @@ export class JobsPanel extends Widget {
     const menu = new Menu({ commands: this.commands });
     menu.addClass('pai-RowMenu');
     for (const command of [
-      'pai:open-job',
-      'pai:open-logs',
-      'pai:stop-job',
-      'pai:clone-job',
-      'pai:delete-job'
+      CommandIDs.openJob,
+      CommandIDs.openLogs,
+      CommandIDs.stopJob,
+      CommandIDs.cloneJob,
+      CommandIDs.deleteJob
     ]) {
       menu.addItem({ command, args: { id } });
     }
@@ -345,7 +353,7 @@ export class JobsPanel extends Widget {
       menu.addItem({ type: 'separator' });
       for (const { t, name, title, url } of services) {
         menu.addItem({
-          command: 'pai:open-service',
+          command: CommandIDs.openService,
           args: { id, role: t.role, index: t.index, service: name, title, url }
         });
       }
@@ -395,4 +403,5 @@ export class JobsPanel extends Widget {
   private timer = 0;
   private _lastStats: RefreshStats | null = null;
   private readonly _changed = new Signal<this, JobList>(this);
+  private readonly _ticked = new Signal<this, void>(this);
 }

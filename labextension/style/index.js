@@ -1,2 +1,3 @@
 import './base.css';
 import './look.css';
+import './sweeps.css';

@@ -33,6 +33,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .lab_profiles import route_specs as lab_profiles_routes
     from .lab_queue import route_specs as lab_queue_routes
     from .lab_ssh import route_specs as lab_ssh_routes
+    from .lab_sweeps import route_specs as lab_sweeps_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
     from .notebookjobs import route_specs as notebook_job_routes
@@ -59,6 +60,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         *lab_tools_routes(pai, args),
         *lab_profiles_routes(pai, args),
         *lab_queue_routes(pai, args),
+        *lab_sweeps_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
         novnc_route,

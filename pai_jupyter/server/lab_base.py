@@ -1,7 +1,7 @@
 """The base of the Lab panel's API handlers (``pai/api/…``): the profile's one client, JSON answers, and the
 cluster's errors turned into answers the browser can act on. A module of its own so that each group of routes
-(``lab_api``, ``lab_form``, ``lab_ssh``, ``lab_capacity``, ``lab_queue``, ``notebookjobs``) derives from it without
-importing another."""
+(``lab_api``, ``lab_form``, ``lab_ssh``, ``lab_capacity``, ``lab_queue``, ``lab_sweeps``, ``notebookjobs``) derives
+from it without importing another."""
 
 from __future__ import annotations
 

@@ -24,11 +24,12 @@ from typing import Any
 from ..client import Client
 from ..client.errors import JobConflict, JobNotFound
 from ..common.states import FINAL
+from ..common.sweepstate import ENDED, FINISHED, PRUNED, best_trial
 from ..protocol import Job
 from ..protocol.edit import rename_text, with_parameters
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.rules import ESTIMATOR_KEY
-from .search import ENDED, FINISHED, Search, make_search, search_size
+from .search import Search, make_search, search_size
 from .space import Space, check_space, space_from_dict, space_to_dict
 from .writer import STOPS, SweepTaken, Writer
 
@@ -258,9 +259,7 @@ class Sweep:
                 stopped_elsewhere |= state == "STOPPED" and trial.get("stop") is None
                 pruned = trial.get("stop") == "pruned"
                 ok = state == FINISHED and trial["value"] is not None
-                trial["state"] = (
-                    "PRUNED" if pruned else (FINISHED if ok else ("FAILED" if state == FINISHED else state))
-                )
+                trial["state"] = PRUNED if pruned else (FINISHED if ok else ("FAILED" if state == FINISHED else state))
                 trial["ended"] = time.time()
                 self._searcher().tell(trial)
                 changed = self._moved = True
@@ -380,11 +379,7 @@ class Sweep:
     # ---- results --------------------------------------------------------------------------------------------
     def best(self) -> dict[str, Any] | None:
         """The succeeded trial with the best objective (None before one)."""
-        done = [t for t in self.state["trials"] if t["state"] == FINISHED and t["value"] is not None]
-        if not done:
-            return None
-        pick = min if self.state["mode"] == "min" else max
-        return pick(done, key=lambda t: t["value"])
+        return best_trial(self.state)
 
     def model_data(self, trial: Mapping[str, Any] | None = None) -> str:
         """Where the best (or the given) trial's model lies: its ``model`` output (an Estimator trial's)."""

@@ -12,9 +12,8 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..common.sweepstate import ENDED, FINISHED, PRUNED
 from .space import Choice, RandInt, Space, Uniform, grid, grid_size, sample
-
-FINISHED = "SUCCEEDED"  # a trial whose job succeeded and that reported the objective
 
 
 class Search(Protocol):
@@ -119,7 +118,7 @@ class OptunaSearch:
 
     def tell(self, trial: dict[str, Any]) -> None:
         states = self.optuna.trial.TrialState
-        state = {FINISHED: states.COMPLETE, "PRUNED": states.PRUNED}.get(trial["state"], states.FAIL)
+        state = {FINISHED: states.COMPLETE, PRUNED: states.PRUNED}.get(trial["state"], states.FAIL)
         value = trial.get("value")
         if state == states.COMPLETE and value is None:
             state = states.FAIL
@@ -155,6 +154,3 @@ def make_search(
 def search_size(kind: str, space: Space, points: int) -> int | None:
     """How many trials the search can give (None: as many as asked)."""
     return grid_size(space, points) if kind == "grid" else None
-
-
-ENDED = frozenset({FINISHED, "FAILED", "STOPPED", "PRUNED"})

@@ -1,0 +1,92 @@
+// Job files and notebooks as PAI jobs: "Submit as PAI job" on a .yaml/.yml/.json (file browser menu, and a
+// toolbar button on an open job file), and "Run as PAI job" on a notebook (notebookjob.ts).
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Dialog, Notification, showDialog, ToolbarButton } from '@jupyterlab/apputils';
+import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
+import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
+import { validate } from '../api';
+import { CommandIDs } from '../commands';
+import { registerNotebookJobs } from '../notebookjob';
+import { JobsPanel } from '../sidebar';
+import { fail, OpenJob } from './jobpages';
+
+const isJobFile = (path: string): boolean => /\.(ya?ml|json)$/i.test(path);
+
+export function registerFileCommands(
+  app: JupyterFrontEnd,
+  browsers: IFileBrowserFactory | null,
+  panel: JobsPanel,
+  openJob: OpenJob
+): void {
+  const { commands } = app;
+  const selectedFile = (): string | null => {
+    const browser = browsers?.tracker.currentWidget;
+    const item = browser ? browser.selectedItems().next() : undefined;
+    const model =
+      item && 'value' in item
+        ? (item as { value?: { path: string; type: string } }).value
+        : (item as { path: string; type: string } | undefined);
+    return model && model.type !== 'directory' && isJobFile(model.path) ? model.path : null;
+  };
+  commands.addCommand(CommandIDs.submitFile, {
+    label: 'Submit as PAI job',
+    isVisible: args => !!(args.path || selectedFile()),
+    execute: async args => {
+      const path = String(args.path || selectedFile() || '');
+      if (!path) {
+        return;
+      }
+      try {
+        const model = await app.serviceManager.contents.get(path, {
+          content: true,
+          format: 'text'
+        });
+        const answer = await validate(String(model.content), true);
+        if (answer.problems.length) {
+          const lines = answer.problems.map(p => (p.path ? `${p.path}: ${p.message}` : p.message));
+          await showDialog({
+            title: (answer as { refused?: boolean }).refused
+              ? `${path} was not submitted`
+              : `${path} is not a valid job`,
+            body: lines.join('\n'),
+            buttons: [Dialog.okButton()]
+          });
+          return;
+        }
+        Notification.success(`Submitted ${answer.id}`, { autoClose: 5000 });
+        void panel.refresh();
+      } catch (err) {
+        fail(`Submit ${path}`, err);
+      }
+    }
+  });
+  // a toolbar button on an open job file (saved first, then submitted as it is on disk)
+  const submitButton: DocumentRegistry.IWidgetExtension<IDocumentWidget, DocumentRegistry.IModel> =
+    {
+      createNew: (widget, context) => {
+        if (!isJobFile(context.path)) {
+          return;
+        }
+        const button = new ToolbarButton({
+          label: 'Submit as PAI job',
+          tooltip: 'Save this file and submit it as a PAI job',
+          onClick: async () => {
+            await context.save();
+            await commands.execute(CommandIDs.submitFile, { path: context.path });
+          }
+        });
+        button.addClass('pai-SubmitFileButton');
+        widget.toolbar.insertItem(10, 'paiSubmit', button);
+        return button;
+      }
+    };
+  for (const factory of ['Editor', 'JSON']) {
+    app.docRegistry.addWidgetExtension(factory, submitButton);
+  }
+  registerNotebookJobs(app, browsers, openJob); // "Run as PAI job" on notebooks, their executed copy
+  app.contextMenu.addItem({
+    command: CommandIDs.submitFile,
+    selector: '.jp-DirListing-item[data-isdir="false"]',
+    rank: 10
+  });
+}

@@ -1,0 +1,194 @@
+"""The Lab's Sweeps page (docs/sweeps.md) against a real daemon (2 CPUs, process runtime), a real ``jupyter lab`` and
+real trials driven by ``pai_jupyter.Sweep`` from this process: the Jupyter server's routes (``server/lab_sweeps.py``:
+the user's own sweeps only, a live trial read from the cluster while no driver writes, no anonymous call) and, in
+Chromium, a grid sweep's trials appearing with their reported loss while they run, sorted by the loss column,
+linking to their job pages, with a parameter value full of markup shown as text."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pai_jupyter.client import Client
+from pai_jupyter.client.profiles import Profile
+from pai_jupyter.common.states import FINAL
+from pai_jupyter.sweep import Sweep, trial_job
+from tests.polling import wait_for
+
+from .browser import SHOTS, pai_sidebar, watched_page
+from .conftest import Api
+from .jupyter_fixture import JupyterServer
+from .servers import servers
+from .test_sweeps import template
+
+pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
+MARKUP = "<img src=x onerror=window.__pwned=1>"
+
+
+@dataclass
+class Env:
+    api: Api
+    jupyter: JupyterServer
+    client: Client  # the driver's: the same user as the Jupyter server's profile
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tmp = tmp_path_factory.mktemp("lab-sweeps")
+    with servers(tmp) as s:
+        api = s.daemon(cpus=2)
+        jupyter = s.jupyter(lab=True)
+        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        user = api.http.get("/api/v2/info").json()["user"]
+        with Client(Profile(name="lab-sweeps", url=api.url, username=user, token=api.token)) as client:
+            yield Env(api, jupyter, client)
+
+
+@pytest.fixture
+def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))
+    failed = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
+    page.close()
+
+
+def test_the_sweep_routes_answer_the_users_own_sweeps(env: Env) -> None:
+    Sweep("routes", template(), {"x": [0.0, 0.3, 0.6], "lr": [0.01]}, client=env.client, poll=0.05).run(timeout=120)
+    http = env.jupyter.http()
+    listed = http.get("pai/api/sweeps")
+    assert listed.status_code == 200, listed.text
+    row = next(r for r in listed.json()["sweeps"] if r["name"] == "routes")
+    assert (row["status"], row["done"], row["submitted"], row["total"]) == ("done", 3, 3, 3)
+    assert (row["objective"], row["mode"], row["best"]["number"]) == ("loss", "min", 1)
+    assert row["best"]["value"] == pytest.approx(0.0) and row["best"]["job"].endswith("~routes-0001")
+    one = http.get("pai/api/sweeps/routes").json()
+    assert one["params"] == ["lr", "x"] and one["done"] == 3
+    assert [(t["number"], t["name"], t["state"]) for t in one["trials"]] == [
+        (n, f"routes-000{n}", "SUCCEEDED") for n in range(3)
+    ]
+    assert [t["params"]["x"] for t in one["trials"]] == [0.0, 0.3, 0.6]
+    assert one["trials"][0]["metrics"]["loss"] == pytest.approx(0.09) == one["trials"][0]["value"]
+
+    bob = env.api.new_user("bob")  # another user's sweep: not listed, and 404 by its name
+    assert bob.http.put("/api/v2/local/sweeps/bob~hidden", json={"state": {}, "revision": 0}).status_code == 200
+    assert "hidden" not in [r["name"] for r in http.get("pai/api/sweeps").json()["sweeps"]]
+    assert http.get("pai/api/sweeps/hidden").status_code == 404
+    assert http.get("pai/api/sweeps/no%20such").status_code == 404  # not a sweep's name
+    anon = env.jupyter.http(None)
+    assert anon.get("pai/api/sweeps").status_code == 403
+    assert anon.get("pai/api/sweeps/routes").status_code == 403
+
+
+def test_a_live_trial_is_read_from_the_cluster_while_no_driver_writes(env: Env) -> None:
+    """The stored state says SUBMITTED with no metrics (as a driver that stopped left it); the route shows the
+    trial's job running and the loss it has reported so far."""
+    job = env.client.submit(trial_job(template(steps=200, sleep=0.2), "manual-0000", {"x": 0.5, "lr": 0.01}))
+    trial = {"number": 0, "job": job, "params": {"x": 0.5}, "state": "SUBMITTED", "value": None, "metrics": {}}
+    state = {"status": "running", "objective": "loss", "mode": "min", "max_trials": 1, "space": {}, "trials": [trial]}
+    env.client.put_sweep_state("manual", state, 0)
+    http = env.jupyter.http()
+
+    def live() -> dict[str, Any] | None:
+        t = http.get("pai/api/sweeps/manual").json()["trials"][0]
+        return t if t["state"] == "RUNNING" and "loss" in t["metrics"] else None
+
+    seen = wait_for(live, 60, "the trial running with its loss")
+    assert seen["value"] == seen["metrics"]["loss"] > 0
+    assert env.client.sweep_state("manual")["state"]["trials"][0]["state"] == "SUBMITTED"  # nothing written
+    env.client.stop(job)
+    env.api.wait(job, FINAL, timeout=60)
+
+
+@pytest.mark.browser
+def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: Env, lab: Any) -> None:
+    space = {"x": [0.0, 0.3, 0.6, 0.9], "lr": [0.01], "note": [MARKUP]}
+    sweep = Sweep("labgrid", template(steps=4, sleep=1.0), space, concurrency=2, client=env.client, poll=0.05)
+    sweep.start()
+    lab.keyboard.press("Control+Shift+C")
+    palette = lab.locator(".lm-CommandPalette-input")
+    palette.fill("PAI sweeps")
+    palette.press("Enter")
+    view = lab.locator(".pai-SweepsView")
+    view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepName").click()
+    rows = view.locator(".pai-TrialTable .pai-TrialRow")
+    loss = "td[data-column='metric:loss']"
+
+    def running_with_loss() -> bool | None:  # live: a trial still running already shows its reported loss
+        for r in rows.all():
+            state = r.locator("td[data-column='state']").inner_text()
+            if state == "RUNNING" and r.locator(loss).count() and r.locator(loss).inner_text() != "–":
+                return True
+        return None
+
+    wait_for(running_with_loss, 90, lambda: f"a running trial with its loss: {rows.all_inner_texts()}")
+    sweep.wait(120)
+    assert sweep.error is None and sweep.status == "done"
+    status = view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepStatus")
+    wait_for(lambda: status.inner_text() == "done" or None, 30, "the sweep done on the page")
+    done = view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepDone")
+    assert done.inner_text() == "4 / 4"
+
+    def shown() -> list[tuple[int, str, str]] | None:
+        found = [
+            (
+                int(r.get_attribute("data-trial") or -1),
+                r.locator("td[data-column='state']").inner_text(),
+                r.locator(loss).inner_text(),
+            )
+            for r in rows.all()
+        ]
+        return found if len(found) == 4 and all(s == "SUCCEEDED" and v != "–" for _, s, v in found) else None
+
+    wait_for(shown, 30, lambda: f"four succeeded trials with their loss: {rows.all_inner_texts()}")
+    by_loss = [t["number"] for t in sorted(sweep.trials, key=lambda t: (t["metrics"]["loss"], t["number"]))]
+    by_loss_down = [t["number"] for t in sorted(sweep.trials, key=lambda t: (-t["metrics"]["loss"], t["number"]))]
+    assert by_loss[0] == 1 and by_loss_down[0] == 3  # x = 0.3 is the bowl's bottom, 0.9 the farthest
+    header = view.locator(".pai-TrialTable th[data-column='metric:loss']")
+    order = lambda: [int(r.get_attribute("data-trial") or -1) for r in rows.all()]  # noqa: E731
+    header.get_by_role("button", name="Sort by loss").click()
+    assert order() == by_loss and header.get_attribute("aria-sort") == "ascending"
+    header.get_by_role("button", name="Sort by loss").click()
+    assert order() == by_loss_down and header.get_attribute("aria-sort") == "descending"
+    assert view.locator(".pai-TrialRow.pai-mod-best").get_attribute("data-trial") == "1"
+    assert view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepBest").inner_text().startswith("loss 0")
+
+    note = view.locator(".pai-TrialRow td[data-column='param:note']").first  # user text, shown as text
+    assert note.inner_text() == MARKUP and view.locator("img").count() == 0
+    assert lab.evaluate("window.__pwned") is None
+
+    shots = os.environ.get("PAI_LOOK_SHOTS")  # as test_lab_look.py: the page in both themes, to look at
+    if shots:
+        save_shots(lab, view, Path(shots))
+    view.locator(".pai-TrialRow[data-trial='1'] .pai-TrialJob").click()  # the trial's job page
+    page_id = "pai-job-" + sweep.trials[1]["job"].replace("~", "_")
+    lab.locator(f".pai-JobPage#{page_id}").wait_for(state="visible", timeout=30_000)
+
+
+def save_shots(lab: Any, view: Any, to: Path) -> None:
+    """The Sweeps page in the light and the dark theme."""
+    to.mkdir(parents=True, exist_ok=True)
+    news = lab.get_by_role("button", name="No", exact=True)
+    if news.count():
+        news.click()  # Lab's "official Jupyter news?" toast
+    for theme, light in (("dark", "false"), ("light", "true")):
+        lab.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+        lab.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^JupyterLab {theme.title()}$")).click()
+        lab.locator(f"body[data-jp-theme-light='{light}']").wait_for(state="attached", timeout=30_000)
+        lab.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+        view.screenshot(path=str(to / f"sweeps-{theme}.png"))
