@@ -19,7 +19,7 @@ from .servers import servers
 from .test_kernel import install_spec, job_processes
 
 pytestmark = pytest.mark.slow
-pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
+pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
 CULL = "c.MappingKernelManager.cull_idle_timeout = 4\nc.MappingKernelManager.cull_interval = 1\n"
 
 

@@ -17,7 +17,7 @@ from .jupyter_fixture import JupyterServer
 from .servers import servers
 
 pytestmark = pytest.mark.slow
-pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
+pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
 MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
 
 

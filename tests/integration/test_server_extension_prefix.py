@@ -29,7 +29,7 @@ from .jupyter_fixture import (
 from .servers import servers
 
 pytestmark = pytest.mark.slow
-pytestmark = [pytestmark, pytest.mark.browser]  # make test-fast leaves these out
+pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
 PREFIX = "/user/tester/"
 
 
