@@ -24,7 +24,7 @@ import { el } from './dom';
 
 type Doc = Record<string, unknown>;
 type Placed = Problem & { field?: string };
-type Input = HTMLInputElement | HTMLTextAreaElement;
+type Input = HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement;
 
 let counter = 0;
 
@@ -223,15 +223,9 @@ export class SubmitForm extends Widget {
     const zh = el('span', 'pai-Field-zh', f.label_zh);
     zh.lang = 'zh';
     zh.setAttribute('aria-hidden', 'true');
-    const area = f.kind === 'area' || f.kind === 'pairs' || f.kind === 'storages';
-    const input: Input = area ? el('textarea', 'jp-mod-styled') : el('input', 'jp-mod-styled');
-    if (input instanceof HTMLInputElement) {
-      input.type = f.kind === 'number' || f.kind === 'minutes' ? 'number' : 'text';
-    }
+    const input = this.input(f, String(values[f.key] ?? ''));
     input.id = id;
     input.name = key;
-    input.value = String(values[f.key] ?? '');
-    input.placeholder = f.placeholder;
     if (f.help) {
       input.title = f.help;
     }
@@ -242,10 +236,39 @@ export class SubmitForm extends Widget {
     const error = el('div', 'pai-Field-error');
     error.id = `${id}-error`;
     input.setAttribute('aria-describedby', error.id);
-    wrap.append(el('div', 'pai-Field-labels'), input, error);
+    wrap.append(el('div', 'pai-Field-labels'), input);
+    if (f.note) {
+      const note = el('div', 'pai-Field-note', f.note);
+      note.id = `${id}-note`;
+      input.setAttribute('aria-describedby', `${note.id} ${error.id}`);
+      wrap.append(note);
+    }
+    wrap.append(error);
     wrap.firstElementChild!.append(label, zh);
     this.fields.set(key, { input, error });
     return wrap;
+  }
+
+  /** The input a field's kind asks for, holding `value`: a select of a choice's options (a value they lack,
+   * from a loaded document, is kept as one more: the server says if it is wrong), a text area, or an input. */
+  private input(f: FieldSpec, value: string): Input {
+    if (f.kind === 'choice' && f.options.length) {
+      const select = el('select', 'jp-mod-styled');
+      const options = f.options.includes(value) || !value ? f.options : [...f.options, value];
+      select.append(...options.map(o => new Option(o, o)));
+      select.value = value;
+      return select;
+    }
+    const area = f.kind === 'area' || f.kind === 'pairs' || f.kind === 'storages';
+    const input: HTMLInputElement | HTMLTextAreaElement = area
+      ? el('textarea', 'jp-mod-styled')
+      : el('input', 'jp-mod-styled');
+    if (input instanceof HTMLInputElement) {
+      input.type = f.kind === 'number' || f.kind === 'minutes' ? 'number' : 'text';
+    }
+    input.value = value;
+    input.placeholder = f.placeholder;
+    return input;
   }
 
   private switch(f: FieldSpec): HTMLElement {

@@ -1,25 +1,18 @@
 // The form's definition from the server extension (pai/api/form): the one list of fields, labels, order and
-// modes the notebook's JobForm draws too (pai_jupyter/protocol/formspec.py).
+// modes the notebook's JobForm draws too (pai_jupyter/protocol/formspec.py), with the virtual clusters the user
+// may submit to, asked afresh for each new form (a virtual cluster added since, or a cluster back up, shows).
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { FormSpec } from './formdoc';
 
-let cached: Promise<FormSpec> | null = null;
-
-export function getFormSpec(): Promise<FormSpec> {
-  if (!cached) {
-    cached = (async () => {
-      const settings = ServerConnection.makeSettings();
-      const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form');
-      const response = await ServerConnection.makeRequest(url, {}, settings);
-      if (!response.ok) {
-        throw new Error(`the form definition did not load (${response.status})`);
-      }
-      return (await response.json()) as FormSpec;
-    })();
-    cached.catch(() => (cached = null)); // try again next time
+export async function getFormSpec(): Promise<FormSpec> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form');
+  const response = await ServerConnection.makeRequest(url, {}, settings);
+  if (!response.ok) {
+    throw new Error(`the form definition did not load (${response.status})`);
   }
-  return cached;
+  return (await response.json()) as FormSpec;
 }
 
 /** A job file (v1 JSON or v2 YAML/JSON) as the form's v1 JSON, converted by the server as JobForm does. */

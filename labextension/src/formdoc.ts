@@ -3,7 +3,7 @@
 // one form definition (pai_jupyter/protocol/formspec.py, served as pai/api/form), shared with the notebook.
 
 export type Kind =
-  'text' | 'number' | 'minutes' | 'area' | 'pairs' | 'storages' | 'ports' | 'switch';
+  'text' | 'number' | 'minutes' | 'area' | 'pairs' | 'storages' | 'ports' | 'switch' | 'choice';
 
 export interface FieldSpec {
   key: string;
@@ -16,6 +16,8 @@ export interface FieldSpec {
   optional: boolean;
   help: string;
   placeholder: string;
+  options: string[]; // a 'choice': what may be picked (the virtual clusters the user may submit to)
+  note: string; // shown under the input: why a choice is a text box this time
 }
 
 export interface FormSpec {

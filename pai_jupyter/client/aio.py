@@ -135,6 +135,10 @@ class AsyncClient(Calls):
     async def metrics(self, job: JobRef) -> dict[str, Any]:
         return await self._drive(self._metrics(job))
 
+    async def virtual_clusters(self) -> list[str]:
+        """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
+        return await self._drive(self._virtual_clusters())
+
     async def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return await self._drive(self._waiting_queue(limit))

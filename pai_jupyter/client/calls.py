@@ -327,6 +327,15 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path + "/priority", json=body)
         return json_object(resp)
 
+    def _virtual_clusters(self) -> Op[list[str]]:
+        """The virtual clusters this profile's user may submit to: the ``virtualCluster`` list of
+        ``GET /api/v2/users/{user}``, as OpenPAI and the embedded cluster answer it."""
+        if not self.username:
+            raise PaiError(f"the profile {self.profile.name!r} names no user; set its username")
+        resp = yield Req("GET", f"/api/v2/users/{quote(self.username, safe='')}")
+        vcs = json_object(resp).get("virtualCluster")
+        return [str(v) for v in vcs] if isinstance(vcs, list) else []
+
     def _waiting_queue(self, limit: int | None = None) -> Op[dict[str, Any]]:
         """The waiting jobs of each virtual cluster in queue order, as the caller may see them (an admin all, a
         user their own), each with its place, class and why it waits; ``canReorder``: whether the caller may."""

@@ -136,6 +136,10 @@ class Client(Calls):
     def metrics(self, job: JobRef) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
+    def virtual_clusters(self) -> list[str]:
+        """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
+        return self._drive(self._virtual_clusters())
+
     def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return self._drive(self._waiting_queue(limit))

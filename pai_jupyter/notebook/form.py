@@ -8,15 +8,16 @@ JSON editor and Import read it, and the protocol validates it, so every problem'
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
-from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path
+from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path, vc_field
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
-from .formfields import Field, RoleFields, locate, profile_names, spec_field
+from .formfields import ChoiceField, Field, RoleFields, locate, profile_names, spec_field
 
 
 def auto() -> W.Layout:
@@ -43,12 +44,15 @@ class JobForm(DocumentFields, W.VBox):
         self._base: dict[str, Any] = {}  # keys of an imported document the form has no field for (kept as is)
         self._syncing = False
         self._clients: dict[str, Any] = {}
+        self._asked_vcs = False  # asked once the form is shown (see _repr_mimebundle_)
         self.job_id: str | None = None
         self.problems: list[tuple[str, str]] = []
         names, default = profile_names()
         # the fields, labels, order and modes of the one form definition the Lab's form draws too
         spec = {f.key: spec_field(f) for f in JOB_FIELDS}
-        self.name, self.vc, self.gpu_type, self.image = spec["name"], spec["vc"], spec["gpu_type"], spec["image"]
+        self.name, self.gpu_type, self.image = spec["name"], spec["gpu_type"], spec["image"]
+        self.vc = spec["vc"]
+        assert isinstance(self.vc, ChoiceField)  # the cluster's answer fills it (refresh_vcs)
         self.max_run, self.retry, self.env, self.storages = (
             spec["max_run"],
             spec["retry"],
@@ -115,7 +119,8 @@ class JobForm(DocumentFields, W.VBox):
         ]
         for f in self.job_fields.values():
             if f is not self.plugins:
-                f.widget.observe(self._changed, names="value")
+                f.observe(self._changed)
+        self.profile.observe(lambda _: self.ask_vcs())
         for w in (self.tensorboard, self.tb_logdir, self.jupyter, self.ssh, self.desktop):
             w.observe(self._changed, names="value")
         self.pro.observe(lambda _: self._show_pro(), names="value")
@@ -133,6 +138,39 @@ class JobForm(DocumentFields, W.VBox):
             self.load(job)
         self._show_pro()
         self.validate()
+
+    # ---- the virtual clusters: the chosen profile's answer --------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """Shown: the virtual clusters are asked for now (a form never shown asks the cluster nothing)."""
+        if not self._asked_vcs:
+            self.ask_vcs()
+        return super()._repr_mimebundle_(**kwargs)
+
+    def ask_vcs(self) -> threading.Thread:
+        """``refresh_vcs`` off the kernel's thread: a slow cluster (or the local one starting) holds no cell."""
+        self._asked_vcs = True
+        thread = threading.Thread(target=self.refresh_vcs, name="pai-form-vcs", daemon=True)
+        thread.start()
+        return thread
+
+    def refresh_vcs(self) -> None:
+        """The virtual cluster field as the chosen profile's cluster answers: a select of the virtual clusters the
+        user may submit to (``default`` picked), or the text box with a note saying why there is no list."""
+        profile = self.profile.value
+        try:
+            vcs, why = self._client(profile).virtual_clusters(), ""
+        except Exception as exc:  # whatever went wrong (a broken profile too) is the note; the form stays usable
+            vcs, why = None, str(exc) or type(exc).__name__
+        if self.profile.value == profile:  # not an answer for a profile chosen before
+            self.vc.offer(vc_field(vcs, why))
+
+    def _client(self, profile: str) -> Any:
+        """The profile's client, one each (made by ``client_factory``, default ``Client``)."""
+        from ..client import Client
+
+        if profile not in self._clients:
+            self._clients[profile] = (self._client_factory or Client)(profile)
+        return self._clients[profile]
 
     # ---- roles and modes -----------------------------------------------------------------------------------------
     def add_role(self, name: str | None = None) -> RoleFields:
@@ -313,13 +351,11 @@ class JobForm(DocumentFields, W.VBox):
 
     def confirm(self) -> str | None:
         """Send the job; shows and returns its id, or shows the server's problems beside the fields."""
-        from ..client import Client, JobConflict, PaiError
+        from ..client import JobConflict, PaiError
 
         self._hide_confirm()
         try:
-            if self.profile.value not in self._clients:
-                self._clients[self.profile.value] = (self._client_factory or Client)(self.profile.value)
-            client = self._clients[self.profile.value]
+            client = self._client(self.profile.value)
             self.job_id = client.submit(self.to_json())
         except PaiError as exc:
             problems = [(p.get("path", ""), p.get("message", "")) for p in getattr(exc, "problems", [])]

@@ -11,7 +11,7 @@ import ipywidgets as W
 from ..protocol.formspec import DEFAULT_COMMAND, PLUGIN_KEY, ROLE_FIELDS, FormField, locate
 from .display import esc
 
-__all__ = ["DEFAULT_COMMAND", "PLUGIN_KEY", "Field", "RoleFields", "locate", "parse_pairs", "spec_field"]
+__all__ = ["DEFAULT_COMMAND", "PLUGIN_KEY", "ChoiceField", "Field", "RoleFields", "locate", "parse_pairs", "spec_field"]
 STYLE = {"description_width": "220px"}
 
 
@@ -44,11 +44,64 @@ class Field:
     def value(self, v: Any) -> None:
         self.widget.value = v
 
+    def observe(self, callback: Any) -> None:
+        self.widget.observe(callback, names="value")
+
     def set_error(self, messages: list[str]) -> None:
         self.error.value = ("<span style='color:#cf222e'>" + esc("; ".join(messages)) + "</span>") if messages else ""
 
     def show(self, visible: bool) -> None:
         self.box.layout.display = "" if visible else "none"
+
+
+class ChoiceField(Field):
+    """A field whose choices the cluster gives (the virtual clusters the user may submit to): a select of them, or,
+    before they came or when they could not be fetched, the text box with a note saying why. ``offer`` takes what
+    ``formspec.vc_field`` made of the cluster's answer; the value typed or picked so far stays."""
+
+    def __init__(self, f: FormField, tooltip: str = ""):
+        self.initial = str(f.default)
+        self.text = W.Text(value=self.initial, placeholder=f.placeholder, layout=wide())
+        self.select = W.Dropdown(options=[self.initial], value=self.initial, layout=wide())
+        super().__init__(self.text, f.label, tooltip)
+        self.select.description, self.select.style = f.label, STYLE
+        if tooltip:
+            self.select.tooltip = tooltip
+        self.note = W.HTML("")
+        self.box = W.VBox([self.text, self.select, self.note, self.error])
+        self.offer(f)
+
+    def offer(self, f: FormField) -> None:
+        current = self.value
+        if f.kind == "choice" and f.options:
+            keep = current not in ("", self.initial) or current in f.options  # typed or loaded: kept, even unknown
+            value = current if keep else str(f.default)
+            self.select.options = [*f.options, *([] if value in f.options else [value])]
+            self.select.value = value
+            self.widget = self.select
+        else:
+            self.text.value = current
+            self.widget = self.text
+        self.select.layout.display = "" if self.widget is self.select else "none"
+        self.text.layout.display = "" if self.widget is self.text else "none"
+        self.note.value = f"<small style='color:#8a6d00'>{esc(f.note)}</small>" if f.note else ""
+
+    @property
+    def value(self) -> Any:
+        return self.widget.value
+
+    @value.setter
+    def value(self, v: Any) -> None:
+        if self.widget is self.select:
+            options = list(self.select.options)
+            v = v or (self.initial if self.initial in options else options[0])
+            if v not in options:  # a loaded document's: shown as it is, the cluster says if it is wrong
+                self.select.options = [*options, v]
+        self.widget.value = v
+
+    def observe(self, callback: Any) -> None:
+        for w in (self.text, self.select):
+            w.observe(callback, names="value")
 
 
 def text(label: str, value: str = "", placeholder: str = "", tooltip: str = "") -> Field:
@@ -72,6 +125,8 @@ def spec_field(f: FormField) -> Field:
         return Field(widget, f.label, tooltip)
     if f.kind == "number":
         return number(f.label, int(f.default), tooltip)
+    if f.kind == "choice":
+        return ChoiceField(f, tooltip)
     if f.kind in ("area", "pairs", "storages"):
         return area(f.label, str(f.default), f.placeholder, tooltip, rows=4 if f.kind == "area" else 3)
     return text(f.label, str(f.default), f.placeholder, tooltip)

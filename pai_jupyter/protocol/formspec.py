@@ -8,7 +8,8 @@ document is v1 JSON, the platform user guide's "Edit JSON" format); ``locate`` m
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from .v1 import v1_path
@@ -16,7 +17,7 @@ from .v1 import v1_path
 PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
 DEFAULT_COMMAND = "sleep infinity"
 
-Kind = Literal["text", "number", "minutes", "area", "pairs", "storages", "ports", "switch"]
+Kind = Literal["text", "number", "minutes", "area", "pairs", "storages", "ports", "switch", "choice"]
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,17 @@ class FormField:
     optional: bool = False  # left out of the document while empty or at its default
     help: str = ""
     placeholder: str = ""
+    options: tuple[str, ...] = ()  # a "choice": what may be picked, the cluster's answer
+    note: str = ""  # shown under the input: why a choice is a text box this time
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "options": list(self.options)}
 
 
 JOB_FIELDS = (
     FormField("name", "jobName", "Job name", "作业名称", "text", "my-job", help="letters, digits, '-', '_', '.', '~'"),
-    FormField("vc", "virtualCluster", "Virtual cluster", "虚拟集群", "text", "default", help="where the job runs"),
+    # a choice of the virtual clusters the user may submit to: the cluster's answer, put in by vc_field
+    FormField("vc", "virtualCluster", "Virtual cluster", "虚拟集群", "choice", "default", help="where the job runs"),
     FormField(
         "gpu_type", "gpuType", "GPU type", "显卡类型", "text", "", optional=True, placeholder="any", help="empty: any"
     ),
@@ -140,11 +144,29 @@ ROLE_FIELDS = (
 )
 
 
-def definition() -> dict[str, Any]:
-    """The whole definition as JSON (what the server hands the Lab form)."""
+def vc_field(vcs: Sequence[str] | None, why: str = "") -> FormField:
+    """The virtual cluster field: a choice of ``vcs`` (those the user may submit to), ``default`` picked when it is
+    one of them; when the list could not be fetched (``vcs`` None or empty), the text box with a note saying why."""
+    field = next(f for f in JOB_FIELDS if f.key == "vc")
+    if not vcs:
+        reason = why or "the cluster names no virtual cluster for this user"
+        note = f"The list of virtual clusters could not be fetched ({reason}): type the name."
+        return replace(field, kind="text", note=note)
+    options = tuple(dict.fromkeys(vcs))
+    picked = field.default if field.default in options else options[0]
+    return replace(field, kind="choice", options=options, default=picked)
+
+
+def job_fields(vcs: Sequence[str] | None, why: str = "") -> tuple[FormField, ...]:
+    """JOB_FIELDS with the virtual cluster field ``vc_field`` makes of the cluster's answer."""
+    return tuple(vc_field(vcs, why) if f.key == "vc" else f for f in JOB_FIELDS)
+
+
+def definition(vcs: Sequence[str] | None = None, why: str = "") -> dict[str, Any]:
+    """The whole definition as JSON (what the server hands the Lab form), with the user's virtual clusters."""
     return {
         "pluginKey": PLUGIN_KEY,
-        "job": [f.to_dict() for f in JOB_FIELDS],
+        "job": [f.to_dict() for f in job_fields(vcs, why)],
         "plugins": [f.to_dict() for f in PLUGIN_FIELDS],
         "role": [f.to_dict() for f in ROLE_FIELDS],
     }

@@ -8,6 +8,7 @@ from typing import Any
 
 from tornado import web
 
+from ..client import PaiError
 from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.formspec import definition, field_id, refusal_path
@@ -25,9 +26,17 @@ def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 class FormHandler(LabHandler):
+    """The definition with the virtual clusters the profile's user may submit to; when the cluster cannot say,
+    the virtual cluster is a text box with a note saying why (the form still opens)."""
+
     @web.authenticated
     async def get(self) -> None:
-        self.send(definition())
+        try:
+            vcs, why = await self.client.virtual_clusters(), ""
+        except PaiError as exc:
+            self.log.warning("pai: the virtual clusters: %s", exc)
+            vcs, why = None, exc.message
+        self.send(definition(vcs, why))
 
 
 class ImportHandler(LabHandler):

@@ -17,19 +17,20 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
+from pai_jupyter.cluster.task.desktop import BACKGROUND
 from tests.polling import wait_for
 
-from .browser import opened
+from .browser import opened, pai_sidebar
 from .conftest import Api
-from .jupyter_fixture import jupyter, task_url
+from .jupyter_fixture import jupyter, start_jupyter, task_url
 
 
 def need_desktop() -> None:
-    missing = [b for b in ("Xvnc", "vncpasswd", "websockify") if not shutil.which(b)]
+    missing = [b for b in ("Xvnc", "vncpasswd", "websockify", "xsetroot") if not shutil.which(b)]
     if missing or not Path("/usr/share/novnc/core/rfb.js").exists():
         pytest.skip(
             f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
-            "websockify novnc xterm openbox; .ci/run does)"
+            "websockify novnc xterm openbox x11-xserver-utils; .ci/run does)"
         )
 
 
@@ -53,6 +54,18 @@ def _job(name: str) -> str:
             ],
         }
     )
+
+
+def _rgb(color: str) -> tuple[int, int, int]:
+    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
+
+
+def _pixel(png: bytes, x: float, y: float) -> tuple[int, int, int]:
+    """The colour at (x, y), as fractions of the image's width and height."""
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return img.getpixel((int(img.width * x), int(img.height * y)))  # type: ignore[return-value]
 
 
 def _colors(png: bytes) -> int:
@@ -124,6 +137,41 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
     pai.service_action(job, "main", 0, "desktop", "stop")
     wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["desktop"] == "stopped", 30, "the stop")
     wait_for(lambda: not on_display(), 30, "Xvnc and websockify to end")
+
+
+def test_the_desktop_is_drawn_in_the_labs_tab_before_any_click(
+    daemon: Api, pai_home: Path, tmp_path: Path, browser: Any
+) -> None:
+    """Opened from the job page's Desktop button, the desktop shows in its Lab tab at once: no black canvas
+    waiting for a click (nothing is clicked in the frame; its screenshot after the connect has the desktop)."""
+    need_desktop()
+    pai = Client()
+    job = pai.submit(_job("desk-lab"))
+    pai.wait(job, until={"RUNNING"})
+    wait_for(lambda: any(s["name"] == "desktop" and s["state"] == "running" for s in pai.services(job)), 60)
+    server = start_jupyter(tmp_path / "jupyter", pai_home, lab=True)
+    try:
+        with opened(browser, shot="desktop-in-the-lab", viewport=(1400, 900)) as w:
+            page = w.page
+            panel = pai_sidebar(page, server, "desktop-lab")
+            panel.locator(".pai-JobRow", has_text="desk-lab").click()
+            page.get_by_role("button", name="Remote desktop of main[0]").click()
+            frame = page.frame_locator(".pai-ServiceFrame iframe").last
+            frame.locator("body[data-state=connected]").wait_for(state="attached", timeout=60_000)
+            canvas = frame.locator("#screen canvas")
+            box = canvas.bounding_box()
+            assert box and box["width"] > 200 and box["height"] > 150, box  # sized to the visible tab
+
+            def drawn() -> bool:  # the window manager's background and the xterm: more than one colour
+                return _colors(canvas.screenshot()) > 2
+
+            wait_for(drawn, 60, "a desktop drawn in the Lab's tab, with no click in it")
+            # where no window is (bottom left, under the xterm; the Lab's toasts are on the right): the root
+            # window's colour, not Xvnc's black, which looked like a desktop not drawn until a click
+            corner = _pixel(canvas.screenshot(), 0.03, 0.97)
+            assert corner == _rgb(BACKGROUND), corner
+    finally:
+        server.stop()
 
 
 @pytest.mark.docker

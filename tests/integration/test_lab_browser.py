@@ -21,6 +21,7 @@ from .jupyter_fixture import JupyterServer, services_job, write_events
 from .servers import servers
 
 pytestmark = pytest.mark.slow
+SECOND_VC = "research"  # the env's cluster.yaml defines it beside default
 MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only the log says "onerror"
 
 
@@ -36,6 +37,8 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("lab-browser")
     with servers(tmp) as s:
+        (s.home / "local").mkdir(parents=True)  # a second virtual cluster, for the form's choice of them
+        (s.home / "local" / "cluster.yaml").write_text(f"virtualClusters:\n  {SECOND_VC}: {{cpu: 2, memoryMB: 2048}}\n")
         api = s.daemon()
         logdir = write_events(tmp / "tb")
         live = api.submit_ok(services_job("lab-live", tensorboard=str(logdir)))

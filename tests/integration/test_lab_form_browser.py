@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .test_lab_browser import Env, env, lab  # noqa: F401 (the Lab fixtures, used by name)
+from .test_lab_browser import SECOND_VC, Env, env, lab  # noqa: F401 (the Lab fixtures, used by name)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +74,26 @@ def test_plugin_switches_in_basic_mode(env: Env, lab: Any) -> None:
     assert plugins == [{"plugin": "tensorboard", "parameters": {"logdir": "/tmp/tb"}}, {"plugin": "jupyter"}]
 
 
+def test_the_virtual_cluster_is_a_choice_of_the_users_and_the_job_lands_in_the_one_picked(env: Env, lab: Any) -> None:
+    """The form offers the virtual clusters the cluster names for the user (the env's cluster.yaml adds one beside
+    default), default picked; the job submitted with the other one runs in it."""
+    form = new_form(lab)
+    vc = form.get_by_label("Virtual cluster", exact=True)
+    assert vc.evaluate("e => e.tagName") == "SELECT"
+    assert vc.evaluate("e => [...e.options].map(o => o.value)") == ["default", SECOND_VC]
+    assert vc.input_value() == "default"
+    assert form.locator(".pai-Field-note").count() == 0
+    form.get_by_label("Job name", exact=True).fill("lab-second-vc")
+    form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
+    form.get_by_label("Command", exact=True).fill("echo in the second one")
+    vc.select_option(SECOND_VC)
+    form.get_by_role("button", name="Submit").click()
+    form.locator(".pai-Form-result", has_text="Submitted root~lab-second-vc").wait_for(timeout=30_000)
+    assert config(env, "root~lab-second-vc")["virtualCluster"] == SECOND_VC
+    listed = env.api.http.get("/api/v2/jobs", params={"vc": SECOND_VC}).json()
+    assert [(j["name"], j["virtualCluster"]) for j in listed] == [("lab-second-vc", SECOND_VC)]
+
+
 def field_error(form: Any, label: str) -> Any:
     return form.locator(".pai-Field").filter(has=form.page.get_by_label(label, exact=True)).locator(".pai-Field-error")
 
@@ -82,16 +102,19 @@ def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: An
     form = new_form(lab)
     result, general = form.locator(".pai-Form-result"), form.locator(".pai-Form-general")
     form.get_by_label("Job name", exact=True).fill("lab-refused")
-    form.get_by_label("Virtual cluster", exact=True).fill("nowhere")
+    form.get_by_label("Pro mode").check()  # a virtual cluster the select does not offer: through the JSON
+    form.get_by_role("button", name="Edit JSON").click()
+    box = form.get_by_label("Job JSON")
+    box.fill(json.dumps({**json.loads(box.input_value()), "virtualCluster": "nowhere"}))
+    assert form.get_by_label("Virtual cluster", exact=True).input_value() == "nowhere"  # shown as loaded
     form.get_by_role("button", name="Submit").click()
     result.filter(has_text="Not submitted").wait_for(timeout=30_000)
     assert result.inner_text() == "Not submitted: the cluster refused the job: see the marked fields above."
     assert "virtual cluster 'nowhere' does not exist" in field_error(form, "Virtual cluster").inner_text()
     assert general.inner_text() == ""
-    form.get_by_label("Pro mode").check()  # the fields drawn again keep the last check's problems
+    form.get_by_label("Pro mode").uncheck()  # the fields drawn again keep the last check's problems
     assert "does not exist" in field_error(form, "Virtual cluster").inner_text()
-    form.get_by_label("Pro mode").uncheck()
-    form.get_by_label("Virtual cluster", exact=True).fill("default")
+    form.get_by_label("Virtual cluster", exact=True).select_option("default")
     form.get_by_label("CPUs", exact=True).fill("4096")
     form.get_by_role("button", name="Submit").click()
     result.filter(has_text="see below").wait_for(timeout=30_000)

@@ -10,11 +10,12 @@ import nbformat
 from nbclient import NotebookClient
 
 from pai_jupyter.client import Client
+from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook import JobForm, JobList, LogViewer, ResourceMonitor
 from tests.polling import wait_for
 
-from .conftest import Api, v1
+from .conftest import Api, kill_leftovers, start_daemon, v1
 
 USER = os_user()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -159,6 +160,35 @@ def test_the_form_submits_to_the_real_daemon(daemon: Api) -> None:
     form.name.value = "formjob"  # taken now: the server says so, nothing is half-done
     form.submit()
     assert form.confirm() is None and "not submitted" in form.result.value
+
+
+def test_the_forms_virtual_cluster_is_a_choice_of_the_daemons_once_shown(pai_home: Path) -> None:
+    """Shown, the form asks the profile's cluster (off the kernel's thread) for the user's virtual clusters: a
+    select with default picked; the job submitted with the second one lands there. A cluster that does not
+    answer leaves the text box, with a note saying why."""
+    (pai_home / "local").mkdir(parents=True)
+    (pai_home / "local" / "cluster.yaml").write_text("virtualClusters:\n  research: {cpu: 2, memoryMB: 2048}\n")
+    daemon = start_daemon(pai_home)
+    try:
+        form = JobForm()
+        assert form.vc.widget is form.vc.text  # nothing asked before it is shown
+        form._repr_mimebundle_()
+        wait_for(lambda: form.vc.widget is form.vc.select)
+        assert form.vc.select.options == ("default", "research") and form.vc.value == "default"
+        assert form.vc.note.value == "" and form.vc.text.layout.display == "none"
+        form.name.value, form.image.value = "form-vc", "busybox"
+        form.roles[0].command.value, form.roles[0].memory.value = "echo picked", 256
+        form.vc.value = "research"
+        assert form.submit() and form.confirm() == f"{USER}~form-vc"
+        listed = daemon.http.get("/api/v2/jobs", params={"vc": "research"}).json()
+        assert [j["name"] for j in listed] == ["form-vc"]
+        deaf = JobForm(client_factory=lambda profile: Client(url="http://127.0.0.1:9", token="t", username=USER))
+        deaf.ask_vcs().join(timeout=60)
+        assert deaf.vc.widget is deaf.vc.text and deaf.vc.select.layout.display == "none"
+        assert "could not be fetched" in deaf.vc.note.value and "type the name" in deaf.vc.note.value
+    finally:
+        control.stop(pai_home)
+        kill_leftovers(pai_home)
 
 
 def test_job_list_log_viewer_and_monitor_against_the_daemon(daemon: Api) -> None:

@@ -52,7 +52,11 @@ def test_the_form_draws_again_after_a_browser_reload(lab: JupyterServer, browser
         page.goto(url)
         page.get_by_text("| Idle").first.wait_for(timeout=90_000)
         run_all(page)
-        form_drawn(page)
+        output = form_drawn(page)
+        # the kernel asked the daemon off its thread: the virtual cluster turns into a select, default picked
+        vc = output.locator(".widget-dropdown", has_text="Virtual cluster").locator("select")
+        vc.wait_for(timeout=60_000)
+        assert vc.input_value() == "default"
         page.locator(".jp-Notebook").first.click()
         page.keyboard.press("Control+s")  # saved: the page leaves without asking
         page.locator(".jp-mod-dirty").wait_for(state="detached", timeout=30_000)

@@ -401,3 +401,38 @@ def test_a_roles_keys_without_a_field_are_kept() -> None:
     form.load(json.dumps(d))
     form.roles[0].cpu.value = 2
     assert doc(form)["taskRoles"][0]["extraContainerOptions"] == {"infiniband": True}
+
+
+def test_the_virtual_cluster_is_a_choice_of_the_clusters_answer_or_a_text_box_that_says_why() -> None:
+    """The definition's virtual cluster field: a select of the user's virtual clusters with ``default`` picked
+    (the first one where the user may not use ``default``); no list: the text box with a note saying why."""
+    from pai_jupyter.protocol.formspec import definition, vc_field
+
+    vc = next(f for f in definition(["research", "default", "research"])["job"] if f["key"] == "vc")
+    assert (vc["kind"], vc["options"], vc["default"], vc["note"]) == ("choice", ["research", "default"], "default", "")
+    assert vc_field(["research", "gpu"]).default == "research"
+    for vcs, why in ((None, "nothing answered at http://127.0.0.1:1"), ([], "")):
+        fallback = vc_field(vcs, why)
+        assert fallback.kind == "text" and fallback.default == "default" and "type the name" in fallback.note
+        assert (why or "names no virtual cluster") in fallback.note
+
+
+def test_the_notebook_forms_virtual_cluster_keeps_what_was_typed_or_loaded() -> None:
+    """A value typed before the list came, or loaded from a document, stays picked even where the cluster does
+    not list it (the cluster's refusal then says why); an untouched ``default`` becomes the list's pick."""
+    from pai_jupyter.protocol.formspec import vc_field
+
+    form = JobForm()
+    assert form.vc.widget is form.vc.text  # not shown yet: nothing asked
+    form.vc.value = "typed"
+    form.vc.offer(vc_field(["default", "research"]))
+    assert form.vc.widget is form.vc.select and form.vc.select.options == ("default", "research", "typed")
+    assert doc(form)["virtualCluster"] == "typed"
+    form.vc.value = "research"
+    assert doc(form)["virtualCluster"] == "research"
+    form.load(json.dumps({**doc(form), "virtualCluster": "loaded"}))
+    assert form.vc.value == "loaded" and "loaded" in form.vc.select.options
+    fresh = JobForm()
+    fresh.vc.offer(vc_field(["gpu", "research"]))
+    assert fresh.vc.value == "gpu" and doc(fresh)["virtualCluster"] == "gpu"
+    assert fresh.vc.text.layout.display == "none" and fresh.vc.select.layout.display == ""

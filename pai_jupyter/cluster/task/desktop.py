@@ -2,7 +2,8 @@
 
 In the task: a virtual display with a VNC server built in (TigerVNC's ``Xvnc``, listening on a unix socket only,
 in a private directory, mode 0600, with a random per-task password), a small window manager and an xterm in the
-task's working dir and environment, and ``websockify`` bridging a websocket to that socket on the port allocated
+task's working dir and environment on a coloured root window (``xsetroot``; Xvnc's own is black, which looked
+like a desktop not drawn yet), and ``websockify`` bridging a websocket to that socket on the port allocated
 to the task (``127.0.0.1`` only). websockify runs behind a guard (``WEBSOCKIFY_GUARD``) that wants the service's
 token, as TensorBoard does: any local process can reach the port, and without the guard five wrong VNC passwords
 from one of them would lock the owner out of the display ("Too many security failures"). websockify serves no
@@ -24,10 +25,11 @@ from typing import Any
 from ..runtime import taskdir
 
 NEEDED = ("Xvnc", "vncpasswd", "websockify")
+BACKGROUND = "#3b6978"  # the root window's colour (xsetroot, where the task has it)
 GEOMETRY_RE = re.compile(r"^[1-9][0-9]{2,3}x[1-9][0-9]{2,3}$")
 NO_DESKTOP = (
     "the desktop plugin needs {what} in the task (Debian: apt-get install tigervnc-standalone-server "
-    "tigervnc-tools websockify, and a window manager such as openbox, and xterm)"
+    "tigervnc-tools websockify, and a window manager such as openbox, xterm and x11-xserver-utils)"
 )
 # websockify's own auth-plugin hook (``--auth-plugin``), with the plugin defined here: the token is read from the
 # environment (never a command line, which ``ps`` shows to every local user) and must come in the header the
@@ -87,6 +89,8 @@ def command(info: dict[str, Any]) -> str:
             'until [ -s "$pai_dt/display" ] && [ -S "$pai_sd/vnc.sock" ]; do kill -0 $pai_pids 2>/dev/null || exit 1; '
             "sleep 0.1; done",
             'export DISPLAY=":$(cat "$pai_dt/display")"',
+            # Xvnc's root window is black: an empty desktop (the xterm not mapped yet, or closed) looked undrawn
+            f"command -v xsetroot >/dev/null && xsetroot -solid {shlex.quote(BACKGROUND)}",
             "for pai_wm in openbox fluxbox icewm twm; do command -v $pai_wm >/dev/null && { $pai_wm & "
             'pai_pids="$pai_pids $!"; break; }; done',
             'command -v xterm >/dev/null && { xterm -geometry 100x30+40+40 & pai_pids="$pai_pids $!"; }',
