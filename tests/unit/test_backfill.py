@@ -131,10 +131,14 @@ def test_random_queues_run_to_the_end_safely_and_the_head_is_never_delayed(
     jobs, quotas = case
     started, plans = simulate(jobs, quotas, plan)
     fifo_started, _ = simulate(jobs, quotas, fifo_plan)
-    for vc in quotas:  # each virtual cluster's first job starts no later than under FIFO
-        first = next((j for j in jobs if j.vc == vc), None)
-        if first is not None:
-            assert started[first.waiting.id] <= fifo_started[first.waiting.id]
+    # each virtual cluster's first job starts no later than under FIFO, when every run time is known: a job without
+    # one that ends early can free what FIFO's head takes at once, while backfill reserved by the known ends
+    # (docs/queue.md: never later than the reservation, which the test below checks)
+    if all(j.waiting.estimate_s is not None for j in jobs):
+        for vc in quotas:
+            first = next((j for j in jobs if j.vc == vc), None)
+            if first is not None:
+                assert started[first.waiting.id] <= fifo_started[first.waiting.id]
     for _, queues, _, result in plans:
         by_id = {w.id: w for q in queues.values() for w in q}
         for job_id, n in result.starts:  # gang: all or nothing

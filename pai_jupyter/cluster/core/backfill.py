@@ -7,8 +7,8 @@ reservation for the job at the head of each virtual cluster's line, and EASY bac
 - Reservation: when the head does not fit, it is given the earliest time its tasks will fit (its "shadow
   time"), computed from when the running jobs end at the latest, and what will be left over then ("extra").
 - Backfill: a later job whose tasks all fit now starts now when it cannot delay the head: either it is known to
-  end before the shadow time, or it takes only the extra. So the head starts no later than it would have under
-  strict FIFO, and no job starves (each becomes the head in turn, and the head is never delayed).
+  end before the shadow time, or it takes only the extra. So the head starts no later than its reservation (no
+  later than under strict FIFO when every run time is known), and no job starves (each becomes the head in turn).
 - Estimates: the embedded runtimes have no user-declared run time. A job's ``extras.maxRunTimeMinutes`` is one
   (an upper bound: the daemon stops a job when it is reached, ``Ending.check_deadlines``), and a running job's
   deadline says when it ends at the latest. Without them nothing is assumed: a running job with no deadline never
