@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import httpx
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from pai_jupyter.common.localserver import free_port
 from tests.polling import wait_for
 
 # other server extensions installed in the venv are off: quicker starts, and nothing but ours under test
@@ -36,12 +36,6 @@ OTHERS_OFF = {
 def task_url(job: str, what: str) -> str:
     """The path (relative to the server's base url) of ``what`` in task main[0] of ``job``."""
     return f"pai/jobs/{job}/main/0/{what}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
