@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.home import pai_home
+from ..common.localserver import answers, die_with_parent, free_port
 from ..common.routes import service_tasks
 from ..common.states import FINAL, TaskState
 from .display import base_url, esc, link_html, service_url
@@ -187,20 +187,6 @@ def proxy_url(port: int, base: str | None = None) -> str:
     return f"{base or base_url()}proxy/{port}/"
 
 
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class LocalTensorBoard:
     logdir: str
@@ -220,7 +206,7 @@ class LocalTensorBoard:
             cmd = " ".join(psutil.Process(self.pid).cmdline())
         except (psutil.Error, OSError):
             return False
-        return "tensorboard" in cmd and self.logdir in cmd and _answers(self.port)
+        return "tensorboard" in cmd and self.logdir in cmd and answers(self.port)
 
     def embed(self, height: int = 600) -> Any:
         return iframe(self.url, height, note=logdir_note(self.logdir, has_runs(f"http://127.0.0.1:{self.port}/")))
@@ -239,14 +225,6 @@ def _info_file(logdir: str) -> Path:
     return info_dir() / f"{hashlib.sha1(logdir.encode()).hexdigest()[:16]}.json"
 
 
-def _die_with_parent() -> None:
-    """In the child before exec (Linux): SIGTERM when the process that started it ends, even by SIGKILL."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def local(
     logdir: str | os.PathLike[str], *, port: int | None = None, timeout: float = 60.0, tied: bool = False
 ) -> LocalTensorBoard:
@@ -261,7 +239,7 @@ def local(
         if tb.alive():
             return tb
     Path(path).mkdir(parents=True, exist_ok=True)
-    port = port or _free_port()
+    port = port or free_port()
     info.parent.mkdir(parents=True, exist_ok=True)
     log = info.with_suffix(".log")
     with log.open("wb") as out:
@@ -283,10 +261,10 @@ def local(
             stderr=out,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if tied and sys.platform == "linux" else None,
         )
     deadline = time.monotonic() + timeout
-    while not _answers(port):
+    while not answers(port):
         if proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"TensorBoard exited with {proc.returncode} before serving {path}:\n{tail}")

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import secrets
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..common.localserver import answers, die_with_parent, free_port
 from .common import PaiHTTPError
 
 START_TIMEOUT = 60.0
@@ -43,20 +42,6 @@ class Board:
     token: str
     proc: subprocess.Popen[bytes]
     last_used: float = field(default_factory=time.monotonic)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def local_logdir(logdir: Any) -> Path | None:
@@ -90,12 +75,6 @@ def _run_as(path: Path) -> tuple[int, int] | None:
     return None
 
 
-def _die_with_server() -> None:
-    """In the child before exec (Linux): SIGTERM when this server ends, even by SIGKILL."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class EndedBoards:
     """The TensorBoards this server started for ended tasks, by (job, role, index)."""
 
@@ -126,7 +105,7 @@ class EndedBoards:
     async def _start(self, path: Path) -> Board:
         """Spawned from the event loop's thread (PR_SET_PDEATHSIG follows the spawning thread), then awaited."""
         run_as = _run_as(path)
-        port, token = _free_port(), secrets.token_hex(24)
+        port, token = free_port(), secrets.token_hex(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PAI_", "JUPYTER"))}
         env["PAI_SERVICE_TOKEN_TENSORBOARD"] = token
         argv = [sys.executable, "-m", GUARD_MODULE, "--logdir", str(path), "--host", "127.0.0.1"]
@@ -138,13 +117,13 @@ class EndedBoards:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             cwd="/",
-            preexec_fn=_die_with_server,
+            preexec_fn=die_with_parent,
             user=run_as[0] if run_as else None,
             group=run_as[1] if run_as else None,
             extra_groups=[] if run_as else None,
         )
         deadline = time.monotonic() + START_TIMEOUT
-        while not _answers(port):
+        while not answers(port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -29,7 +29,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketHandler, websocket_connect
 
 from pai_jupyter.client import Client
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar
 from tests.integration.jupyter_fixture import JupyterServer, start_jupyter
 from tests.polling import wait_for
 
@@ -41,11 +41,7 @@ _cache: dict[str, Figure | BaseException] = {}
 
 
 def _lab(tmp: Path, home: Path) -> JupyterServer:
-    server = start_jupyter(tmp / "jupyter", home, lab=True)
-    settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
-    settings.mkdir(parents=True, exist_ok=True)
-    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
-    return server
+    return start_jupyter(tmp / "jupyter", home, lab=True, lab_settings={"refreshSeconds": 1})
 
 
 def _browser(p: Any) -> Any:
@@ -58,10 +54,7 @@ def _browser(p: Any) -> Any:
 
 def _open(page: Any, server: JupyterServer, workspace: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}")
-    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=120_000)
-    page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
-    page.locator("#pai-jobs-panel").wait_for(state="visible", timeout=30_000)
+    pai_sidebar(page, server, workspace, timeout=120_000)
 
 
 def _synthetic_list(n: int) -> str:

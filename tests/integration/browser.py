@@ -3,7 +3,9 @@
 .ci/run installs chromium and the test extra has playwright, so in CI these tests run; elsewhere they skip with
 the reason. ``watched_page`` records every request's path and every failed response, so a test can say that a
 page loaded completely and never left the server's base_url. The ``browser`` fixture (one Chromium per module) is
-offered to every integration test by conftest.py; ``opened`` is a watched page for one block.
+offered to every integration test by conftest.py; ``opened`` is a watched page for one block, ``lab_page`` the
+body of a module's ``lab`` fixture (a page with the PAI sidebar open); the other helpers are the steps many page
+tests take in JupyterLab (open a notebook and run it, start a notebook from a launcher card).
 """
 
 from __future__ import annotations
@@ -92,12 +94,49 @@ def opened(browser: Any, shot: str | None = None, viewport: tuple[int, int] | No
         w.page.close()
 
 
-def pai_sidebar(page: Any, server: Any, workspace: str) -> Any:
+def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000) -> Any:
     """Open JupyterLab of ``server`` in a fresh layout named ``workspace`` (the sidebar starts closed), wait for
-    pai_jupyter's labextension and open its jobs sidebar; the sidebar's panel."""
+    pai_jupyter's labextension (``timeout`` ms) and open its jobs sidebar; the sidebar's panel."""
     page.goto(f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}")
-    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=90_000)
+    page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=timeout)
     page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
     panel = page.locator("#pai-jobs-panel")
     panel.wait_for(state="visible", timeout=30_000)
     return panel
+
+
+def lab_page(browser: Any, server: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The body of a module's ``lab`` fixture (``yield from`` it): a 1400x900 Lab page of ``server`` with the PAI
+    sidebar open in a fresh layout named after the test; a test that failed leaves its screenshot in SHOTS, and
+    no browser dialog (alert, confirm, prompt) may have shown."""
+    w = watched_page(browser)
+    page = w.page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    pai_sidebar(page, server, request.node.name.replace("_", "-"))
+    failed = request.session.testsfailed
+    yield page
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
+    page.close()
+    assert not w.dialogs, w.dialogs
+
+
+def open_notebook(page: Any, server: Any, name: str) -> None:
+    """Open notebook ``name`` (a path under the server's root) in JupyterLab and wait until its kernel is idle."""
+    page.goto(f"{server.url}lab/tree/{name}?token={server.token}")
+    page.get_by_text("| Idle").first.wait_for(timeout=90_000)
+
+
+def run_all_cells(page: Any) -> None:
+    """Run > Run All Cells in the open notebook."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def new_notebook_from_launcher(page: Any, server: Any, card: str) -> None:
+    """Open JupyterLab's launcher and click the card (a kernel) named ``card``: a new notebook on that kernel."""
+    page.goto(f"{server.url}lab?token={server.token}")
+    found = page.locator(".jp-LauncherCard", has_text=card).first
+    found.wait_for(timeout=90_000)
+    found.click()

@@ -16,6 +16,7 @@ from pai_jupyter.cluster import control
 from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
 from tests.polling import wait_for
+from tests.slurm.fixture import slurm_cluster  # noqa: F401  (a fixture: the Slurm tests ask for it by name)
 
 from .browser import browser  # noqa: F401  (a fixture: the page tests ask for it by name)
 
@@ -130,6 +131,15 @@ def daemon(pai_home: Path) -> Iterator[Api]:
     kill_leftovers(pai_home)
 
 
+@pytest.fixture
+def two_cpus(pai_home: Path) -> Iterator[Api]:
+    """A daemon of 2 CPUs (a small laptop's default cluster; a job of 2 CPUs makes the next ones wait)."""
+    api = start_daemon(pai_home, cpus=2)
+    yield api
+    control.stop(pai_home)
+    kill_leftovers(pai_home)
+
+
 @pytest.fixture(scope="module")
 def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """One daemon for the tests of a module that write nothing to it (refused submissions, reads): they need no
@@ -179,6 +189,14 @@ def docker_daemon(pai_home: Path) -> Iterator[Api]:
     for c in client.containers.list(all=True, filters={"label": "pai.managed=1"}):
         if str(pai_home) in str(c.attrs.get("Mounts")):
             c.remove(force=True)
+
+
+@pytest.fixture
+def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:  # noqa: F811  (the fixture imported above)
+    """A daemon on the Slurm runtime, its tasks on the module's two-node test cluster (tests/slurm/)."""
+    api = start_daemon(pai_home, runtime="slurm")
+    yield api
+    control.stop(pai_home)
 
 
 def v1(name: str, command: str, **role: Any) -> str:

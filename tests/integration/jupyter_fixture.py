@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import httpx
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from pai_jupyter.common.localserver import free_port
 from tests.polling import wait_for
 
 # other server extensions installed in the venv are off: quicker starts, and nothing but ours under test
@@ -38,10 +38,23 @@ def task_url(job: str, what: str) -> str:
     return f"pai/jobs/{job}/main/0/{what}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def lab_settings_file(workdir: Path) -> Path:
+    """The file of pai_jupyter's Lab user settings for the Jupyter server in ``workdir`` (Lab reads it at each page
+    load)."""
+    return workdir / "config" / "lab" / "user-settings" / "pai-jupyter" / "plugin.jupyterlab-settings"
+
+
+def write_notebook(path: Path, *cells: str | Any) -> Path:
+    """A notebook at ``path`` on the python3 kernel, of these code cells (source strings, or nbformat cells that
+    carry metadata such as papermill's ``parameters`` tag)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(c) if isinstance(c, str) else c for c in cells]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
 
 
 @dataclass
@@ -98,15 +111,21 @@ def start_jupyter(
     base_url: str = "/",
     lab: bool = False,
     extensions: dict[str, bool] | None = None,
+    lab_settings: dict[str, Any] | None = None,
 ) -> JupyterServer:
     """Start ``python -m jupyter_server`` with the extension enabled by its own config file (not the installed
     jupyter-config data file, so an editable install needs nothing else) and wait until it answers. Its url
     ends with ``base_url`` (JupyterHub serves each user's server under /user/NAME/). ``lab`` turns JupyterLab's
-    pages on. ``extensions`` turns other server extensions on or off (e.g. jupyter_server_proxy for a baseline)."""
+    pages on. ``extensions`` turns other server extensions on or off (e.g. jupyter_server_proxy for a baseline).
+    ``lab_settings``: pai_jupyter's Lab settings (e.g. ``{"refreshSeconds": 1}``, so pages see changes sooner)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_dir, root = workdir / "config", workdir / "root"
     config_dir.mkdir(exist_ok=True)
     root.mkdir(exist_ok=True)
+    if lab_settings is not None:
+        settings = lab_settings_file(workdir)
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps(lab_settings))
     config = {
         "ServerApp": {
             "jpserver_extensions": {**OTHERS_OFF, "jupyterlab": lab, "pai_jupyter.server": True, **(extensions or {})}
@@ -211,6 +230,21 @@ def services_up(pai: Any, job: str, names: tuple[str, ...], timeout: float = 120
         return svc if all(svc.get(n, {}).get("state") == "running" for n in names) else None
 
     return wait_for(up, timeout, f"{names} of {job}")
+
+
+def task_terminal(server: JupyterServer, job: str) -> str:
+    """Open the terminal of ``job``'s task main[0] through ``server``, do ``terminal_round_trip`` and close it; the
+    output."""
+    import asyncio
+
+    async def run() -> str:
+        ws = await server.ws(task_url(job, "terminal/websocket"))
+        try:
+            return await terminal_round_trip(ws)
+        finally:
+            ws.close()
+
+    return asyncio.run(run())
 
 
 async def terminal_round_trip(ws: WebSocketClientConnection, marker: str = "MARK", timeout: float = 30) -> str:

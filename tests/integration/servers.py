@@ -12,7 +12,7 @@ from typing import Any
 from pai_jupyter.cluster import control
 
 from .conftest import Api, kill_leftovers, start_daemon
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .jupyter_fixture import JupyterServer, start_jupyter, write_notebook
 
 
 class Servers:
@@ -53,3 +53,15 @@ def servers(tmp: Path) -> Iterator[Servers]:
         yield started
     finally:
         started.close()
+
+
+@contextlib.contextmanager
+def notebook_lab(tmp: Path, notebook: str, *cells: str, daemon: bool = True) -> Iterator[JupyterServer]:
+    """The setup of a test that runs a notebook in a browser: a JupyterLab server (beside a daemon for the
+    notebook's jobs, unless ``daemon`` is false) whose root holds ``notebook`` of these code cells."""
+    with servers(tmp) as s:
+        if daemon:
+            s.daemon()
+        server = s.jupyter(lab=True)
+        write_notebook(tmp / "jupyter" / "root" / notebook, *cells)
+        yield server

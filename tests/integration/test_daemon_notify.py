@@ -6,7 +6,6 @@ a NotificationFailed event on a job that ends as it would have."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from email import message_from_bytes
@@ -19,6 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from pai_jupyter.cluster import control
+from pai_jupyter.common.localserver import free_port
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon
@@ -81,12 +81,6 @@ def job(name: str, command: str, notify: dict[str, Any] | None, retry_count: int
 def reasons(api: Api, name: str) -> list[tuple[str, str]]:
     data = api.http.get(f"/api/v2/jobs/{name}/events").json()["data"]
     return [(e["reason"], e["message"]) for e in data if e["reason"].startswith("Notification")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_each_change_asked_for_is_mailed_and_posted_once(

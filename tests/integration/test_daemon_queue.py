@@ -6,24 +6,12 @@ class goes ahead of the line."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
+from .conftest import Api, v1
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def two_cpus(pai_home: Path) -> Iterator[Api]:
-    api = start_daemon(pai_home, cpus=2)
-    yield api
-    control.stop(pai_home)
-    kill_leftovers(pai_home)
 
 
 def job(name: str, command: str, minutes: float, tasks: int = 1, priority: str | None = None) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.polling import wait_for
 
-from .browser import opened
+from .browser import new_notebook_from_launcher, opened
 from .conftest import Api, provisioner_installed
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -47,10 +47,7 @@ def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a
     server, api = lab
     with opened(browser) as w:
         page = w.page
-        page.goto(f"{server.url}lab?token={server.token}")
-        card = page.locator(".jp-LauncherCard", has_text="Python 3 on PAI (lab test)").first
-        card.wait_for(timeout=90_000)
-        card.click()  # a new notebook on the PAI kernel
+        new_notebook_from_launcher(page, server, "Python 3 on PAI (lab test)")
         page.get_by_text("| Idle").first.wait_for(timeout=120_000)
         editor = page.locator(".jp-Cell .cm-content").first
         editor.click()

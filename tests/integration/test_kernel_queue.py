@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .browser import opened
+from .browser import new_notebook_from_launcher, opened
 from .conftest import Api, provisioner_installed, v1
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -46,10 +46,7 @@ def test_a_cell_run_while_the_pai_kernel_starts_is_queued_and_runs(
     try:
         with opened(browser) as w:
             page = w.page
-            page.goto(f"{server.url}lab?token={server.token}")
-            card = page.locator(".jp-LauncherCard", has_text="Python 3 on PAI (lab test)").first
-            card.wait_for(timeout=90_000)
-            card.click()
+            new_notebook_from_launcher(page, server, "Python 3 on PAI (lab test)")
             editor = page.locator(".jp-Cell .cm-content").first
             editor.wait_for(timeout=60_000)
             editor.click()
@@ -70,10 +67,7 @@ def test_a_pai_kernel_that_cannot_start_still_says_why_in_lab(lab: tuple[Jupyter
     install_spec("pai-huge", display="Python 3 on PAI (too big)", cpu=64)  # the test daemon has 8 CPUs
     with opened(browser) as w:
         page = w.page
-        page.goto(f"{server.url}lab?token={server.token}")
-        card = page.locator(".jp-LauncherCard", has_text="Python 3 on PAI (too big)").first
-        card.wait_for(timeout=90_000)
-        card.click()
+        new_notebook_from_launcher(page, server, "Python 3 on PAI (too big)")
         dialog = page.locator(".jp-Dialog-content", has_text="can never run here").first
         dialog.wait_for(timeout=60_000)
         assert "64" in dialog.inner_text()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.polling import wait_for
 
-from .browser import SHOTS, pai_sidebar, watched_page
+from .browser import lab_page
 from .conftest import Api
 from .jupyter_fixture import JupyterServer, services_job, write_events
 from .servers import servers
@@ -43,26 +43,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with servers(tmp) as s:
         api = s.daemon()
         live = api.submit_ok(services_job("look-live", tensorboard=str(write_events(tmp / "tb"))))
-        jupyter = s.jupyter(lab=True)
-        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
-        settings.mkdir(parents=True, exist_ok=True)
-        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        jupyter = s.jupyter(lab=True, lab_settings={"refreshSeconds": 1})
         yield Env(api, jupyter, live)
 
 
 @pytest.fixture
 def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    w = watched_page(browser)
-    page = w.page
-    page.set_viewport_size({"width": 1400, "height": 900})
-    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))
-    failed = request.session.testsfailed
-    yield page
-    if request.session.testsfailed > failed:
-        SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
-    page.close()
-    assert not w.dialogs, w.dialogs
+    """A Lab page with the PAI sidebar open in a fresh layout; a screenshot on failure."""
+    yield from lab_page(browser, env.jupyter, request)
 
 
 def row(page: Any, name: str) -> Any:

@@ -13,9 +13,9 @@ import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
 
-from .browser import pai_sidebar, watched_page
+from .browser import opened, pai_sidebar
 from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer
+from .jupyter_fixture import JupyterServer, lab_settings_file
 from .servers import servers
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ class Env:
     a: Api
     b: Api
     jupyter: JupyterServer
-    settings: Path  # Lab's user settings of the extension
+    settings: Path  # the file of the extension's Lab user settings
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         a.submit_ok(v1("only-on-a", "true"))
         b.submit_ok(v1("only-on-b", "true"))
         jupyter = s.jupyter(home=home_a, lab=True)
-        yield Env(a, b, jupyter, tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter")
+        yield Env(a, b, jupyter, lab_settings_file(tmp / "jupyter"))
 
 
 def _names(http: object) -> tuple[str, set[str]]:
@@ -85,38 +85,34 @@ def test_anonymous_and_forged_switches_are_refused(env: Env) -> None:
 
 
 def test_the_sidebar_switches_profile_and_shows_the_other_daemons_job(env: Env, browser: Any) -> None:
-    w = watched_page(browser)
-    page = w.page
-    page.set_viewport_size({"width": 1400, "height": 900})
-    panel = pai_sidebar(page, env.jupyter, "profiles")
-    panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
-    select = panel.get_by_label("Cluster profile to show")
-    select.wait_for(timeout=30_000)
-    options = select.locator("option").all_inner_texts()
-    assert "local" in " ".join(options) and f"other ({env.b.url})" in options
-    assert env.b.token not in page.content()
-    select.select_option("other")
-    panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
-    assert panel.locator(".pai-JobRow-name", has_text="only-on-a").count() == 0
-    assert panel.locator(".pai-JobsPanel-profile").inner_text().startswith("other")
-    select.select_option("local")  # leave the server as the other tests expect it
-    panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
-    page.close()
+    with opened(browser, viewport=(1400, 900)) as w:
+        page = w.page
+        panel = pai_sidebar(page, env.jupyter, "profiles")
+        panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
+        select = panel.get_by_label("Cluster profile to show")
+        select.wait_for(timeout=30_000)
+        options = select.locator("option").all_inner_texts()
+        assert "local" in " ".join(options) and f"other ({env.b.url})" in options
+        assert env.b.token not in page.content()
+        select.select_option("other")
+        panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
+        assert panel.locator(".pai-JobRow-name", has_text="only-on-a").count() == 0
+        assert panel.locator(".pai-JobsPanel-profile").inner_text().startswith("other")
+        select.select_option("local")  # leave the server as the other tests expect it
+        panel.locator(".pai-JobRow-name", has_text="only-on-a").wait_for(timeout=60_000)
     assert not w.dialogs, w.dialogs
 
 
 def test_the_settings_default_profile_is_honoured_when_lab_opens(env: Env, browser: Any) -> None:
     import json
 
-    env.settings.mkdir(parents=True, exist_ok=True)
-    (env.settings / "plugin.jupyterlab-settings").write_text(json.dumps({"defaultProfile": "other"}))
+    env.settings.parent.mkdir(parents=True, exist_ok=True)
+    env.settings.write_text(json.dumps({"defaultProfile": "other"}))
     try:
-        w = watched_page(browser)
-        page = w.page
-        panel = pai_sidebar(page, env.jupyter, "default-profile")
-        panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
-        assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "other"
-        page.close()
+        with opened(browser) as w:
+            panel = pai_sidebar(w.page, env.jupyter, "default-profile")
+            panel.locator(".pai-JobRow-name", has_text="only-on-b").wait_for(timeout=60_000)
+            assert env.jupyter.http().get("pai/api/profiles").json()["current"] == "other"
     finally:
-        (env.settings / "plugin.jupyterlab-settings").unlink()
+        env.settings.unlink()
         env.jupyter.http().put("pai/api/profiles/current", json={"name": "local"})

@@ -17,7 +17,7 @@ import pytest
 from pai_jupyter.common.states import FINAL
 from tests.polling import wait_for
 
-from .browser import SHOTS, pai_sidebar, watched_page
+from .browser import lab_page
 from .conftest import Api
 from .jupyter_fixture import JupyterServer, services_job
 from .servers import servers
@@ -59,25 +59,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("lab-queue")
     with servers(tmp) as s:
         api = s.daemon(cpus=2)
-        jupyter = s.jupyter(lab=True)
-        settings = tmp / "jupyter" / "config" / "lab" / "user-settings" / "pai-jupyter"
-        settings.mkdir(parents=True, exist_ok=True)
-        (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"refreshSeconds": 1}))
+        jupyter = s.jupyter(lab=True, lab_settings={"refreshSeconds": 1})
         yield Env(api, jupyter)
 
 
 @pytest.fixture
 def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    w = watched_page(browser)
-    page = w.page
-    page.set_viewport_size({"width": 1400, "height": 900})
-    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))
-    failed = request.session.testsfailed
-    yield page
-    if request.session.testsfailed > failed:
-        SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
-    page.close()
+    """A Lab page with the PAI sidebar open in a fresh layout; a screenshot on failure."""
+    yield from lab_page(browser, env.jupyter, request)
 
 
 @pytest.mark.browser

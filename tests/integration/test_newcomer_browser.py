@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from .browser import opened
+from .browser import open_notebook, opened, run_all_cells
 from .jupyter_fixture import JupyterServer
-from .servers import servers
+from .servers import notebook_lab
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,16 +37,9 @@ monitor
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    form = "from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"
     tmp = tmp_path_factory.mktemp("newcomer-browser")
-    with servers(tmp) as s:
-        server = s.jupyter(lab=True)
-        nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [
-            nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"),
-            nbformat.v4.new_code_cell(MONITOR),
-        ]
-        nbformat.write(nb, tmp / "jupyter" / "root" / "widgets.ipynb")
+    with notebook_lab(tmp, "widgets.ipynb", form, MONITOR, daemon=False) as server:
         yield server
 
 
@@ -63,10 +55,8 @@ def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(
 ) -> None:
     with opened(browser, viewport=(1400, 2400)) as w:
         page = w.page
-        page.goto(f"{lab.url}lab/tree/widgets.ipynb?token={lab.token}")
-        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        open_notebook(page, lab, "widgets.ipynb")
+        run_all_cells(page)
         form = page.locator(".jp-OutputArea-output").first
         form.get_by_text("Max run time (minutes").first.wait_for(timeout=90_000)
         for label in form.locator(".widget-label").all():  # no field label cut either

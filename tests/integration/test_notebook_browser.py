@@ -8,13 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
 import pytest
 
-from .browser import opened
+from .browser import open_notebook, opened, run_all_cells
 from .conftest import v1
 from .jupyter_fixture import JupyterServer
-from .servers import servers
+from .servers import notebook_lab
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
@@ -23,28 +22,21 @@ MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only th
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    tmp = tmp_path_factory.mktemp("nb-browser")
-    with servers(tmp) as s:
-        s.daemon()
-        server = s.jupyter(lab=True)
-        nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [
-            nbformat.v4.new_code_cell("%load_ext pai_jupyter"),
-            nbformat.v4.new_code_cell("%%pai_submit --wait\n" + v1("browser-hello", f"echo '{MARKUP}'")),
-            nbformat.v4.new_code_cell("%pai_jobs --live"),
-        ]
-        nbformat.write(nb, tmp / "jupyter" / "root" / "jobs.ipynb")
+    with notebook_lab(
+        tmp_path_factory.mktemp("nb-browser"),
+        "jobs.ipynb",
+        "%load_ext pai_jupyter",
+        "%%pai_submit --wait\n" + v1("browser-hello", f"echo '{MARKUP}'"),
+        "%pai_jobs --live",
+    ) as server:
         yield server
 
 
 def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab: JupyterServer, browser: Any) -> None:
     with opened(browser) as w:
         page = w.page
-        page.goto(f"{lab.url}lab/tree/jobs.ipynb?token={lab.token}")
-        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        open_notebook(page, lab, "jobs.ipynb")
+        run_all_cells(page)
         grid = page.locator(".widget-gridbox")
         grid.get_by_text("browser-hello").first.wait_for(timeout=90_000)
         grid.get_by_text("SUCCEEDED").first.wait_for(timeout=30_000)

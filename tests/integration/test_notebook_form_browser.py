@@ -9,32 +9,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
 import pytest
 
-from .browser import opened
+from .browser import open_notebook, opened, run_all_cells
 from .jupyter_fixture import JupyterServer
-from .servers import servers
+from .servers import notebook_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    tmp = tmp_path_factory.mktemp("nb-form-browser")
-    with servers(tmp) as s:
-        s.daemon()
-        server = s.jupyter(lab=True)
-        nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [nbformat.v4.new_code_cell("from pai_jupyter.notebook import JobForm\nJobForm()")]
-        nbformat.write(nb, tmp / "jupyter" / "root" / "form.ipynb")
+    code = "from pai_jupyter.notebook import JobForm\nJobForm()"
+    with notebook_lab(tmp_path_factory.mktemp("nb-form-browser"), "form.ipynb", code) as server:
         yield server
-
-
-def run_all(page: Any) -> None:
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
 
 def form_drawn(page: Any) -> Any:
@@ -46,12 +34,10 @@ def form_drawn(page: Any) -> Any:
 
 
 def test_the_form_draws_again_after_a_browser_reload(lab: JupyterServer, browser: Any) -> None:
-    url = f"{lab.url}lab/tree/form.ipynb?token={lab.token}"
     with opened(browser, shot="notebook-form-reload") as w:
         page = w.page
-        page.goto(url)
-        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
-        run_all(page)
+        open_notebook(page, lab, "form.ipynb")
+        run_all_cells(page)
         output = form_drawn(page)
         # the kernel asked the daemon off its thread: the virtual cluster turns into a select, default picked
         vc = output.locator(".widget-dropdown", has_text="Virtual cluster").locator("select")
@@ -62,7 +48,7 @@ def test_the_form_draws_again_after_a_browser_reload(lab: JupyterServer, browser
         page.locator(".jp-mod-dirty").wait_for(state="detached", timeout=30_000)
         page.reload()  # the same kernel, a new page
         page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
-        run_all(page)  # at once, as a user does: the widget manager may still be loading the kernel's models
+        run_all_cells(page)  # at once, as a user does: the widget manager may still be loading the kernel's models
         output = form_drawn(page)
         text = "\n".join(output.all_inner_texts())
         assert "not found" not in text and "Error displaying widget" not in text, text

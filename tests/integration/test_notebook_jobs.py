@@ -6,6 +6,7 @@ the job runs (a cell waits on a gate file the test opens) and after; other users
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -21,8 +22,8 @@ import pytest
 from pai_jupyter.protocol.notebookjob import EXIT_NO_PAPERMILL
 
 from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer
-from .servers import servers
+from .jupyter_fixture import JupyterServer, write_notebook
+from .servers import Servers, servers
 
 pytestmark = pytest.mark.slow
 GATE_OUTPUT = r">through the gate\s*</pre>"  # the cell's output (its source says it too, quoted)
@@ -40,42 +41,38 @@ class Env:
 
 def _notebook(path: Path) -> None:
     """A parameters cell, a cell that prints them with their types, and one that waits for a gate file."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     params = nbformat.v4.new_code_cell("lr = 0.01\nepochs = 1\ngate = ''")
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [
+    write_notebook(
+        path,
         params,
-        nbformat.v4.new_code_cell("print('lr', lr, 'epochs', epochs, type(epochs).__name__)"),
-        nbformat.v4.new_code_cell(
-            "import os, time\nwhile gate and not os.path.exists(gate):\n    time.sleep(0.05)\nprint('through the gate')"
-        ),
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+        "print('lr', lr, 'epochs', epochs, type(epochs).__name__)",
+        "import os, time\nwhile gate and not os.path.exists(gate):\n    time.sleep(0.05)\nprint('through the gate')",
+    )
+
+
+@contextlib.contextmanager
+def papermill_servers(tmp: Path) -> Iterator[tuple[Servers, Path]]:
+    """``servers(tmp)`` whose daemons' tasks find papermill in the task tools (skips where it is not there), and
+    a gates folder in ``tmp`` that every account can use."""
+    if not Path(TASK_TOOLS, "bin", "papermill").exists():
+        pytest.skip(f"no papermill in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
+    gates = tmp / "gates"
+    gates.mkdir(mode=0o777)
+    gates.chmod(0o777)
+    with pytest.MonkeyPatch.context() as mp, servers(tmp) as s:
+        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)  # the daemon's environment: its tasks find papermill there
+        yield s, gates
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    if not Path(TASK_TOOLS, "bin", "papermill").exists():
-        pytest.skip(f"no papermill in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
     tmp: Path = tmp_path_factory.mktemp("nbjobs")
-    gates = tmp / "gates"
-    gates.mkdir(mode=0o777)
-    gates.chmod(0o777)
-    old = os.environ.get("PAI_JUPYTER_TASK_TOOLS")
-    os.environ["PAI_JUPYTER_TASK_TOOLS"] = TASK_TOOLS  # the daemon's environment: its tasks find papermill there
-    try:
-        with servers(tmp) as s:
-            api = s.daemon()
-            bob = api.new_user("bob")
-            jupyter = s.jupyter()
-            yield Env(api, bob, jupyter, tmp / "jupyter" / "root", gates)
-    finally:
-        if old is None:
-            os.environ.pop("PAI_JUPYTER_TASK_TOOLS", None)
-        else:
-            os.environ["PAI_JUPYTER_TASK_TOOLS"] = old
+    with papermill_servers(tmp) as (s, gates):
+        api = s.daemon()
+        bob = api.new_user("bob")
+        jupyter = s.jupyter()
+        yield Env(api, bob, jupyter, tmp / "jupyter" / "root", gates)
 
 
 def _outputs(nb: dict[str, Any]) -> str:

@@ -5,7 +5,6 @@ and the rest after it ends."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,32 +12,18 @@ from typing import Any
 import pytest
 
 from .browser import SHOTS, opened, pai_sidebar
-from .servers import servers
-from .test_notebook_jobs import TASK_TOOLS, Env, _notebook
+from .test_notebook_jobs import Env, _notebook, papermill_servers
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    if not Path(TASK_TOOLS, "bin", "papermill").exists():
-        pytest.skip(f"no papermill in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
     tmp: Path = tmp_path_factory.mktemp("nbjobs-lab")
-    gates = tmp / "gates"
-    gates.mkdir()
-    gates.chmod(0o777)
-    old = os.environ.get("PAI_JUPYTER_TASK_TOOLS")
-    os.environ["PAI_JUPYTER_TASK_TOOLS"] = TASK_TOOLS
-    try:
-        with servers(tmp) as s:
-            api = s.daemon()
-            jupyter = s.jupyter(lab=True)
-            yield Env(api, api, jupyter, tmp / "jupyter" / "root", gates)
-    finally:
-        if old is None:
-            os.environ.pop("PAI_JUPYTER_TASK_TOOLS", None)
-        else:
-            os.environ["PAI_JUPYTER_TASK_TOOLS"] = old
+    with papermill_servers(tmp) as (s, gates):
+        api = s.daemon()
+        jupyter = s.jupyter(lab=True)
+        yield Env(api, api, jupyter, tmp / "jupyter" / "root", gates)
 
 
 def test_run_as_pai_job_and_read_the_executed_notebook_while_it_runs(env: Env, browser: Any) -> None:

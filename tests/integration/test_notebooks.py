@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon
+from .conftest import Api
 from .test_notebook_e2e import cell_text
 
 pytestmark = pytest.mark.slow
@@ -71,15 +68,6 @@ def test_distributed_roles_find_each_other(daemon: Api, tmp_path: Path) -> None:
     assert text.count("ps answered 200") == 2  # both workers reached the ps at its PAI_* address
     assert "I am worker[0]; the ps is at 127.0.0.1:" in text
     assert "PAI_PORT_LIST_ps_0_grpc=" in text and "PAI_TASK_ROLE_LIST=" in text
-
-
-@pytest.fixture
-def two_cpus(pai_home: Path) -> Iterator[Api]:
-    """The default cluster of a 2-CPU machine (the README's `make lab` on a small laptop)."""
-    api = start_daemon(pai_home, cpus=2)
-    yield api
-    control.stop(pai_home)
-    kill_leftovers(pai_home)
 
 
 def test_distributed_sizes_itself_to_a_two_cpu_cluster(two_cpus: Api, tmp_path: Path) -> None:

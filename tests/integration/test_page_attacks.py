@@ -14,7 +14,6 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from tests.polling import wait_for
 from .browser import opened
 from .jupyter_fixture import JupyterServer, services_job, services_up, task_url
 from .servers import servers
+from .test_desktop import need_desktop
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -83,15 +83,6 @@ def desktop_job(name: str, command: str = "sleep 600") -> str:
     doc = json.loads(services_job(name, command))
     doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": "desktop", "parameters": {"geometry": "800x600"}}]}
     return json.dumps(doc)
-
-
-def need_desktop() -> None:
-    missing = [b for b in ("Xvnc", "vncpasswd", "websockify") if not shutil.which(b)]
-    if missing or not Path("/usr/share/novnc/core/rfb.js").exists():
-        pytest.skip(
-            f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
-            "websockify novnc xterm openbox; .ci/run does)"
-        )
 
 
 @dataclass

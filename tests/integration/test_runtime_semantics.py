@@ -16,10 +16,7 @@ from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
 from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
 
-from ..slurm.fixture import slurm_cluster
 from .conftest_runtime import make_spec, read, wait
-
-__all__ = ["slurm_cluster"]
 
 TESTS = Path(__file__).parents[1]
 BASH_IMAGE, BUSYBOX_IMAGE = "pai-test/bash:latest", "pai-test/busybox:latest"

@@ -9,28 +9,17 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 
 from ..polling import wait_for
-from ..slurm.fixture import slurm_cluster
 from .conftest import Api, start_daemon
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm_cluster"]
-
-
-@pytest.fixture
-def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:
-    api = start_daemon(pai_home, runtime="slurm")
-    yield api
-    control.stop(pai_home)
 
 
 def job(name: str, roles: dict[str, Any], **extra: Any) -> str:
@@ -115,18 +104,23 @@ def test_a_ps_and_two_workers_run_across_both_nodes_and_meet(slurm: Api) -> None
     assert ips <= {"10.203.0.11", "10.203.0.12", "127.0.0.1"}, ips
 
 
+def stop_once_started(api: Api, name: str) -> tuple[dict[str, Any], float]:
+    """Stop job ``name`` once its first task printed "started"; its detail after it ended, and the seconds from the
+    stop to that end."""
+    api.wait(name, states={"RUNNING"}, timeout=30)
+    wait_for(lambda: "started" in api.log(name, name="stdout"), 30, f"{name} to print 'started'")
+    began = time.monotonic()
+    assert api.stop(name).status_code in (200, 202)
+    detail = api.wait(name, timeout=60)
+    return detail, time.monotonic() - began
+
+
 def test_stop_cancels_the_slurm_job_and_the_job_is_stopped(slurm: Api) -> None:
     name = slurm.submit_ok(job("long", {"main": role("echo started; sleep 300", instances=2)}))
-    slurm.wait(name, states={"RUNNING"}, timeout=30)
-    deadline = time.monotonic() + 30
-    while "started" not in slurm.log(name, name="stdout") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    began = time.monotonic()
-    assert slurm.stop(name).status_code in (200, 202)
-    detail = slurm.wait(name, timeout=60)
+    detail, took = stop_once_started(slurm, name)
     assert detail["jobStatus"]["state"] == "STOPPED", detail
     assert all(t["taskState"] == "STOPPED" for t in slurm.tasks(detail)), slurm.tasks(detail)
-    assert time.monotonic() - began < 20
+    assert took < 20
 
 
 def test_the_completion_policy_ends_the_job_when_its_minimum_succeeded(slurm: Api) -> None:
@@ -160,16 +154,10 @@ def test_a_killed_daemon_reattaches_to_its_slurm_jobs_by_their_ids(slurm: Api) -
 
 def test_stop_ends_a_task_that_ignores_sigterm_after_slurms_kill_wait(slurm: Api) -> None:
     name = slurm.submit_ok(job("stubborn", {"main": role("trap '' TERM; echo started; while :; do sleep 1; done")}))
-    slurm.wait(name, states={"RUNNING"}, timeout=30)
-    deadline = time.monotonic() + 30
-    while "started" not in slurm.log(name, name="stdout") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    began = time.monotonic()
-    assert slurm.stop(name).status_code in (200, 202)
-    detail = slurm.wait(name, timeout=60)
+    detail, took = stop_once_started(slurm, name)
     assert detail["jobStatus"]["state"] == "STOPPED", detail
     assert slurm.tasks(detail)[0]["taskState"] == "STOPPED"
-    assert time.monotonic() - began < 20  # the test cluster's KillWait is 2 s
+    assert took < 20  # the test cluster's KillWait is 2 s
 
 
 def test_stopping_a_job_slurm_holds_pending_cancels_it_there(slurm: Api) -> None:

@@ -15,13 +15,11 @@ import pytest
 from pai_jupyter.cluster.core.accounts import dedicated_name
 
 from ..polling import wait_for
-from ..slurm.fixture import slurm_cluster
 from .conftest import Api
 from .test_daemon_terminal import Terminal
-from .test_runtime_slurm import job, role, slurm
+from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm", "slurm_cluster"]
 PROBE = (
     'echo "uid=$(id -u) on $SLURMD_NODENAME"; L="$PAI_USER_HOME/../../.."; '
     'cat "$L/runtime.json" 2>/dev/null || echo DENIED-runtime; '

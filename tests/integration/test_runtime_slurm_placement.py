@@ -16,12 +16,10 @@ from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 
 from ..polling import wait_for
-from ..slurm.fixture import slurm_cluster
 from .conftest import Api, start_daemon
-from .test_runtime_slurm import job, role, slurm
+from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm", "slurm_cluster"]
 NODE_IPS = {"n1": "10.203.0.11", "n2": "10.203.0.12"}
 
 

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from ..polling import wait_for
-from ..slurm.fixture import SCRIPT, slurm_cluster
+from ..slurm.fixture import SCRIPT
 from .conftest import Api
-from .test_runtime_slurm import job, role, slurm
+from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm", "slurm_cluster"]
 
 
 def test_the_max_run_time_counts_from_when_slurm_runs_the_job(slurm: Api) -> None:

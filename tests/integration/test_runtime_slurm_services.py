@@ -13,13 +13,11 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.notebook.magics import PaiMagics
 
 from ..polling import wait_for
-from ..slurm.fixture import slurm_cluster
 from .conftest import Api, v1
 from .jupyter_fixture import jupyter, write_events
-from .test_runtime_slurm import PS, WORKER, job, role, slurm
+from .test_runtime_slurm import PS, WORKER, job, role
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm", "slurm_cluster"]
 NODE_IPS = {"10.203.0.11", "10.203.0.12"}
 
 

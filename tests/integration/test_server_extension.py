@@ -30,8 +30,8 @@ from .jupyter_fixture import (
     execute,
     services_job,
     services_up,
+    task_terminal,
     task_url,
-    terminal_round_trip,
     write_events,
 )
 from .servers import servers
@@ -187,14 +187,7 @@ def test_bodies_both_ways_through_the_in_job_jupyter(env: Env) -> None:
 
 
 def test_terminal_round_trip_on_the_process_runtime(env: Env) -> None:
-    async def run() -> str:
-        ws = await env.jupyter.ws(task_url(env.plain, "terminal/websocket"))
-        try:
-            return await terminal_round_trip(ws)
-        finally:
-            ws.close()
-
-    assert "42MARK" in asyncio.run(run())
+    assert "42MARK" in task_terminal(env.jupyter, env.plain)
 
 
 def test_jobs_route_lists_the_profiles_jobs_with_service_urls(env: Env) -> None:

@@ -18,7 +18,7 @@ from pai_jupyter.client import Client
 from tests.polling import wait_for
 
 from .conftest import Api
-from .jupyter_fixture import jupyter, services_job, task_url, terminal_round_trip, write_events
+from .jupyter_fixture import jupyter, services_job, task_terminal, task_url, terminal_round_trip, write_events
 from .standin import serving
 
 pytestmark = pytest.mark.slow
@@ -63,15 +63,7 @@ def test_terminal_round_trip_in_a_docker_task(docker_daemon: Api, pai_home: Path
     job = docker_daemon.submit_ok(services_job("dterm"))
     docker_daemon.wait(job, ("RUNNING",), timeout=60)
     with jupyter(tmp_path / "jupyter", pai_home) as js:
-
-        async def run() -> str:
-            ws = await js.ws(task_url(job, "terminal/websocket"))
-            try:
-                return await terminal_round_trip(ws)
-            finally:
-                ws.close()
-
-        assert "42MARK" in asyncio.run(run())
+        assert "42MARK" in task_terminal(js, job)
     docker_daemon.stop(job)
 
 

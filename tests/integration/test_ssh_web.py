@@ -21,7 +21,7 @@ import tornado.web
 import yaml
 from tornado.httpclient import HTTPClientError
 
-from .jupyter_fixture import free_port, jupyter, task_url, terminal_round_trip
+from .jupyter_fixture import free_port, jupyter, task_terminal, task_url
 from .ssh_helpers import impostor, keypair, need_sshd, start_sshd
 from .standin import serving
 
@@ -104,15 +104,7 @@ def test_web_ssh_to_a_remote_openpai_task(
     )
     assert getpass.getuser() == "root"  # the stand-in task's sshd lets in root, as OpenPAI's containers do
     with jupyter(tmp_path / "jupyter", pai_home, {"profile": "remote"}) as js:
-
-        async def session() -> str:
-            ws = await js.ws(task_url("root~web", "terminal/websocket"))
-            try:
-                return await terminal_round_trip(ws)
-            finally:
-                ws.close()
-
-        assert "42MARK" in asyncio.run(session())
+        assert "42MARK" in task_terminal(js, "root~web")
 
         upgrade = {
             "Upgrade": "websocket",
@@ -202,15 +194,7 @@ def test_web_ssh_and_pai_ssh_refuse_a_changed_host_key(
         "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
     }
     with jupyter(tmp_path / "jupyter", pai_home, {"profile": "remote"}) as js:
-
-        async def session() -> str:
-            ws = await js.ws(task_url("root~web", "terminal/websocket"))
-            try:
-                return await terminal_round_trip(ws)
-            finally:
-                ws.close()
-
-        assert "42MARK" in asyncio.run(session())  # first use: the key is kept
+        assert "42MARK" in task_terminal(js, "root~web")  # first use: the key is kept
         r = pai_ssh()  # the same file: OpenSSH reads what web SSH kept
         assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
 

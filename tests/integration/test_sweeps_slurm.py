@@ -3,28 +3,15 @@ changes; trials are Slurm jobs, their reports are read from their task directori
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from pai_jupyter.client import Client
-from pai_jupyter.cluster import control
 from pai_jupyter.sweep import Sweep
 
-from ..slurm.fixture import slurm_cluster
-from .conftest import Api, start_daemon
+from .conftest import Api
 from .test_sweeps import template
 
 pytestmark = [pytest.mark.slurm]
-__all__ = ["slurm_cluster"]
-
-
-@pytest.fixture
-def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:
-    api = start_daemon(pai_home, runtime="slurm")
-    yield api
-    control.stop(pai_home)
 
 
 def test_a_grid_sweep_runs_on_slurm(slurm: Api) -> None:
