@@ -22,7 +22,7 @@ from pai_jupyter.common.states import FINAL
 from pai_jupyter.sweep import Sweep, trial_job
 from tests.polling import wait_for
 
-from .browser import SHOTS, pai_sidebar, watched_page
+from .browser import lab_page
 from .conftest import Api
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -55,16 +55,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 @pytest.fixture
 def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    w = watched_page(browser)
-    page = w.page
-    page.set_viewport_size({"width": 1400, "height": 900})
-    pai_sidebar(page, env.jupyter, request.node.name.replace("_", "-"))
-    failed = request.session.testsfailed
-    yield page
-    if request.session.testsfailed > failed:
-        SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{request.node.name}.png"))
-    page.close()
+    yield from lab_page(browser, env.jupyter, request)
 
 
 def test_the_sweep_routes_answer_the_users_own_sweeps(env: Env) -> None:
