@@ -22,6 +22,7 @@ from tornado import web
 from ..client import FINAL_STATES, AsyncClient, BadRequest, JobNotFound, JobSummary, NotSupported, PaiError
 from ..client.models import ListedTask
 from ..common.services import links
+from .answers import JobList, JobRow, TaskRow
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
 from .registry import Registry
 
@@ -82,7 +83,7 @@ async def _services(client: AsyncClient, job: str) -> list[dict[str, Any]] | str
         return exc.message
 
 
-def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message: str | None) -> dict[str, Any]:
+def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message: str | None) -> JobRow:
     """One job of the Lab's list (``JobRow`` in labextension/src/api.ts): each task with the URLs of its services
     (``{name, title, url (None: no web page), state}``) and terminal."""
     user, name = job.username, job.name
@@ -105,7 +106,7 @@ def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message
     }
 
 
-def _task_row(base_url: str, user: str, name: str, t: ListedTask, message: str | None) -> dict[str, Any]:
+def _task_row(base_url: str, user: str, name: str, t: ListedTask, message: str | None) -> TaskRow:
     prefix = task_prefix(base_url, user, name, t.role, t.task_index)
     state = {s.name: s.state for s in t.services}
     # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
@@ -115,7 +116,7 @@ def _task_row(base_url: str, user: str, name: str, t: ListedTask, message: str |
         "index": t.task_index,
         "state": t.task_state,
         "services": [
-            {**link, "state": state[str(link["name"])]}
+            {**link, "state": state[link["name"]]}
             for link in links(base_url, user, name, t.role, t.task_index, list(state))
         ],
         "terminalUrl": f"{prefix}terminal/websocket" if terminal else None,
@@ -149,6 +150,10 @@ class JobsHandler(SafeErrors, APIHandler):
             raise PaiHTTPError(
                 502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
             ) from None
-        out = [job_row(self.base_url, *row) for row in listed]
+        answer: JobList = {
+            "profile": client.profile.name,
+            "user": client.username,
+            "jobs": [job_row(self.base_url, *row) for row in listed],
+        }
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(safe_json({"profile": client.profile.name, "user": client.username, "jobs": out}))
+        self.finish(safe_json(answer))
