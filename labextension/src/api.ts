@@ -1,5 +1,7 @@
 // The server extension's routes (pai/api/...) and nothing else: the panel never talks to the daemon or to
 // OpenPAI. Requests go through Jupyter's ServerConnection, so base_url, token and _xsrf are handled by Lab.
+// JobList and JobDetail are held to the Python types that shape them (pai_jupyter/server/answers.py) by
+// tests/unit/test_lab_api_contract.py: change a field on both sides.
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
@@ -9,6 +11,7 @@ export interface TaskRow {
   state: string;
   services: { name: string; title: string; state: string; url: string | null }[];
   terminalUrl: string | null;
+  terminalPage: string | null;
 }
 
 export interface JobRow {
@@ -17,12 +20,13 @@ export interface JobRow {
   username: string;
   state: string;
   submissionTime: string | null;
-  launchedTime?: string | null;
-  completedTime?: string | null;
-  retries?: number;
+  launchedTime: string | null;
+  completedTime: string | null;
+  retries: number;
   totalTaskNumber: number;
   totalGpuNumber: number;
-  virtualCluster?: string | null;
+  virtualCluster: string | null;
+  appExitCode: number | null;
   metricsUrl: string;
   tasks: TaskRow[];
   servicesMessage: string | null;

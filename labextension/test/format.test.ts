@@ -11,8 +11,13 @@ function job(name: string, state: string, username = 'root'): JobRow {
     username,
     state,
     submissionTime: null,
+    launchedTime: null,
+    completedTime: null,
+    retries: 0,
     totalTaskNumber: 1,
     totalGpuNumber: 0,
+    virtualCluster: null,
+    appExitCode: null,
     metricsUrl: '',
     tasks: [],
     servicesMessage: null

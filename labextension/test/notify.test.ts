@@ -12,8 +12,11 @@ function job(name: string, state: string, retries = 0, user = 'alice', launched 
     retries,
     submissionTime: null,
     launchedTime: launched ? '2026-01-01T00:00:00Z' : null,
+    completedTime: null,
     totalTaskNumber: 1,
     totalGpuNumber: 0,
+    virtualCluster: null,
+    appExitCode: null,
     metricsUrl: '',
     tasks: [],
     servicesMessage: null

@@ -11,9 +11,9 @@ import httpx
 
 from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
-from .calls import Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
+from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
 from .locality import Locality
-from .models import JobDetail, JobList
+from .models import JobDetail, JobList, ListedJob
 from .profiles import Profile
 from .wire import Op, Req, Sleep, error_for
 
@@ -95,6 +95,11 @@ class AsyncClient(Calls):
 
     async def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
         return await self._drive(self._list_jobs(**kw))
+
+    async def jobs_with_tasks(self, *, state: str | list[str] | None = None, limit: int = PAGE) -> list[ListedJob]:
+        """This user's newest jobs, each live one with its tasks and their services' states, in one request
+        (embedded cluster only: NotSupported elsewhere)."""
+        return await self._drive(self._jobs_with_tasks(state=state, limit=limit))
 
     async def detail(self, job: JobRef) -> JobDetail:
         return await self._drive(self._detail(job))

@@ -1,4 +1,5 @@
-"""Typed results: JobSummary (a list row), JobDetail with TaskStatus rows; DataFrames and escaped HTML."""
+"""Typed results: JobSummary (a list row), JobDetail with TaskStatus rows, ListedJob (a row with its tasks);
+DataFrames and escaped HTML."""
 
 from __future__ import annotations
 
@@ -154,6 +155,27 @@ class TaskStatus(_Api):
 
     def __repr__(self) -> str:
         return f"TaskStatus({self.role}[{self.task_index}], state={self.task_state!r}, exit={self.container_exit_code})"
+
+
+class ServiceState(_Api):
+    """One of a task's services as the embedded cluster's job list gives it (``Client.jobs_with_tasks``)."""
+
+    name: str
+    state: str
+    message: str | None = None
+
+
+class ListedTask(TaskStatus):
+    """A task with its services' states (``Client.jobs_with_tasks``)."""
+
+    services: list[ServiceState] = Field(default_factory=list)
+
+
+class ListedJob(JobSummary):
+    """A list row with, on a live job, its current attempt's tasks (``Client.jobs_with_tasks``; None: not given,
+    the job has ended)."""
+
+    tasks: list[ListedTask] | None = None
 
 
 class JobStatus(JobSummary):

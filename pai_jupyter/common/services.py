@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from typing_extensions import TypedDict  # pydantic reads it (a JSON Schema) on any Python
+
 from .routes import task_route
 
 
@@ -72,11 +74,19 @@ def route_re(web: str) -> str:
     return "|".join(names([web]))
 
 
-def links(base: str, user: str, job: str, role: str, index: int, present: Iterable[str]) -> list[dict[str, str | None]]:
+class Link(TypedDict):
+    """A task's service as the browser opens it: ``url`` is a path on the Jupyter server, None without a page."""
+
+    name: str
+    title: str
+    url: str | None
+
+
+def links(base: str, user: str, job: str, role: str, index: int, present: Iterable[str]) -> list[Link]:
     """The ``{name, title, url}`` of each service a task has, as the Jupyter server answers the browser: ``url``
     is the page to open (a path on that server), None for a service without one (ssh). Unknown names are left
     out: a daemon newer than this server may run services it cannot serve."""
-    out: list[dict[str, str | None]] = []
+    out: list[Link] = []
     for name in present:
         s = by_name(name)
         if s is None:

@@ -2,27 +2,95 @@
 
 What the labextension draws its job panel from. URLs are paths on this Jupyter server (the browser never
 learns a task's host or port). Jobs that have ended carry no service URLs.
+
+On the embedded cluster (and the Slurm backend, the same daemon) one request gives the list with each live
+job's tasks and their services (``jobs_with_tasks``); a remote OpenPAI server has no such route, so there it
+takes the list and then, per live job, its detail and services. Both end in the same models, shaped once
+(``job_row``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..client import FINAL_STATES, BadRequest, JobNotFound, NotSupported, PaiError
+from ..client import FINAL_STATES, AsyncClient, BadRequest, JobNotFound, JobSummary, NotSupported, PaiError
+from ..client.models import ListedTask
 from ..common.services import links
+from .answers import JobList, JobRow, TaskRow
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
 from .registry import Registry
 
+Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
+"""A job, its tasks with their services (none when it has ended), and why its services are not known."""
 
-def _summary(job: Any) -> dict[str, Any]:
+
+async def listed_jobs(client: AsyncClient, limit: int, state: list[str] | None, log: logging.Logger) -> list[Listed]:
+    """The jobs with their tasks: in one request where the cluster can, else a detail and services per live job."""
+    try:
+        return await listed_in_one_call(client, limit, state)
+    except NotSupported:
+        return await listed_per_job(client, limit, state, log)
+
+
+async def listed_in_one_call(client: AsyncClient, limit: int, state: list[str] | None) -> list[Listed]:
+    """The embedded cluster's list with tasks (NotSupported elsewhere)."""
+    return [(job, job.tasks or [], None) for job in await client.jobs_with_tasks(limit=limit, state=state)]
+
+
+async def listed_per_job(client: AsyncClient, limit: int, state: list[str] | None, log: logging.Logger) -> list[Listed]:
+    """Any server: the list, then each live job's detail and services (1 + 2N requests)."""
+    jobs = await client.list_jobs(limit=limit, state=state)
+    live = [j for j in jobs if j.state not in FINAL_STATES]
+    extra = dict(zip((j.id for j in live), await asyncio.gather(*(_tasks(client, j, log) for j in live)), strict=True))
+    return [(job, *extra.get(job.id, ([], None))) for job in jobs]
+
+
+async def _tasks(client: AsyncClient, job: JobSummary, log: logging.Logger) -> tuple[list[ListedTask], str | None]:
+    """A live job's tasks with their services, from its detail and services (a remote OpenPAI server)."""
+    try:
+        detail, services = await asyncio.gather(client.detail(job.id), _services(client, job.id))
+    except JobNotFound:  # deleted since the list was read
+        return [], None
+    except PaiError as exc:
+        log.warning("pai: tasks of %s: %s", job.id, exc)
+        return [], "the cluster did not answer for this job"
+    message = services if isinstance(services, str) else None
+    services = [] if isinstance(services, str) else services
+    tasks = [
+        ListedTask.model_validate(
+            {
+                **t.model_dump(by_alias=True),
+                "services": [
+                    s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index
+                ],
+            }
+        )
+        for t in detail.tasks
+    ]
+    return tasks, message
+
+
+async def _services(client: AsyncClient, job: str) -> list[dict[str, Any]] | str:
+    try:
+        return list(await client.services(job))
+    except NotSupported as exc:
+        return exc.message
+
+
+def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message: str | None) -> JobRow:
+    """One job of the Lab's list (``JobRow`` in labextension/src/api.ts): each task with the URLs of its services
+    (``{name, title, url (None: no web page), state}``) and terminal."""
+    user, name = job.username, job.name
     return {
         "id": job.id,
-        "name": job.name,
-        "username": job.username,
+        "name": name,
+        "username": user,
         "state": job.state,
         "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
         "totalTaskNumber": job.total_task_number,
@@ -32,6 +100,27 @@ def _summary(job: Any) -> dict[str, Any]:
         "retries": job.retries,
         "virtualCluster": job.virtual_cluster,
         "appExitCode": job.app_exit_code,
+        "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
+        "tasks": [_task_row(base_url, user, name, t, message) for t in tasks],
+        "servicesMessage": message,
+    }
+
+
+def _task_row(base_url: str, user: str, name: str, t: ListedTask, message: str | None) -> TaskRow:
+    prefix = task_prefix(base_url, user, name, t.role, t.task_index)
+    state = {s.name: s.state for s in t.services}
+    # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
+    terminal = t.task_state == "RUNNING" and (not message or bool((t.container_ports or {}).get("ssh")))
+    return {
+        "role": t.role,
+        "index": t.task_index,
+        "state": t.task_state,
+        "services": [
+            {**link, "state": state[link["name"]]}
+            for link in links(base_url, user, name, t.role, t.task_index, list(state))
+        ],
+        "terminalUrl": f"{prefix}terminal/websocket" if terminal else None,
+        "terminalPage": f"{prefix}terminal/" if terminal else None,
     }
 
 
@@ -51,7 +140,7 @@ class JobsHandler(SafeErrors, APIHandler):
             limit = most
         state = self.get_argument("state", None)
         try:
-            jobs = await client.list_jobs(limit=limit, state=state.split(",") if state else None)
+            listed = await listed_jobs(client, limit, state.split(",") if state else None, self.log)
         except BadRequest:
             raise PaiHTTPError(
                 400, "state must be job states separated by commas, e.g. RUNNING,WAITING", code="BadRequest"
@@ -61,59 +150,10 @@ class JobsHandler(SafeErrors, APIHandler):
             raise PaiHTTPError(
                 502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
             ) from None
-        live = [j for j in jobs if j.state not in FINAL_STATES]
-        extra = await asyncio.gather(*(self._tasks(j.username, j.name) for j in live))
-        by_id = {j.id: e for j, e in zip(live, extra, strict=True)}
-        base = self.base_url.rstrip("/")
-        out = []
-        for job in jobs:
-            row = _summary(job)
-            row["metricsUrl"] = f"{base}/pai/api/jobs/{job_path(job.username, job.name)}/metrics"
-            row.update(by_id.get(job.id, {"tasks": [], "servicesMessage": None}))
-            out.append(row)
+        answer: JobList = {
+            "profile": client.profile.name,
+            "user": client.username,
+            "jobs": [job_row(self.base_url, *row) for row in listed],
+        }
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(safe_json({"profile": client.profile.name, "user": client.username, "jobs": out}))
-
-    async def _tasks(self, user: str, name: str) -> dict[str, Any]:
-        """Each task of a live job with its service URLs (and states) and its terminal URL."""
-        client = self.registry.client
-        job = f"{user}~{name}"
-        message = None
-        try:
-            detail, services = await asyncio.gather(client.detail(job), self._services(job))
-        except JobNotFound:  # deleted since the list was read
-            return {"tasks": [], "servicesMessage": None}
-        except PaiError as exc:
-            self.log.warning("pai: tasks of %s: %s", job, exc)
-            return {"tasks": [], "servicesMessage": "the cluster did not answer for this job"}
-        if isinstance(services, str):
-            services, message = [], services
-        tasks = []
-        for t in detail.tasks:
-            prefix = task_prefix(self.base_url, user, name, t.role, t.task_index)
-            own = [s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index]
-            tasks.append(
-                {
-                    "role": t.role,
-                    "index": t.task_index,
-                    "state": t.task_state,
-                    "services": [  # {name, title, url (None: no web page), state}
-                        {**link, "state": next(s.get("state") for s in own if s.get("name") == link["name"])}
-                        for link in links(self.base_url, user, name, t.role, t.task_index, [s["name"] for s in own])
-                    ],
-                    # a remote OpenPAI's task: web SSH to its sshd (see webssh.py), which needs an ssh port
-                    "terminalUrl": f"{prefix}terminal/websocket"
-                    if t.task_state == "RUNNING" and (not message or (t.container_ports or {}).get("ssh"))
-                    else None,
-                    "terminalPage": f"{prefix}terminal/"
-                    if t.task_state == "RUNNING" and (not message or (t.container_ports or {}).get("ssh"))
-                    else None,
-                }
-            )
-        return {"tasks": tasks, "servicesMessage": message}
-
-    async def _services(self, job: str) -> list[dict[str, Any]] | str:
-        try:
-            return list(await self.registry.client.services(job))
-        except NotSupported as exc:
-            return exc.message
+        self.finish(safe_json(answer))

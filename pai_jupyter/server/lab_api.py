@@ -10,7 +10,7 @@ show it beside the field. Writes are Jupyter API calls: cookie-authenticated one
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from tornado import web
 
@@ -20,6 +20,7 @@ from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
+from .answers import Event, JobDetail, TaskDetail
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .ended_tensorboard import local_logdir
 from .lab_base import LabHandler
@@ -32,12 +33,12 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
 
 
-def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> JobDetail:
     """A job's status and tasks as the job page shows them, with each running task's services (``{name, title,
     url}``, from the cluster's list of the job's services: only those the task has)."""
     s = detail.job_status
     user, _, name = detail.id.partition("~")
-    tasks = []
+    tasks: list[TaskDetail] = []
     for t in detail.tasks:
         prefix = task_prefix(base_url, user, name, t.role, t.task_index)
         running = t.task_state == "RUNNING"
@@ -101,12 +102,12 @@ class JobHandler(LabHandler):
             await self.ended_tensorboards(job, out)
         if self.get_argument("events", "") == "1":
             try:
-                out["events"] = await self.client.events(job)
+                out["events"] = cast("list[Event]", await self.client.events(job))
             except PaiError as exc:
                 out["events"], out["eventsMessage"] = [], f"no events: {exc.message}"
         self.send(out)
 
-    async def ended_tensorboards(self, job: str, out: dict[str, Any]) -> None:
+    async def ended_tensorboards(self, job: str, out: JobDetail) -> None:
         """An ended job still offers each task's TensorBoard whose logdir is on this machine (started on demand
         over it: ``ended_tensorboard``)."""
         try:

@@ -31,6 +31,7 @@ from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
 from .proxy import p5_proxy_latency, p5_proxy_throughput
 from .queue import p18_schedule_pass, p18c_first_pass
+from .sidebar import p20_sidebar_poll
 from .slurm import p15_submit_to_running, p16_gang_job, p17_drain
 from .sweep import p19_sweep_overhead
 
@@ -60,6 +61,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
     ("P18C", "first scheduling pass after a restart", p18c_first_pass),
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
+    ("P20", "sidebar poll: job list with tasks, 20 running jobs", p20_sidebar_poll),
 ]
 
 

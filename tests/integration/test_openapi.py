@@ -417,6 +417,11 @@ def test_list_info_tokens_and_login_answer_as_the_spec_says(seeded: Seeded) -> N
     )
     assert page["totalCount"] >= 2 and len(page["data"]) == 2
     assert {j["state"] for j in page["data"]} <= {"SUCCEEDED", "FAILED"}
+    listed = {f"{j['username']}~{j['name']}": j for j in conforms(http.get("/api/v2/local/jobs"), "/api/v2/local/jobs")}
+    assert [s["name"] for s in listed[seeded.running]["tasks"][0]["services"]] == ["tensorboard"]
+    assert listed[seeded.waiting]["tasks"][0]["taskState"] == "WAITING" and "tasks" not in listed[seeded.succeeded]
+    page = conforms(http.get("/api/v2/local/jobs", params={"withTotalCount": "true", "limit": 1}), "/api/v2/local/jobs")
+    assert page["totalCount"] >= 2 and len(page["data"]) == 1
     info = conforms(http.get("/api/v2/info"), "/api/v2/info")
     assert info["capacity"] == {"cpu": 2, "memoryMB": 1024, "gpu": 0} and info["used"]["cpu"] == 2
     conforms(http.get("/api/v2/tokens"), "/api/v2/tokens")

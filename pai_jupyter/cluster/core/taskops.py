@@ -96,32 +96,47 @@ def _running_handle(t: TaskRow) -> TaskHandle:
     return TaskHandle.from_dict(loads(t["handle"]))
 
 
+def service_state(t: TaskRow, name: str, port: int) -> tuple[str, str | None]:
+    """The state of one of a task's services (waiting, starting, running, stopping, stopped, unavailable) and,
+    when unavailable, the service's own words on why."""
+    up = t["state"] == "RUNNING" and services.answers(t["host_ip"] or "127.0.0.1", port)
+    if t["task_dir"] and taskdir.has_marker(Path(t["task_dir"]), name):
+        return ("stopping" if up else "stopped"), None
+    if t["state"] in ("WAITING", "STARTING"):
+        return "waiting", None  # for its task to start
+    if t["state"] != "RUNNING":
+        return "stopped", None
+    if up:
+        return "running", None
+    if t["task_dir"]:  # the service's own words, in its run/: read safely
+        said = safeio.read_text_beneath(t["task_dir"], taskdir.service_file(name, "missing"), 4096)
+        if said is not None and said.strip():
+            return "unavailable", said.strip()
+    return "starting", None
+
+
+def task_services(t: TaskRow) -> list[dict[str, Any]]:
+    """A task's services as the job list shows them: ``{name, state}`` (and ``message`` when unavailable)."""
+    out = []
+    for name, info in (loads(t["services"], {}) or {}).items():
+        state, problem = service_state(t, name, info["port"])
+        out.append({"name": name, "state": state, **({"message": problem} if problem else {})})
+    return out
+
+
 def list_services(cluster: Cluster, row: JobCore) -> list[dict[str, Any]]:
     out = []
     for t in cluster.store.tasks(row["id"], row["attempt"]):
         for name, info in (loads(t["services"], {}) or {}).items():
-            host = t["host_ip"] or "127.0.0.1"
-            up = t["state"] == "RUNNING" and services.answers(host, info["port"])
-            if t["task_dir"] and taskdir.has_marker(Path(t["task_dir"]), name):
-                state = "stopping" if up else "stopped"
-            elif t["state"] in ("WAITING", "STARTING"):
-                state = "waiting"  # for its task to start
-            elif t["state"] != "RUNNING":
-                state = "stopped"
-            else:
-                state = "running" if up else "starting"
-            problem = None
-            if state == "starting" and t["task_dir"]:  # the service's own words, in its run/: read safely
-                said = safeio.read_text_beneath(t["task_dir"], taskdir.service_file(name, "missing"), 4096)
-                problem = said.strip() or None if said is not None else None
+            state, problem = service_state(t, name, info["port"])
             out.append(
                 {
                     "role": t["role"],
                     "index": t["idx"],
                     "name": name,
-                    "host": host,
+                    "host": t["host_ip"] or "127.0.0.1",
                     "port": info["port"],
-                    "state": "unavailable" if problem else state,
+                    "state": state,
                     "token": info.get("token"),
                     "basePath": info["basePath"],
                     **({"message": problem} if problem else {}),

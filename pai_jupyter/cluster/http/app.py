@@ -1,6 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
-the local extensions under /api/v2/local/ (tasks.py, ssh.py, maxruntime.py, priority.py, users.py, lease.py, sweeps.py),
-described in ``openapi.yaml``.
+the local extensions under /api/v2/local/ (joblist.py, tasks.py, ssh.py, maxruntime.py, priority.py, users.py,
+lease.py, sweeps.py), described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -16,7 +16,7 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.service import Cluster
-from . import jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
+from . import joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
 from .base import JOB, Base
 
 
@@ -32,6 +32,7 @@ def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.we
     local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
     routes = [
         *jobs.routes(args),
+        *joblist.routes(args),
         *logs.routes(args),
         *openpai.routes(args),
         *tasks.routes(local_job, args),

@@ -67,32 +67,36 @@ class Jobs(Base):
         self.write_json(result, 202)
 
     def get(self) -> None:
-        def listed(name: str) -> list[str] | None:
-            raw = self.get_argument(name, "")
-            return [v for v in raw.split(",") if v] or None
-
-        users = listed("username")
-        if not self.is_admin:  # a user lists only their own jobs, whatever else the filter names ("" is no one)
-            users = [u for u in users or [self.user["name"]] if u == self.user["name"]] or [""]
-        states = listed("state")
-        if states:
-            states = [s.upper() for s in states]
         with_total = self.get_argument("withTotalCount", "false").lower() == "true"
-        items, total = self.cluster.store.list_json(
-            users=users,
-            states=states,
-            vcs=listed("vc"),
-            keyword=self.get_argument("keyword", None),
-            tags_contain=listed("tagsContain"),
-            tags_not_contain=listed("tagsNotContain"),
-            priorities=listed("jobPriority"),
-            order=self.get_argument("order", "submissionTime,DESC"),
-            offset=self.int_arg("offset", 0),
-            limit=self.int_arg("limit", 5000, 1, 50000),
-            with_total=with_total,
-        )
+        items, total = self.cluster.store.list_json(**list_filters(self), with_total=with_total)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(f'{{"totalCount": {total}, "data": {items}}}' if with_total else items)
+
+
+def list_filters(handler: Base) -> dict[str, Any]:
+    """The list's query (OpenPAI's filters, order and page) as ``Store.list_json`` keywords; a user lists only
+    their own jobs, whatever else the filter names."""
+
+    def listed(name: str) -> list[str] | None:
+        raw = handler.get_argument(name, "")
+        return [v for v in raw.split(",") if v] or None
+
+    users = listed("username")
+    if not handler.is_admin:  # "" is no one
+        users = [u for u in users or [handler.user["name"]] if u == handler.user["name"]] or [""]
+    states = listed("state")
+    return {
+        "users": users,
+        "states": [s.upper() for s in states] if states else None,
+        "vcs": listed("vc"),
+        "keyword": handler.get_argument("keyword", None),
+        "tags_contain": listed("tagsContain"),
+        "tags_not_contain": listed("tagsNotContain"),
+        "priorities": listed("jobPriority"),
+        "order": handler.get_argument("order", "submissionTime,DESC"),
+        "offset": handler.int_arg("offset", 0),
+        "limit": handler.int_arg("limit", 5000, 1, 50000),
+    }
 
 
 class JobDetail(Base):

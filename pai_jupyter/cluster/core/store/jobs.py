@@ -11,6 +11,8 @@ from .rows import AttemptRow, EventRow, JobCore, JobRow, JobWithConfig, LiveTask
 from .schema import CORE_COLUMNS, ITEM, LIST_ORDER_FIELDS, PRIORITY, sql_set
 from .users import Users
 
+CHUNK = 400  # jobs named in one statement (SQLite allows 32766 bound values; a few statements are as quick)
+
 
 class Store(Users):
     """Thin, typed access to the database; rows come back as dicts. Only the daemon opens it."""
@@ -215,6 +217,34 @@ class Store(Users):
         else:
             rows = self.all("SELECT * FROM tasks WHERE job_id = ? AND attempt = ? ORDER BY rowid", (job_id, attempt))
         return cast("list[TaskRow]", rows)
+
+    def job_cores(self, names: list[tuple[str, str]]) -> list[JobCore]:
+        """The core rows of the jobs named ``(user, name)`` (those that exist), a few statements for many jobs."""
+        out: list[JobCore] = []
+        for i in range(0, len(names), CHUNK):
+            part = names[i : i + CHUNK]
+            pairs = ",".join("(?, ?)" for _ in part)
+            args = tuple(v for pair in part for v in pair)
+            out += cast(
+                "list[JobCore]",
+                self.all(f"SELECT {CORE_COLUMNS} FROM jobs WHERE (user, name) IN (VALUES {pairs})", args),
+            )
+        return out
+
+    def current_tasks(self, job_ids: list[int]) -> dict[int, list[TaskRow]]:
+        """Each job's tasks of its current attempt in creation order (as ``tasks(id, attempt)``), for many jobs at
+        once: the local job list's tasks."""
+        out: dict[int, list[TaskRow]] = {i: [] for i in job_ids}
+        for i in range(0, len(job_ids), CHUNK):
+            part = job_ids[i : i + CHUNK]
+            rows = self.all(
+                "SELECT t.* FROM tasks t JOIN jobs j ON j.id = t.job_id AND t.attempt = j.attempt "
+                f"WHERE j.id IN ({','.join('?' * len(part))}) ORDER BY t.rowid",
+                tuple(part),
+            )
+            for row in cast("list[TaskRow]", rows):
+                out[row["job_id"]].append(row)
+        return out
 
     def task(self, job_id: int, attempt: int, role: str, idx: int) -> TaskRow | None:
         return cast(
