@@ -1,10 +1,13 @@
 """On the real two-node Slurm cluster: a ps x1 + worker x2 job across both nodes whose workers
 reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*, and whose TensorBoard (on ps's node, not this host's loopback)
-opens through the Jupyter server extension; a notebook's ``%%pai_submit --wait`` works against it unchanged."""
+opens through the Jupyter server extension; a notebook's ``%%pai_submit --wait`` and the Lab's sidebar and job page
+work against it unchanged."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -13,8 +16,9 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.notebook.magics import PaiMagics
 
 from ..polling import wait_for
+from .browser import lab_page
 from .conftest import Api, v1
-from .jupyter_fixture import jupyter, write_events
+from .jupyter_fixture import jupyter, start_jupyter, write_events
 from .test_runtime_slurm import PS, WORKER, job, role
 
 pytestmark = [pytest.mark.slurm]
@@ -70,3 +74,27 @@ def test_a_notebooks_pai_submit_wait_works_unchanged_against_slurm(slurm: Api) -
         assert slurm.log(job.id, name="stdout").startswith("on n")  # it ran on a Slurm node
     finally:
         magics.close()
+
+
+@pytest.mark.browser
+def test_the_labs_sidebar_and_job_page_show_a_slurm_job_on_its_node(
+    slurm: Api, browser: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    name = slurm.submit_ok(job("labslurm", {"main": role('echo "on $SLURMD_NODENAME"; sleep 300')}))
+    ip = wait_for(lambda: slurm.tasks(slurm.detail(name), "main")[0].get("containerIp"), 60, "the task's node IP")
+    assert ip in NODE_IPS
+    server = start_jupyter(tmp_path / "jupyter", slurm.home, lab=True, lab_settings={"refreshSeconds": 1})
+    try:
+        with contextmanager(lab_page)(browser, server, request) as page:
+            row = page.locator("#pai-jobs-panel .pai-JobRow").filter(
+                has=page.locator(".pai-JobRow-name", has_text="labslurm")
+            )
+            row.locator(".pai-Badge", has_text="RUNNING").wait_for(timeout=60_000)
+            row.click()
+            job_page = page.locator(".pai-JobPage").filter(has_text=name)
+            job_page.locator(".pai-Tasks td", has_text=ip).first.wait_for(timeout=30_000)  # the node it runs on
+            job_page.locator(".pai-LogText", has_text="on n").wait_for(timeout=30_000)  # its log, from the node
+            slurm.stop(name)
+            row.locator(".pai-Badge", has_text="STOPPED").wait_for(timeout=60_000)
+    finally:
+        server.stop()
