@@ -15,8 +15,13 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/** The classes of a secondary action drawn as JupyterLab's dialog and form buttons are, at toolbar height;
+ *  also for a download link (`a`) that should look like its neighbouring buttons. */
+export const BUTTON_CLASS = 'jp-Button jp-mod-styled jp-mod-reject jp-mod-small pai-Button';
+
 export function button(text: string, label: string, onclick: () => void): HTMLButtonElement {
-  const b = el('button', 'jp-Button pai-Button', text);
+  const b = el('button', BUTTON_CLASS, text);
+  b.type = 'button';
   b.setAttribute('aria-label', label);
   b.onclick = onclick;
   return b;

@@ -21,6 +21,7 @@ import {
 } from './formdoc';
 import { getFormSpec, importDocument } from './formapi';
 import { el } from './dom';
+import { selectBox } from './selectbox';
 
 type Doc = Record<string, unknown>;
 type Placed = Problem & { field?: string };
@@ -236,7 +237,10 @@ export class SubmitForm extends Widget {
     const error = el('div', 'pai-Field-error');
     error.id = `${id}-error`;
     input.setAttribute('aria-describedby', error.id);
-    wrap.append(el('div', 'pai-Field-labels'), input);
+    wrap.append(
+      el('div', 'pai-Field-labels'),
+      input instanceof HTMLSelectElement ? selectBox(input) : input
+    );
     if (f.note) {
       const note = el('div', 'pai-Field-note', f.note);
       note.id = `${id}-note`;

@@ -7,7 +7,8 @@ import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
 import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
 import { serviceIcon } from './icons';
-import { button, el, section, toolButton } from './dom';
+import { button, BUTTON_CLASS, el, section, toolButton } from './dom';
+import { selectBox } from './selectbox';
 import { duration, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
@@ -280,7 +281,7 @@ export class JobPage extends Widget {
       'Copy the config',
       () => void navigator.clipboard?.writeText(this.configPre.textContent || '')
     );
-    bar.append(this.formatSelect, copy);
+    bar.append(selectBox(this.formatSelect), copy);
     this.configPre = el('pre', 'pai-Pre pai-ConfigText');
     this.configPre.tabIndex = 0;
     this.configPre.setAttribute('aria-label', 'Job config as submitted');
@@ -317,12 +318,12 @@ export class JobPage extends Widget {
     this.follow.checked = true;
     this.follow.onchange = () => void this.loadLog();
     followLabel.append(this.follow, document.createTextNode(' Follow'));
-    this.download = el('a', 'jp-Button pai-Button', 'Full log');
+    this.download = el('a', BUTTON_CLASS, 'Full log');
     this.download.setAttribute('download', '');
     this.download.setAttribute('aria-label', 'Download the full log');
     bar.append(
-      this.taskSelect,
-      this.streamSelect,
+      selectBox(this.taskSelect),
+      selectBox(this.streamSelect),
       followLabel,
       button('Tail', 'Show the log tail', () => void this.loadLog()),
       this.download

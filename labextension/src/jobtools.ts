@@ -3,7 +3,7 @@
 // Where the cluster cannot do one (a remote OpenPAI) the row says so instead of offering it.
 import { CommandRegistry } from '@lumino/commands';
 import { getAccess, JobAccess, JobDetail, PaiApiError, setMaxRunTime, sshKeyUrl } from './api';
-import { button, el } from './dom';
+import { button, BUTTON_CLASS, el } from './dom';
 import { plural } from './format';
 import { CommandIDs } from './commands';
 
@@ -58,7 +58,7 @@ export class JobTools {
     }
     const items: HTMLElement[] = [];
     if (access.sshKey) {
-      const a = el('a', 'jp-Button pai-Button pai-SshKey', 'SSH key');
+      const a = el('a', `${BUTTON_CLASS} pai-SshKey`, 'SSH key');
       a.href = sshKeyUrl(this.jobId);
       a.setAttribute('download', '');
       a.setAttribute('aria-label', `Download the SSH private key of ${this.jobId}`);

@@ -1,15 +1,18 @@
 // The jobs sidebar's profile switch: a select of the user's cluster profiles (clusters.yaml, listed by the
 // server without tokens); choosing one makes the server show and proxy that profile's jobs.
 import { listProfiles, ProfileInfo, selectProfile } from './api';
+import { selectBox } from './selectbox';
 
 export class ProfileSwitch {
-  readonly node = document.createElement('select');
+  private readonly select = document.createElement('select');
+  /** The select in Lab's drop-down look: what the sidebar places. */
+  readonly node = selectBox(this.select);
 
   constructor(private readonly switched: () => void) {
-    this.node.className = 'jp-mod-styled pai-ProfileSelect';
-    this.node.setAttribute('aria-label', 'Cluster profile to show');
-    this.node.title = 'Cluster profile';
-    this.node.onchange = () => void this.choose(this.node.value);
+    this.select.className = 'jp-mod-styled pai-ProfileSelect';
+    this.select.setAttribute('aria-label', 'Cluster profile to show');
+    this.select.title = 'Cluster profile';
+    this.select.onchange = () => void this.choose(this.select.value);
   }
 
   get current(): string {
@@ -40,18 +43,18 @@ export class ProfileSwitch {
     try {
       const { current } = await selectProfile(name);
       this._current = current;
-      this.node.value = current;
+      this.select.value = current;
       this.switched();
     } catch (err) {
-      this.node.value = this._current;
-      this.node.title = `Could not switch to ${name}: ${(err as Error).message}`;
+      this.select.value = this._current;
+      this.select.title = `Could not switch to ${name}: ${(err as Error).message}`;
     }
   }
 
   private fill(current: string, profiles: ProfileInfo[]): void {
     this.profiles = profiles;
     this._current = current;
-    this.node.replaceChildren(
+    this.select.replaceChildren(
       ...profiles.map(p => {
         const o = document.createElement('option');
         o.value = p.name;
@@ -59,7 +62,7 @@ export class ProfileSwitch {
         return o;
       })
     );
-    this.node.value = current;
+    this.select.value = current;
     this.node.hidden = profiles.length < 2;
   }
 

@@ -5,10 +5,11 @@
 // changes (no poll of its own), after each change and on Refresh. All text goes in as text, never as HTML.
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { ICommandPalette, MainAreaWidget, Notification } from '@jupyterlab/apputils';
-import { LabIcon } from '@jupyterlab/ui-components';
+import { LabIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 import { jobPath, request } from './api';
-import { button, el } from './dom';
+import { button, el, toolButton } from './dom';
+import { selectBox } from './selectbox';
 import { CLASSES, movedPlace, QueuedJob, WaitingQueue } from './queueplace';
 import { JobsPanel } from './sidebar';
 import { CommandIDs } from './commands';
@@ -26,7 +27,7 @@ export class QueueView extends Widget {
     const header = el('div', 'pai-QueueView-header');
     header.append(
       el('h2', 'pai-QueueView-title', 'Waiting jobs'),
-      button('Refresh', 'Refresh the waiting queue', () => void this.load())
+      toolButton('Refresh', 'Refresh the waiting queue', refreshIcon, () => void this.load())
     );
     this.statusNode = el('div', 'pai-QueueView-status');
     this.statusNode.setAttribute('role', 'status');
@@ -51,7 +52,7 @@ export class QueueView extends Widget {
       : 'No job is waiting.';
     this.body.replaceChildren();
     for (const [vc, line] of lines) {
-      const table = el('table', 'pai-QueueTable');
+      const table = el('table', 'pai-Table pai-QueueTable');
       table.setAttribute('aria-label', `Waiting jobs of virtual cluster ${vc}`);
       const head = el('tr');
       for (const h of ['Place', 'Job', 'Priority', 'Why waiting', '']) {
@@ -68,7 +69,7 @@ export class QueueView extends Widget {
   private row(job: QueuedJob, line: QueuedJob[], canReorder: boolean): HTMLTableRowElement {
     const tr = el('tr', 'pai-QueueRow');
     tr.dataset.job = job.job;
-    const select = el('select', 'jp-mod-styled pai-QueuePriority');
+    const select = el('select', 'pai-QueuePriority');
     select.setAttribute('aria-label', `Priority class of ${job.job}`);
     for (const c of CLASSES) {
       const option = el('option', '', c);
@@ -93,7 +94,7 @@ export class QueueView extends Widget {
       moves.append(b);
     }
     const cell = el('td');
-    cell.append(select);
+    cell.append(selectBox(select));
     tr.append(
       el('td', 'pai-QueuePlace', String(job.ahead + 1)),
       el('td', 'pai-QueueJob', job.job),

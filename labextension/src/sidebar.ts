@@ -23,6 +23,7 @@ import {
 } from './format';
 import { visibleRange } from './virtual';
 import { button, el, toolButton } from './dom';
+import { selectBox } from './selectbox';
 import { CommandIDs } from './commands';
 
 export const ROW_HEIGHT = 46;
@@ -76,7 +77,7 @@ export class JobsPanel extends Widget {
     this.searchInput.placeholder = 'Search name or user';
     this.searchInput.setAttribute('aria-label', 'Search jobs by name or user');
     this.searchInput.oninput = () => this.draw(true);
-    tools.append(this.stateSelect, this.searchInput);
+    tools.append(selectBox(this.stateSelect), this.searchInput);
 
     // "Python on PAI" kernels are jobs too: ended ones can be hidden, or deleted in one go
     const kernels = el('div', 'pai-JobsPanel-tools pai-Kernels');

@@ -247,6 +247,23 @@ def test_the_charts_have_axes_units_and_the_tasks_name_and_tabs_have_icons(env: 
         save_shots(lab, Path(shots))
 
 
+HEIGHTS = """(page) => [...page.querySelectorAll('.pai-JobTools input, .pai-Logs select, .pai-Row .pai-Button')]
+  .map(e => [e.getAttribute('aria-label') || e.textContent, Math.round(e.getBoundingClientRect().height)])"""
+
+
+def test_the_job_page_opens_at_the_top_its_controls_lab_styled_at_one_height(env: Env, lab: Any) -> None:
+    env.api.wait(env.live, ("RUNNING",), timeout=60)
+    page = job_page(lab, env, "look-live")
+    page.locator(".pai-Chart[data-measure='cpu'] polyline").first.wait_for(state="attached", timeout=60_000)
+    assert page.evaluate("p => p.scrollTop") == 0  # the log and charts loaded, the page still at its top
+    heights = page.evaluate(HEIGHTS)
+    assert len(heights) >= 6 and len({h for _, h in heights}) == 1, heights  # minutes, set, selects, tail, full log
+    for select in page.locator("select").all():  # Lab's drop-down caret beside each select
+        assert select.locator("xpath=following-sibling::*[contains(@class, 'pai-Select-caret')]").count() == 1
+    tail = page.get_by_role("button", name="Show the log tail")
+    assert "jp-mod-styled" in (tail.get_attribute("class") or "")
+
+
 def save_shots(lab: Any, to: Path) -> None:
     """The sidebar (capacity open), the job page and its charts, in the light and the dark theme."""
     to.mkdir(parents=True, exist_ok=True)

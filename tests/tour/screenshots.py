@@ -74,6 +74,7 @@ def shoot(page: Any, out: Path, name: str) -> None:
     page.locator("#pai-jobs-panel").screenshot(path=str(out / f"sidebar-{name}.png"))
     tab(page, TRAIN)
     job = page.locator(".pai-JobPage:not(.lm-mod-hidden)")
+    job.evaluate("p => p.scrollTo(0, 0)")  # as it opens: the other theme's chart shot scrolled it
     job.screenshot(path=str(out / f"jobpage-{name}.png"))
     job.locator(".pai-Metrics").screenshot(path=str(out / f"charts-{name}.png"))
     tab(page, "New PAI job")
