@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
@@ -17,6 +17,9 @@ from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
 from .formfields import Field, RoleFields, locate, profile_names, spec_field
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 
 def auto() -> W.Layout:
@@ -37,12 +40,12 @@ def _json_error(exc: ValueError) -> Exception:
 class JobForm(DocumentFields, W.VBox):
     """Build, check and submit a job. ``client_factory(profile_name)`` makes the client (default: ``Client``)."""
 
-    def __init__(self, job: Any = None, *, client_factory: Callable[[str], Any] | None = None, **kw: Any):
+    def __init__(self, job: Any = None, *, client_factory: Callable[[str], Client] | None = None, **kw: Any):
         super().__init__(**kw)
         self._client_factory = client_factory
         self._base: dict[str, Any] = {}  # keys of an imported document the form has no field for (kept as is)
         self._syncing = False
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Client] = {}
         self.job_id: str | None = None
         self.problems: list[tuple[str, str]] = []
         names, default = profile_names()
