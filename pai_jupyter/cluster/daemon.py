@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tornado.httpserver
 import tornado.netutil
@@ -36,6 +37,9 @@ from .paths import (
 )
 from .runtime import registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
+
+if TYPE_CHECKING:
+    from .core.service import Cluster
 
 log = logging.getLogger("pai_jupyter.cluster")
 EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
@@ -112,12 +116,12 @@ def load_capacity(
     return Capacity(total=total, quotas=quotas)
 
 
-def admin_token(cluster, local: Path) -> str:
+def admin_token(cluster: Cluster, local: Path) -> str:
     user = os_user()
     cluster.store.ensure_user(user, admin=True)
-    old = read_runtime(local.parent)
-    if old and old.get("token") and cluster.store.user_for_token(old["token"]):
-        return old["token"]
+    old = (read_runtime(local.parent) or {}).get("token")
+    if isinstance(old, str) and old and cluster.store.user_for_token(old):
+        return old
     return cluster.store.new_token(user, "admin (runtime.json)")
 
 

@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 # the home and runtime.json live in common (the client reads them); the daemon's modules import them from here
-from ..common.home import local_dir, os_user, pai_home, read_runtime, runtime_file  # noqa: F401
+from ..common.home import local_dir as local_dir
+from ..common.home import os_user as os_user
+from ..common.home import pai_home as pai_home
+from ..common.home import read_runtime as read_runtime
+from ..common.home import runtime_file as runtime_file
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ the job lives on. A kernel that crashes ends the task with its exit code (or sig
 after a clean shutdown the launcher waits a little for the provisioner to stop the job, so a shut-down kernel's
 job is STOPPED. The connection file's temp dir goes as soon as the kernel has read it.
 Lines starting with ``[pai_jupyter kernel]`` are read by the provisioner; keep their wording.
+Its types are comments, which mypy checks and no python evaluates: the task's python may be older than ours.
 """
 
 import json
@@ -71,6 +72,7 @@ PaiKernelApp.launch_instance(argv=["-f", conn], kernel_class=PaiKernel)
 
 
 def port(label):
+    # type: (str) -> int
     value = os.environ.get(f"PAI_CONTAINER_HOST_{label}_PORT_LIST", "")
     if not value:
         sys.exit(f"{TAG} no port labelled {label!r} was allocated to this task")
@@ -78,6 +80,7 @@ def port(label):
 
 
 def secret(name, what):
+    # type: (str, str) -> str
     value = os.environ.pop(name, "")
     if not value or value.startswith("<%"):
         sys.exit(f"{TAG} the job carries no {what}")
@@ -85,6 +88,7 @@ def secret(name, what):
 
 
 def curve_keys(hex_secret):
+    # type: (str) -> tuple[str, str]
     """(public, secret) Z85 keys from the secret key in hex; exits when pyzmq cannot do CurveZMQ."""
     import zmq
     from zmq.utils import z85
@@ -99,6 +103,7 @@ def curve_keys(hex_secret):
 
 
 def main():
+    # type: () -> None
     key = secret("PAI_KERNEL_KEY", "connection key (secrets.kernelKey)")
     curve = secret("PAI_KERNEL_CURVE_KEY", "CurveZMQ key (secrets.kernelCurveKey)")
     try:
@@ -109,7 +114,7 @@ def main():
             "(an image with python and ipykernel, e.g. `pip install ipykernel`)"
         )
     public, private = curve_keys(curve)
-    info = {f"{label}_port": port(label) for label in LABELS}
+    info = {f"{label}_port": port(label) for label in LABELS}  # type: dict[str, int | str]
     info.update(
         ip=os.environ.get("PAI_KERNEL_IP", "127.0.0.1"),
         key=key,
@@ -119,9 +124,10 @@ def main():
         curve_publickey=public,
         curve_secretkey=private,
     )
-    child = []  # (the kernel's process, its temp dir)
+    child = []  # type: list[tuple[subprocess.Popen[bytes] | None, str]]  # (the kernel's process, its temp dir)
 
     def ending(signum, _frame):  # stopped: the kernel ends too, and its temp dir goes
+        # type: (int, object) -> None
         for proc, home in child:
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signum)
@@ -142,6 +148,7 @@ def main():
 
 
 def run(info, child):
+    # type: (dict[str, int | str], list[tuple[subprocess.Popen[bytes] | None, str]]) -> int
     """Run kernels until one ends for a reason other than a restart; its exit code (negative: a signal). Each
     kernel gets its connection file in a temp dir of its own, which it removes once it has read it (so not even a
     SIGKILL of the whole task leaves one behind), and a pipe it writes to when its shutdown asks for a restart."""

@@ -29,7 +29,7 @@ import asyncio
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import KernelConnectionInfo
 from traitlets import Float, Int, Unicode
@@ -40,6 +40,9 @@ from . import jobspec
 from .jobspec import KernelJobOptions
 from .lease import LeaseKeeper, lease_terms
 from .reach import KernelReach, KernelStartError
+
+if TYPE_CHECKING:
+    from ..client import JobDetail
 
 __all__ = ["KernelStartError", "PaiProvisioner"]
 
@@ -180,7 +183,7 @@ class PaiProvisioner(KernelReach):
             virtual_cluster=self.virtual_cluster,
         )
 
-    async def _until_running(self, deadline: float) -> Any:
+    async def _until_running(self, deadline: float) -> JobDetail:
         """The job's detail once its task runs with its host and ports; a clear error when it ends or waits."""
         delay, shown = 0.05, ""
         while True:
@@ -348,7 +351,7 @@ class PaiProvisioner(KernelReach):
             self._hold_lease()
 
 
-def _exit_code(detail: Any) -> int:
+def _exit_code(detail: JobDetail) -> int:
     s = detail.job_status
     if s.app_exit_code is not None:
         return int(s.app_exit_code)

@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
@@ -21,6 +21,9 @@ from ..client.errors import PaiError
 from ..common.states import FINAL
 from . import jobspec
 from .tunnel import MODES, KernelTunnel, TunnelError, open_tunnel, task_ports
+
+if TYPE_CHECKING:
+    from ..client import AsyncClient, JobDetail
 
 SSH_NOTE = {
     "never": "the kernelspec says `tunnel: never`, so the Jupyter server must reach the task's host and ports "
@@ -38,7 +41,7 @@ class _NoAnswer(KernelStartError):
     """The kernel's heartbeat did not answer on this path before the deadline."""
 
 
-class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
+class KernelReach(KernelProvisionerBase):
     """The job's client, the path to its kernel and the diagnosis of its end (the base of ``PaiProvisioner``)."""
 
     profile = Unicode("", config=True, help="Cluster profile; empty = the default profile.")
@@ -83,7 +86,7 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
     )
 
     job_id: str | None = None
-    _client: Any = None
+    _client: AsyncClient | None = None
     _is_local: bool | None = None
     _tunnel: KernelTunnel | None = None
     _task_info: dict[str, Any] | None = None  # the kernel's ports in its task (connection_info has the local ones)
@@ -92,17 +95,19 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
     path = ""  # "direct" or "SSH tunnel via HOST:PORT"
 
     @property
-    def client(self) -> Any:
+    def client(self) -> AsyncClient:
         if self._client is None:
             from ..client import AsyncClient
 
             self._client = AsyncClient(self.profile or None)
         return self._client
 
-    async def _detail(self) -> Any:
+    async def _detail(self) -> JobDetail:
+        assert self.job_id is not None
         return await self.client.detail(self.job_id)
 
     async def _log_tail(self) -> str:
+        assert self.job_id is not None
         try:
             return await self.client.logs(self.job_id, role=jobspec.ROLE, stream="all", tail=True)
         except PaiError:
@@ -136,7 +141,7 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
         except OSError:
             return None
 
-    async def _connect(self, detail: Any, key: bytes, deadline: float) -> KernelConnectionInfo:
+    async def _connect(self, detail: JobDetail, key: bytes, deadline: float) -> KernelConnectionInfo:
         """Reach the running kernel directly or through the tunnel (kernelspec ``tunnel``); say which in the log."""
         task_info = jobspec.connection_info(detail, key, self._curve)
         assert task_info is not None
@@ -266,7 +271,7 @@ class KernelReach(KernelProvisionerBase):  # type: ignore[misc]
                     f"Last lines of its log:\n{_last_lines(await self._log_tail())}"
                 )
 
-    async def _why_ended(self, detail: Any, what: str) -> str:
+    async def _why_ended(self, detail: JobDetail, what: str) -> str:
         """One message with everything known about an ended job: state, exit code, diagnostics, log tail."""
         s = detail.job_status
         task = next(iter(detail.role_tasks(jobspec.ROLE)), None)

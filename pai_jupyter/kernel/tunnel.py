@@ -20,11 +20,15 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..client.errors import BadRequest, JobNotFound, NotSupported, PaiError
 from ..common.states import FINAL
 from .jobspec import LABELS, ROLE
+
+if TYPE_CHECKING:
+    from ..client import AsyncClient
+    from ..client.ssh import SshTarget
 
 MODES = ("auto", "always", "never")
 TASK_HOST = "127.0.0.1"  # the kernel's ports as seen from inside its task
@@ -90,7 +94,7 @@ def task_ports(info: dict[str, Any]) -> dict[str, int]:
 
 
 async def open_tunnel(
-    client: Any,
+    client: AsyncClient,
     job_id: str,
     ports: dict[str, int],
     *,
@@ -111,14 +115,13 @@ async def open_tunnel(
         raise TunnelError(
             "an SSH tunnel needs the asyncssh package on the Jupyter server (pip install asyncssh)"
         ) from None
-    from ..client.ssh import ssh_info
-
     log = log or logging.getLogger("pai_jupyter.kernel")
     delay, last = 0.2, ""
     while True:
-        target = await _target(client, job_id, identity, ssh_info)
+        target = await _target(client, job_id, identity)
         where = f"{target.host}:{target.port}" if target else ""
         if target is not None:
+            assert target.key is not None  # _target refuses a target without one
             key = str(Path(target.key).expanduser())
             try:
                 conn = await asyncssh.connect(
@@ -178,8 +181,10 @@ async def open_tunnel(
         delay = min(delay * 1.5, 1.0)
 
 
-async def _target(client: Any, job_id: str, identity: str | None, ssh_info: Any) -> Any:
+async def _target(client: AsyncClient, job_id: str, identity: str | None) -> SshTarget | None:
     """The kernel task's SshTarget once it has an address; None while it has none; TunnelError when it never will."""
+    from ..client.ssh import ssh_info
+
     try:
         [target] = await ssh_info(client, job_id, role=ROLE, index=0, identity=identity or None)
     except (NotSupported, JobNotFound) as exc:

@@ -14,7 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 COLUMNS = ["series", "step", "value", "wall_time"]
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
@@ -75,7 +78,7 @@ def from_tensorboard(url: str, tags: Iterable[str] | None = None, timeout: float
     return _frame(rows)
 
 
-def from_job(client: Any, job: Any, tags: Iterable[str] | None = None) -> Any:
+def from_job(client: Client, job: Any, tags: Iterable[str] | None = None) -> Any:
     """Scalars from a running job's TensorBoard service (needs the server's ``services``; the job must run)."""
     services = [s for s in client.services(job) if s.get("name") == "tensorboard"]
     if not services:
@@ -122,7 +125,7 @@ def from_log(text: str | Iterable[str], definitions: Mapping[str, str] | Iterabl
 
 
 def from_job_log(
-    client: Any, job: Any, definitions: Any, *, role: str | None = None, index: int = 0, stream: str = "all"
+    client: Client, job: Any, definitions: Any, *, role: str | None = None, index: int = 0, stream: str = "all"
 ) -> Any:
     return from_log(client.logs(job, role=role, index=index, stream=stream), definitions)
 

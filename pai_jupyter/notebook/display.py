@@ -10,12 +10,15 @@ import base64
 import html
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ..common.format import duration, fmt
 from ..common.routes import service_route
 from ..common.states import JobState, TaskState
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 STATE_COLOURS = {
     "WAITING": "#8a6d00",
@@ -237,7 +240,7 @@ def submitted_text(job_id: str) -> str:
     return f"submitted {job_id}  (%pai_status {job_id} · %pai_logs {job_id} -f · %pai_stop {job_id})"
 
 
-def submitted_html(job_id: str, client: Any) -> str:
+def submitted_html(job_id: str, client: Client) -> str:
     """The job id and where to look next: the portal's job page on a remote OpenPAI, else the magics."""
     hints = " · ".join(
         f"<code>%pai_{m} {esc(job_id)}{extra}</code>" for m, extra in (("status", ""), ("logs", " -f"), ("stop", ""))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
@@ -18,6 +18,9 @@ from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path, vc_fiel
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
 from .formfields import ChoiceField, Field, RoleFields, locate, profile_names, spec_field
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 
 def auto() -> W.Layout:
@@ -38,12 +41,12 @@ def _json_error(exc: ValueError) -> Exception:
 class JobForm(DocumentFields, W.VBox):
     """Build, check and submit a job. ``client_factory(profile_name)`` makes the client (default: ``Client``)."""
 
-    def __init__(self, job: Any = None, *, client_factory: Callable[[str], Any] | None = None, **kw: Any):
+    def __init__(self, job: Any = None, *, client_factory: Callable[[str], Client] | None = None, **kw: Any):
         super().__init__(**kw)
         self._client_factory = client_factory
         self._base: dict[str, Any] = {}  # keys of an imported document the form has no field for (kept as is)
         self._syncing = False
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Client] = {}
         self._asked_vcs = False  # asked once the form is shown (see _repr_mimebundle_)
         self.job_id: str | None = None
         self.problems: list[tuple[str, str]] = []

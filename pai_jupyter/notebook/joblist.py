@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
@@ -18,6 +18,9 @@ from ..common.services import CATALOGUE
 from ..common.states import JOB_STATES, TaskState
 from .display import LIST_COLUMNS, STATE_COLOURS, base_url, detail_html, error_html, esc, fmt, job_row, link_html
 from .display import service_url as route
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 STATES = JOB_STATES
 ACTIONS = (
@@ -73,7 +76,7 @@ class JobList(W.VBox):
 
     def __init__(
         self,
-        client: Any = None,
+        client: Client | None = None,
         *,
         source: Callable[[], Any] | None = None,
         states: list[str] | None = None,
@@ -119,7 +122,7 @@ class JobList(W.VBox):
         self._restart()
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         if self._client is None:
             from ..client import Client
 

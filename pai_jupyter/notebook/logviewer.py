@@ -11,11 +11,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
 from .display import download_html, error_html, esc
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 MAX_PARTIAL = 64 * 1024  # an unterminated line longer than this is shown as a line of its own
 RENDER_EVERY = 0.2  # seconds between redraws while text streams in
@@ -28,7 +31,7 @@ class LogViewer(W.VBox):
         self,
         job: Any,
         *,
-        client: Any = None,
+        client: Client | None = None,
         role: str | None = None,
         index: int = 0,
         stream: str = "all",
@@ -63,7 +66,7 @@ class LogViewer(W.VBox):
             self.restart()
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         if self._client is None:
             from ..client import Client
 

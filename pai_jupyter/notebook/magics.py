@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -19,6 +19,9 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from . import display as ui
 from .cellinput import CellInputError, deferred_interrupt, interpolate, parse_params
 from .magicsupport import errors_as_output, split_args
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 
 @magics_class
@@ -30,9 +33,9 @@ class PaiMagics(Magics):
         self.profile: str | None = None  # this session's profile (%pai_profile NAME); None = the default one
         self.last_job: str | None = None
         self.last_failure: str | None = None  # why the last %%pai_submit submitted nothing
-        self._clients: dict[str | None, Any] = {}
+        self._clients: dict[str | None, Client] = {}
 
-    def client(self, profile: str | None = None) -> Any:
+    def client(self, profile: str | None = None) -> Client:
         from ..client import Client
 
         key = profile or self.profile
@@ -127,7 +130,7 @@ class PaiMagics(Magics):
             return
         self._store(args.var, self._watch(client, job_id, args, interrupted=held["hit"]))
 
-    def _watch(self, client: Any, job_id: str, args: Any, interrupted: bool = False) -> Any:
+    def _watch(self, client: Client, job_id: str, args: Any, interrupted: bool = False) -> Any:
         """Status line (and log) until the job ends; an interrupt leaves the job running unless told to stop it."""
         from ..client import WaitTimeout
 

@@ -11,7 +11,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bqplot as bq
 import ipywidgets as W
@@ -19,6 +19,9 @@ import numpy as np
 
 from ..common.states import FINAL
 from .display import error_html, esc
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 MIB = 1024 * 1024
 HEADROOM = 1.15  # the y axis goes this far above the highest value
@@ -100,7 +103,7 @@ class ResourceMonitor(W.VBox):
         self,
         job: Any,
         *,
-        client: Any = None,
+        client: Client | None = None,
         source: Callable[[Any], dict[str, Any]] | None = None,
         interval: float = 2.0,
         window: int = 300,

@@ -20,13 +20,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.home import pai_home
 from ..common.localserver import answers, die_with_parent, free_port
 from ..common.routes import service_tasks
 from ..common.states import FINAL, TaskState
 from .display import base_url, esc, link_html, service_url
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 
 def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = "") -> Any:
@@ -82,7 +85,7 @@ def _note(text: str) -> Any:
     return HTML(f"<i>{esc(text)}</i>")
 
 
-def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
+def job_services(client: Client, job: Any) -> list[dict[str, Any]]:
     """The job's TensorBoard services (role, index, state, and host, port, logdir where the server says): from
     ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (the tasks the
     daemon would run it in: ``service_tasks``; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
@@ -111,13 +114,13 @@ def job_services(client: Any, job: Any) -> list[dict[str, Any]]:
     ]
 
 
-def job_targets(client: Any, job: Any) -> list[tuple[str, int, str]]:
+def job_targets(client: Client, job: Any) -> list[tuple[str, int, str]]:
     """(role, index, service state) of each task that runs the job's TensorBoard."""
     return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in job_services(client, job)]
 
 
 def for_job(
-    client: Any,
+    client: Client,
     job: Any,
     *,
     role: str | None = None,

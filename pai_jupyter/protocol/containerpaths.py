@@ -11,7 +11,7 @@ platform's shared datasets) exists on neither runtime: it is only flagged. ``pai
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Protocol
 
 from .errors import JobValidationError
 from .model import Job
@@ -87,11 +87,22 @@ def rewrite_notice() -> str:
     )
 
 
-def submit_notes(client: Any, text: str | bytes) -> list[tuple[str, str]]:
+class _Profile(Protocol):
+    @property
+    def is_local(self) -> bool: ...
+
+
+class ProfiledClient(Protocol):
+    """What ``submit_notes`` needs of a client (``pai_jupyter.client.Client``, which this layer does not import)."""
+
+    @property
+    def profile(self) -> _Profile: ...
+
+
+def submit_notes(client: ProfiledClient, text: str | bytes) -> list[tuple[str, str]]:
     """The notes for a job submitted through ``client``: only for the embedded cluster (a real LeinaoPAI has
     these paths)."""
-    profile = getattr(client, "profile", None)
-    if profile is None or not getattr(profile, "is_local", False):
+    if not client.profile.is_local:
         return []
     try:
         return notes(Job.from_text(text))

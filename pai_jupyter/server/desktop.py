@@ -25,6 +25,7 @@ from tornado import web
 from ..common.services import route_re
 from .common import TASK_RE, SafeErrors, not_found, safe_json
 from .proxy import ServiceProxyHandler, _is_websocket
+from .registry import Registry
 
 DESKTOP_RE = TASK_RE + rf"/(?P<service>{route_re('desktop')})(?P<rest>/.*)?"
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
@@ -105,7 +106,7 @@ class DesktopProxyHandler(ServiceProxyHandler):
 
     novnc: Path | None = None
 
-    def initialize(self, registry: Any, novnc: Path | None = None) -> None:  # type: ignore[override]
+    def initialize(self, registry: Registry, novnc: Path | None = None) -> None:
         super().initialize(registry)
         self.novnc = novnc
 

@@ -57,7 +57,8 @@ class LiteralResolver(Resolver):
         try:
             ip = ipaddress.ip_address(host)
         except ValueError:
-            return await DefaultLoopResolver().resolve(host, port, family)
+            resolver: Resolver = DefaultLoopResolver()  # Configurable.__new__ is typed Any
+            return await resolver.resolve(host, port, family)
         return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, (host, port))]
 
 

@@ -5,15 +5,17 @@ from it without importing another."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
 
-from ..client import InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from ..client import AsyncClient, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
 from .common import PaiHTTPError, SafeErrors, safe_json
 from .registry import Registry, unavailable
 
 MAX_FORM_BYTES = 1 << 20  # a job document the form sends
+T = TypeVar("T")
 
 
 class LabHandler(SafeErrors, APIHandler):
@@ -23,7 +25,7 @@ class LabHandler(SafeErrors, APIHandler):
         self.registry = registry
 
     @property
-    def client(self) -> Any:
+    def client(self) -> AsyncClient:
         return self.registry.client
 
     def send(self, data: Any, status: int = 200) -> None:
@@ -31,7 +33,7 @@ class LabHandler(SafeErrors, APIHandler):
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(safe_json(data))
 
-    async def call(self, what: str, coro: Any) -> Any:
+    async def call(self, what: str, coro: Awaitable[T]) -> T:
         """Await a client call; cluster errors become the answers the browser can act on."""
         try:
             return await coro

@@ -28,6 +28,7 @@ class MaxRunTimeHandler(LabHandler):
         minutes = body.get("minutes") if isinstance(body, dict) else None
         if problem := run_time_problem(minutes):
             raise PaiHTTPError(400, f"minutes: {problem}", code="BadRequest")
+        assert isinstance(minutes, (int, float))  # run_time_problem said so
         result = await self.call(f"max run time of {job}", self.client.set_max_run_time(job, minutes))
         self.send({"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")})
 

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
-from jupyter_server.utils import ensure_async, url_path_join
+from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httputil import HTTPHeaders
@@ -277,7 +277,7 @@ class ServiceProxyHandler(TaskProxyBase):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         if _is_websocket(self):  # resolve first, so a missing job or service is a plain 404 and not an upgrade
             self.backend_path = await self._resolve(**kwargs)
-        await ensure_async(super().get(*args, **kwargs))  # jupyter-server-proxy: the upgrade, or http_get
+        await super().get(*args, **kwargs)  # jupyter-server-proxy: the upgrade, or http_get
 
     async def http_get(self, **kw: Any) -> None:
         if not self._to_capability():

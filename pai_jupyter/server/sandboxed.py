@@ -4,11 +4,11 @@ its opaque origin, without cookies (``sandbox.py`` says why and how)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from jupyter_server.auth import decorator as auth_decorator
 from jupyter_server.base.handlers import JupyterHandler
-from jupyter_server.utils import ensure_async
 from jupyter_server_proxy.handlers import ProxyHandler
 
 from ..common.services import route_re
@@ -17,9 +17,14 @@ from .common import TASK_RE, PaiHTTPError
 from .proxy import ServiceProxyHandler, _is_websocket, without_token
 
 SANDBOXED_RE = TASK_RE + rf"/(?P<service>{route_re('http')})/" + sandbox.CAP_RE + r"(?P<rest>/.*)?"
-# a handler open without Jupyter's login (it checks a capability itself) in jupyter_server >= 2.13, where
-# ServerApp.allow_unauthenticated_access=False refuses every other one; older versions let each handler decide
-allow_unauthenticated: Any = getattr(auth_decorator, "allow_unauthenticated", lambda method: method)
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def allow_unauthenticated(method: Method) -> Method:
+    """A handler open without Jupyter's login (it checks a capability itself) in jupyter_server >= 2.13, where
+    ServerApp.allow_unauthenticated_access=False refuses every other one; older versions let each handler decide."""
+    mark: Callable[[Method], Method] | None = getattr(auth_decorator, "allow_unauthenticated", None)
+    return mark(method) if mark is not None else method
 
 
 class SandboxedProxyHandler(ServiceProxyHandler):
@@ -60,7 +65,7 @@ class SandboxedProxyHandler(ServiceProxyHandler):
         kwargs.pop("cap", None)
         if _is_websocket(self):  # as ServiceProxyHandler.get, without Jupyter's login
             self.backend_path = await self._resolve(**kwargs)
-            await ensure_async(ProxyHandler.get(self, *args, **kwargs))
+            await ProxyHandler.get(self, *args, **kwargs)
             return
         await self.http_get(**kwargs)
 

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jupyter_server.auth.decorator import ws_authenticated
-from jupyter_server.utils import ensure_async
 from tornado import web
 
 from .common import TASK_RE, PaiHTTPError
@@ -43,7 +42,7 @@ class TerminalProxyHandler(TaskProxyBase):
         self.backend_path, self.backend_query = parts.path, parts.query
         self._scheme = parts.scheme
         self.endpoint_headers = headers
-        await ensure_async(super().get(user=user, name=name, role=role, index=index))
+        await super().get(user=user, name=name, role=role, index=index)
 
     def get_client_uri(self, protocol: str, host: str, port: Any, proxied_path: str) -> str:
         return super().get_client_uri(self._scheme, host, port, proxied_path)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ipywidgets.widgets import widget as widget_module
 
-from pai_jupyter.client import InvalidJob, JobConflict
+from pai_jupyter.client import InvalidJob, JobConflict, Profile
 from pai_jupyter.notebook.form import JobForm
 from pai_jupyter.notebook.formfields import PLUGIN_KEY, locate
 
@@ -198,7 +198,9 @@ def test_export_gives_a_download_link_of_the_json() -> None:
 
 
 class Submitter:
-    """The one method of the client the form calls."""
+    """What the form asks of its client: its profile (a real OpenPAI's: no notes on container paths) and submit."""
+
+    profile = Profile(name="openpai", url="https://pai.example")
 
     def __init__(self, error: Exception | None = None):
         self.error, self.sent = error, []

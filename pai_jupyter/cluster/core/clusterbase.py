@@ -13,11 +13,11 @@ from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
 from ..runtime import taskdir
-from ..runtime.base import Runtime
+from ..runtime.base import Runtime, TaskSpec
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 from ..task.env import Placement
 from ..task.estimator import Layout
-from ..task.taskspec import TaskSpec, task_spec
+from ..task.taskspec import task_spec
 from .accounts import Accounts
 from .errors import NoJobError
 from .notify import Notifier, NotifyConfig

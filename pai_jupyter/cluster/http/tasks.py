@@ -86,7 +86,7 @@ class Terminal(TermSocket):
             self.set_header("Content-Type", "application/json; charset=utf-8")
             self.finish(json.dumps({"code": "UnavailableError", "message": str(exc)}))
 
-    def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def open(self, *args: Any, **kwargs: Any) -> None:
         assert self.command is not None
         self.term_name = "task"
         self.terminal = self.task_terms.open_terminal(*self.command)

@@ -39,7 +39,7 @@ def same_process(handle: TaskHandle, st: tuple[str, int] | None) -> bool:
         return False
     ticks = handle.info.get("start_ticks")
     if ticks is not None:
-        return st[1] == ticks
+        return st[1] == int(ticks)
     created = handle.info.get("create_time")
     if created is None:
         return True

@@ -122,7 +122,10 @@ class Store(Users):
         return cast("JobCore | None", self.one(f"SELECT {CORE_COLUMNS} FROM jobs WHERE id = ?", (job_id,)))
 
     def list_item(self, job_id: int) -> dict[str, Any]:
-        return json.loads(self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+        item: dict[str, Any] = json.loads(
+            self.db.execute(f"SELECT {ITEM} FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        )
+        return item
 
     def add_tag(self, job_id: int, tag: str) -> None:
         self.db.execute("INSERT OR IGNORE INTO job_tags (job_id, tag) VALUES (?, ?)", (job_id, tag))
