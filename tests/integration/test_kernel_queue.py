@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ..polling import wait_for
 from .browser import new_notebook_from_launcher, opened
 from .conftest import Api, provisioner_installed, v1
 from .jupyter_fixture import JupyterServer
@@ -44,11 +45,15 @@ def test_a_cell_run_while_the_pai_kernel_starts_is_queued_and_runs(
     cpus = api.http.get("/api/v2/info").json()["capacity"]["cpu"]
     blocker = api.submit_ok(v1("lab-blocker", "sleep 300", cpuNumber=cpus))
     try:
-        with opened(browser) as w:
+        with opened(browser, shot="kernel-queue") as w:
             page = w.page
             new_notebook_from_launcher(page, server, "Python 3 on PAI (lab test)")
             editor = page.locator(".jp-Cell .cm-content").first
             editor.wait_for(timeout=60_000)
+            # the notebook's session, whose request used to wait for the kernel's job to run (Lab runs no cell
+            # before it has a session, for any kernel: a cell run in the moment before is dropped by Lab itself)
+            wait_for(lambda: server.http().get("api/sessions").json(), 30, "the notebook's session")
+            page.get_by_text("| Connecting").first.wait_for(timeout=30_000)
             editor.click()
             page.keyboard.type("import os; 'ran in ' + os.environ['PAI_JOB_NAME']")
             page.keyboard.press("Shift+Enter")  # the kernel's job waits for the blocker's CPUs
