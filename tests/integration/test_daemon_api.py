@@ -58,8 +58,9 @@ def test_users_see_and_control_only_their_own_jobs(daemon: Api) -> None:
     mine = daemon.submit_ok(v1("mine", "sleep 5"))
     bobs = bob.submit_ok(v1("mine", "true"))  # same name, other user: fine
     assert bobs == "bob~mine"
-    assert [j["name"] for j in bob.http.get("/api/v2/jobs").json()] == ["mine"]
-    assert bob.http.get("/api/v2/jobs", params={"username": mine.split("~")[0]}).json() == []
+    for route in ("/api/v2/jobs", "/api/v2/local/jobs"):  # the sidebar's list with tasks, too
+        assert [j["name"] for j in bob.http.get(route).json()] == ["mine"], route
+        assert bob.http.get(route, params={"username": mine.split("~")[0]}).json() == [], route
     for method, path in (
         ("GET", f"/api/v2/jobs/{mine}"),
         ("GET", f"/api/v2/jobs/{mine}/config"),
