@@ -12,6 +12,7 @@ import { jobPath } from './api';
 import { button } from './dom';
 import { parseParameters } from './notebookparams';
 import { CommandIDs } from './commands';
+import { selectedFile } from './fileselection';
 
 const RELOAD_MS = 3000;
 const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
@@ -63,9 +64,7 @@ export function registerNotebookJobs(
 ): void {
   const { commands, shell } = app;
   const selectedNotebook = (): string | null => {
-    const item = browsers?.tracker.currentWidget?.selectedItems().next();
-    const model = item && 'value' in item ? (item as { value?: { path: string } }).value : item;
-    const path = (model as { path?: string } | undefined)?.path;
+    const path = selectedFile(browsers)?.path;
     return path && path.endsWith('.ipynb') ? path : null;
   };
   commands.addCommand(CommandIDs.runNotebook, {

@@ -6,6 +6,7 @@ import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { validate } from '../api';
 import { CommandIDs } from '../commands';
+import { selectedFile } from '../fileselection';
 import { registerNotebookJobs } from '../notebookjob';
 import { JobsPanel } from '../sidebar';
 import { fail, OpenJob } from './jobpages';
@@ -19,20 +20,15 @@ export function registerFileCommands(
   openJob: OpenJob
 ): void {
   const { commands } = app;
-  const selectedFile = (): string | null => {
-    const browser = browsers?.tracker.currentWidget;
-    const item = browser ? browser.selectedItems().next() : undefined;
-    const model =
-      item && 'value' in item
-        ? (item as { value?: { path: string; type: string } }).value
-        : (item as { path: string; type: string } | undefined);
+  const selectedJobFile = (): string | null => {
+    const model = selectedFile(browsers);
     return model && model.type !== 'directory' && isJobFile(model.path) ? model.path : null;
   };
   commands.addCommand(CommandIDs.submitFile, {
     label: 'Submit as PAI job',
-    isVisible: args => !!(args.path || selectedFile()),
+    isVisible: args => !!(args.path || selectedJobFile()),
     execute: async args => {
-      const path = String(args.path || selectedFile() || '');
+      const path = String(args.path || selectedJobFile() || '');
       if (!path) {
         return;
       }
