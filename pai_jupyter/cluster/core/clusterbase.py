@@ -59,7 +59,10 @@ class ClusterBase(ABC):
         self.queue = JobQueue()
         self._scheduling = self._again = False  # (Launching.schedule: one pass at a time)
         self._homes: set[str] = set()
-        self.spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pai-start")
+        # a batch system ranks jobs of one priority by the order it got them (Slurm's job ids): it gets them one at a
+        # time, in the queue's order, not from racing threads
+        starters = 1 if runtime.gang_submit else 4
+        self.spawner = ThreadPoolExecutor(max_workers=starters, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
         self.accounts = Accounts(os_user(), runtime.name, mapped=self.store.account_of)
         self.accounts.open_path(local_dir)
