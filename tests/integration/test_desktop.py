@@ -4,6 +4,7 @@ browser; and who may not reach it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import shutil
@@ -130,8 +131,13 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         assert svc["token"][:8] not in js.log_text()
 
     # stopping (what idle culling does) takes the display and everything on it down
-    def on_display() -> bool:
-        return any("pai-desktop." in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    def on_display() -> bool:  # this job's (another test's desktop may be up meanwhile)
+        for p in psutil.process_iter(["cmdline"]):
+            if "pai-desktop." in " ".join(p.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    if p.environ().get("PAI_JOB_NAME") == job.split("~", 1)[1]:
+                        return True
+        return False
 
     assert on_display()
     pai.service_action(job, "main", 0, "desktop", "stop")
