@@ -13,7 +13,7 @@ help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
 	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
 	@echo "make test   install and run the whole suite (ruff check + format, mypy, eslint, vitest, pytest)"
-	@echo "make test-fast  the same lint + the unit tests (the inner loop, ~75 s)"
+	@echo "make test-fast  the same lint + the unit tests (the inner loop, ~30 s)"
 	@echo "make test-binder  the binder install test alone (~5 min; not in make test, CI runs it)"
 	@echo "make bench  run the benchmarks; figures beside their baselines, also in .bench/results.json"
 	@echo "make docs   build the documentation site into .docs-site/ (strict: broken links fail)"
@@ -70,13 +70,18 @@ test-js: labextension/node_modules/.package-lock.json
 	cd labextension && PAI_PYTHON=$(abspath $(BIN))/python npm test --silent
 
 # the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
+# pytest-xdist workers: most tests wait on a daemon, a browser or a task, so 4 keep 2 cores busy; a module's tests
+# share one worker (its fixtures start once) and the Slurm tests another (tests/conftest.py)
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
+
 test: $(STAMP) lint test-js
-	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(PYTEST_ARGS)
+	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) $(PYTEST_ARGS)
 
 .PHONY: test-fast test-binder
-# the inner loop (about 75 s on 2 cores): lint and the unit tests, which start no daemon, engine or browser
+# the inner loop (about 30 s on 2 cores): lint and the unit tests, which start no daemon, engine or browser
 test-fast: $(STAMP) lint
-	PAI_TEST_HYPOTHESIS=quick $(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	PAI_TEST_HYPOTHESIS=quick $(BIN)/python -m pytest tests/unit -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 test-binder: $(STAMP)
 	$(BIN)/python -m pytest -m binder $(PYTEST_ARGS)

@@ -1,8 +1,12 @@
 """What every test shares: the Hypothesis profiles ("full" for ``make test`` and CI, "quick" for
-``make test-fast``), chosen by ``PAI_TEST_HYPOTHESIS`` (tests/properties.py)."""
+``make test-fast``), chosen by ``PAI_TEST_HYPOTHESIS`` (tests/properties.py), and how pytest-xdist splits the
+suite (``make test`` runs ``-n auto --dist loadgroup``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import settings
 
 from tests.properties import PROFILE, PROFILES, QUICK
@@ -12,3 +16,22 @@ if PROFILE not in PROFILES:
 settings.register_profile("full")
 settings.register_profile("quick", max_examples=QUICK)
 settings.load_profile(PROFILE)
+
+SLURM_GROUP = "slurm"
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The worker group of a test: every test on the real Slurm cluster in one (there is one test cluster per
+    machine: a fixed bridge and node addresses), any other with the rest of its module, so a module's fixtures
+    (a Jupyter server, a browser, a daemon) start once."""
+    if item.get_closest_marker("slurm"):
+        return SLURM_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(wrapper=True)  # a wrapper: marked before xdist's own hook reads the marks (tryfirst is not)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    yield
