@@ -133,3 +133,16 @@ export function freeName(name: string, taken: Iterable<string>): string {
   }
   return `${base}-${n}`;
 }
+
+/** What the log box says when a task's stream ('all', 'stdout', 'stderr') is empty: whether anything is still to
+ * come depends on the task's state. */
+export function emptyLog(taskState: string | undefined, stream: string): string {
+  const what = stream === 'all' ? 'output' : stream;
+  if (taskState === 'WAITING' || taskState === undefined) {
+    return `(no ${what} yet: the task has not started)`;
+  }
+  if (FINAL.has(taskState)) {
+    return `(the task wrote no ${what})`;
+  }
+  return `(no ${what} yet: it shows here as the task writes it)`;
+}

@@ -9,7 +9,7 @@ import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-compon
 import { serviceIcon } from './icons';
 import { button, BUTTON_CLASS, el, section, toolButton } from './dom';
 import { selectBox } from './selectbox';
-import { duration, rowTitle, when } from './format';
+import { duration, emptyLog, rowTitle, when } from './format';
 import { JobMetrics } from './jobmetrics';
 import { JobTools } from './jobtools';
 import { addNotebookButton } from './notebookjob';
@@ -377,7 +377,8 @@ export class JobPage extends Widget {
     this.download.href = fullLogUrl(this.jobId, role, Number(index), stream);
     try {
       const { text } = await getLogTail(this.jobId, role, Number(index), stream);
-      this.logPre.textContent = text || '(empty)';
+      const task = this.current?.tasks.find(t => t.role === role && t.index === Number(index));
+      this.logPre.textContent = text || emptyLog(task?.state, stream);
       if (this.stick || !this.logLoaded) {
         this.toLogEnd();
       }

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
-import { badgeClass, bytes, counts, duration, endedSince, filterJobs } from '../src/format';
+import {
+  badgeClass,
+  bytes,
+  counts,
+  duration,
+  emptyLog,
+  endedSince,
+  filterJobs
+} from '../src/format';
 import { visibleRange } from '../src/virtual';
 import { axisTop } from '../src/chart';
 
@@ -99,5 +107,15 @@ describe('axisTop', () => {
   it('leaves headroom above the largest value', () => {
     expect(axisTop([{ time: 0, values: { a: 100 } }], 10)).toBeCloseTo(115);
     expect(axisTop([], 10)).toBeCloseTo(11.5);
+  });
+});
+
+describe('emptyLog', () => {
+  it('says whether more is to come from the task state', () => {
+    expect(emptyLog('WAITING', 'stdout')).toBe('(no stdout yet: the task has not started)');
+    expect(emptyLog(undefined, 'all')).toBe('(no output yet: the task has not started)');
+    expect(emptyLog('RUNNING', 'all')).toBe('(no output yet: it shows here as the task writes it)');
+    expect(emptyLog('SUCCEEDED', 'stdout')).toBe('(the task wrote no stdout)');
+    expect(emptyLog('FAILED', 'all')).toBe('(the task wrote no output)');
   });
 });

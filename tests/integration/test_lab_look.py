@@ -102,6 +102,9 @@ def test_stop_asks_first_and_is_off_once_the_job_ended_and_clone_asks_the_name(e
     job = env.api.submit_ok(services_job("look-stop"))
     env.api.wait(job, ("RUNNING",), timeout=60)
     page = job_page(lab, env, "look-stop")
+    # a silent running task's log says more is to come, not "(empty)"
+    log = page.locator(".pai-LogText")
+    log.filter(has_text="(no output yet: it shows here as the task writes it)").wait_for(timeout=30_000)
     stop = page.get_by_role("button", name="Stop this job")
     stop.click()
     d = dialog(lab)
@@ -112,6 +115,7 @@ def test_stop_asks_first_and_is_off_once_the_job_ended_and_clone_asks_the_name(e
     stop.click()
     dialog(lab).get_by_role("button", name="Stop").click()
     page.locator(".pai-Summary .pai-Badge", has_text="STOPPED").wait_for(timeout=60_000)
+    log.filter(has_text="(the task wrote no output)").wait_for(timeout=30_000)  # its last lines, once it ended
     wait_for(stop.is_disabled, 10, "the Stop button of an ended job turns off")
     # Clone: the copy's name is asked (a free one proposed), then it is submitted under that name
     page.get_by_role("button", name="Clone this job").click()
