@@ -48,7 +48,7 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
         setup = time.perf_counter() - t0
         assert len(cluster.queue.ids("default")) == JOBS, "the jobs should all be waiting"
         cluster.queue.info.clear()  # a cold pass first: every job's view read from the store (after a restart)
-        cluster._jobs.clear()  # (and no parsed model cached)
+        cluster.state.models.clear()  # (and no parsed model cached)
         t0 = time.perf_counter()
         cluster.schedule()
         cold = time.perf_counter() - t0

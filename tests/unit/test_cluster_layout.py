@@ -9,9 +9,20 @@ from pathlib import Path
 
 import pai_jupyter.cluster
 
+from .imports import own_imports
+
 CLUSTER = Path(pai_jupyter.cluster.__file__).parent
 STORE = CLUSTER / "core" / "store"  # the package
 TASKDIR = CLUSTER / "runtime" / "taskdir.py"
+# Cluster (core/service.py) hands its parts what they need (the shared state, a callable of the other part), so
+# none of them imports the facade or the part it calls back, not even for a type
+NOT_IMPORTED_BY = {
+    "state": {"service", "launching", "ending"},
+    "launching": {"service", "ending"},
+    "ending": {"service", "launching"},
+    "recovery": {"service", "launching"},
+    "priority": {"service", "launching", "ending"},
+}
 SQL = re.compile(r"\b(SELECT\b.*\bFROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA|BEGIN IMMEDIATE)\b")
 
 
@@ -78,3 +89,12 @@ def test_log_names_are_spelled_only_by_the_task_directory_module() -> None:
 def test_modules_stay_small() -> None:
     big = {p.relative_to(CLUSTER).as_posix(): n for p in _modules() if (n := len(p.read_text().splitlines())) > 400}
     assert big == {}
+
+
+def test_the_parts_of_cluster_import_neither_the_facade_nor_each_other() -> None:
+    core = "pai_jupyter.cluster.core."
+    found = {}
+    for part, banned in NOT_IMPORTED_BY.items():
+        names = own_imports(CLUSTER / "core" / f"{part}.py")
+        found[part] = {n.removeprefix(core).split(".")[0] for n in names if n.startswith(core)} & banned
+    assert found == {part: set() for part in NOT_IMPORTED_BY}

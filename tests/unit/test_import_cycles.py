@@ -106,7 +106,7 @@ def test_no_cycle_through_deferred_imports() -> None:
 
 def _between_siblings(graph: Graph) -> Graph:
     """The imports between the parts of each package: ``cluster.core.launching -> cluster.task.env`` is an
-    import of ``cluster.task`` by ``cluster.core`` (siblings in ``cluster``), ``cluster.core.clusterbase ->
+    import of ``cluster.task`` by ``cluster.core`` (siblings in ``cluster``), ``cluster.core.state ->
     cluster.paths`` one of the module ``cluster.paths``. A package's own ``__init__`` and its parts are left out:
     that a package gathers its parts is no cycle."""
     out: Graph = {}

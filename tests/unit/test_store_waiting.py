@@ -36,7 +36,7 @@ def test_the_bulk_read_agrees_with_the_model_and_needs_no_parse(tmp_path: Path) 
             assert view["tasks"] == [(t["cpu"], t["memory_mb"], t["gpu"]) for t in tasks], name
         # a restart's first pass: nothing in memory, and no model parsed to plan
         h.cluster.queue.info.clear()
-        h.cluster._jobs.clear()
+        h.cluster.state.models.clear()
         with mock.patch.object(Job, "model_validate_json", side_effect=AssertionError("parsed a model")):
             h.cluster.schedule()
         assert {n: h.state(n) for n in names} == dict.fromkeys(names, "WAITING")

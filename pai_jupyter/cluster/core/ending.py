@@ -1,19 +1,22 @@
 """How tasks and jobs end: a task's exit recorded (a retry of the task or of the job, or the attempt's
-outcome from ``completion``), stop (asked for, or past the max run time) and delete."""
+outcome from ``completion``), stop (asked for, or past the max run time) and delete. ``Ending`` works on the
+shared ``ClusterState`` and is handed ``schedule`` (room may be free after each of these); the launcher is
+handed ``Ending.task_ended`` in turn (``Cluster``, service.py, wires the two)."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 import time
+from collections.abc import Callable
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
 from ...protocol.rules import minutes_text
 from ..runtime.base import TaskExit, TaskHandle
 from . import completion
-from .clusterbase import ClusterBase, demand
 from .errors import JobNotFinishedError
+from .state import ClusterState, demand
 from .store import JobCore, TaskRow, loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -21,18 +24,25 @@ DELETION_PENDING = "AttemptDeletionPending"
 """OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
 
 
-class Ending(ClusterBase):
+class Ending:
     """Every way a task or job ends, recorded in one transaction each, then ``schedule`` (room may be free)."""
 
+    def __init__(self, state: ClusterState, schedule: Callable[[], None]) -> None:
+        self.state = state
+        self.schedule = schedule
+        # the shared objects every path uses, by their short names (ClusterState never replaces them)
+        self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
+
     # ---- completion ----------------------------------------------------------------------------------------------
-    def _task_ended(self, job_id: int, t: TaskRow, result: TaskExit, handle: TaskHandle | None) -> None:
+    def task_ended(self, job_id: int, t: TaskRow, result: TaskExit, handle: TaskHandle | None) -> None:
+        """Record the end of task row ``t`` (``handle`` None: it never started), then what follows from it."""
         row = self.store.job_core(job_id)
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"]) if row else None
         if row is None or current is None or current["task_attempt"] != t["task_attempt"]:
             if handle is not None and row is None:  # the job was deleted meanwhile
                 self.runtime.remove(handle)
             return
-        job = self.job_model(row)
+        job = self.state.job_model(row)
         was_active = current["state"] in ACTIVE_TASK
         diag = result.diagnostics
         if result.oom and "memory" not in diag:
@@ -145,12 +155,12 @@ class Ending(ClusterBase):
         decided = self.store.attempt(row["id"], row["attempt"])
         assert decided is not None  # every job row has its current attempt's row
         state, diagnostics, now = decided["state"], decided["exit_diagnostics"], now_ms()
-        job = self.job_model(row)
+        job = self.state.job_model(row)
         self._release_ports(row)
         self.store.update_attempt(row["id"], row["attempt"], completed_time=now)
         if state == "FAILED" and row["retries"] < job.retry_count and row["execution_type"] == "START":
             attempt = row["attempt"] + 1
-            self._new_attempt(row["id"], attempt, job)
+            self.state.new_attempt(row["id"], attempt, job)
             self.queue.add(row["vc"], row["submission_time"], row["id"])
             retry = (
                 f"attempt {row['attempt']} failed: {diagnostics}; "
@@ -160,10 +170,10 @@ class Ending(ClusterBase):
                 row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, retries=row["retries"] + 1
             )
             self.store.add_event(row["id"], "Warning", "JobRetry", retry)
-            self.notifier.changed(row, job, "RETRIED")
+            self.state.notifier.changed(row, job, "RETRIED")
             return
         self.store.set_job(row, state=state, sub_state="Completed", completed_time=now)
-        self.notifier.changed(row, job, state)
+        self.state.notifier.changed(row, job, state)
         self.store.add_event(
             row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
         )
@@ -184,17 +194,17 @@ class Ending(ClusterBase):
             elif t["state"] in ACTIVE_TASK and not t["stopping"]:
                 self.store.update_task(t, stopping=1)
                 if t["handle"]:
-                    self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.stop_grace)
+                    self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.state.stop_grace)
 
     def _release_ports(self, row: JobCore) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
             for ports in (loads(t["ports"]) or {}).values():
-                self.ports.release(ports)
+                self.state.ports.release(ports)
 
     # ---- stop, delete, time limits -------------------------------------------------------------------------------
     def stop(self, row: JobCore, reason: str) -> None:
         """Stop the job (on a full disk too: see space.py)."""
-        self.space.with_room(lambda: self._stop(row, reason))
+        self.state.space.with_room(lambda: self._stop(row, reason))
 
     def _stop(self, row: JobCore, reason: str) -> None:
         if row["state"] in FINAL or row["execution_type"] == "STOP":
@@ -236,12 +246,12 @@ class Ending(ClusterBase):
         )
         self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
         row["state"] = "STOPPED"
-        self.notifier.changed(row, self.job_model(row), "STOPPED")
+        self.state.notifier.changed(row, self.state.job_model(row), "STOPPED")
 
     def check_deadlines(self) -> None:
         now = time.time()
         for row in self.store.overdue_jobs(now):
-            minutes = self.job_model(row).max_run_time_minutes
+            minutes = self.state.job_model(row).max_run_time_minutes
             self.stop(
                 row,
                 f"stopped: the job ran longer than its max run time of {minutes_text(minutes)}"
@@ -250,7 +260,7 @@ class Ending(ClusterBase):
 
     def delete(self, row: JobCore) -> None:
         """Delete a finished job and its files (on a full disk too: that is how space comes back)."""
-        self.space.with_room(lambda: self._delete(row))
+        self.state.space.with_room(lambda: self._delete(row))
 
     def _delete(self, row: JobCore) -> None:
         if row["state"] not in FINAL:
@@ -263,5 +273,5 @@ class Ending(ClusterBase):
                     log.exception("removing a kept task of %s failed", row["name"])
         with self.store.tx():
             self.store.delete_job(row["id"])
-        self.forget_model(row["id"])
-        shutil.rmtree(self.job_dir(row["user"], row["name"]), ignore_errors=True)
+        self.state.forget_model(row["id"])
+        shutil.rmtree(self.state.job_dir(row["user"], row["name"]), ignore_errors=True)

@@ -1,11 +1,14 @@
 """How jobs start: what the scheduling plan (backfill.py) picks from each virtual cluster's queue, each task's
-ports and services planned, its spec written, the runtime started off the event loop, and a watcher per task."""
+ports and services planned, its spec written, the runtime started off the event loop, and a watcher per task.
+``Launcher`` works on the shared ``ClusterState`` and hands every task's end (or failed start) to the
+``task_ended`` it is given (``Ending.task_ended``, ending.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, cast
@@ -17,17 +20,27 @@ from ..task import services
 from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
 from .backfill import Busy, Waiting, plan
-from .clusterbase import demand
-from .ending import Ending
 from .scheduler import Resources
+from .state import ClusterState, demand
 from .store import JobCore, TaskRow, dumps, loads, now_ms
 from .store.waiting import waiting_views
 
 log = logging.getLogger("pai_jupyter.cluster")
 
 
-class Launching(Ending):
-    """Scheduling and starting; a started task's end goes to ``Ending._task_ended``."""
+TaskEnded = Callable[[int, TaskRow, TaskExit, TaskHandle | None], None]
+"""Where a task's end goes: ``(job id, task row, its exit, its handle or None when it never started)``."""
+
+
+class Launcher:
+    """Scheduling and starting; a started task's end goes to ``task_ended``."""
+
+    def __init__(self, state: ClusterState, task_ended: TaskEnded) -> None:
+        self.state = state
+        self.task_ended = task_ended
+        # the shared objects every path uses, by their short names (ClusterState never replaces them)
+        self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
+        self._scheduling = self._again = False  # (``schedule``: one pass at a time)
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
     def schedule(self) -> None:
@@ -89,7 +102,7 @@ class Launching(Ending):
                 continue
             if len(tasks) == n:
                 self.queue.remove(job_id)
-            self._launch(row, self.job_model(row), tasks[:n])
+            self._launch(row, self.state.job_model(row), tasks[:n])
         for head in result.heads.values():
             row = self.store.job_core(head.job_id)
             short = Resources(*head.need).shortfall(Resources(*head.room))
@@ -100,7 +113,7 @@ class Launching(Ending):
         self.queue.remove(job_id)
         row = self.store.job_core(job_id)
         if row is not None:
-            self._launch(row, self.job_model(row), self.store.waiting_tasks(job_id, row["attempt"]))
+            self._launch(row, self.state.job_model(row), self.store.waiting_tasks(job_id, row["attempt"]))
 
     def waiting_reason(self, row: JobCore) -> str | None:
         """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
@@ -143,7 +156,7 @@ class Launching(Ending):
         )
         self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
         row["state"] = "RUNNING"
-        self.notifier.changed(row, job, "RUNNING")
+        self.state.notifier.changed(row, job, "RUNNING")
 
     def _placements(self, row: JobCore, job: Job) -> dict[tuple[str, int], Placement]:
         """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
@@ -155,10 +168,10 @@ class Launching(Ending):
                 ports = loads(t["ports"])
                 if ports is None:
                     role = job.role(t["role"])
-                    ports = {p.label: self.ports.allocate(p.count, p.begin_at) for p in role.ports}
+                    ports = {p.label: self.state.ports.allocate(p.count, p.begin_at) for p in role.ports}
                     mine = {}
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
-                        ports[name] = self.ports.allocate(1)
+                        ports[name] = self.state.ports.allocate(1)
                         mine[name] = {
                             "port": ports[name][0],
                             "parameters": params,
@@ -178,7 +191,7 @@ class Launching(Ending):
         with self.store.tx():
             for t in tasks:
                 gpus = [] if self.runtime.gang_submit else self.capacity.take(row["vc"], demand(t))
-                td = self.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
+                td = self.state.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
                 self.store.update_task(
                     t,
                     state="STARTING",
@@ -226,7 +239,7 @@ class Launching(Ending):
                 prepare_task_dir(spec)
             return self.runtime.start_job(specs)
 
-        future = self.spawner.submit(submit, [spec for _, spec in ready])
+        future = self.state.spawner.submit(submit, [spec for _, spec in ready])
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(started, f))
 
     def _prepared(
@@ -234,22 +247,20 @@ class Launching(Ending):
     ) -> TaskSpec | None:
         """The task's spec with its directories made for its account, or None when that failed (recorded)."""
         try:
-            spec = self.task_spec(row, job, t, placements)
+            spec = self.state.task_spec(row, job, t, placements)
             if self.runtime.gang_submit:  # a batch system's scheduler weighs it (the daemon's queue did for others)
                 spec.priority = self.store.priorities_of([row["id"]]).get(row["id"])
-            spec.run_as = self.accounts.run_as(row["user"])
+            spec.run_as = self.state.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the job's directory stays root's; what the task writes is its account's
                 spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
                 prepare_task_dir(spec)
-                self.accounts.check_reachable()
+                self.state.accounts.check_reachable()
                 taskdir.share(spec.task_dir.parent, spec.run_as)
                 for part in owned_parts(spec.task_dir):
                     taskdir.give(part, spec.run_as)
         except Exception as exc:  # e.g. the task dir cannot be written
             log.exception("preparing %s failed", t)
-            self._task_ended(
-                row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"), None
-            )
+            self.task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"), None)
             return None
         return spec
 
@@ -269,14 +280,14 @@ class Launching(Ending):
             quick.set_exception(exc)
         else:
             if handle is None:
-                future = self.spawner.submit(self.runtime.start, spec)
+                future = self.state.spawner.submit(self.runtime.start, spec)
                 future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._started_safely, row["id"], t, f))
                 return
             quick.set_result(handle)
         loop.call_soon(self._started_safely, row["id"], t, quick)
 
     def _started_safely(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
-        self.space.with_room(lambda: self._started(job_id, t, future))
+        self.state.space.with_room(lambda: self._started(job_id, t, future))
 
     def _started(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
         exc = future.exception()
@@ -288,7 +299,7 @@ class Launching(Ending):
                 if isinstance(exc, TaskStartError)
                 else TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}")
             )
-            self._task_ended(job_id, t, result, None)
+            self.task_ended(job_id, t, result, None)
             return
         handle = future.result()
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
@@ -310,7 +321,7 @@ class Launching(Ending):
                 )
         self.watch(job_id, t, handle)
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
-            self.runtime.stop(handle, self.stop_grace)
+            self.runtime.stop(handle, self.state.stop_grace)
 
     def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
         """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
@@ -323,15 +334,15 @@ class Launching(Ending):
                 if self.runtime.gang_submit:
                     where = await self.runtime.running(handle, Path(task_dir), lambda why: self._queued(job_id, why))
                     if where is not None:
-                        self.space.with_room(lambda: self._task_running(job_id, t, handle, where))
+                        self.state.space.with_room(lambda: self._task_running(job_id, t, handle, where))
                 result = await self.runtime.wait(handle, Path(task_dir))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
-            self.watchers.pop(key, None)
-            self.space.with_room(lambda: self._task_ended(job_id, t, result, handle))  # even on a full disk
+            self.state.watchers.pop(key, None)
+            self.state.space.with_room(lambda: self.task_ended(job_id, t, result, handle))  # even on a full disk
 
-        self.watchers[key] = asyncio.ensure_future(watch())
+        self.state.watchers[key] = asyncio.ensure_future(watch())
 
     def _queued(self, job_id: int, why: str) -> None:
         """The runtime's scheduler says why the job's attempt still waits there (its "why waiting")."""
@@ -366,4 +377,4 @@ class Launching(Ending):
                 )
             self.store.update_task(current, **changes)
             if row["state"] == "WAITING" and row["attempt"] == t["attempt"]:
-                self._job_running(row, self.job_model(row), now_ms())
+                self._job_running(row, self.state.job_model(row), now_ms())

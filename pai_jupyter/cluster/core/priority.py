@@ -1,20 +1,31 @@
 """A job's priority class and place in its queue: read from ``extras.hivedScheduler.jobPriorityClass`` at submit
 (OpenPAI/HiveD's crit, prod, test, oppo), changed by an admin (``PUT /api/v2/local/jobs/{user}~{name}/priority``,
-``pai job priority``). Stored in the job_priority table (store/schema.py), mirrored in the queue's order."""
+``pai job priority``). Stored in the job_priority table (store/schema.py), mirrored in the queue's order.
+``Queued`` is what these steps use of the cluster (``Cluster``, service.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...common.states import ACTIVE_TASK
 from ...protocol import Job
 from ..runtime.base import TaskHandle
 from .errors import BadRequest, ConflictJobError
 from .queue import PRIORITY_CLASSES
+from .state import ClusterState
 from .store import JobCore, loads
 
-if TYPE_CHECKING:
-    from .launching import Launching as Cluster  # what these steps use of it (service.py imports this module)
+
+class Queued(Protocol):
+    """What a change of priority and the list of waiting jobs use of the cluster."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    def schedule(self) -> None: ...
+
+    def waiting_reason(self, row: JobCore) -> str | None: ...
+
 
 TIE_SPAN = 1.0  # queue keys are submission times (ms): a line whose jobs share one is spread within that ms
 TIE_STEP_MIN = 1e-3  # (well above a float's resolution at today's epoch milliseconds, ~2.4e-4)
@@ -35,15 +46,15 @@ def check_priority(value: Any) -> str | None:
     return str(value)
 
 
-def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position: int | None) -> dict[str, Any]:
+def reprioritise(cluster: Queued, row: JobCore, priority: str | None, position: int | None) -> dict[str, Any]:
     """Give a job a priority class and, while it waits, a place among the waiting jobs of that class in its
     virtual cluster (0: first). Returns its class and how many jobs are now ahead of it."""
-    queue = cluster.queue
+    queue, store = cluster.state.queue, cluster.state.store
     if position is not None and queue.position(row["vc"], row["submission_time"], row["id"]) is None:
         raise ConflictJobError(f"job {row['user']}~{row['name']} is not waiting; only a waiting job has a place")
     if position is None:
-        with cluster.store.tx():
-            cluster.store.set_priority(row["id"], priority, None)
+        with store.tx():
+            store.set_priority(row["id"], priority, None)
         queue.set_order(row["id"], priority, None, row["submission_time"])
     else:
         queue.set_order(row["id"], priority, None, row["submission_time"])  # first its class's line
@@ -55,15 +66,15 @@ def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position:
         # the whole line is keyed anew, in its order, within the span it had: two jobs submitted in the same
         # millisecond share a key, and a midpoint between them would not place a job between them
         step = (last - first) / (len(line) - 1) if last > first else max(TIE_SPAN / len(line), TIE_STEP_MIN)
-        with cluster.store.tx():
+        with store.tx():
             for i, job_id in enumerate(line):
                 own = priority if job_id == row["id"] else queue.order.get(job_id, (None, None))[0]
                 key = first + i * step
-                cluster.store.set_priority(job_id, own, key)
+                store.set_priority(job_id, own, key)
                 queue.set_order(job_id, own, key, key)
-    if cluster.runtime.gang_submit:  # a job already in the runtime's scheduler's queue: reordered there
-        live = [t for t in cluster.store.tasks(row["id"], row["attempt"]) if t["handle"] and t["state"] in ACTIVE_TASK]
-        cluster.runtime.reprioritise([TaskHandle.from_dict(loads(t["handle"])) for t in live], priority)
+    if cluster.state.runtime.gang_submit:  # a job already in the runtime's scheduler's queue: reordered there
+        live = [t for t in store.tasks(row["id"], row["attempt"]) if t["handle"] and t["state"] in ACTIVE_TASK]
+        cluster.state.runtime.reprioritise([TaskHandle.from_dict(loads(t["handle"])) for t in live], priority)
     cluster.schedule()
     return {
         "jobPriority": priority or "default",
@@ -71,17 +82,17 @@ def reprioritise(cluster: Cluster, row: JobCore, priority: str | None, position:
     }
 
 
-def waiting_lines(cluster: Cluster, user: str, admin: bool, limit: int) -> dict[str, list[dict[str, Any]]]:
+def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[str, list[dict[str, Any]]]:
     """Each virtual cluster's waiting jobs in queue order, with their place (``ahead``), class and why they wait:
     an admin's view has every job (the first ``limit`` of each line), a user's only their own."""
-    queue = cluster.queue
+    queue, store = cluster.state.queue, cluster.state.store
     out: dict[str, list[dict[str, Any]]] = {}
     for vc in sorted(queue.by_vc):
         line: list[dict[str, Any]] = []
         for ahead, job_id in enumerate(queue.ids(vc)):
             if len(line) >= limit:
                 break
-            row = cluster.store.job_core(job_id)
+            row = store.job_core(job_id)
             if row is None or (not admin and row["user"] != user):
                 continue
             priority = queue.order.get(job_id, (None, None))[0]

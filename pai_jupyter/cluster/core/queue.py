@@ -2,7 +2,7 @@
 the job (its queue key), else of submission time.
 
 Kept in memory (rebuilt from the database at start), with what the scheduler needs of each job (``info``, filled
-and dropped by ``Launching.schedule``), so that a scheduling pass over thousands of waiting jobs reads none of
+and dropped by ``Launcher.schedule``), so that a scheduling pass over thousands of waiting jobs reads none of
 them from the database; a job's place in line is found by bisection.
 """
 

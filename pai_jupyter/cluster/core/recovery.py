@@ -1,64 +1,78 @@
 """Start-up after a stop or a crash (kill -9 included): re-attach to the tasks that were running, collect the
 exit status of those that ended meanwhile (their shim wrote it to disk), rebuild the queue and the resource
 accounting from the database, and finish stops and decided attempts (AttemptDeletionPending) that were in
-flight, through Cluster's public methods."""
+flight, through Cluster's public methods (``Recovering``: what this module uses of it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ..runtime.base import TaskHandle
 from ..runtime.taskdir import exit_code
 from .ending import DELETION_PENDING
 from .scheduler import Resources
-from .store import dumps, loads
-
-if TYPE_CHECKING:
-    from .launching import Launching as Cluster  # what these steps use of it (service.py imports this module)
+from .state import ClusterState
+from .store import JobCore, TaskRow, dumps, loads
 
 
-def _never_ran(cluster: Cluster, task_dir: str, handle: TaskHandle) -> bool:
+class Recovering(Protocol):
+    """What recovery uses of the cluster (``Cluster``, service.py): its state and four of its steps."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None: ...
+
+    def resume_completion(self, row: JobCore) -> None: ...
+
+    def resume_stop(self, row: JobCore) -> None: ...
+
+    def schedule(self) -> None: ...
+
+
+def _never_ran(state: ClusterState, task_dir: str, handle: TaskHandle) -> bool:
     """A task caught STARTING whose shim is gone and left no exit status never ran its command (a shim that got
     no task exits without one); so it runs again rather than fail as lost (-1300)."""
-    return not cluster.runtime.is_alive(handle) and exit_code(cluster.runtime.logs_dir(Path(task_dir))) is None
+    return not state.runtime.is_alive(handle) and exit_code(state.runtime.logs_dir(Path(task_dir))) is None
 
 
-def recover(cluster: Cluster) -> None:
-    for t in cluster.store.live_tasks():
-        row = cluster.store.job_by_id(t["job_id"])
+def recover(cluster: Recovering) -> None:
+    state = cluster.state
+    for t in state.store.live_tasks():
+        row = state.store.job_by_id(t["job_id"])
         if row is None:
             continue
         if t["ports"] and t["attempt"] == row["attempt"] and row["state"] not in FINAL:
             for ports in loads(t["ports"]).values():
-                cluster.ports.claim(ports)
+                state.ports.claim(ports)
         if t["state"] not in ACTIVE_TASK:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
-        if not cluster.runtime.gang_submit:  # (a batch system's runtime holds its own accounting)
-            cluster.capacity.take(t["vc"], demand, gpus)
+        if not state.runtime.gang_submit:  # (a batch system's runtime holds its own accounting)
+            state.capacity.take(t["vc"], demand, gpus)
         assert t["task_dir"] is not None  # set when the task was launched (STARTING)
         # the store's handle, else the one the runtime wrote (root's, in the control part): never a task's word
-        handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else cluster.runtime.find(t["task_dir"])
-        if handle is not None and t["state"] == "STARTING" and _never_ran(cluster, t["task_dir"], handle):
+        handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else state.runtime.find(t["task_dir"])
+        if handle is not None and t["state"] == "STARTING" and _never_ran(state, t["task_dir"], handle):
             handle = None  # the daemon died while handing it over: the command never ran
         if handle is None:  # it never started: run it again
-            with cluster.store.tx():
-                if not cluster.runtime.gang_submit:
-                    cluster.capacity.give_back(t["vc"], demand, gpus)
-                cluster.store.update_task(t, state="WAITING", launched_time=None)
+            with state.store.tx():
+                if not state.runtime.gang_submit:
+                    state.capacity.give_back(t["vc"], demand, gpus)
+                state.store.update_task(t, state="WAITING", launched_time=None)
             continue
-        if t["state"] == "STARTING" and not cluster.runtime.gang_submit:  # (a batch system's: once it runs)
-            cluster.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+        if t["state"] == "STARTING" and not state.runtime.gang_submit:  # (a batch system's: once it runs)
+            state.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
         cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:
-            cluster.runtime.stop(handle, cluster.stop_grace)
-    for row in cluster.store.jobs_in_sub_state(DELETION_PENDING):  # before the queue: its next attempt joins it
+            state.runtime.stop(handle, state.stop_grace)
+    for row in state.store.jobs_in_sub_state(DELETION_PENDING):  # before the queue: its next attempt joins it
         cluster.resume_completion(row)
-    cluster.queue.order.update(cluster.store.priorities())
-    for queued in cluster.store.queued_jobs():
-        cluster.queue.add(queued["vc"], queued["submission_time"], queued["id"])
-    for row in cluster.store.jobs_in_state("STOPPING"):
+    state.queue.order.update(state.store.priorities())
+    for queued in state.store.queued_jobs():
+        state.queue.add(queued["vc"], queued["submission_time"], queued["id"])
+    for row in state.store.jobs_in_state("STOPPING"):
         cluster.resume_stop(row)
     cluster.schedule()

@@ -1,6 +1,8 @@
-"""The embedded cluster's core, ``Cluster``: submit (and the checks a job must pass), recover; built up as
-``ClusterBase`` (clusterbase.py: state, lookups) <- ``Ending`` (ending.py: a task's end, retries, stop, delete,
-time limits) <- ``Launching`` (launching.py: schedule, start, watch) <- ``Cluster``.
+"""The embedded cluster's core, ``Cluster``: submit (and the checks a job must pass), recover, and the one face
+the handlers and the daemon use, over parts that each hold one concern and are handed what they need:
+``ClusterState`` (state.py: what the cluster holds, lookups), ``Launcher`` (launching.py: schedule, start,
+watch; given ``Ending.task_ended``), ``Ending`` (ending.py: a task's end, retries, stop, delete, time limits;
+given ``Cluster.schedule``), and recovery.py (start-up, through this class's public methods).
 
 Handlers call these methods; all state changes go through the store in one transaction each, then the
 scheduler runs. Tasks are watched by one asyncio task each (``runtime.wait``), so a task's end is seen at
@@ -9,27 +11,36 @@ once, and the same watchers are rebuilt from the database after a restart.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from ...protocol import Job, JobValidationError
 from ...protocol.rules import ESTIMATOR_KEY
-from ..task.env import make_job_logs
+from ..runtime.base import Runtime, TaskHandle, TaskSpec
+from ..task.env import Placement, make_job_logs
 from ..task.estimator import Layout, is_remote
 from ..task.estimator import problems as estimator_problems
 from . import recovery
+from .accounts import Accounts
+from .ending import Ending
 from .errors import (
     ConflictJobError,
     ForbiddenUserError,
     InsufficientResourceError,
     InvalidProtocolError,
 )
-from .launching import Launching
+from .launching import Launcher
+from .notify import Notifier, NotifyConfig
 from .priority import job_priority
-from .scheduler import Resources
-from .space import InsufficientStorageError, is_full
-from .store import now_ms
+from .queue import JobQueue
+from .scheduler import Capacity, PortAllocator, Resources
+from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
+from .state import ClusterState
+from .store import JobCore, JobWithConfig, Store, TaskRow, now_ms
 
 MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
 MAX_PORTS_PER_TASK = 100
@@ -61,9 +72,135 @@ def name_problems(user: str, job: Job) -> list[str]:
     )
 
 
-class Cluster(Launching):
-    """The cluster the handlers drive: ``submit`` here, ``schedule``/``watch`` from Launching, ``stop``/``delete``/
-    ``check_deadlines``/``resume_stop`` from Ending, lookups from ClusterBase."""
+class Cluster:
+    """The cluster the handlers drive: ``submit`` and ``recover`` here; the rest passed on to the part that holds
+    it (``state``, ``launcher``, ``ending``), so none of them needs this class or another part's internals."""
+
+    def __init__(
+        self,
+        local_dir: Path,
+        runtime: Runtime,
+        capacity: Capacity,
+        *,
+        stop_grace: float = 3.0,
+        min_free_mb: int = DEFAULT_FLOOR_MB,
+        notify: NotifyConfig | None = None,
+    ) -> None:
+        self.state = ClusterState(
+            local_dir, runtime, capacity, stop_grace=stop_grace, min_free_mb=min_free_mb, notify=notify
+        )
+        self.ending = Ending(self.state, schedule=self.schedule)
+        self.launcher = Launcher(self.state, task_ended=self.ending.task_ended)
+
+    # ---- what the cluster holds (state.py) -----------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.state.dir
+
+    @property
+    def store(self) -> Store:
+        return self.state.store
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.state.runtime
+
+    @property
+    def runtime_description(self) -> str:
+        return self.state.runtime_description
+
+    @property
+    def capacity(self) -> Capacity:
+        return self.state.capacity
+
+    @property
+    def ports(self) -> PortAllocator:
+        return self.state.ports
+
+    @property
+    def queue(self) -> JobQueue:
+        return self.state.queue
+
+    @property
+    def space(self) -> Space:
+        return self.state.space
+
+    @property
+    def notifier(self) -> Notifier:
+        return self.state.notifier
+
+    @property
+    def accounts(self) -> Accounts:
+        return self.state.accounts
+
+    @property
+    def spawner(self) -> ThreadPoolExecutor:
+        return self.state.spawner
+
+    @property
+    def stop_grace(self) -> float:
+        return self.state.stop_grace
+
+    @property
+    def watchers(self) -> dict[tuple[int, int, str, int], asyncio.Task[None]]:
+        return self.state.watchers
+
+    # ---- lookups (state.py) --------------------------------------------------------------------------------------
+    def job_model(self, row: JobCore) -> Job:
+        return self.state.job_model(row)
+
+    def forget_model(self, job_id: int) -> None:
+        self.state.forget_model(job_id)
+
+    def get_job(self, user: str, name: str) -> JobWithConfig:
+        return self.state.get_job(user, name)
+
+    def job_dir(self, user: str, name: str) -> Path:
+        return self.state.job_dir(user, name)
+
+    def task_dir(self, row: JobCore, attempt: int, role: str, idx: int, task_attempt: int) -> Path:
+        return self.state.task_dir(row, attempt, role, idx, task_attempt)
+
+    def is_admin(self, user: str) -> bool:
+        return self.state.is_admin(user)
+
+    def user_home(self, user: str) -> Path:
+        return self.state.user_home(user)
+
+    def forget_home(self, user: str) -> None:
+        self.state.forget_home(user)
+
+    def layout(self, row: JobCore, job: Job) -> Layout | None:
+        return self.state.layout(row, job)
+
+    def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
+        return self.state.task_spec(row, job, t, placements)
+
+    # ---- scheduling and starting (launching.py) ------------------------------------------------------------------
+    def schedule(self) -> None:
+        self.launcher.schedule()
+
+    def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
+        self.launcher.watch(job_id, t, handle)
+
+    def waiting_reason(self, row: JobCore) -> str | None:
+        return self.launcher.waiting_reason(row)
+
+    # ---- ends, stops, deletes (ending.py) ------------------------------------------------------------------------
+    def stop(self, row: JobCore, reason: str) -> None:
+        self.ending.stop(row, reason)
+
+    def resume_stop(self, row: JobCore) -> None:
+        self.ending.resume_stop(row)
+
+    def resume_completion(self, row: JobCore) -> None:
+        self.ending.resume_completion(row)
+
+    def check_deadlines(self) -> None:
+        self.ending.check_deadlines()
+
+    def delete(self, row: JobCore) -> None:
+        self.ending.delete(row)
 
     # ---- submit --------------------------------------------------------------------------------------------------
     def admit_user(self, name: str) -> None:
@@ -121,7 +258,7 @@ class Cluster(Launching):
                     config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
                     model=job.model_dump_json(),
                 )
-                self._new_attempt(job_id, 0, job)
+                self.state.new_attempt(job_id, 0, job)
                 if job_priority(job) is not None:
                     self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
@@ -140,7 +277,7 @@ class Cluster(Launching):
             # the Estimator's source dir could not be copied
             shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
             raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
-        self._jobs[job_id] = job
+        self.state.models[job_id] = job
         self.queue.set_order(job_id, job_priority(job), None, now)
         self.queue.add(job.virtual_cluster, now, job_id)
         self.schedule()

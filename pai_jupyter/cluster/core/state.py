@@ -1,13 +1,15 @@
 """What the embedded cluster holds (its store, runtime, capacity, ports, queue, the parsed-model cache, the
-accounts tasks run as) and the lookups every part of it uses: a job's model, directories, owner, home."""
+accounts tasks run as) and the lookups every part of it uses: a job's model, directories, owner, home. One
+``ClusterState`` is shared by the parts that act on jobs (launching.py, ending.py) and the facade over them,
+``Cluster`` (service.py); it acts on no job itself, so it needs none of them."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Final
 
 from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
@@ -33,8 +35,8 @@ def demand(task: TaskRow) -> Resources:
     return Resources(task["cpu"], task["memory_mb"], task["gpu"])
 
 
-class ClusterBase(ABC):
-    """The state and lookups; ``Ending``, ``Launching`` and ``Cluster`` (service.py) add what happens to jobs."""
+class ClusterState:
+    """The state and lookups; ``Launcher`` (launching.py) and ``Ending`` (ending.py) act on jobs with them."""
 
     def __init__(
         self,
@@ -48,16 +50,15 @@ class ClusterBase(ABC):
     ):
         self.dir = local_dir
         self.space = Space(local_dir, min_free_mb)
-        self.store = Store(local_dir / "state.db")
+        self.store: Final = Store(local_dir / "state.db")  # (Final: the parts hold these four by name too)
         self.notifier = Notifier(self.store, notify)
-        self.runtime = runtime
-        self.capacity = capacity
+        self.runtime: Final = runtime
+        self.capacity: Final = capacity
         self.ports = PortAllocator()
         self.stop_grace = stop_grace
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
-        self._jobs: dict[int, Job] = {}
-        self.queue = JobQueue()
-        self._scheduling = self._again = False  # (Launching.schedule: one pass at a time)
+        self.models: dict[int, Job] = {}  # the parsed-model cache, oldest first (``job_model``)
+        self.queue: Final = JobQueue()
         self._homes: set[str] = set()
         # a batch system ranks jobs of one priority by the order it got them (Slurm's job ids): it gets them one at a
         # time, in the queue's order, not from racing threads
@@ -77,22 +78,22 @@ class ClusterBase(ABC):
     # ---- lookups -------------------------------------------------------------------------------------------------
     def job_model(self, row: JobCore) -> Job:
         """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
-        job = self._jobs.pop(row["id"], None)
+        job = self.models.pop(row["id"], None)
         if job is None:
             model = row.get("model")  # a row read with its config (JobWithConfig) carries it
             text = model if isinstance(model, str) and model else self.store.model_text(row["id"])
             if text is None:
                 raise NoJobError(f"job {row.get('user')}~{row.get('name')} has no stored model")
             job = Job.model_validate_json(text)
-        self._jobs[row["id"]] = job
-        if len(self._jobs) > JOB_CACHE:
-            self._jobs.pop(next(iter(self._jobs)))
+        self.models[row["id"]] = job
+        if len(self.models) > JOB_CACHE:
+            self.models.pop(next(iter(self.models)))
         return job
 
     def forget_model(self, job_id: int) -> None:
         """Drop a job's cached model: its stored one changed (e.g. a new max run time) or the job is gone. The
         scheduler's view of it goes too: backfill must weigh the new max run time, not the one it was queued with."""
-        self._jobs.pop(job_id, None)
+        self.models.pop(job_id, None)
         self.queue.info.pop(job_id, None)
 
     def get_job(self, user: str, name: str) -> JobWithConfig:
@@ -151,13 +152,10 @@ class ClusterBase(ABC):
     def job_dir(self, user: str, name: str) -> Path:
         return self.dir / "jobs" / f"{user}~{name}"
 
-    def _new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
+    def new_attempt(self, job_id: int, attempt: int, job: Job) -> None:
+        """The rows of the job's attempt ``attempt``: one WAITING task per instance of each role."""
         self.store.insert_attempt(
             job_id,
             attempt,
             [(r.name, i, r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for i in range(r.instances)],
         )
-
-    @abstractmethod
-    def schedule(self) -> None:
-        """Start what fits (``Launching.schedule``): run after every change that may free room or add work."""
