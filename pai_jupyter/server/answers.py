@@ -277,3 +277,9 @@ class SweepDetail(SweepRow):
     params: list[str]
     trials: list[TrialRow]
 
+
+class SweepsPage(TypedDict):
+    """``GET pai/api/sweeps[?sweep=name]``: one refresh of the Sweeps page."""
+
+    sweeps: list[SweepRow]  # the newest first
+    sweep: SweepDetail | None  # the one asked for (the newest when none was); null when there is no such sweep

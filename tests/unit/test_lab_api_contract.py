@@ -33,7 +33,7 @@ MODULES: dict[str, dict[str, Any]] = {  # a module of labextension/src -> each i
         *("Resources", "Capacity", "JobNotification"),
     ),
     "formapi.ts": twins("FormImport"),
-    "sweepsapi.ts": twins("BestTrial", "SweepRow", "TrialRow", "SweepDetail"),
+    "sweepsapi.ts": twins("BestTrial", "SweepRow", "TrialRow", "SweepDetail", "SweepsPage"),
     "queueplace.ts": twins("QueuedJob", "WaitingQueue"),
 }
 ANSWERS: dict[str, Any] = {name: tp for twins in MODULES.values() for name, tp in twins.items()}
