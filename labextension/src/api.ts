@@ -1,7 +1,8 @@
 // The server extension's routes (pai/api/...) and nothing else: the panel never talks to the daemon or to
 // OpenPAI. Requests go through Jupyter's ServerConnection, so base_url, token and _xsrf are handled by Lab.
-// JobList and JobDetail are held to the Python types that shape them (pai_jupyter/server/answers.py) by
-// tests/unit/test_lab_api_contract.py: change a field on both sides.
+// Every interface here (and in sweepsapi.ts, queueplace.ts, formapi.ts) is an answer of the server, held to the
+// Python type that shapes it (pai_jupyter/server/answers.py) by tests/unit/test_lab_api_contract.py: change a
+// field on both sides.
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
@@ -79,6 +80,19 @@ export interface JobDetail {
 export interface Problem {
   path: string;
   message: string;
+}
+
+/** A problem as the server answers it: with the form's field it is about ("" for the job as a whole). */
+export interface PlacedProblem extends Problem {
+  field: string;
+}
+
+export interface Validation {
+  valid: boolean;
+  problems: PlacedProblem[];
+  refused?: boolean; // a valid job the cluster would not take
+  id?: string; // submitted
+  name?: string; // valid, not submitted
 }
 
 /** An answer other than 2xx, with the server's own words. */
@@ -205,10 +219,7 @@ export function deleteJob(id: string): Promise<unknown> {
   return request(`api/jobs/${jobPath(id)}`, { method: 'DELETE' });
 }
 
-export function validate(
-  text: string,
-  submit: boolean
-): Promise<{ valid: boolean; problems: Problem[]; id?: string; name?: string }> {
+export function validate(text: string, submit: boolean): Promise<Validation> {
   return request('api/validate', { method: 'POST', body: JSON.stringify({ text, submit }) });
 }
 
@@ -237,11 +248,14 @@ export function sshKeyUrl(id: string): string {
   return URLExt.join(settings.baseUrl, 'pai/api/jobs', jobPath(id), 'ssh-key');
 }
 
+export interface MaxRunTime {
+  id: string;
+  minutes: number;
+  deadline: number | null;
+}
+
 /** Set the job's max run time ("work duration", minutes from its launch); 501 on a remote OpenPAI. */
-export function setMaxRunTime(
-  id: string,
-  minutes: number
-): Promise<{ minutes: number; deadline: number | null }> {
+export function setMaxRunTime(id: string, minutes: number): Promise<MaxRunTime> {
   return request(`api/jobs/${jobPath(id)}/maxRunTime`, {
     method: 'PUT',
     body: JSON.stringify({ minutes })
@@ -256,13 +270,23 @@ export interface ProfileInfo {
   current: boolean;
 }
 
+export interface ProfileList {
+  current: string;
+  profiles: ProfileInfo[];
+}
+
+export interface ProfileChoice {
+  current: string;
+  user: string;
+}
+
 /** The Jupyter user's cluster profiles (names and URLs; the server never sends tokens). */
-export function listProfiles(): Promise<{ current: string; profiles: ProfileInfo[] }> {
+export function listProfiles(): Promise<ProfileList> {
   return request('api/profiles');
 }
 
 /** Make the server show (and proxy) this profile's jobs from now on. */
-export function selectProfile(name: string): Promise<{ current: string; user: string }> {
+export function selectProfile(name: string): Promise<ProfileChoice> {
   return request('api/profiles/current', { method: 'PUT', body: JSON.stringify({ name }) });
 }
 
@@ -279,10 +303,14 @@ export interface SshTask {
   pai: string; // the `pai ssh` command
 }
 
-/** How to log in to each task of the job (its ssh plugin); `message` says why there is none. */
-export function getSsh(
-  id: string
-): Promise<{ id: string; tasks: SshTask[]; message: string | null }> {
+export interface SshInfo {
+  id: string;
+  tasks: SshTask[];
+  message: string | null; // why there is none
+}
+
+/** How to log in to each task of the job (its ssh plugin). */
+export function getSsh(id: string): Promise<SshInfo> {
   return request(`api/jobs/${jobPath(id)}/ssh`);
 }
 
@@ -301,4 +329,10 @@ export interface Capacity {
 /** Use and quota per virtual cluster, and the user's waiting jobs with their reasons. */
 export function getCapacity(): Promise<Capacity> {
   return request('api/capacity');
+}
+
+/** Which state changes the job asked to hear of. */
+export interface JobNotification {
+  id: string;
+  states: string[];
 }

@@ -404,8 +404,8 @@ export class SubmitForm extends Widget {
       this.result.textContent = `The server did not accept it: ${(err as Error).message}`;
       return [];
     }
-    const refused = (answer as { refused?: boolean }).refused === true;
-    const { marked, general } = this.showProblems(answer.problems as Placed[]);
+    const refused = answer.refused === true;
+    const { marked, general } = this.showProblems(answer.problems);
     if (answer.problems.length) {
       const where = [
         marked ? 'see the marked fields above' : '',

@@ -3,7 +3,14 @@
 // may submit to, asked afresh for each new form (a virtual cluster added since, or a cluster back up, shows).
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import { PlacedProblem } from './api';
 import { FormSpec } from './formdoc';
+
+/** A job file as the form's v1 JSON, or the problems saying why not. */
+export interface FormImport {
+  doc?: Record<string, unknown>;
+  problems?: PlacedProblem[];
+}
 
 export async function getFormSpec(): Promise<FormSpec> {
   const settings = ServerConnection.makeSettings();
@@ -16,9 +23,7 @@ export async function getFormSpec(): Promise<FormSpec> {
 }
 
 /** A job file (v1 JSON or v2 YAML/JSON) as the form's v1 JSON, converted by the server as JobForm does. */
-export async function importDocument(
-  text: string
-): Promise<{ doc?: Record<string, unknown>; problems?: { path: string; message: string }[] }> {
+export async function importDocument(text: string): Promise<FormImport> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, 'pai', 'api', 'form', 'import');
   const response = await ServerConnection.makeRequest(

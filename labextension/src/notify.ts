@@ -4,7 +4,7 @@
 // Which changes a job asked for is read once per job (pai/api/jobs/{job}/notification), when a change of it is
 // first seen. The pure part is notifyrules.ts.
 import { Notification } from '@jupyterlab/apputils';
-import { JobList, jobPath, request } from './api';
+import { JobList, JobNotification, jobPath, request } from './api';
 import { changesSince, JobChange, notice, Seen } from './notifyrules';
 
 /** Feeds on each new job list (the sidebar's `changed`) and shows the notices. */
@@ -40,7 +40,7 @@ export class JobNotifier {
   private asked(id: string): Promise<Set<string> | null> {
     let found = this.wanted.get(id);
     if (!found) {
-      found = request<{ states: string[] }>(`api/jobs/${jobPath(id)}/notification`)
+      found = request<JobNotification>(`api/jobs/${jobPath(id)}/notification`)
         .then(answer => new Set(answer.states))
         .catch(() => null);
       this.wanted.set(id, found);

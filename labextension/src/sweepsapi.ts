@@ -1,5 +1,6 @@
-// The Sweeps page's calls to the Jupyter server extension (server/lab_sweeps.py): the user's sweeps, and one
-// sweep with its trials. A module of its own so that api.ts stays the job list's.
+// The Sweeps page's calls to the Jupyter server extension (server/lab_sweeps.py): in one request, the user's
+// sweeps and the one picked with its trials. A module of its own so that api.ts stays the job list's. Each
+// interface is held to its Python twin (pai_jupyter/server/answers.py) by tests/unit/test_lab_api_contract.py.
 import { request } from './api';
 
 export interface BestTrial {
@@ -35,10 +36,12 @@ export interface SweepDetail extends SweepRow {
   trials: TrialRow[];
 }
 
-export function listSweeps(): Promise<{ sweeps: SweepRow[] }> {
-  return request('api/sweeps');
+export interface SweepsPage {
+  sweeps: SweepRow[]; // the newest first
+  sweep: SweepDetail | null; // the one asked for (the newest when none was), null when there is no such sweep
 }
 
-export function getSweep(name: string): Promise<SweepDetail> {
-  return request(`api/sweeps/${encodeURIComponent(name)}`);
+/** What one refresh of the page shows: the list, and the sweep picked (or the newest) with its trials. */
+export function getSweepsPage(picked: string): Promise<SweepsPage> {
+  return request(`api/sweeps${picked ? `?sweep=${encodeURIComponent(picked)}` : ''}`);
 }

@@ -6,7 +6,7 @@ import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { CommandIDs } from './commands';
 import { button, el } from './dom';
-import { getSweep, listSweeps, SweepDetail, SweepRow } from './sweepsapi';
+import { getSweepsPage, SweepDetail, SweepRow } from './sweepsapi';
 import { cell, cellText, columns, Direction, sortTrials } from './sweeptable';
 
 function bestText(s: SweepRow): string {
@@ -41,23 +41,24 @@ export class SweepsView extends Widget {
     void this.load();
   }
 
-  /** Read the list and the picked sweep again (one read at a time: a tick during a read is skipped). */
+  /** Read the list and the picked sweep again, in one request (one read at a time: a tick during a read is
+   *  skipped). */
   async load(): Promise<void> {
     if (this.loading) {
       return;
     }
     this.loading = true;
     try {
-      const { sweeps } = await listSweeps();
-      if (!this.selected && sweeps.length) {
-        this.selected = sweeps[0].name;
+      const { sweeps, sweep } = await getSweepsPage(this.selected);
+      if (!this.selected && sweep) {
+        this.selected = sweep.name;
       }
       this.drawList(sweeps);
       this.statusNode.textContent = sweeps.length
         ? ''
         : 'No sweep yet: start one with pai_jupyter.Sweep or %%pai_sweep in a notebook.';
-      if (this.selected && sweeps.some(s => s.name === this.selected)) {
-        this.drawDetail(await getSweep(this.selected));
+      if (sweep) {
+        this.drawDetail(sweep);
       } else {
         this.detail.replaceChildren();
       }

@@ -152,6 +152,11 @@ class AsyncClient(Calls):
         """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
         return await self._drive(self._reports(job))
 
+    async def reports_of(self, jobs: list[JobRef]) -> dict[str, list[dict[str, Any]]]:
+        """The reports of several jobs in one request (embedded cluster), by job id; one the cluster does not show
+        is left out."""
+        return await self._drive(self._reports_of(jobs))
+
     async def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
         """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
         return await self._drive(self._report(job, metrics, step))
@@ -170,8 +175,9 @@ class AsyncClient(Calls):
         JobConflict when another driver wrote first."""
         return await self._drive(self._put_sweep_state(name, state, revision, tag or []))
 
-    async def list_sweeps(self) -> list[dict[str, Any]]:
-        return await self._drive(self._list_sweeps())
+    async def list_sweeps(self, *, with_state: bool = False) -> list[dict[str, Any]]:
+        """The user's sweeps, newest first (``with_state``: each with its ``state`` document, in the one request)."""
+        return await self._drive(self._list_sweeps(with_state))
 
     async def delete_sweep(self, name: str) -> None:
         await self._drive(self._delete_sweep(name))

@@ -363,6 +363,17 @@ class Calls(ClientBase):
         resp = yield Req("GET", path + "/reports")
         return list(json_object(resp).get("reports") or [])
 
+    def _reports_of(self, jobs: list[JobRef]) -> Op[dict[str, list[dict[str, Any]]]]:
+        """The reports of several jobs in one request, by job id; a job the cluster does not show is left out."""
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"reported metrics need the embedded cluster; {self.where} is an OpenPAI server")
+        if not jobs:
+            return {}
+        resp = yield Req("GET", "/api/v2/local/reports", params={"job": [self.job_id(j) for j in jobs]})
+        found = json_object(resp).get("reports")
+        return {str(k): list(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
     def _report(self, job: JobRef, metrics: dict[str, float], step: int | None) -> Op[dict[str, Any]]:
         path = yield from self._local_path(job, "reporting metrics")
         resp = yield Req("POST", path + "/reports", json={"metrics": metrics, "step": step}, idempotent=False)
@@ -390,9 +401,9 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path, json=body)
         return int(json_object(resp)["revision"])
 
-    def _list_sweeps(self) -> Op[list[dict[str, Any]]]:
+    def _list_sweeps(self, with_state: bool) -> Op[list[dict[str, Any]]]:
         yield from self._sweep_path("x")
-        resp = yield Req("GET", "/api/v2/local/sweeps")
+        resp = yield Req("GET", "/api/v2/local/sweeps", params={"state": "1"} if with_state else None)
         return list(json_object(resp).get("sweeps") or [])
 
     def _delete_sweep(self, name: str) -> Op[None]:

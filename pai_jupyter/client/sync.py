@@ -153,6 +153,11 @@ class Client(Calls):
         """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
         return self._drive(self._reports(job))
 
+    def reports_of(self, jobs: list[JobRef]) -> dict[str, list[dict[str, Any]]]:
+        """The reports of several jobs in one request (embedded cluster), by job id; one the cluster does not show
+        is left out."""
+        return self._drive(self._reports_of(jobs))
+
     def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
         """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
         return self._drive(self._report(job, metrics, step))
@@ -169,8 +174,9 @@ class Client(Calls):
         JobConflict when another driver wrote first."""
         return self._drive(self._put_sweep_state(name, state, revision, tag or []))
 
-    def list_sweeps(self) -> list[dict[str, Any]]:
-        return self._drive(self._list_sweeps())
+    def list_sweeps(self, *, with_state: bool = False) -> list[dict[str, Any]]:
+        """The user's sweeps, newest first (``with_state``: each with its ``state`` document, in the one request)."""
+        return self._drive(self._list_sweeps(with_state))
 
     def delete_sweep(self, name: str) -> None:
         self._drive(self._delete_sweep(name))

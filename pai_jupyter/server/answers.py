@@ -99,3 +99,187 @@ class JobDetail(TypedDict):
     metricsUrl: str
     events: NotRequired[list[Event]]
     eventsMessage: NotRequired[str]
+
+
+class Problem(TypedDict):
+    path: str
+    message: str
+
+
+class PlacedProblem(Problem):
+    field: str  # the Lab form's field the problem is about ("" for the job as a whole)
+
+
+class Validation(TypedDict):
+    """``POST pai/api/validate``."""
+
+    valid: bool
+    problems: list[PlacedProblem]
+    refused: NotRequired[bool]  # a valid job the cluster would not take
+    id: NotRequired[str]  # submitted
+    name: NotRequired[str]  # valid, not submitted
+
+
+class FormImport(TypedDict, total=False):
+    """``POST pai/api/form/import``: the document as the form's v1 JSON, or why not."""
+
+    doc: dict[str, Any]
+    problems: list[PlacedProblem]
+
+
+class Desktop(TypedDict):
+    role: str
+    index: int
+    state: str
+    url: str
+
+
+class JobAccess(TypedDict):
+    """``GET pai/api/jobs/{user}~{name}/access``."""
+
+    sshKey: str | None
+    desktops: list[Desktop]
+    message: str | None
+
+
+class MaxRunTime(TypedDict):
+    """``PUT pai/api/jobs/{user}~{name}/maxRunTime``."""
+
+    id: str
+    minutes: float
+    deadline: int | None
+
+
+class ProfileInfo(TypedDict):
+    name: str
+    url: str
+    username: str
+    default: bool
+    current: bool
+
+
+class ProfileList(TypedDict):
+    """``GET pai/api/profiles``."""
+
+    current: str
+    profiles: list[ProfileInfo]
+
+
+class ProfileChoice(TypedDict):
+    """``PUT pai/api/profiles/current``."""
+
+    current: str
+    user: str
+
+
+class SshTask(TypedDict):
+    role: str
+    index: int
+    state: str
+    host: str | None
+    port: int | None
+    user: str
+    key: str | None
+    problem: str | None
+    ssh: str | None
+    pai: str
+
+
+class SshInfo(TypedDict):
+    """``GET pai/api/jobs/{user}~{name}/ssh``."""
+
+    id: str
+    tasks: list[SshTask]
+    message: str | None
+
+
+class Resources(TypedDict):
+    cpu: float
+    memoryMB: float
+    gpu: float
+
+
+class VirtualClusterUse(TypedDict):
+    name: str
+    used: Resources
+    total: Resources
+
+
+class WaitingJob(TypedDict):
+    id: str
+    name: str
+    virtualCluster: str | None
+    reason: str | None
+
+
+class Capacity(TypedDict):
+    """``GET pai/api/capacity``."""
+
+    virtualClusters: list[VirtualClusterUse]
+    waiting: list[WaitingJob]
+    waitingCount: int
+
+
+class QueuedJob(TypedDict):
+    job: str
+    username: str
+    name: str
+    ahead: int
+    jobPriority: str
+    waitingReason: str | None
+
+
+class WaitingQueue(TypedDict):
+    """``GET pai/api/queue``."""
+
+    virtualClusters: dict[str, list[QueuedJob]]
+    canReorder: bool
+
+
+class JobNotification(TypedDict):
+    """``GET pai/api/jobs/{user}~{name}/notification``."""
+
+    id: str
+    states: list[str]
+
+
+class BestTrial(TypedDict):
+    number: int
+    job: str
+    value: float
+
+
+class SweepRow(TypedDict):
+    name: str
+    status: str | None
+    objective: str | None
+    mode: str | None
+    done: int
+    submitted: int
+    total: int
+    best: BestTrial | None
+    updated: int | None
+
+
+class TrialRow(TypedDict):
+    number: int
+    job: str
+    name: str
+    params: dict[str, Any]
+    state: str
+    value: float | None
+    metrics: dict[str, float]
+
+
+class SweepDetail(SweepRow):
+    """``GET pai/api/sweeps/{name}``."""
+
+    params: list[str]
+    trials: list[TrialRow]
+
+
+class SweepsPage(TypedDict):
+    """``GET pai/api/sweeps[?sweep=name]``: one refresh of the Sweeps page."""
+
+    sweeps: list[SweepRow]  # the newest first
+    sweep: SweepDetail | None  # the one asked for (the newest when none was); null when there is no such sweep

@@ -20,7 +20,7 @@ from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
-from .answers import Event, JobDetail, TaskDetail
+from .answers import Event, JobDetail, TaskDetail, Validation
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .ended_tensorboard import local_logdir
 from .lab_base import LabHandler
@@ -223,24 +223,27 @@ class ValidateHandler(LabHandler):
         try:
             job = protocol_load.job_from_text(text)
         except JobValidationError as exc:
-            self.send({"valid": False, "problems": placed(_problems(exc))})
+            self.answer({"valid": False, "problems": placed(_problems(exc))})
             return
         if not body.get("submit"):
-            self.send({"valid": True, "problems": [], "name": job.name})
+            self.answer({"valid": True, "problems": [], "name": job.name})
             return
         try:  # a valid job the cluster refuses ("refused"): a name taken, more than it has, no such cluster
             job_id = await self.client.submit(text)
         except InvalidJob as exc:
             problems = exc.problems or [{"path": "", "message": exc.message}]
-            self.send({"valid": False, "refused": True, "problems": placed(problems)})
+            self.answer({"valid": False, "refused": True, "problems": placed(problems)})
             return
         except JobConflict as exc:
             problems = [{"path": "jobName", "message": exc.message}]
-            self.send({"valid": True, "refused": True, "problems": placed(problems)})
+            self.answer({"valid": True, "refused": True, "problems": placed(problems)})
             return
         except PaiError as exc:
             raise self.failure("submit", exc) from None
-        self.send({"valid": True, "problems": [], "id": job_id}, 201)
+        self.answer({"valid": True, "problems": [], "id": job_id}, 201)
+
+    def answer(self, validation: Validation, status: int = 200) -> None:
+        self.send(validation, status)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

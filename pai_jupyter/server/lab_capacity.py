@@ -12,6 +12,7 @@ from tornado import web
 
 from ..client import PaiError
 from ..client.wire import Op, Req, json_object
+from .answers import Capacity, Resources, VirtualClusterUse, WaitingJob
 from .lab_base import LabHandler
 
 MAX_WAITING = 20  # reasons asked for (one detail each); the count covers them all
@@ -22,7 +23,7 @@ def _virtual_clusters() -> Op[dict[str, Any]]:
     return json_object(resp)
 
 
-def _resources(raw: Any) -> dict[str, float]:
+def _resources(raw: Any) -> Resources:
     raw = raw if isinstance(raw, dict) else {}
 
     def num(*keys: str) -> float:
@@ -34,7 +35,7 @@ def _resources(raw: Any) -> dict[str, float]:
     return {"cpu": num("cpu", "vCores"), "memoryMB": num("memory"), "gpu": num("gpu", "GPUs")}
 
 
-def vc_rows(info: dict[str, Any]) -> list[dict[str, Any]]:
+def vc_rows(info: dict[str, Any]) -> list[VirtualClusterUse]:
     """Each virtual cluster's use and quota (cpu, memoryMB, gpu), sorted by name."""
     return [
         {
@@ -59,12 +60,13 @@ class CapacityHandler(LabHandler):
             )
         except PaiError as exc:
             raise self.failure("capacity", exc) from None
-        rows = []
+        rows: list[WaitingJob] = []
         for i, job in enumerate(waiting[:MAX_WAITING]):
             d = details[i]
             reason = None if isinstance(d, BaseException) else d.job_status.waiting_reason
             rows.append({"id": job.id, "name": job.name, "virtualCluster": job.virtual_cluster, "reason": reason})
-        self.send({"virtualClusters": vc_rows(info), "waiting": rows, "waitingCount": len(waiting)})
+        answer: Capacity = {"virtualClusters": vc_rows(info), "waiting": rows, "waitingCount": len(waiting)}
+        self.send(answer)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

@@ -13,12 +13,13 @@ from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.formspec import definition, field_id, refusal_path
 from ..protocol.v1 import job_to_form_v1
+from .answers import FormImport, PlacedProblem
 from .lab_base import LabHandler
 
 
-def placed(problems: list[dict[str, str]]) -> list[dict[str, str]]:
+def placed(problems: list[dict[str, str]]) -> list[PlacedProblem]:
     """Each problem with ``field``: the Lab form's field it is about ("" for the job as a whole)."""
-    out = []
+    out: list[PlacedProblem] = []
     for p in problems:
         path = str(p.get("path") or "") or refusal_path(str(p.get("message") or ""))
         out.append({"path": path, "message": str(p.get("message") or ""), "field": field_id(path) if path else ""})
@@ -48,9 +49,11 @@ class ImportHandler(LabHandler):
         try:
             doc = job_to_form_v1(protocol_load.job_from_text(body["text"]))
         except JobValidationError as exc:
-            self.send({"problems": placed([p.to_dict() for p in exc.problems])})
+            refused: FormImport = {"problems": placed([p.to_dict() for p in exc.problems])}
+            self.send(refused)
             return
-        self.send({"doc": doc})
+        imported: FormImport = {"doc": doc}
+        self.send(imported)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

@@ -12,16 +12,17 @@ from typing import Any
 from tornado import web
 
 from ..client.profiles import ProfileError, load_profiles
+from .answers import ProfileChoice, ProfileInfo, ProfileList
 from .common import PaiHTTPError
 from .lab_base import LabHandler
 
 
-def profile_list(current: str) -> list[dict[str, Any]]:
+def profile_list(current: str) -> list[ProfileInfo]:
     try:
         profiles = load_profiles()
     except ProfileError as exc:
         raise PaiHTTPError(500, f"the profiles file cannot be read: {exc}", code="ProfileError") from None
-    out = []
+    out: list[ProfileInfo] = []
     for p in profiles:
         public = p.public()
         out.append(
@@ -39,7 +40,8 @@ def profile_list(current: str) -> list[dict[str, Any]]:
 class ProfilesHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
-        self.send({"current": self.registry.current, "profiles": profile_list(self.registry.current)})
+        answer: ProfileList = {"current": self.registry.current, "profiles": profile_list(self.registry.current)}
+        self.send(answer)
 
 
 class CurrentProfileHandler(LabHandler):
@@ -53,7 +55,8 @@ class CurrentProfileHandler(LabHandler):
             raise PaiHTTPError(404, "no such profile", code="NotFound")
         client = self.registry.select(name)
         self.log.info("pai_jupyter: the server extension now shows profile %r (user %r)", name, client.username)
-        self.send({"current": name, "user": client.username})
+        answer: ProfileChoice = {"current": name, "user": client.username}
+        self.send(answer)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

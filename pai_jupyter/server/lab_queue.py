@@ -17,17 +17,38 @@ from tornado import web
 
 from ..protocol import Job
 from ..protocol.rules import NOTIFY_KEY, NOTIFY_STATES
+from .answers import JobNotification, QueuedJob, WaitingQueue
 from .common import JOB_RE, PaiHTTPError
 from .lab_base import LabHandler
 
 CLASSES = ("default", "crit", "prod", "test", "oppo")
 
 
+def queue_json(answer: dict[str, Any]) -> WaitingQueue:
+    """The cluster's waiting lines (``GET /api/v2/local/queue``) as the queue view reads them."""
+
+    def queued(j: dict[str, Any]) -> QueuedJob:
+        return {
+            "job": j["job"],
+            "username": j["username"],
+            "name": j["name"],
+            "ahead": j["ahead"],
+            "jobPriority": j["jobPriority"],
+            "waitingReason": j.get("waitingReason"),
+        }
+
+    lines = answer.get("virtualClusters") or {}
+    return {
+        "virtualClusters": {vc: [queued(j) for j in line] for vc, line in lines.items()},
+        "canReorder": bool(answer.get("canReorder")),
+    }
+
+
 class QueueHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
         answer = await self.call("the waiting queue", self.client.waiting_queue())
-        self.send(answer)
+        self.send(queue_json(answer))
 
 
 class PriorityHandler(LabHandler):
@@ -56,7 +77,8 @@ class NotificationHandler(LabHandler):
         except Exception:  # (a config this version cannot read: nothing asked for)
             wanted = None
         states = [s for s, key in NOTIFY_STATES.items() if wanted.get(key) is True] if isinstance(wanted, dict) else []
-        self.send({"id": job, "states": states})
+        answer: JobNotification = {"id": job, "states": states}
+        self.send(answer)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

@@ -15,6 +15,7 @@ from tornado import web
 
 from ..client import JobNotFound, NotSupported, PaiError
 from ..client.ssh import ssh_info
+from .answers import SshInfo, SshTask
 from .common import JOB_RE
 from .lab_base import LabHandler
 
@@ -29,7 +30,7 @@ def shell_word(text: str) -> str:
     return text if re.fullmatch(r"[A-Za-z0-9_.@%+=:,/-][A-Za-z0-9_.@%+=:,/~-]*", text) else shlex.quote(text)
 
 
-def target_json(job: str, t: Any) -> dict[str, Any]:
+def target_json(job: str, t: Any) -> SshTask:
     """One task's login: address, user, key, and the commands (none while it has no address yet)."""
     ready = bool(t.host and t.port)
     pai = f"pai ssh {shell_word(job)} --role {shell_word(t.role)} --index {t.index}"
@@ -54,15 +55,18 @@ class SshHandler(LabHandler):
         try:
             targets = await ssh_info(self.client, job)
         except NotSupported as exc:
-            self.send({"id": job, "tasks": [], "message": exc.message})
+            self.answer({"id": job, "tasks": [], "message": exc.message})
             return
         except JobNotFound:  # the embedded cluster's answer for a job without the plugin, too
             await self.call(f"detail of {job}", self.client.detail(job))  # a missing job stays a 404
-            self.send({"id": job, "tasks": [], "message": NO_SSH})
+            self.answer({"id": job, "tasks": [], "message": NO_SSH})
             return
         except PaiError as exc:
             raise self.failure(f"ssh of {job}", exc) from None
-        self.send({"id": job, "tasks": [target_json(job, t) for t in targets], "message": None})
+        self.answer({"id": job, "tasks": [target_json(job, t) for t in targets], "message": None})
+
+    def answer(self, info: SshInfo) -> None:
+        self.send(info)
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

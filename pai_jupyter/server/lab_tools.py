@@ -16,6 +16,7 @@ from tornado import web
 from ..client import NotSupported, PaiError
 from ..client.ssh import job_key
 from ..protocol.rules import run_time_problem
+from .answers import Desktop, JobAccess, MaxRunTime
 from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .lab_base import LabHandler
 
@@ -30,7 +31,15 @@ class MaxRunTimeHandler(LabHandler):
             raise PaiHTTPError(400, f"minutes: {problem}", code="BadRequest")
         assert isinstance(minutes, (int, float))  # run_time_problem said so
         result = await self.call(f"max run time of {job}", self.client.set_max_run_time(job, minutes))
-        self.send({"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")})
+        answer: MaxRunTime = {"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")}
+        self.send(answer)
+
+
+def desktop(base_url: str, user: str, name: str, service: dict[str, Any]) -> Desktop:
+    """A task's remote desktop, from the cluster's list of the job's services."""
+    role, index = str(service.get("role", "")), int(service.get("index", 0))
+    url = task_prefix(base_url, user, name, role, index) + "desktop/"
+    return {"role": role, "index": index, "state": str(service.get("state", "")), "url": url}
 
 
 class AccessHandler(LabHandler):
@@ -42,29 +51,22 @@ class AccessHandler(LabHandler):
         try:
             services = list(await self.client.services(job))
         except NotSupported as exc:
-            self.send({"sshKey": None, "desktops": [], "message": exc.message})
+            none: JobAccess = {"sshKey": None, "desktops": [], "message": exc.message}
+            self.send(none)
             return
         except PaiError as exc:
             raise self.failure(f"services of {job}", exc) from None
         base = self.base_url.rstrip("/")
-        desktops = [
-            {
-                "role": s.get("role"),
-                "index": s.get("index"),
-                "state": s.get("state"),
-                "url": task_prefix(self.base_url, user, name, str(s.get("role")), int(s.get("index", 0))) + "desktop/",
-            }
-            for s in services
-            if s.get("name") == "desktop"
+        desktops: list[Desktop] = [
+            desktop(self.base_url, user, name, s) for s in services if s.get("name") == "desktop"
         ]
         has_ssh = any(s.get("name") == "ssh" for s in services)
-        self.send(
-            {
-                "sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
-                "desktops": desktops,
-                "message": None,
-            }
-        )
+        access: JobAccess = {
+            "sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
+            "desktops": desktops,
+            "message": None,
+        }
+        self.send(access)
 
 
 class SshKeyHandler(LabHandler):

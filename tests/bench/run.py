@@ -34,6 +34,7 @@ from .queue import p18_schedule_pass, p18c_first_pass
 from .sidebar import p20_sidebar_poll
 from .slurm import p15_submit_to_running, p16_gang_job, p17_drain
 from .sweep import p19_sweep_overhead
+from .sweeps_page import p21_sweeps_refresh
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
@@ -62,6 +63,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P18C", "first scheduling pass after a restart", p18c_first_pass),
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
     ("P20", "sidebar poll: job list with tasks, 20 running jobs", p20_sidebar_poll),
+    ("P21", "Sweeps page refresh, 20 running trials", p21_sweeps_refresh),
 ]
 
 

@@ -1,24 +1,29 @@
 """The Lab's Sweeps page (docs/sweeps.md) against a real daemon (2 CPUs, process runtime), a real ``jupyter lab`` and
 real trials driven by ``pai_jupyter.Sweep`` from this process: the Jupyter server's routes (``server/lab_sweeps.py``:
-the user's own sweeps only, a live trial read from the cluster while no driver writes, no anonymous call) and, in
-Chromium, a grid sweep's trials appearing with their reported loss while they run, sorted by the loss column,
-linking to their job pages, with a parameter value full of markup shown as text."""
+the user's own sweeps only, a live trial read from the cluster while no driver writes, no anonymous call, a refresh
+in three daemon requests however many sweeps and live trials) and, in Chromium, a grid sweep's trials appearing
+with their reported loss while they run (one request per refresh), sorted by the loss column, linking to their job
+pages, with a parameter value full of markup shown as text."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from pai_jupyter.client import Client
+from pai_jupyter.client import AsyncClient, Client
 from pai_jupyter.client.profiles import Profile
 from pai_jupyter.common.states import FINAL
+from pai_jupyter.server.lab_sweeps import sweeps_page
 from pai_jupyter.sweep import Sweep, trial_job
 from tests.polling import wait_for
 
@@ -26,6 +31,7 @@ from .browser import lab_page
 from .conftest import Api
 from .jupyter_fixture import JupyterServer
 from .servers import servers
+from .test_lab_joblist import Counting
 from .test_sweeps import template
 
 pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
@@ -105,10 +111,55 @@ def test_a_live_trial_is_read_from_the_cluster_while_no_driver_writes(env: Env) 
     env.api.wait(job, FINAL, timeout=60)
 
 
+def test_a_refresh_is_three_daemon_requests_however_many_sweeps_and_live_trials(env: Env) -> None:
+    """The page's one request (``pai/api/sweeps``) reads the sweeps with their states, the live jobs and the live
+    trials' reports in one daemon request each: not a state per sweep, nor a detail and reports per live trial.
+    Three trials are live (two running, one waiting for a CPU), one ended, in the second of two sweeps."""
+    profile = Profile(name="count", url=env.api.url, username=env.client.username, token=env.api.token)
+    live = [
+        env.client.submit(trial_job(template(steps=300, sleep=0.2), f"counted-000{n}", {"x": 0.1 * n, "lr": 0.01}))
+        for n in range(3)
+    ]
+    trials = [
+        {"number": n, "job": job, "params": {"x": 0.1 * n}, "state": "SUBMITTED", "value": None, "metrics": {}}
+        for n, job in enumerate(live)
+    ]
+    ended = {"number": 3, "job": f"{env.client.username}~gone", "params": {"x": 1}, "state": "FAILED", "value": None}
+    state = {"status": "running", "objective": "loss", "mode": "min", "max_trials": 4, "space": {}}
+    env.client.put_sweep_state("counted-other", {**state, "trials": []}, 0)
+    env.client.put_sweep_state("counted", {**state, "trials": [*trials, ended]}, 0)
+
+    async def refresh() -> tuple[list[str], dict[str, Any]]:
+        seen = Counting()
+        async with AsyncClient(profile, transport=seen) as pai:
+            await pai.locality()  # asked once per client (an embedded cluster?), before the count
+            seen.paths.clear()
+            page = await sweeps_page(pai, "counted", logging.getLogger("test"))
+        return seen.paths, dict(page)
+
+    def running() -> tuple[list[str], dict[str, Any]] | None:
+        paths, page = asyncio.run(refresh())
+        shown = [(t["state"], "loss" in t["metrics"]) for t in page["sweep"]["trials"]]
+        return (paths, page) if shown[:2] == [("RUNNING", True)] * 2 and shown[2][0] == "WAITING" else None
+
+    paths, page = wait_for(running, 90, "two trials running with their loss, one waiting")
+    assert sorted(paths) == ["/api/v2/local/jobs", "/api/v2/local/reports", "/api/v2/local/sweeps"]
+    assert [r["name"] for r in page["sweeps"]][:2] == ["counted", "counted-other"]  # newest first
+    assert page["sweep"]["trials"][3]["state"] == "FAILED"  # ended: as the driver wrote it
+    missing = f"{env.client.username}~no-such-job"  # (the reports of a job the cluster does not show: left out)
+    assert list(env.client.reports_of([live[0], missing])) == [live[0]]
+    for job in live:
+        env.client.stop(job)
+    for job in live:
+        env.api.wait(job, FINAL, timeout=60)
+
+
 @pytest.mark.browser
 def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: Env, lab: Any) -> None:
     space = {"x": [0.0, 0.3, 0.6, 0.9], "lr": [0.01], "note": [MARKUP]}
     sweep = Sweep("labgrid", template(steps=4, sleep=1.0), space, concurrency=2, client=env.client, poll=0.05)
+    asked: list[str] = []  # the page's requests: one per refresh, the list and the picked sweep together
+    lab.on("request", lambda r: asked.append(urlsplit(r.url).path) if "/pai/api/sweeps" in r.url else None)
     sweep.start()
     lab.keyboard.press("Control+Shift+C")
     palette = lab.locator(".lm-CommandPalette-input")
@@ -133,6 +184,7 @@ def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: 
     wait_for(lambda: status.inner_text() == "done" or None, 30, "the sweep done on the page")
     done = view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepDone")
     assert done.inner_text() == "4 / 4"
+    assert asked and set(asked) == {"/pai/api/sweeps"}, set(asked)  # never a request per sweep
 
     def shown() -> list[tuple[int, str, str]] | None:
         found = [

@@ -66,6 +66,7 @@ CLIENT_METHODS = {
     "put_sweep_state",
     "report",
     "reports",
+    "reports_of",
     "service_action",
     "services",
     "stop",

@@ -4,7 +4,10 @@
   posted for the job, those its tasks wrote to ``run/reports.jsonl`` (``common/reports.py``) and the scalars of
   their TensorBoard event files in ``run/tensorboard`` (``common/tfevents.py``), all read through safeio
   (bounded), oldest first. ``POST`` ``{"metrics": {...}, "step": n}`` stores one with the job.
-- ``GET /api/v2/local/sweeps``: the user's sweeps (name, revision, updated, status); ``GET``, ``PUT``
+- ``GET /api/v2/local/reports?job=user~a&job=user~b``: ``{"reports": {"user~a": [...]}}``, the same of several jobs
+  in one request (the Lab's Sweeps page reads its live trials so); a job the caller cannot see is left out.
+- ``GET /api/v2/local/sweeps``: the user's sweeps (name, revision, updated, status; ``?state=1`` adds each one's
+  state document, so one request reads them all); ``GET``, ``PUT``
   (``{"state": {...}, "revision": n, "tag": ["user~job"]}``: 409 unless ``revision`` is the stored one, 0 for a
   new sweep; the jobs in ``tag``, the caller's own, are tagged ``sweep:{name}``) and
   ``DELETE /api/v2/local/sweeps/{user}~{name}``.
@@ -20,7 +23,7 @@ from typing import Any
 
 from ...common import reports as rep
 from ...common import tfevents
-from ..core.errors import BadRequest, ConflictJobError, NotFoundError
+from ..core.errors import BadRequest, ConflictJobError, NoJobError, NotFoundError
 from ..core.service import Cluster
 from ..core.store import now_ms
 from ..core.store import sweeps as table
@@ -33,6 +36,7 @@ MAX_FILE = 4 * 1024 * 1024  # of a task's reports file that is read
 MAX_STATE = 8 * 1024 * 1024  # a sweep's state document
 TENSORBOARD = "run/tensorboard"  # a task's default TensorBoard log dir (task/services.py), its runs one level down
 MAX_EVENT_FILES = 32
+MAX_JOBS = 1000  # in one request for several jobs' reports
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -89,13 +93,18 @@ class SweepBase(Base):
         table.ensure_tables(self.cluster.store)
 
 
+def job_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, Any]]:
+    """The job's reports: those posted, then those its tasks wrote, oldest first."""
+    stored = [{**r, "source": "api"} for r in table.reports(cluster.store, job_id)]
+    found = stored + file_reports(cluster, job_id, attempt)
+    found.sort(key=lambda r: r["time"])
+    return found
+
+
 class Reports(SweepBase):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
-        stored = [{**r, "source": "api"} for r in table.reports(self.cluster.store, row["id"])]
-        found = stored + file_reports(self.cluster, row["id"], row["attempt"])
-        found.sort(key=lambda r: r["time"])
-        self.write_json({"reports": found})
+        self.write_json({"reports": job_reports(self.cluster, row["id"], row["attempt"])})
 
     def post(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
@@ -124,9 +133,27 @@ def _summary(row: table.SweepRow) -> dict[str, Any]:
     }
 
 
+class ManyReports(SweepBase):
+    def get(self) -> None:
+        jobs = self.get_arguments("job")
+        if len(jobs) > MAX_JOBS:
+            raise BadRequest(f"at most {MAX_JOBS} jobs in one request")
+        found: dict[str, list[dict[str, Any]]] = {}
+        for job in dict.fromkeys(jobs):
+            user, _, name = job.partition("~")
+            try:
+                row = self.own_job(user, name)
+            except NoJobError:  # missing, or not the caller's
+                continue
+            found[f"{row['user']}~{row['name']}"] = job_reports(self.cluster, row["id"], row["attempt"])
+        self.write_json({"reports": found})
+
+
 class Sweeps(SweepBase):
     def get(self) -> None:
-        self.write_json({"sweeps": [_summary(r) for r in table.sweeps(self.cluster.store, self.user["name"])]})
+        rows = table.sweeps(self.cluster.store, self.user["name"])
+        with_state = self.get_argument("state", "") == "1"
+        self.write_json({"sweeps": [{**_summary(r), "state": r["state"]} if with_state else _summary(r) for r in rows]})
 
 
 class Sweep(SweepBase):
@@ -173,6 +200,7 @@ class Sweep(SweepBase):
 def routes(job: str, args: dict[str, Any]) -> list[Route]:
     return [
         (job + r"/reports", Reports, args),
+        (r"/api/v2/local/reports", ManyReports, args),
         (r"/api/v2/local/sweeps", Sweeps, args),
         (SWEEP, Sweep, args),
     ]
