@@ -78,8 +78,8 @@ def submit(file: str, wait: bool, follow: bool, params: tuple[str, ...], name: s
     text = sys.stdin.read() if file == "-" else click.open_file(file, encoding="utf-8").read()
     client = client_for(profile)
     job_id = client.submit(text, name=name, params=_params(params) or None)
-    click.echo(job_id)
-    with _keeps_running(job_id):
+    with _keeps_running(job_id):  # from the moment the id is out: Ctrl-C then may come at any point
+        click.echo(job_id)
         from ..protocol.containerpaths import submit_notes
 
         for path, message in submit_notes(client, text):
