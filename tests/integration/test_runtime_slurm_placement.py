@@ -150,3 +150,19 @@ def test_a_virtual_cluster_is_a_slurm_partition(slurm_cluster: str, pai_home: Pa
         assert "Slurm refused the job" in said and "partition" in said.lower(), said
     finally:
         control.stop(pai_home)
+
+
+def test_a_slurm_tasks_cpu_and_memory_reach_the_metrics(slurm: Api) -> None:
+    """The job page's CPU and memory charts on Slurm: the task's wrapper samples its process group on its node."""
+    busy = 'python3 -c "b = bytearray(96 << 20); exec(\\"while True: pass\\")"'
+    name = slurm.submit_ok(job("busy", {"main": role(busy)}))
+    slurm.wait(name, states={"RUNNING"}, timeout=60)
+    seen: list[dict[str, object]] = []
+
+    def burning() -> bool:
+        seen[:] = slurm.http.get(f"/api/v2/local/jobs/{name}/metrics").json()["tasks"]
+        cpu, memory = seen[0]["cpuPercent"], seen[0]["memoryBytes"]
+        return isinstance(cpu, float) and cpu > 50 and isinstance(memory, int) and memory > 96 << 20
+
+    wait_for(burning, 60, lambda: f"the busy task's CPU and memory in its metrics: {seen}")
+    slurm.stop(name)

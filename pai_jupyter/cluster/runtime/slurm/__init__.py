@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shutil
 import time
@@ -48,6 +49,7 @@ log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
+USAGE = "usage"  # in run/: "cpu_seconds resident_bytes" of the task's process group, written by the wrapper
 PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
 ADDRS_S = 60.0
 PENDING_LOOK_S = 0.1
@@ -124,7 +126,8 @@ class SlurmRuntime(Runtime):
         job_id = out.strip().split(";")[0]
         handles = []
         for spec in specs:
-            handle = TaskHandle(runtime=self.name, id=job_id, info={"role": spec.role, "run_as": spec.run_as})
+            info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
+            handle = TaskHandle(runtime=self.name, id=job_id, info=info)
             taskdir.write_handle(spec.task_dir, handle.to_dict())
             handles.append(handle)
         return handles
@@ -287,7 +290,16 @@ class SlurmRuntime(Runtime):
         return [*who, *step, "/bin/sh", "-i"], shell_env, None
 
     def sample(self, handle: TaskHandle) -> TaskSample | None:
-        return None  # Slurm's accounting (sstat) needs jobacct_gather; the daemon shows no usage on this runtime
+        """What the task's wrapper last wrote to ``run/usage`` on its node (every 2 s: CPU seconds, resident
+        bytes), read without following a link: it is the task account's file."""
+        task_dir = handle.info.get("task_dir")
+        text = safeio.read_text_beneath(Path(task_dir), f"{taskdir.RUN}/{USAGE}", 128) if task_dir else None
+        parts = (text or "").split()
+        try:  # written by the task's account: anything may be there ("nan", "-1", "inf" would reach the charts)
+            cpu, memory = float(parts[0]), int(parts[1])
+        except (ValueError, IndexError):
+            return None
+        return TaskSample(cpu, memory) if len(parts) == 2 and math.isfinite(cpu) and cpu >= 0 <= memory else None
 
 
 def placement(task_dir: Path) -> Where | None:

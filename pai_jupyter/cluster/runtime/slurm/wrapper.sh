@@ -6,7 +6,9 @@
 #  3. waits until all TOTAL tasks of the attempt have written theirs (the rendezvous: a directory every node sees);
 #  4. exports PAI_HOST_IP_<role>_<i>, the roles' host lists and its own PAI_CURRENT_CONTAINER_IP from them;
 #  5. runs the commands through the shim (shim.sh: bash errexit/nounset/pipefail, logs and exit_code in run/), in
-#     a process group of its own.
+#     a process group of its own;
+#  6. every 2 s writes that group's CPU seconds and resident bytes to TASK_DIR/run/usage (the daemon's CPU and
+#     memory charts: it reads the file with safeio; Slurm's own sstat needs accounting the cluster may not have).
 set -u
 rdv=$1 total=$2 shim=$3
 shift 3
@@ -45,9 +47,26 @@ unset PAI_JUPYTER_WORKDIR
 set -m
 sh "$shim" "$run" &
 child=$!
+usage() {  # the group's utime + stime + its reaped children's (clock ticks) and resident pages, from /proc
+  local hz page p s f t r
+  hz=$(getconf CLK_TCK) page=$(getconf PAGESIZE)
+  while kill -0 "$child" 2>/dev/null; do
+    t=0 r=0
+    for p in $(pgrep -g "$child"); do
+      read -r s <"/proc/$p/stat" 2>/dev/null || continue
+      read -r -a f <<<"${s##*) }"  # the fields after the command's name (which may hold spaces)
+      t=$((t + f[11] + f[12] + f[13] + f[14])) r=$((r + f[21]))
+    done
+    printf '%d.%02d %d\n' $((t / hz)) $((t % hz * 100 / hz)) $((r * page)) >"$run/.usage" &&
+      mv -f "$run/.usage" "$run/usage"
+    sleep 2
+  done
+}
+usage &
+sampler=$!
 trap 'kill -TERM -- "-$child" 2>/dev/null' TERM INT
 while :; do
   wait "$child"
   rc=$?
-  kill -0 "$child" 2>/dev/null || exit "$rc"
+  kill -0 "$child" 2>/dev/null || { kill -- "-$sampler" 2>/dev/null; exit "$rc"; }
 done
