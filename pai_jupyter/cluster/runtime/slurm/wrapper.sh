@@ -49,7 +49,8 @@ sh "$shim" "$run" &
 child=$!
 usage() {  # the group's utime + stime + its reaped children's (clock ticks) and resident pages, from /proc
   local hz page p s f t r
-  hz=$(getconf CLK_TCK) page=$(getconf PAGESIZE)
+  command -v pgrep >/dev/null || return  # no samples (no charts) rather than zeros
+  hz=$(getconf CLK_TCK) page=$(getconf PAGESIZE) || return
   while kill -0 "$child" 2>/dev/null; do
     t=0 r=0
     for p in $(pgrep -g "$child"); do
