@@ -69,12 +69,12 @@ lint-js: labextension/node_modules/.package-lock.json
 test-js: labextension/node_modules/.package-lock.json
 	cd labextension && PAI_PYTHON=$(abspath $(BIN))/python npm test --silent
 
-# the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
 # pytest-xdist workers: most tests wait on a daemon, a browser or a task, so 4 keep 2 cores busy; a module's tests
 # share one worker (its fixtures start once) and the Slurm tests another (tests/conftest.py)
 TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
+# the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
 test: $(STAMP) lint test-js
 	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) $(PYTEST_ARGS)
 

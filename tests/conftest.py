@@ -1,6 +1,6 @@
 """What every test shares: the Hypothesis profiles ("full" for ``make test`` and CI, "quick" for
 ``make test-fast``), chosen by ``PAI_TEST_HYPOTHESIS`` (tests/properties.py), and how pytest-xdist splits the
-suite (``make test`` runs ``-n auto --dist loadgroup``)."""
+suite (``make test`` runs ``-n 4 --dist loadgroup``)."""
 
 from __future__ import annotations
 
