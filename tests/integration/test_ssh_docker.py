@@ -61,9 +61,15 @@ def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
     pai.wait(job, until={"RUNNING"}, timeout=120)
     [info] = _info(pai, job)
     assert info.user == "root"
-    wait_for(lambda: ssh(Path(info.key), info.port, "true").returncode == 0, 60, "the container's sshd")
-    r = ssh(Path(info.key), info.port, 'echo "index=$PAI_TASK_INDEX dir=$PAI_TASK_DIR"; pwd')
-    assert r.returncode == 0, r.stderr
+    command = 'echo "index=$PAI_TASK_INDEX dir=$PAI_TASK_DIR"; pwd'
+    tries: list[str] = []
+
+    def answered() -> subprocess.CompletedProcess[str] | None:  # a connection the starting sshd closed: again
+        r = ssh(Path(info.key), info.port, command)
+        tries.append(r.stderr.strip())
+        return r if r.returncode == 0 else None
+
+    r = wait_for(answered, 60, lambda: f"the container's sshd to run the command: {tries[-3:]}")
     assert r.stdout.splitlines()[0] == "index=0 dir=/pai/task"
     out = pai.wait(job, timeout=120)
     worker_log = pai.logs(job, role="worker", stream="all")

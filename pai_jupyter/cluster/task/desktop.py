@@ -80,7 +80,10 @@ def command(info: dict[str, Any]) -> str:
             f'(umask 077; printf "%s\\n" {password} | vncpasswd -f >"$pai_dt/passwd")',
             # a unix socket's path must be short (108 bytes): a private dir in /tmp, removed when the desktop stops
             'pai_sd=$(mktemp -d "${TMPDIR:-/tmp}/pai-desktop.XXXXXX") || exit 1',
-            'pai_pids=""; trap \'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"; exit 0\' TERM INT HUP',
+            # down: TERM, then KILL what is left a second later (websockify can swallow a TERM that lands while
+            # it logs, and its port would keep the desktop "running")
+            'pai_down() { kill $pai_pids 2>/dev/null; sleep 1; kill -9 $pai_pids 2>/dev/null; rm -rf "$pai_sd"; }',
+            'pai_pids=""; trap "pai_down; exit 0" TERM INT HUP',
             f"Xvnc -displayfd 3 -geometry {shlex.quote(geometry)} -depth 24 -rfbport -1 "
             '-rfbunixpath "$pai_sd/vnc.sock" -rfbunixmode 0600 -SecurityTypes VncAuth -PasswordFile "$pai_dt/passwd" '
             "-nolisten tcp -AlwaysShared "
@@ -98,6 +101,6 @@ def command(info: dict[str, Any]) -> str:
             f'--unix-target="$pai_sd/vnc.sock" {taskdir.SERVICE_HOST}:{port} &',
             'pai_pids="$pai_pids $!"',
             "wait $!",
-            'kill $pai_pids 2>/dev/null; rm -rf "$pai_sd"',
+            "pai_down",
         ]
     )
