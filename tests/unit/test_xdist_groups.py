@@ -35,8 +35,11 @@ def test_a_modules_tests_share_a_worker_and_every_slurm_test_shares_one(tmp_path
     s2.write_text(s2.read_text().replace("range(6)", "[0, 1, 2, pytest.param(3, marks=pytest.mark.slurm), 4, 5]"))
     where = tmp_path / "where"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WHERE": str(where), "PAI_TEST_HYPOTHESIS": "quick"}
+    # its own --basetemp: a pytest session of the default one makes /tmp/pytest-of-<user> 0700 again, which the
+    # running suite's tasks of other accounts must traverse
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "tmp")]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup", str(suite)],
+        [*pytest, "-n", "3", "--dist", "loadgroup", str(suite)],
         cwd=suite,
         env=env,
         capture_output=True,
