@@ -96,12 +96,16 @@ def opened(browser: Any, shot: str | None = None, viewport: tuple[int, int] | No
 
 def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000) -> Any:
     """Open JupyterLab of ``server`` in a fresh layout named ``workspace`` (the sidebar starts closed), wait for
-    pai_jupyter's labextension (``timeout`` ms) and open its jobs sidebar; the sidebar's panel."""
+    pai_jupyter's labextension (``timeout`` ms), open its jobs sidebar and wait for its first job list; the
+    sidebar's panel. The first list is the notifier's baseline (it tells only of changes after it), so a test
+    that submits before it arrived could see its job already running in it, and no notice."""
     page.goto(f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}")
     page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=timeout)
     page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
     panel = page.locator("#pai-jobs-panel")
     panel.wait_for(state="visible", timeout=30_000)
+    first = panel.locator(".pai-JobsPanel-profile", has_text=" · ")  # "{profile} · {user}", hidden beside a switch
+    first.wait_for(state="attached", timeout=60_000)
     return panel
 
 
