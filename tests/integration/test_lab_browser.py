@@ -216,8 +216,10 @@ def test_the_dark_theme_applies_to_the_sidebar_and_the_job_page(env: Env, lab: A
         lab.locator("body[data-jp-theme-light='true']").wait_for(state="attached", timeout=30_000)
 
 
-def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) -> None:
-    job = env.api.submit_ok(services_job("lab-notify", command="sleep 4"))
+def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any, tmp_path: Path) -> None:
+    # the job ends when the test says so: a notice shows for 10 s, and a slow job page must not outlast it
+    go = tmp_path / "go"
+    job = env.api.submit_ok(services_job("lab-notify", command=f"while [ ! -e {go} ]; do sleep 0.2; done"))
     r = row(lab, "lab-notify")
     r.locator(".pai-Badge", has_text="RUNNING").wait_for(timeout=60_000)  # seen live by this session
     r.focus()
@@ -231,6 +233,7 @@ def test_keyboard_actions_and_the_end_of_job_notification(env: Env, lab: Any) ->
     lab.locator(".pai-JobPage").filter(has_text=job).locator(".pai-Tasks td", has_text="main").first.wait_for(
         timeout=30_000
     )
+    go.touch()
     lab.get_by_text("PAI job lab-notify SUCCEEDED").first.wait_for(timeout=60_000)
     assert env.api.detail(job)["jobStatus"]["state"] == "SUCCEEDED"
 
