@@ -1,7 +1,7 @@
 // The waiting queue as a main-area panel (command "Show PAI waiting queue"): each virtual cluster's waiting jobs
 // in order, with their place, priority class and why they wait. An admin changes a job's class (a select) or
 // its place among its class's waiting jobs (up / down), through pai/api/jobs/{job}/priority; a user sees their
-// own waiting jobs, read-only (the daemon lets only an admin reorder). Redrawn when the sidebar's job list
+// own waiting jobs as plain text, without controls (the daemon lets only an admin reorder). Redrawn when the sidebar's job list
 // changes (no poll of its own), after each change and on Refresh. All text goes in as text, never as HTML.
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { ICommandPalette, MainAreaWidget, Notification } from '@jupyterlab/apputils';
@@ -45,8 +45,9 @@ export class QueueView extends Widget {
 
   private draw(queue: WaitingQueue): void {
     const lines = Object.entries(queue.virtualClusters);
+    const admin = queue.canReorder;
     this.statusNode.textContent = lines.length
-      ? queue.canReorder
+      ? admin
         ? 'You may change the class or place of any waiting job.'
         : 'Your waiting jobs; only an admin may reorder the queue.'
       : 'No job is waiting.';
@@ -55,20 +56,36 @@ export class QueueView extends Widget {
       const table = el('table', 'pai-Table pai-QueueTable');
       table.setAttribute('aria-label', `Waiting jobs of virtual cluster ${vc}`);
       const head = el('tr');
-      for (const h of ['Place', 'Job', 'Priority', 'Why waiting', '']) {
+      // a user who may not reorder sees no controls at all (not disabled ones that only say no)
+      for (const h of ['Place', 'Job', 'Priority', 'Why waiting', ...(admin ? ['Move'] : [])]) {
         head.append(el('th', '', h));
       }
       table.append(head);
       for (const job of line) {
-        table.append(this.row(job, line, queue.canReorder));
+        table.append(this.row(job, line, admin));
       }
       this.body.append(el('h3', 'pai-QueueView-vc', `Virtual cluster ${vc}`), table);
     }
   }
 
-  private row(job: QueuedJob, line: QueuedJob[], canReorder: boolean): HTMLTableRowElement {
+  private row(job: QueuedJob, line: QueuedJob[], admin: boolean): HTMLTableRowElement {
     const tr = el('tr', 'pai-QueueRow');
     tr.dataset.job = job.job;
+    const shown = job.jobPriority === 'test' ? 'default' : job.jobPriority;
+    tr.append(
+      el('td', 'pai-QueuePlace', String(job.ahead + 1)),
+      el('td', 'pai-QueueJob', job.job),
+      admin ? this.classCell(job, shown) : el('td', 'pai-QueueClass', shown),
+      el('td', 'pai-QueueReason', job.waitingReason ?? '')
+    );
+    if (admin) {
+      tr.append(this.moveCell(job, line));
+    }
+    return tr;
+  }
+
+  /** An admin's class select. */
+  private classCell(job: QueuedJob, shown: string): HTMLTableCellElement {
     const select = el('select', 'pai-QueuePriority');
     select.setAttribute('aria-label', `Priority class of ${job.job}`);
     for (const c of CLASSES) {
@@ -76,9 +93,15 @@ export class QueueView extends Widget {
       option.value = c;
       select.append(option);
     }
-    select.value = job.jobPriority === 'test' ? 'default' : job.jobPriority;
-    select.disabled = !canReorder;
+    select.value = shown;
     select.onchange = () => void this.change(job.job, { jobPriority: select.value });
+    const cell = el('td');
+    cell.append(selectBox(select));
+    return cell;
+  }
+
+  /** An admin's up / down, each disabled at the end of the job's class. */
+  private moveCell(job: QueuedJob, line: QueuedJob[]): HTMLTableCellElement {
     const moves = el('td', 'pai-QueueMoves');
     for (const [text, step] of [
       ['Up', -1],
@@ -90,19 +113,10 @@ export class QueueView extends Widget {
           void this.change(job.job, { position: place });
         }
       });
-      b.disabled = !canReorder || place === null;
+      b.disabled = place === null;
       moves.append(b);
     }
-    const cell = el('td');
-    cell.append(selectBox(select));
-    tr.append(
-      el('td', 'pai-QueuePlace', String(job.ahead + 1)),
-      el('td', 'pai-QueueJob', job.job),
-      cell,
-      el('td', 'pai-QueueReason', job.waitingReason ?? ''),
-      moves
-    );
-    return tr;
+    return moves;
   }
 
   private async change(

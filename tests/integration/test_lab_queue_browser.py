@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.common.states import FINAL
 from tests.polling import wait_for
 
@@ -102,6 +103,34 @@ def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env,
     wait_for(lambda: rows.all_inner_texts() == ["root~lab-q2", "root~lab-q1", "root~lab-q3"] or None, 30, "prod")
     assert order(env.api) == ["lab-q2", "lab-q1", "lab-q3"]
     stop_all(env.api)
+
+
+@pytest.mark.browser
+def test_a_user_who_may_not_reorder_sees_the_queue_without_controls(env: Env, lab: Any) -> None:
+    stop_all(env.api)
+    blocker = env.api.submit_ok(job("ro-blocker", cpu=2))
+    env.api.wait(blocker, {"RUNNING"}, timeout=60)
+    carol = env.api.new_user("carol")
+    waiting = carol.submit_ok(job("ro-waits"))
+    upsert_profile(Profile(name="carol", url=env.api.url, username="carol", token=carol.token), env.api.home)
+    http = env.jupyter.http()
+    assert http.put("pai/api/profiles/current", json={"name": "carol"}).status_code == 200
+    try:
+        lab.keyboard.press("Control+Shift+C")
+        palette = lab.locator(".lm-CommandPalette-input")
+        palette.fill("Show PAI waiting queue")
+        palette.press("Enter")
+        view = lab.locator(".pai-QueueView")
+        rows = view.locator(".pai-QueueRow .pai-QueueJob")
+        wait_for(lambda: rows.all_inner_texts() == [waiting] or None, 30, "carol's waiting job")
+        assert "only an admin may reorder" in view.locator(".pai-QueueView-status").inner_text()
+        assert view.locator(f".pai-QueueRow[data-job='{waiting}'] .pai-QueueClass").inner_text() == "default"
+        # no controls that would only be refused: no class select, no up / down, no empty column for them
+        assert view.locator(".pai-QueueTable").locator(".pai-QueuePriority, .pai-QueueMoves, button").count() == 0
+        assert view.locator(".pai-QueueTable th").all_inner_texts() == ["Place", "Job", "Priority", "Why waiting"]
+    finally:
+        assert http.put("pai/api/profiles/current", json={"name": "local"}).status_code == 200
+        stop_all(env.api)
 
 
 def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -> None:
