@@ -27,6 +27,7 @@ from .wire import error_for as error_for
 from .wire import json_list, json_object
 
 PAGE = 1000
+REPORTS_PER_REQUEST = 100  # job ids in one reports query (the daemon takes 1000; this keeps the URL short)
 
 JobRef: TypeAlias = str | JobSummary | JobDetail
 """A job: its id ``user~name``, a bare name (this profile's user), or a row or detail the client returned."""
@@ -368,11 +369,13 @@ class Calls(ClientBase):
         local = yield from self._is_local_server()
         if not local:
             raise NotSupported(f"reported metrics need the embedded cluster; {self.where} is an OpenPAI server")
-        if not jobs:
-            return {}
-        resp = yield Req("GET", "/api/v2/local/reports", params={"job": [self.job_id(j) for j in jobs]})
-        found = json_object(resp).get("reports")
-        return {str(k): list(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        ids, out = [self.job_id(j) for j in jobs], {}
+        for start in range(0, len(ids), REPORTS_PER_REQUEST):
+            chunk = ids[start : start + REPORTS_PER_REQUEST]
+            resp = yield Req("GET", "/api/v2/local/reports", params={"job": chunk})
+            found = json_object(resp).get("reports")
+            out.update({str(k): list(v) for k, v in found.items()} if isinstance(found, dict) else {})
+        return out
 
     def _report(self, job: JobRef, metrics: dict[str, float], step: int | None) -> Op[dict[str, Any]]:
         path = yield from self._local_path(job, "reporting metrics")

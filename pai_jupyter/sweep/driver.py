@@ -217,10 +217,10 @@ class Sweep:
         self.state["trials"].append(trial)
         return trial
 
-    def _update(self, trial: dict[str, Any], final: bool) -> bool:
-        """Read a live trial's reports; True when it should be pruned."""
+    def _update(self, trial: dict[str, Any], reports: list[dict[str, Any]], final: bool) -> bool:
+        """Take in a live trial's reports; True when it should be pruned."""
         prune, search = False, self._searcher()
-        for r in self.client.reports(trial["job"]):
+        for r in reports:
             trial["metrics"].update(r["metrics"])
             value = r["metrics"].get(self.state["objective"])
             if value is None:
@@ -244,14 +244,20 @@ class Sweep:
             s["driver"], changed = self.driver, True
         if s["status"] == "new":
             s["status"], changed = "running", True
-        for trial in [t for t in s["trials"] if t["state"] not in ENDED]:
-            detail = self.client.detail(trial["job"])
-            state, now = detail.state, time.monotonic()
+        following = [t for t in s["trials"] if t["state"] not in ENDED]
+        states = {t["job"]: self.client.detail(t["job"]).state for t in following}
+        now = time.monotonic()
+        # a trial's reports at most once a second, and once more at its end; all of them in one request
+        last = self._last_reports
+        due = {t["job"] for t in following if states[t["job"]] in FINAL or now - last.get(t["number"], 0) >= 1}
+        reports = self.client.reports_of(sorted(due)) if due else {}
+        for trial in following:
+            state = states[trial["job"]]
             final = state in FINAL
-            if final or now - self._last_reports.get(trial["number"], 0) >= 1.0:
+            if trial["job"] in due:
                 self._last_reports[trial["number"]] = now
                 before = (trial["value"], len(trial["intermediate"]))
-                if self._update(trial, final) and trial.get("stop") is None:
+                if self._update(trial, reports.get(trial["job"], []), final) and trial.get("stop") is None:
                     trial["stop"] = "pruned"
                     self.client.stop(trial["job"])
                 changed |= before != (trial["value"], len(trial["intermediate"]))

@@ -148,6 +148,8 @@ def test_a_refresh_is_three_daemon_requests_however_many_sweeps_and_live_trials(
     assert page["sweep"]["trials"][3]["state"] == "FAILED"  # ended: as the driver wrote it
     missing = f"{env.client.username}~no-such-job"  # (the reports of a job the cluster does not show: left out)
     assert list(env.client.reports_of([live[0], missing])) == [live[0]]
+    many = [f"{env.client.username}~no-such-job-{i}" for i in range(1500)]  # more than the daemon takes at once
+    assert list(env.client.reports_of([*many, live[1]])) == [live[1]]
     for job in live:
         env.client.stop(job)
     for job in live:
