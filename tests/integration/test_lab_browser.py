@@ -172,10 +172,23 @@ def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: A
     item.click(button="right")
     lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
     row(lab, "from-the-menu").wait_for(state="attached", timeout=30_000)  # the sidebar behind the file browser
+    written = (env.root / "editor-job.json").stat().st_mtime_ns
     lab.locator(".jp-DirListing-item", has_text="editor-job.json").dblclick()
-    lab.locator(".pai-SubmitFileButton").first.click()
+    lab.locator(".jp-Document:visible .pai-SubmitFileButton").click()  # unchanged: submitted as it is
     row(lab, "from-the-editor").wait_for(state="attached", timeout=30_000)
-    for job in ("root~from-the-menu", "root~from-the-editor"):
+    assert (env.root / "editor-job.json").stat().st_mtime_ns == written  # (not saved again)
+    # a changed file is saved, then submitted as saved
+    lab.locator(".jp-DirListing-item", has_text="menu-job.yaml").dblclick()
+    code = lab.locator(".jp-Document:visible .cm-content")
+    code.wait_for(timeout=30_000)
+    code.click()
+    lab.keyboard.press("Control+a")
+    edited = (env.root / "menu-job.yaml").read_text().replace("from-the-menu", "edited-in-lab")
+    lab.keyboard.insert_text(edited)
+    lab.locator(".jp-Document:visible .pai-SubmitFileButton").click()
+    row(lab, "edited-in-lab").wait_for(state="attached", timeout=30_000)
+    assert (env.root / "menu-job.yaml").read_text() == edited
+    for job in ("root~from-the-menu", "root~from-the-editor", "root~edited-in-lab"):
         assert env.api.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
 
 

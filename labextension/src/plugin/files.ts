@@ -56,7 +56,7 @@ export function registerFileCommands(
       }
     }
   });
-  // a toolbar button on an open job file (saved first, then submitted as it is on disk)
+  // a toolbar button on an open job file (saved first if it was changed, then submitted as it is on disk)
   const submitButton: DocumentRegistry.IWidgetExtension<IDocumentWidget, DocumentRegistry.IModel> =
     {
       createNew: (widget, context) => {
@@ -67,7 +67,9 @@ export function registerFileCommands(
           label: 'Submit as PAI job',
           tooltip: 'Save this file and submit it as a PAI job',
           onClick: async () => {
-            await context.save();
+            if (context.model.dirty) {
+              await context.save(); // an unchanged file is not rewritten (a JSON viewer's save reformats it)
+            }
             await commands.execute(CommandIDs.submitFile, { path: context.path });
           }
         });
