@@ -55,6 +55,16 @@ def stop_all(api: Api) -> None:
             api.wait(f"{j['username']}~{j['name']}", timeout=60)
 
 
+def queue_view(lab: Any) -> tuple[Any, Any]:
+    """Open the queue view from the command palette; the view and its rows' job cells."""
+    lab.keyboard.press("Control+Shift+C")
+    palette = lab.locator(".lm-CommandPalette-input")
+    palette.fill("Show PAI waiting queue")
+    palette.press("Enter")
+    view = lab.locator(".pai-QueueView")
+    return view, view.locator(".pai-QueueRow .pai-QueueJob")
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("lab-queue")
@@ -87,12 +97,7 @@ def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env,
     for name in ("lab-q1", "lab-q2", "lab-q3"):
         env.api.submit_ok(job(name))
     wait_for(lambda: order(env.api) == ["lab-q1", "lab-q2", "lab-q3"] or None, 30, "the three jobs to wait")
-    lab.keyboard.press("Control+Shift+C")
-    palette = lab.locator(".lm-CommandPalette-input")
-    palette.fill("Show PAI waiting queue")
-    palette.press("Enter")
-    view = lab.locator(".pai-QueueView")
-    rows = view.locator(".pai-QueueRow .pai-QueueJob")
+    view, rows = queue_view(lab)
     wait_for(lambda: rows.all_inner_texts() == ["root~lab-q1", "root~lab-q2", "root~lab-q3"] or None, 30, "rows")
     reason = view.locator(".pai-QueueRow[data-job='root~lab-q2'] .pai-QueueReason").inner_text()
     assert "1 job ahead" in reason and "behind root~lab-q1" in reason, reason
@@ -116,12 +121,7 @@ def test_a_user_who_may_not_reorder_sees_the_queue_without_controls(env: Env, la
     http = env.jupyter.http()
     assert http.put("pai/api/profiles/current", json={"name": "carol"}).status_code == 200
     try:
-        lab.keyboard.press("Control+Shift+C")
-        palette = lab.locator(".lm-CommandPalette-input")
-        palette.fill("Show PAI waiting queue")
-        palette.press("Enter")
-        view = lab.locator(".pai-QueueView")
-        rows = view.locator(".pai-QueueRow .pai-QueueJob")
+        view, rows = queue_view(lab)
         wait_for(lambda: rows.all_inner_texts() == [waiting] or None, 30, "carol's waiting job")
         assert "only an admin may reorder" in view.locator(".pai-QueueView-status").inner_text()
         assert view.locator(f".pai-QueueRow[data-job='{waiting}'] .pai-QueueClass").inner_text() == "default"
