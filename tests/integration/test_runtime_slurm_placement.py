@@ -165,4 +165,7 @@ def test_a_slurm_tasks_cpu_and_memory_reach_the_metrics(slurm: Api) -> None:
         return isinstance(cpu, float) and cpu > 50 and isinstance(memory, int) and memory > 96 << 20
 
     wait_for(burning, 60, lambda: f"the busy task's CPU and memory in its metrics: {seen}")
+    # not the daemon's own GPUs under the node's indices: the answer says none are sampled, and why
+    gpu = slurm.http.get(f"/api/v2/local/jobs/{name}/metrics").json()["gpu"]
+    assert gpu == {"available": False, "message": "GPU use is not sampled on the slurm runtime's nodes"}, gpu
     slurm.stop(name)

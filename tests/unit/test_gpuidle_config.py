@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
-from pai_jupyter.cluster.core.gpuidle import INTERACTIVE_KEY, KERNEL_KEY, GpuIdleConfig, is_interactive
+from pai_jupyter.cluster.core.gpuidle import (
+    INTERACTIVE_KEY,
+    KERNEL_KEY,
+    GpuIdle,
+    GpuIdleConfig,
+    gpu_idle,
+    is_interactive,
+)
 from pai_jupyter.protocol import Job, TaskRole
 
 
@@ -23,6 +32,19 @@ def test_off_by_default_and_read_from_cluster_yaml(tmp_path: Path) -> None:
     config = GpuIdleConfig.load(tmp_path)
     assert config.enabled and config.after_minutes == 30 and config.under_percent == 10
     assert config.warn_minutes == 5 and config.every_seconds == 1  # at least one second between samples
+
+
+def test_off_where_the_tasks_gpus_are_other_nodes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """On Slurm a task's GPU indices are its node's: sampled here they would be this machine's GPUs, and a busy
+    job could be stopped as idle."""
+    (tmp_path / "cluster.yaml").write_text("gpuIdle: {afterMinutes: 30, sampler: 'builtins:dict'}\n")
+
+    def cluster(local_gpus: bool) -> Any:
+        return cast(Any, SimpleNamespace(runtime=SimpleNamespace(name="slurm", local_gpus=local_gpus)))
+
+    assert isinstance(gpu_idle(cluster(True), tmp_path), GpuIdle)
+    assert gpu_idle(cluster(False), tmp_path) is None
+    assert "gpuIdle is off: the slurm runtime's tasks hold GPUs of other nodes" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,10 @@
 Interactive jobs hold GPUs while a person thinks; judged by GPU use (not HTTP traffic), one that left them idle
 gives them back. A job is interactive when ``extras["com.pai_jupyter.interactive"]`` is true, or (unless that key
 is false) it runs a PAI kernel (``com.pai_jupyter.kernel``) or the in-task ``jupyter`` runtime plugin. Batch
-jobs are never judged. Off unless ``gpuIdle`` in ``local/cluster.yaml`` sets ``afterMinutes`` (docs/gpu-idle.md).
+jobs are never judged. Off unless ``gpuIdle`` in ``local/cluster.yaml`` sets ``afterMinutes`` (docs/notebook-jobs.md),
+and off on a runtime whose tasks hold other nodes' GPUs (Slurm).
 
-Samples come from a sampler: GPU index -> utilisation percent. The default is NVML (``metrics/nvml.py``, the
+Samples come from a sampler: GPU index -> utilisation percent. The default is NVML (``cluster/task/nvml.py``, the
 metrics path's own); ``sampler: "module:function"`` names another (DCGM, or a test's fake). A GPU with no
 sample is no evidence of idleness: the job's idle time starts again.
 """
@@ -202,6 +203,9 @@ def gpu_idle(cluster: Cluster, local: Path) -> GpuIdle | None:
     """The daemon's watcher, or None when gpuIdle is off."""
     config = GpuIdleConfig.load(local)
     if not config.enabled:
+        return None
+    if not cluster.runtime.local_gpus:  # a sampler gets GPU indices, not nodes: it would judge this machine's GPUs
+        log.warning("gpuIdle is off: the %s runtime's tasks hold GPUs of other nodes", cluster.runtime.name)
         return None
     log.info(
         "gpuIdle: interactive jobs with GPUs under %g%% for %g minutes are stopped",

@@ -178,7 +178,9 @@ async def metrics(cluster: Cluster, row: JobCore, cpu: CpuWindows | None = None)
     samples whoever asked before: a call that finds no sample old enough waits for one (once, for all tasks)."""
     cpu = cpu or _cpu
     tasks = cluster.store.tasks(row["id"], row["attempt"])
-    gpu_ok = await asyncio.to_thread(lambda: _nvml.available)
+    local = cluster.runtime.local_gpus
+    gpu_ok = local and await asyncio.to_thread(lambda: _nvml.available)
+    gpu_message = _nvml.message if local else f"GPU use is not sampled on the {cluster.runtime.name} runtime's nodes"
     out = []
     running: dict[tuple[Any, ...], tuple[dict[str, Any], TaskHandle]] = {}
     for t in tasks:
@@ -226,4 +228,4 @@ async def metrics(cluster: Cluster, row: JobCore, cpu: CpuWindows | None = None)
         if not todo:
             break
         await asyncio.sleep(wait + 0.01)
-    return {"time": int(time.time() * 1000), "gpu": {"available": gpu_ok, "message": _nvml.message}, "tasks": out}
+    return {"time": int(time.time() * 1000), "gpu": {"available": gpu_ok, "message": gpu_message}, "tasks": out}

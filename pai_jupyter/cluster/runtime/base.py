@@ -128,6 +128,9 @@ class Runtime(abc.ABC):
     gang_submit: bool = False
     """The runtime schedules and places whole jobs itself (a batch system): the daemon hands it every task of a
     job attempt at once through ``start_job``, as soon as they wait, and checks no capacity of its own."""
+    local_gpus: bool = True
+    """A task's GPU indices are this machine's, so the daemon's NVML samples them (charts, GPU-idle release). A
+    runtime whose tasks run on other nodes says False: sampling here would report another machine's GPUs."""
 
     def start_job(self, specs: list[TaskSpec]) -> list[TaskHandle]:
         """Start these tasks of one job attempt together (a ``gang_submit`` runtime); one handle per spec, in

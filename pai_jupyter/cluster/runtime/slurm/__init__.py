@@ -60,6 +60,7 @@ SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, fro
 class SlurmRuntime(Runtime):
     name = "slurm"
     gang_submit = True
+    local_gpus = False  # a task's GPUs are its node's (CUDA_VISIBLE_DEVICES there), not the daemon's
     host_ip = ""  # known once the task runs on its node: the wrapper exports it (and writes run/placement)
 
     def __init__(self) -> None:
