@@ -1,8 +1,9 @@
 // The waiting queue as a main-area panel (command "Show PAI waiting queue"): each virtual cluster's waiting jobs
 // in order, with their place, priority class and why they wait. An admin changes a job's class (a select) or
 // its place among its class's waiting jobs (up / down), through pai/api/jobs/{job}/priority; a user sees their
-// own waiting jobs as plain text, without controls (the daemon lets only an admin reorder). Redrawn when the sidebar's job list
-// changes (no poll of its own), after each change and on Refresh. All text goes in as text, never as HTML.
+// own waiting jobs as plain text, without controls (the daemon lets only an admin reorder). Redrawn when the
+// sidebar's job list changes (no poll of its own), after each change and on Refresh. All text goes in as text,
+// never as HTML.
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { ICommandPalette, MainAreaWidget, Notification } from '@jupyterlab/apputils';
 import { LabIcon, refreshIcon } from '@jupyterlab/ui-components';
