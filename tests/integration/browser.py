@@ -11,6 +11,7 @@ tests take in JupyterLab (open a notebook and run it, start a notebook from a la
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,15 @@ def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000)
     first = panel.locator(".pai-JobsPanel-profile", has_text=" · ")  # "{profile} · {user}", hidden beside a switch
     first.wait_for(state="attached", timeout=60_000)
     return panel
+
+
+def run_from_palette(page: Any, label: str) -> None:
+    """Run the command labelled ``label`` from JupyterLab's command palette (Ctrl+Shift+C). The item is clicked
+    once the palette shows it: an Enter pressed before the palette had filtered ran nothing and closed it."""
+    page.keyboard.press("Control+Shift+C")
+    page.locator(".lm-CommandPalette-input").fill(label)
+    label_re = re.compile(f"^{re.escape(label)}$")
+    page.locator(".lm-CommandPalette-item", has=page.locator(".lm-CommandPalette-itemLabel", has_text=label_re)).click()
 
 
 def lab_page(browser: Any, server: Any, request: pytest.FixtureRequest) -> Iterator[Any]:

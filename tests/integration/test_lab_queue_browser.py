@@ -18,7 +18,7 @@ from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.common.states import FINAL
 from tests.polling import wait_for
 
-from .browser import lab_page
+from .browser import lab_page, run_from_palette
 from .conftest import Api
 from .jupyter_fixture import JupyterServer, services_job
 from .servers import servers
@@ -57,10 +57,7 @@ def stop_all(api: Api) -> None:
 
 def queue_view(lab: Any) -> tuple[Any, Any]:
     """Open the queue view from the command palette; the view and its rows' job cells."""
-    lab.keyboard.press("Control+Shift+C")
-    palette = lab.locator(".lm-CommandPalette-input")
-    palette.fill("Show PAI waiting queue")
-    palette.press("Enter")
+    run_from_palette(lab, "Show PAI waiting queue")
     view = lab.locator(".pai-QueueView")
     return view, view.locator(".pai-QueueRow .pai-QueueJob")
 

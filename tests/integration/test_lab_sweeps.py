@@ -27,7 +27,7 @@ from pai_jupyter.server.lab_sweeps import sweeps_page
 from pai_jupyter.sweep import Sweep, trial_job
 from tests.polling import wait_for
 
-from .browser import lab_page
+from .browser import lab_page, run_from_palette
 from .conftest import Api
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -163,10 +163,7 @@ def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: 
     asked: list[str] = []  # the page's requests: one per refresh, the list and the picked sweep together
     lab.on("request", lambda r: asked.append(urlsplit(r.url).path) if "/pai/api/sweeps" in r.url else None)
     sweep.start()
-    lab.keyboard.press("Control+Shift+C")
-    palette = lab.locator(".lm-CommandPalette-input")
-    palette.fill("PAI sweeps")
-    palette.press("Enter")
+    run_from_palette(lab, "PAI sweeps")
     view = lab.locator(".pai-SweepsView")
     view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepName").click()
     rows = view.locator(".pai-TrialTable .pai-TrialRow")

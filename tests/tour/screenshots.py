@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar
+from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar, run_from_palette
 from tests.integration.jupyter_fixture import write_events
 from tests.integration.servers import servers
 
@@ -122,10 +122,7 @@ def main(out: Path) -> None:
             )
             panel.get_by_role("button", name="New PAI job").click()
             page.locator(".pai-Form").get_by_label("Job name", exact=True).wait_for(timeout=30_000)
-            page.keyboard.press("Control+Shift+C")
-            palette = page.locator(".lm-CommandPalette-input")
-            palette.fill("Show PAI waiting queue")
-            palette.press("Enter")
+            run_from_palette(page, "Show PAI waiting queue")
             page.locator(".pai-QueueView .pai-QueueRow").first.wait_for(timeout=30_000)
             for name in ("light", "dark"):
                 theme(page, name)
