@@ -1,19 +1,20 @@
 // Job status notifications in the Lab. From the job list the sidebar already polls (no poll of its own): a job
 // that asked for them (extras.jobStatusChangeNotification, `%%pai_submit --notify`) is told of the changes it
 // named, in OpenPAI's words, for the user's own jobs; any other job seen live in this session is told of its end.
+// The first list, and the first after a profile switch, is a baseline: what it shows happened before.
 // Which changes a job asked for is read once per job (pai/api/jobs/{job}/notification), when a change of it is
 // first seen. The pure part is notifyrules.ts.
 import { Notification } from '@jupyterlab/apputils';
 import { JobList, JobNotification, jobPath, request } from './api';
-import { changesSince, JobChange, notice, Seen } from './notifyrules';
+import { advance, Baseline, JobChange, notice } from './notifyrules';
 
 /** Feeds on each new job list (the sidebar's `changed`) and shows the notices. */
 export class JobNotifier {
   constructor(private readonly open: (id: string) => void) {}
 
   update(list: JobList): void {
-    const changes = changesSince(this.seen, list.jobs);
-    this.seen = new Map(list.jobs.map(j => [j.id, { state: j.state, retries: j.retries ?? 0 }]));
+    const { changes, after } = advance(this.last, list);
+    this.last = after;
     for (const c of changes) {
       void this.tell(c, c.job.username === list.user);
     }
@@ -48,6 +49,6 @@ export class JobNotifier {
     return found;
   }
 
-  private seen: Map<string, Seen> | null = null;
+  private last: Baseline | null = null;
   private wanted = new Map<string, Promise<Set<string> | null>>();
 }

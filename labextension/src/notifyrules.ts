@@ -46,6 +46,24 @@ export function changesSince(before: Map<string, Seen> | null, after: JobRow[]):
   return out;
 }
 
+/** What the last list showed: whose jobs (profile and user) and each job's state. */
+export interface Baseline {
+  source: string;
+  seen: Map<string, Seen>;
+}
+
+/** The changes a new list shows against the last one, and the next baseline. A list of another profile or user
+ *  (the sidebar switched profile) is a new baseline, like the first list: its jobs are not news. */
+export function advance(
+  before: Baseline | null,
+  list: { profile: string; user: string; jobs: JobRow[] }
+): { changes: JobChange[]; after: Baseline } {
+  const source = `${list.profile}\u0000${list.user}`;
+  const changes = changesSince(before?.source === source ? before.seen : null, list.jobs);
+  const seen = new Map(list.jobs.map(j => [j.id, { state: j.state, retries: j.retries ?? 0 }]));
+  return { changes, after: { source, seen } };
+}
+
 /** OpenPAI's words for a change (the e-mail's summary, cluster/core/notify.py). */
 export function summary(name: string, change: Change, retries: number): string {
   switch (change) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
-import { changesSince, notice, Seen, summary } from '../src/notifyrules';
+import { advance, changesSince, notice, Seen, summary } from '../src/notifyrules';
 import { movedPlace, QueuedJob } from '../src/queueplace';
 
 function job(name: string, state: string, retries = 0, user = 'alice', launched = true): JobRow {
@@ -25,6 +25,34 @@ function job(name: string, state: string, retries = 0, user = 'alice', launched 
 
 const seen = (...rows: [string, string, number][]): Map<string, Seen> =>
   new Map(rows.map(([id, state, retries]) => [id, { state, retries }]));
+
+describe('advance', () => {
+  const list = (profile: string, user: string, ...jobs: JobRow[]) => ({ profile, user, jobs });
+  it('tells of a change after the first list, not of what the first list shows', () => {
+    const first = advance(null, list('local', 'alice', job('a', 'RUNNING')));
+    expect(first.changes).toEqual([]);
+    const next = advance(
+      first.after,
+      list('local', 'alice', job('a', 'SUCCEEDED'), job('b', 'RUNNING'))
+    );
+    expect(next.changes.map(c => [c.job.name, c.change])).toEqual([
+      ['a', 'SUCCEEDED'],
+      ['b', 'RUNNING']
+    ]);
+  });
+  it('takes the list of another profile or user as a new baseline (a profile switch is not news)', () => {
+    const first = advance(null, list('local', 'alice', job('a', 'RUNNING')));
+    const other = advance(first.after, list('slurm', 'alice', job('x', 'SUCCEEDED')));
+    expect(other.changes).toEqual([]);
+    const carol = advance(other.after, list('slurm', 'carol', job('y', 'SUCCEEDED', 0, 'carol')));
+    expect(carol.changes).toEqual([]);
+    const back = advance(carol.after, list('local', 'alice', job('a', 'SUCCEEDED')));
+    expect(back.changes).toEqual([]);
+    expect(advance(back.after, list('local', 'alice', job('c', 'RUNNING'))).changes).toHaveLength(
+      1
+    );
+  });
+});
 
 describe('changesSince', () => {
   it('sees nothing in the first list', () => {
