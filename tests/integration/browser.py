@@ -102,6 +102,9 @@ def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000)
     that submits before it arrived could see its job already running in it, and no notice."""
     page.goto(f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}")
     page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=timeout)
+    # and Lab's layout restored (its splash goes then, as Galata waits for): the launcher it opens after that takes
+    # the focus, and a command palette open at that moment closes again
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=timeout)
     page.locator(".jp-SideBar [data-id='pai-jobs-panel']").click()
     panel = page.locator("#pai-jobs-panel")
     panel.wait_for(state="visible", timeout=30_000)
@@ -110,13 +113,27 @@ def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000)
     return panel
 
 
-def run_from_palette(page: Any, label: str) -> None:
-    """Run the command labelled ``label`` from JupyterLab's command palette (Ctrl+Shift+C). The item is clicked
-    once the palette shows it: an Enter pressed before the palette had filtered ran nothing and closed it."""
-    page.keyboard.press("Control+Shift+C")
-    page.locator(".lm-CommandPalette-input").fill(label)
+def run_from_palette(page: Any, label: str, shows: str) -> None:
+    """Run the command labelled ``label`` from JupyterLab's command palette (Ctrl+Shift+C) until the element
+    ``shows`` (a CSS selector: what the command opens) is visible. Enter goes once the palette has made the command
+    its active item (an Enter before the palette filtered ran nothing). Lab closes the palette when another widget
+    takes the focus, so under load the keys can land nowhere: up to 3 tries, each checked by what it opened."""
+    palette = page.locator(".lm-CommandPalette-input")
     label_re = re.compile(f"^{re.escape(label)}$")
-    page.locator(".lm-CommandPalette-item", has=page.locator(".lm-CommandPalette-itemLabel", has_text=label_re)).click()
+    active = page.locator(".lm-CommandPalette-item.lm-mod-active .lm-CommandPalette-itemLabel", has_text=label_re)
+    opened = page.locator(shows).first
+    for _ in range(3):
+        with contextlib.suppress(Exception):  # (playwright's TimeoutError: try again)
+            page.keyboard.press("Control+Shift+C")
+            palette.fill(label, timeout=5_000)
+            active.wait_for(state="attached", timeout=5_000)
+            palette.press("Enter")
+            opened.wait_for(state="visible", timeout=10_000)
+        if opened.is_visible():
+            return
+        if palette.is_visible():
+            page.keyboard.press("Escape")
+    opened.wait_for(state="visible", timeout=10_000)  # the last try's error, if it never opened
 
 
 def lab_page(browser: Any, server: Any, request: pytest.FixtureRequest) -> Iterator[Any]:

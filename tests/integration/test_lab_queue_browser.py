@@ -57,7 +57,7 @@ def stop_all(api: Api) -> None:
 
 def queue_view(lab: Any) -> tuple[Any, Any]:
     """Open the queue view from the command palette; the view and its rows' job cells."""
-    run_from_palette(lab, "Show PAI waiting queue")
+    run_from_palette(lab, "Show PAI waiting queue", ".pai-QueueView")
     view = lab.locator(".pai-QueueView")
     return view, view.locator(".pai-QueueRow .pai-QueueJob")
 

@@ -163,7 +163,7 @@ def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: 
     asked: list[str] = []  # the page's requests: one per refresh, the list and the picked sweep together
     lab.on("request", lambda r: asked.append(urlsplit(r.url).path) if "/pai/api/sweeps" in r.url else None)
     sweep.start()
-    run_from_palette(lab, "PAI sweeps")
+    run_from_palette(lab, "PAI sweeps", ".pai-SweepsView")
     view = lab.locator(".pai-SweepsView")
     view.locator(".pai-SweepRow[data-sweep='labgrid'] .pai-SweepName").click()
     rows = view.locator(".pai-TrialTable .pai-TrialRow")

@@ -122,7 +122,7 @@ def main(out: Path) -> None:
             )
             panel.get_by_role("button", name="New PAI job").click()
             page.locator(".pai-Form").get_by_label("Job name", exact=True).wait_for(timeout=30_000)
-            run_from_palette(page, "Show PAI waiting queue")
+            run_from_palette(page, "Show PAI waiting queue", ".pai-QueueView")
             page.locator(".pai-QueueView .pai-QueueRow").first.wait_for(timeout=30_000)
             for name in ("light", "dark"):
                 theme(page, name)
