@@ -100,5 +100,5 @@ def test_sweep_runs_a_grid_and_an_optuna_sweep_and_reattaches(daemon: Api, tmp_p
     text = "\n".join(out)
     assert "best trial 4 {'x': 0.3, 'lr': 0.01} loss 0.0" in text  # the grid's centre is the bowl's bottom
     assert "done 12 trials; best" in text
-    assert re.search(r"done \S+~optuna-\d{4}-\d{6}-00\d\d", text)  # re-attached by name: its best trial's job
+    assert re.search(r"done \S+~optuna-\d{4}-\d{6}-00\d\d", text), out[-2]  # re-attached by name: its best trial's job
     assert re.search(r"sweep optuna-\d{4}-\d{6} is done", out[-1])  # %pai_sweep NAME --attach
