@@ -201,7 +201,9 @@ def docker_or_skip() -> None:
     if not docker_available():
         if os.environ.get("PAI_TEST_REQUIRE_DOCKER") == "1":
             pytest.fail("PAI_TEST_REQUIRE_DOCKER=1 but no Docker engine answers")
-        pytest.skip("no Docker engine answers (start dockerd; see DESIGN.md)")
+        pytest.skip(
+            "no Docker engine answers (start dockerd as .ci/run does; CONTRIBUTING.md lists what the suite needs)"
+        )
 
 
 @pytest.fixture
