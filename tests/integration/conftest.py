@@ -99,6 +99,11 @@ def kill_leftovers(home: Path) -> None:
     """Kill any task process group a test left behind, remove its cgroup and the OS accounts its daemon made (only
     that daemon's: another test's or program's run beside it may have accounts of the same users)."""
     kill_task_leftovers(home)
+    remove_accounts(home)
+
+
+def remove_accounts(home: Path) -> None:
+    """Remove the OS accounts the daemon of ``home`` made (a root daemon's users' ``pai-`` accounts)."""
     if os.geteuid() == 0:
         for pw in home_accounts(home).made():  # userdel refuses while a killed process is still exiting (8)
             with contextlib.suppress(AssertionError):
@@ -226,6 +231,7 @@ def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:  # noqa: F811  (
     api = start_daemon(pai_home, runtime="slurm")
     yield api
     control.stop(pai_home)
+    remove_accounts(pai_home)
 
 
 def v1(name: str, command: str, **role: Any) -> str:
