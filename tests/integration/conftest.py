@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
+import subprocess
 import tempfile
 from collections.abc import Collection, Iterator
 from importlib.metadata import entry_points
@@ -13,6 +16,9 @@ import httpx
 import pytest
 
 from pai_jupyter.cluster import control
+from pai_jupyter.cluster.core.accounts import UidRanges
+from pai_jupyter.cluster.core.hostaccounts import HomeAccounts
+from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
 from tests.polling import wait_for
@@ -90,8 +96,34 @@ class Api:
 
 
 def kill_leftovers(home: Path) -> None:
-    """Kill any task process group a test left behind, and remove its cgroup."""
+    """Kill any task process group a test left behind, remove its cgroup and the OS accounts its daemon made (only
+    that daemon's: another test's or program's run beside it may have accounts of the same users)."""
     kill_task_leftovers(home)
+    remove_accounts(home)
+
+
+def remove_accounts(home: Path) -> None:
+    """Remove the OS accounts the daemon of ``home`` made (a root daemon's users' ``pai-`` accounts)."""
+    if os.geteuid() == 0:
+        for pw in home_accounts(home).made():  # userdel refuses while a killed process is still exiting (8)
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda name=pw.pw_name: _userdel(name) in (0, 6), 10)
+
+
+def _userdel(name: str) -> int:
+    return subprocess.run(["userdel", name], capture_output=True, check=False).returncode
+
+
+def home_accounts(home: Path) -> HomeAccounts:
+    """The OS accounts the daemon of ``home`` makes for its users (cluster/core/hostaccounts.py)."""
+    return HomeAccounts(local_dir(home), UidRanges.read().system)
+
+
+def account_of(home: Path, user: str) -> pwd.struct_passwd:
+    """The OS account the daemon of ``home`` made for ``user`` (``pai-<user>``, unless another home has that)."""
+    found = home_accounts(home).find(user)
+    assert found is not None, f"the daemon of {home} made no OS account for {user}"
+    return found
 
 
 def reachable(home: Path) -> None:
@@ -174,7 +206,9 @@ def docker_or_skip() -> None:
     if not docker_available():
         if os.environ.get("PAI_TEST_REQUIRE_DOCKER") == "1":
             pytest.fail("PAI_TEST_REQUIRE_DOCKER=1 but no Docker engine answers")
-        pytest.skip("no Docker engine answers (start dockerd; see DESIGN.md)")
+        pytest.skip(
+            "no Docker engine answers (start dockerd as .ci/run does; CONTRIBUTING.md lists what the suite needs)"
+        )
 
 
 @pytest.fixture
@@ -197,6 +231,7 @@ def slurm(slurm_cluster: str, pai_home: Path) -> Iterator[Api]:  # noqa: F811  (
     api = start_daemon(pai_home, runtime="slurm")
     yield api
     control.stop(pai_home)
+    remove_accounts(pai_home)
 
 
 def v1(name: str, command: str, **role: Any) -> str:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pwd
+import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.accounts import SHELL, Accounts, UidRanges, dedicated_name, pids_of
+from pai_jupyter.cluster.core.accounts import ACCOUNT_NAME, SHELL, Accounts, UidRanges, dedicated_name, pids_of
 from pai_jupyter.cluster.core.errors import ConflictJobError
+from pai_jupyter.cluster.core.hostaccounts import HomeAccounts, comment, home_tag
 from tests.polling import wait_for
 
-from .conftest import Api, kill_leftovers, start_daemon, v1
+from .conftest import Api, account_of, kill_leftovers, start_daemon, v1
 from .test_cli import pai
 
 SECRET = "root-secret-planted-91ab"
@@ -75,7 +77,7 @@ def test_a_users_task_cannot_read_the_admin_token_or_other_users_files(tmp_path:
         d = bob.wait(job)
         out = bob.log(job, name="stdout")
         assert d["jobStatus"]["state"] == "SUCCEEDED", (d, out)
-        account = pwd.getpwnam(dedicated_name("hbob"))
+        account = account_of(home, "hbob")
         assert f"uid={account.pw_uid}" in out and account.pw_uid != 0
         for refused in ("DENIED-runtime", "DENIED-state", "DENIED-log", "FOUND[]"):
             assert refused in out, out
@@ -103,14 +105,15 @@ def test_a_users_task_cannot_read_the_admin_token_or_other_users_files(tmp_path:
 
 def test_without_isolation_a_second_user_is_refused_with_the_reason() -> None:
     """Not root and no Docker: a second user's tasks could act as the first (the admin)."""
-    shared = Accounts("alice", "process", isolate=False)
+    home = Path("/nonexistent")
+    shared = Accounts("alice", "process", home=home, isolate=False)
     shared.admission("alice", {"alice"})  # the owner itself
     with pytest.raises(ConflictJobError) as err:
         shared.admission("bob", {"alice"})
     assert "the daemon is not root and Docker is not used" in err.value.message
     assert "--runtime docker" in err.value.message
-    Accounts("alice", "docker", isolate=False).admission("bob", {"alice"})  # containers keep users apart
-    Accounts("alice", "process", isolate=True).admission("bob", {"alice"})  # own accounts do too
+    Accounts("alice", "docker", home=home, isolate=False).admission("bob", {"alice"})  # containers keep users apart
+    Accounts("alice", "process", home=home, isolate=True).admission("bob", {"alice"})  # own accounts do too
 
 
 def test_dedicated_account_names_are_valid_and_distinct() -> None:
@@ -118,6 +121,11 @@ def test_dedicated_account_names_are_valid_and_distinct() -> None:
     odd = [dedicated_name(n) for n in ("Bob.Smith", "bob.smith", "x" * 64)]
     assert len(set(odd)) == 3
     assert all(len(n) <= 32 and n.startswith("pai-") for n in odd)
+    # a second home's account for a user whose pai-<user> another home has: its own, valid, one per home
+    ranges = UidRanges()
+    own = [HomeAccounts(Path(h), ranges.system).names(u)[1] for h in ("/a", "/b") for u in ("bob", "x" * 64)]
+    assert len(set(own) | set(odd) | {"pai-bob"}) == 8
+    assert all(ACCOUNT_NAME.fullmatch(n) and len(n) <= 32 and n.startswith("pai-") for n in own)
 
 
 def test_login_defs_ranges_are_read_with_their_defaults(tmp_path: Path) -> None:
@@ -164,53 +172,64 @@ def uid_of_job(api: Api, name: str, before: str = "true") -> int:
 @root_only
 def test_a_user_named_after_a_host_account_never_runs_as_it(tmp_path: Path) -> None:
     """The audit: a platform user named ``slurm`` ran as the real ``slurm`` service account (any uid >= 1000 was
-    taken by name, even above UID_MAX). Now a name picks only the daemon's own ``pai-`` account."""
+    taken by name, even above UID_MAX). Now a name picks only the daemon's own ``pai-`` account. The host accounts
+    have names of this run's own: another run of the suite on the host may make and remove its own meanwhile."""
     home = tmp_path / "pai-home"
     ranges = UidRanges.read()
     high = next(u for u in range(ranges.uid_max + 101, ranges.uid_max + 5000) if not _uid_used(u))
-    names = ("svcacct", "regacct", "pai-squat", "pai-svcacct", "pai-regacct", "pai-mapped1", "pai-oldie")
-    with host_accounts(*names):
-        service = useradd("--uid", str(high), "--shell", "/usr/sbin/nologin", "svcacct")
-        regular = useradd("regacct")
-        useradd("--system", "pai-squat")  # a pai- account of someone else's (no comment of ours)
-        # an account made by an older daemon: ours, with nologin, which the ssh plugin's logins cannot use
-        useradd("--system", "--shell", "/usr/sbin/nologin", "--comment", "pai_jupyter tasks of oldie", "pai-oldie")
+    x = secrets.token_hex(3)
+    svc, reg, squat, oldie, other = f"svc{x}", f"reg{x}", f"squat{x}", f"oldie{x}", f"other{x}"
+    with host_accounts(svc, reg, f"pai-{squat}", f"pai-{oldie}", f"pai-{other}"):
+        service = useradd("--uid", str(high), "--shell", "/usr/sbin/nologin", svc)
+        regular = useradd(reg)
+        useradd("--system", f"pai-{squat}")  # a pai- account of someone else's (no comment of ours)
+        # accounts made by an older daemon (their comments name no home), with nologin, which the ssh plugin's logins
+        # cannot use: claimed by the home whose user's home directory is theirs, left to the others
+        legacy = ("--system", "--shell", "/usr/sbin/nologin", "--comment")
+        old = useradd(*legacy, f"pai_jupyter tasks of {oldie}", f"pai-{oldie}")
+        elsewhere = useradd(*legacy, f"pai_jupyter tasks of {other}", f"pai-{other}")
         try:
             admin = start_daemon(home)
-            for user, account in (("svcacct", service), ("regacct", regular)):
+            (home / "local" / "users" / oldie / "home").mkdir(parents=True)
+            os.chown(home / "local" / "users" / oldie / "home", old.pw_uid, old.pw_gid)
+            for user, account in ((svc, service), (reg, regular)):
                 uid = uid_of_job(admin.new_user(user), f"as-{user}")
                 assert uid != account.pw_uid, f"the platform user {user}'s task ran as the host's account {user}"
                 own = pwd.getpwnam(dedicated_name(user))
                 assert uid == own.pw_uid, (user, uid, own)
-                assert own.pw_gecos == f"pai_jupyter tasks of {user}" and ranges.system(own.pw_uid)
+                assert own.pw_gecos == comment(user, home_tag(home / "local")) and ranges.system(own.pw_uid)
                 assert own.pw_shell == SHELL and _shadow(own.pw_name).startswith("!")  # locked: no password
-            r = admin.http.post("/api/v2/local/users", json={"name": "squat"})
+            r = admin.http.post("/api/v2/local/users", json={"name": squat})
             assert r.status_code == 409 and "pai_jupyter did not make it" in r.json()["message"], r.text
-            uid_of_job(admin.new_user("oldie"), "old-account")
-            assert pwd.getpwnam("pai-oldie").pw_shell == SHELL
+            assert uid_of_job(admin.new_user(oldie), "old-account") == pwd.getpwnam(f"pai-{oldie}").pw_uid
+            assert pwd.getpwnam(f"pai-{oldie}").pw_shell == SHELL
+            assert pwd.getpwnam(f"pai-{oldie}").pw_gecos == comment(oldie, home_tag(home / "local"))
+            assert uid_of_job(admin.new_user(other), "not-mine") == account_of(home, other).pw_uid != elsewhere.pw_uid
+            assert account_of(home, other).pw_name.startswith(f"pai-{other}-")
+            assert pwd.getpwnam(f"pai-{other}") == elsewhere  # untouched: another home's, for all this one knows
             # an admin's explicit mapping picks a regular account, and only a regular one, for one user only
-            assert uid_of_job(admin.new_user("mapped1", account="regacct"), "mapped") == regular.pw_uid
+            assert uid_of_job(admin.new_user("mapped1", account=reg), "mapped") == regular.pw_uid
             for account, status, words in (
-                ("svcacct", 400, "not a regular account"),
+                (svc, 400, "not a regular account"),
                 ("daemon", 400, "not a regular account"),
                 ("root", 400, "not a regular account"),
                 ("no-such-acct", 400, "no OS account"),
-                ("regacct", 409, "runs the tasks of user mapped1"),
+                (reg, 409, "runs the tasks of user mapped1"),
             ):
                 r = admin.http.post("/api/v2/local/users", json={"name": "mapped2", "account": account})
                 assert r.status_code == status and words in r.json()["message"], (account, r.text)
             # an existing user is mapped (e.g. one who ran as the account of their name before): not while a job runs
-            regacct = admin.as_user(admin.http.post("/api/v2/local/users", json={"name": "regacct"}).json()["token"])
+            regacct = admin.as_user(admin.http.post("/api/v2/local/users", json={"name": reg}).json()["token"])
             running = regacct.submit_ok(v1("running", "sleep 300"))
             regacct.wait(running, ("RUNNING",))
-            r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
+            r = admin.http.post("/api/v2/local/users", json={"name": reg, "account": reg})
             assert r.status_code == 409 and "stop them first" in r.json()["message"], r.text
             regacct.stop(running)
             regacct.wait(running)
             r = admin.http.delete("/api/v2/local/users/mapped1")  # frees the account; a host account stays
-            assert "the host's account regacct, which stays" in r.json()["message"], r.text
-            assert pwd.getpwnam("regacct").pw_uid == regular.pw_uid
-            r = admin.http.post("/api/v2/local/users", json={"name": "regacct", "account": "regacct"})
+            assert f"the host's account {reg}, which stays" in r.json()["message"], r.text
+            assert pwd.getpwnam(reg).pw_uid == regular.pw_uid
+            r = admin.http.post("/api/v2/local/users", json={"name": reg, "account": reg})
             assert r.status_code == 201, r.text
             assert uid_of_job(regacct, "mapped-now", 'echo x > "$PAI_USER_HOME/mine"') == regular.pw_uid
         finally:
@@ -245,49 +264,86 @@ def _owners(*tops: Path) -> set[int]:
 def test_removing_a_user_stops_their_jobs_revokes_their_tokens_and_removes_their_account(tmp_path: Path) -> None:
     """The audit: no route or command removed a user; their token, jobs and ``pai-`` account outlived them."""
     home = tmp_path / "pai-home"
-    with host_accounts("pai-hrm"):
+    try:
+        admin = start_daemon(home)
+        hrm = admin.new_user("hrm", password="hunter22")
+        job = hrm.submit_ok(v1("sleeper", 'echo mine > "$PAI_USER_HOME/note"; sleep 300'))
+        hrm.wait(job, ("RUNNING",))
+        account = account_of(home, "hrm")  # pai-hrm, unless another cluster on the host has a user hrm too
+        wait_for(lambda: pids_of(account.pw_uid), 30, f"the sleeper to run as {account.pw_name}")
+        assert hrm.http.delete("/api/v2/local/users/hrm").status_code == 403  # admins only
+        # a process of the account's that no task holds (as an escaped one would be): the account waits for it
+        stray = subprocess.Popen(["sleep", "300"], user=account.pw_uid, group=account.pw_gid)
         try:
-            admin = start_daemon(home)
-            hrm = admin.new_user("hrm", password="hunter22")
-            job = hrm.submit_ok(v1("sleeper", 'echo mine > "$PAI_USER_HOME/note"; sleep 300'))
-            hrm.wait(job, ("RUNNING",))
-            account = pwd.getpwnam("pai-hrm")
-            wait_for(lambda: pids_of(account.pw_uid), 30, "the sleeper to run as pai-hrm")
-            assert hrm.http.delete("/api/v2/local/users/hrm").status_code == 403  # admins only
-            # a process of the account's that no task holds (as an escaped one would be): the account waits for it
-            stray = subprocess.Popen(["sleep", "300"], user=account.pw_uid, group=account.pw_gid)
-            try:
-                r = admin.http.delete("/api/v2/local/users/hrm")
-                assert r.status_code == 200, r.text
-                body = r.json()
-                assert body["stoppedJobs"] == ["hrm~sleeper"] and body["revokedTokens"] == 1
-                assert body["account"] == "pai-hrm" and body["accountRemoved"] is False, body
-                assert f"processes still run as it (pids {stray.pid})" in body["message"]
-                assert admin.detail(job)["jobStatus"]["state"] == "STOPPED"
-                assert hrm.http.get("/api/v2/jobs").status_code == 401  # the old token
-                login = {"username": "hrm", "password": "hunter22"}
-                assert admin.http.post("/api/v2/authn/basic/login", json=login).json()["code"] == "NoUserError"
-            finally:
-                stray.kill()
-                stray.wait()
-            r = admin.http.delete("/api/v2/local/users/hrm")  # again, once the process is gone
-            assert r.status_code == 200 and r.json()["accountRemoved"] is True, r.text
-            with pytest.raises(KeyError):
-                pwd.getpwnam("pai-hrm")
-            assert pids_of(account.pw_uid) == []
-            # its files are root's now: an account made later may get the freed uid
-            assert _owners(home / "local" / "users" / "hrm", home / "local" / "jobs" / "hrm~sleeper") == {0}
-            assert admin.http.delete("/api/v2/local/users/hrm").status_code == 404
-            assert admin.http.delete(f"/api/v2/local/users/{pwd.getpwuid(os.geteuid()).pw_name}").status_code == 409
-            # a user of that name added again gets a new account and a home it can write; the command removes it
-            again = admin.new_user("hrm")
-            uid = uid_of_job(again, "again", 'echo again > "$PAI_USER_HOME/note2"')
-            assert uid == pwd.getpwnam("pai-hrm").pw_uid
-            r = pai("cluster", "user", "remove", "hrm", "--yes", home=home)
-            assert r.returncode == 0 and "the OS account pai-hrm was removed" in r.stdout, (r.stdout, r.stderr)
-            assert again.http.get("/api/v2/jobs").status_code == 401
-            with pytest.raises(KeyError):
-                pwd.getpwnam("pai-hrm")
+            r = admin.http.delete("/api/v2/local/users/hrm")
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["stoppedJobs"] == ["hrm~sleeper"] and body["revokedTokens"] == 1
+            assert body["account"] == account.pw_name and body["accountRemoved"] is False, body
+            assert f"processes still run as it (pids {stray.pid})" in body["message"]
+            assert admin.detail(job)["jobStatus"]["state"] == "STOPPED"
+            assert hrm.http.get("/api/v2/jobs").status_code == 401  # the old token
+            login = {"username": "hrm", "password": "hunter22"}
+            assert admin.http.post("/api/v2/authn/basic/login", json=login).json()["code"] == "NoUserError"
         finally:
-            control.stop(home)
-            kill_leftovers(home)
+            stray.kill()
+            stray.wait()
+        r = admin.http.delete("/api/v2/local/users/hrm")  # again, once the process is gone
+        assert r.status_code == 200 and r.json()["accountRemoved"] is True, r.text
+        with pytest.raises(KeyError):
+            pwd.getpwnam(account.pw_name)
+        assert pids_of(account.pw_uid) == []
+        # its files are root's now: an account made later may get the freed uid
+        assert _owners(home / "local" / "users" / "hrm", home / "local" / "jobs" / "hrm~sleeper") == {0}
+        assert admin.http.delete("/api/v2/local/users/hrm").status_code == 404
+        assert admin.http.delete(f"/api/v2/local/users/{pwd.getpwuid(os.geteuid()).pw_name}").status_code == 409
+        # a user of that name added again gets a new account and a home it can write; the command removes it
+        again = admin.new_user("hrm")
+        uid = uid_of_job(again, "again", 'echo again > "$PAI_USER_HOME/note2"')
+        made = account_of(home, "hrm")
+        assert uid == made.pw_uid
+        r = pai("cluster", "user", "remove", "hrm", "--yes", home=home)
+        assert r.returncode == 0 and f"the OS account {made.pw_name} was removed" in r.stdout, (r.stdout, r.stderr)
+        assert again.http.get("/api/v2/jobs").status_code == 401
+        with pytest.raises(KeyError):
+            pwd.getpwnam(made.pw_name)
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@root_only
+def test_two_clusters_on_one_host_never_share_or_remove_each_others_accounts(tmp_path: Path) -> None:
+    """The flaky CI run: beside another run of the suite, two daemons each had a user hrm and both ran their tasks as
+    ``pai-hrm``: one's removal counted the other's task among the account's processes, and the other removed the
+    account while the first's task ran as it. Each home now has its own account, marked with the home."""
+    user = f"twin{secrets.token_hex(3)}"
+    homes = (tmp_path / "a" / "pai-home", tmp_path / "b" / "pai-home")
+    try:
+        admins = [start_daemon(h) for h in homes]
+        users = [a.new_user(user) for a in admins]
+        jobs = [u.submit_ok(v1("sleeper", "sleep 300")) for u in users]
+        for u, job in zip(users, jobs, strict=True):
+            u.wait(job, ("RUNNING",))
+        first, second = (account_of(h, user) for h in homes)
+        assert first.pw_name == dedicated_name(user) and second.pw_name.startswith(f"pai-{user}-"), (first, second)
+        assert first.pw_uid != second.pw_uid and first.pw_gid != second.pw_gid
+        wait_for(lambda: pids_of(first.pw_uid) and pids_of(second.pw_uid), 30, "both sleepers to run")
+        # the second cluster removes its user: its account goes, not the first's, whose task runs on
+        r = admins[1].http.delete(f"/api/v2/local/users/{user}")
+        assert r.status_code == 200 and r.json()["account"] == second.pw_name, r.text
+        assert r.json()["accountRemoved"] is True, r.text
+        assert pwd.getpwnam(first.pw_name) == first and pids_of(first.pw_uid)
+        assert users[0].detail(jobs[0])["jobStatus"]["state"] == "RUNNING"
+        with pytest.raises(KeyError):
+            pwd.getpwnam(second.pw_name)
+        # added again there, the user gets that home's own account again, never the first's
+        assert uid_of_job(admins[1].new_user(user), "again") not in (first.pw_uid, 0)
+        # the first's removal stops only its own job and counts only its own processes
+        r = admins[0].http.delete(f"/api/v2/local/users/{user}")
+        assert r.status_code == 200 and r.json()["accountRemoved"] is True, r.text
+        assert r.json()["account"] == first.pw_name, r.text
+    finally:
+        for h in homes:
+            control.stop(h)
+            kill_leftovers(h)

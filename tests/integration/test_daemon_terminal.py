@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -24,13 +23,12 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.accounts import dedicated_name
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.shim import build_c_shim
 from tests.polling import wait_for
 from tests.unit.jobdocs import v2_doc, v2_role
 
-from .conftest import Api, kill_leftovers, reachable, start_daemon, v1
+from .conftest import Api, account_of, kill_leftovers, reachable, start_daemon, v1
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
 CGROUPS = CgroupManager().available
@@ -92,9 +90,11 @@ def _running(api: Api, command: str, memory_mb: int = 256) -> str:
     return job
 
 
-def _inside(api: Api, account_uid: int) -> None:
-    """The terminal's shell has the task's parent (its shim), cgroups and account."""
+def _inside(api: Api, user: str | None) -> None:
+    """The terminal's shell has the task's parent (its shim), cgroups and account (``user``'s; None: the daemon's).
+    The account is looked up once the task runs: the daemon makes a user's account for their first task."""
     job = _running(api, "echo SHIM=$PPID; echo CG=$(cat /proc/self/cgroup | tr '\\n' ' ')END; sleep 300")
+    account_uid = os.geteuid() if user is None else account_of(api.home, user).pw_uid
     task = wait_for(lambda: re.search(r"SHIM=(\d+)\nCG=(.*)END", api.log(job, name="stdout")), 20, "the task's own")
 
     async def look() -> tuple[str, str, str]:
@@ -115,13 +115,13 @@ def _inside(api: Api, account_uid: int) -> None:
 
 
 def test_the_terminal_of_the_daemons_own_task_runs_inside_it(admin: Api) -> None:
-    _inside(admin, os.geteuid())
+    _inside(admin, None)
 
 
 @root_only
 def test_the_terminal_of_a_users_task_runs_inside_it_as_the_users_account(admin: Api) -> None:
     bob = admin.new_user("termbob")
-    _inside(bob, pwd.getpwnam(dedicated_name("termbob")).pw_uid)
+    _inside(bob, "termbob")
 
 
 def test_what_the_terminal_started_ends_with_the_task(admin: Api) -> None:
@@ -226,7 +226,7 @@ def test_a_jobs_environment_does_not_act_on_the_daemons_way_into_the_task(admin:
             term.close()
 
     asyncio.run(use())
-    account = pwd.getpwnam(dedicated_name("preloadbob")).pw_uid
+    account = account_of(admin.home, "preloadbob").pw_uid
     seen = set(marks.read_text().split())
     assert f"uid={account}" in seen  # the shell loaded it, as the task's account
     assert "uid=0" not in seen, seen  # nothing the daemon ran as root did

@@ -269,8 +269,6 @@ def test_tensorboard_magic_embeds_the_proxied_route_or_says_why_not(ip: Interact
 
 
 def test_monitor_magic_returns_the_widget_fed_by_the_daemon(ip: InteractiveShell, daemon: Api) -> None:
-    if not hasattr(Client, "metrics"):
-        pytest.skip("Client.metrics is not in this tree yet (the monitor's own tests use a plain data source)")
     submit(ip, "", v1("mon", "sleep 30"))
     with capture_output():
         monitor = ip.run_line_magic("pai_monitor", "mon --interval 0.2")

@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from pai_jupyter.client import Client
+from pai_jupyter.cluster import control
 
-from .conftest import Api, v1
+from .conftest import Api, kill_leftovers, start_daemon, v1
 from .prefix_proxy import prefix_proxy
 
 
@@ -354,3 +355,47 @@ def test_an_admin_sets_a_jobs_priority_class_which_the_list_shows_and_filters(da
     assert daemon.http.get(f"/api/v2/jobs/{job}").json()["jobPriority"] == "prod"
     assert daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "x"}).status_code == 400
     assert bob.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "crit"}).status_code == 403
+
+
+def test_what_the_cluster_has_answers_at_openpais_paths(tmp_path: Path) -> None:
+    """OpenPAI's storage, group, SKU-type and Kubernetes-node routes (NoApiError before): a cluster of 2 GPUs and
+    two virtual clusters has a group per virtual cluster, a SKU of a GPU's share of the machine, and one node."""
+    home = tmp_path / "pai-home"
+    (home / "local").mkdir(parents=True)
+    (home / "local" / "cluster.yaml").write_text("virtualClusters:\n  research: {cpu: 2, memoryMB: 2048, gpu: 1}\n")
+    admin = start_daemon(home, cpus=8, memory_mb=16384, gpus=2)
+    try:
+        me = admin.http.get("/api/v2/info").json()["user"]
+        bob = _user(admin, "bob")
+        assert bob.http.get("/api/v2/users/bob").json()["grouplist"] == ["default", "research"]
+        assert admin.http.get(f"/api/v2/users/{me}").json()["grouplist"] == ["admingroup", "default", "research"]
+        for path in ("/api/v2/groups", "/api/v2/group"):  # OpenPAI serves both
+            assert [g["groupname"] for g in bob.http.get(path).json()] == ["admingroup", "default", "research"]
+        research = bob.http.get("/api/v2/group/research").json()
+        assert research["extension"]["acls"] == {"admin": False, "virtualClusters": ["research"], "storageConfigs": []}
+        assert admin.http.get("/api/v2/groups/admingroup").json()["extension"]["acls"]["admin"] is True
+        members = admin.http.get("/api/v2/groups/research/userlist").json()
+        assert members == sorted(
+            [{"username": "bob", "clusterAdmin": False}, {"username": me, "clusterAdmin": True}],
+            key=lambda u: str(u["username"]),
+        )
+        assert [u["username"] for u in admin.http.get("/api/v2/groups/admingroup/userlist").json()] == [me]
+        # one SKU, a GPU's share of the machine, at 2.2.7's path and at the one OpenPAI's JS SDK asks
+        sku = {"gpu": {"cpu": 4, "memory": 8192, "gpu": 1}}
+        assert bob.http.get("/api/v2/cluster/sku-types").json() == sku
+        assert bob.http.get("/api/v2/cluster/sku-types", params={"vc": "research"}).json() == sku
+        assert bob.http.get("/api/v2/virtual-clusters/research/sku-types").json() == sku
+        r = bob.http.get("/api/v2/cluster/sku-types", params={"vc": "nope"})
+        assert (r.status_code, r.json()["code"]) == (404, "NoVirtualClusterError")
+        # the node, for admins only (v1 and v2), as a Kubernetes NodeList
+        for path in ("/api/v2/kubernetes/nodes", "/api/v1/kubernetes/nodes"):
+            assert bob.http.get(path).status_code == 403
+            nodes = admin.http.get(path).json()
+            assert nodes["kind"] == "NodeList" and [n["metadata"]["name"] for n in nodes["items"]] == ["local"]
+            status = nodes["items"][0]["status"]
+            assert status["capacity"]["nvidia.com/gpu"] == "2" and status["capacity"]["memory"] == "16384Mi"
+            assert {"type": "InternalIP", "address": "127.0.0.1"} in status["addresses"]
+        assert bob.http.get("/api/v2/storages", params={"default": "true"}).json() == {"storages": []}
+    finally:
+        control.stop(home)
+        kill_leftovers(home)

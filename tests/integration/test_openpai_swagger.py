@@ -36,6 +36,12 @@ SERVED = {  # swagger path -> methods we serve there (see docs/openpai.md: the r
     "/api/v2/users": {"get"},
     "/api/v2/users/{user}": {"get"},
     "/api/v2/virtual-clusters": {"get"},
+    "/api/v2/storages": {"get"},
+    "/api/v2/storages/{storage}": {"get"},
+    "/api/v2/groups": {"get"},
+    "/api/v2/groups/{group}": {"get"},
+    "/api/v2/groups/{group}/userlist": {"get"},
+    "/api/v2/kubernetes/nodes": {"get"},
     "/api/v2/virtual-clusters/{vc}": {"get"},
     "/api/v2/jobs": {"get", "post"},
     "/api/v2/jobs/{user}~{job}": {"get"},
@@ -172,6 +178,15 @@ def test_cluster_routes_answer_in_the_swaggers_shapes(cluster: tuple[Api, dict[s
     me = http.get("/api/v2/info").json()["user"]
     check(http.get("/api/v2/virtual-clusters"), "/api/v2/virtual-clusters")
     check(http.get("/api/v2/virtual-clusters/default"), "/api/v2/virtual-clusters/{vc}")
+    check(http.get("/api/v2/storages"), "/api/v2/storages")
+    check(http.get("/api/v2/storages", params={"default": "true"}), "/api/v2/storages")
+    # the swagger's own NoStorageError response has a code its Response schema's enum lacks: OpenPAI's code wins
+    missing = http.get("/api/v2/storages/nfs")
+    assert (missing.status_code, missing.json()["code"]) == (404, "NoStorageError")
+    check(http.get("/api/v2/groups"), "/api/v2/groups")
+    check(http.get("/api/v2/groups/default"), "/api/v2/groups/{group}")
+    check(http.get("/api/v2/groups/admingroup/userlist"), "/api/v2/groups/{group}/userlist")
+    check(http.get("/api/v2/kubernetes/nodes"), "/api/v2/kubernetes/nodes")
     check(http.get("/api/v2/users"), "/api/v2/users")
     check(http.get(f"/api/v2/users/{me}"), "/api/v2/users/{user}")
     check(http.get("/api/v2/tokens"), "/api/v2/tokens")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import sys
 from functools import partial
 from pathlib import Path
@@ -20,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.accounts import dedicated_name
 from tests.polling import wait_for
 from tests.unit.jobdocs import v2_doc, v2_role
 
-from .conftest import Api, docker_or_skip, kill_leftovers, start_daemon, v1
+from .conftest import Api, account_of, docker_or_skip, kill_leftovers, start_daemon, v1
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
 DECOY_TEXT = "decoy: root's file, untouched\n"
@@ -107,7 +105,7 @@ def test_a_task_cannot_make_root_follow_its_links_on_the_process_runtime(tmp_pat
         bob = admin.new_user("pvbob")
         job = bob.submit_ok(_job("plant", _attack(home / "local" / "runtime.json", decoy)))
         out = _wait_for_line(bob, job, "ready")
-        account = pwd.getpwnam(dedicated_name("pvbob"))
+        account = account_of(home, "pvbob")
         assert f"uid={account.pw_uid}" in out and account.pw_uid != 0, out
         for name in PLANTS:
             assert f"DENIED-{name}" in out, out

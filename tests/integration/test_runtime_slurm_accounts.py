@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import re
 
 import pytest
 
-from pai_jupyter.cluster.core.accounts import dedicated_name
-
 from ..polling import wait_for
-from .conftest import Api
+from .conftest import Api, account_of
 from .test_daemon_terminal import Terminal
 from .test_runtime_slurm import job, role
 
@@ -35,7 +32,7 @@ def test_a_users_tasks_run_as_their_own_account_on_the_nodes(slurm: Api) -> None
     try:
         name = bob.submit_ok(job("mine", {"main": role(PROBE, instances=2)}))
         detail = bob.wait(name, timeout=60)
-        account = pwd.getpwnam(dedicated_name("slurmbob"))
+        account = account_of(slurm.home, "slurmbob")
         for index in (0, 1):
             out = bob.log(name, index=index, name="stdout")
             assert detail["jobStatus"]["state"] == "SUCCEEDED", (detail, out)
@@ -64,7 +61,7 @@ def test_a_tasks_terminal_is_a_shell_on_its_node_as_its_account(slurm: Api) -> N
 
         found = asyncio.run(look())
         assert found[1] == task["containerNodeName"] and found[3] == task["containerId"], found.group(0)
-        assert int(found[2]) == pwd.getpwnam(dedicated_name("slurmterm")).pw_uid
+        assert int(found[2]) == account_of(slurm.home, "slurmterm").pw_uid
         bob.stop(name)
         assert bob.wait(name, timeout=60)["jobStatus"]["state"] == "STOPPED"
     finally:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.accounts import dedicated_name
 from tests.polling import wait_for
 
-from .conftest import Api, kill_leftovers, start_daemon
+from .conftest import Api, account_of, kill_leftovers, start_daemon
 from .ssh_helpers import keypair, need_sshd, plugin_job, ssh
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
@@ -60,8 +58,8 @@ def test_a_non_owners_jobssh_job_passes_its_barrier_and_their_login_works(root_d
             worker="ssh main-0 'echo from main: $(id -un) $PAI_CURRENT_TASK_ROLE_NAME-$PAI_TASK_INDEX'; sleep 300",
         )
     )
-    account = pwd.getpwnam(dedicated_name("sshbob"))
     bob.wait(job, ("RUNNING",), timeout=60)
+    account = account_of(root_daemon.home, "sshbob")  # made for bob's first task
     out = _log_with(bob, job, "from main:", "timed out", "Permission denied", role="worker", timeout=150)
     assert "pai ssh barrier: every task answers" in out, out
     assert f"from main: {account.pw_name} main-0" in out, out

@@ -1,7 +1,7 @@
 // Drives the embedded cluster with OpenPAI's own JS SDK (@microsoft/openpai-js-sdk), as a user of a real
 // OpenPAI would: behind a gateway's /rest-server prefix, logging in with a password. Run by
-// tests/integration/test_openpai_js_sdk.py with PAI_URL (…/rest-server), PAI_USER and PAI_PASSWORD; prints
-// one JSON object with what each step answered, or exits 1 with the step that failed.
+// tests/integration/test_openpai_js_sdk.py with PAI_URL (…/rest-server), PAI_USER and PAI_PASSWORD (and the
+// admin's PAI_ADMIN and PAI_ADMIN_TOKEN, for what OpenPAI lets admins only see); prints one JSON object with what each step answered, or exits 1 with the step that failed.
 'use strict';
 
 const axios = require('axios');
@@ -10,11 +10,23 @@ const { PAIV2 } = require('@microsoft/openpai-js-sdk');
 const restServer = process.env.PAI_URL;
 const username = process.env.PAI_USER;
 const password = process.env.PAI_PASSWORD;
+const adminName = process.env.PAI_ADMIN;
+const adminToken = process.env.PAI_ADMIN_TOKEN;
 const origin = new URL(restServer).origin;
 
 const client = new PAIV2.OpenPAIClient({ rest_server_uri: restServer, username, password, https: false });
 const out = {};
 let step = 'start';
+
+// [status, code] of a call the cluster must refuse (the SDK throws a PAIBaseError carrying them)
+async function refused(call) {
+  try {
+    await call;
+  } catch (err) {
+    return [err.status, err.data && err.data.code];
+  }
+  return 'answered';
+}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -65,6 +77,12 @@ async function main() {
   const res = await axios.get(new URL(stdout.uri, origin).toString(), { responseType: 'text',
     transformResponse: [(d) => d] });
   out.stdout = res.data;
+  step = 'logs (containerLog, as OpenPAI\'s web portal reads it: the REST server\'s URI + containerLog)';
+  const detail = await client.job.getJob(username, 'sdk_hello');
+  const containerLog = detail.taskRoles.main.taskStatuses[0].containerLog;
+  const portal = await axios.get(`${restServer}${containerLog}`,
+    { headers: { Authorization: `Bearer ${await client.job.getToken()}` } });
+  out.portalLogNames = portal.data.locations.map((l) => l.name);
   step = 'logs (tail mode)';
   const tail = await client.job.getTaskLogs(username, 'sdk_hello', 0, 'main', 0, 0, true);
   out.tailUri = tail.locations.find((l) => l.name === 'stdout').uri;
@@ -91,6 +109,26 @@ async function main() {
   out.user = await client.user.getUser(username);
   step = 'tokens';
   out.tokens = (await client.token.getTokens()).tokens.length;
+  step = 'storages';
+  out.storages = await client.storage.getStorages();
+  out.defaultStorages = await client.storage.getStorages(true);
+  out.noStorage = await refused(client.storage.getStorage('nfs-storage'));
+  step = 'groups';
+  out.groups = (await client.group.getAllGroup()).map((g) => g.groupname);
+  out.group = await client.group.getGroup('default');
+  out.noGroup = await refused(client.group.getGroup('nogroup'));
+  out.membersAsUser = await refused(client.group.getGroupMembers('default'));
+  step = 'sku types';
+  out.skus = await client.virtualCluster.getVirtualClusterSkuTypes('default');
+  out.noVcSkus = await refused(client.virtualCluster.getVirtualClusterSkuTypes('novc'));
+  step = 'kubernetes nodes';
+  out.nodesAsUser = await refused(client.kubernetes.getK8sNodes());
+  const admin = new PAIV2.OpenPAIClient({ rest_server_uri: restServer, username: adminName, token: adminToken,
+    https: false });
+  out.nodes = (await admin.kubernetes.getK8sNodes()).items.map((n) => [n.metadata.name, n.status.capacity,
+    n.status.conditions.find((c) => c.type === 'Ready').status]);
+  out.members = (await admin.group.getGroupMembers('default')).map((u) => [u.username, u.clusterAdmin]);
+  out.admins = (await admin.group.getGroupMembers('admingroup')).map((u) => u.username);
   process.stdout.write(JSON.stringify(out));
 }
 

@@ -6,10 +6,10 @@ directory. So, when the daemon runs as root, each cluster user other than the cl
 account of its own: a dedicated ``pai-<name>`` account the daemon makes with ``useradd --system`` (locked, no
 home of its own), or the regular account an admin mapped the user to (``pai cluster user add NAME --account``).
 A platform user's name alone never picks an existing account: a user named ``slurm`` would otherwise run as the
-real ``slurm`` service account. An account counts as the daemon's only with its name, its comment (``pai_jupyter
-tasks of <user>``) and a system uid; a mapped one only with a regular uid (``UID_MIN`` .. ``UID_MAX`` of
-``/etc/login.defs``). Anything else is refused with the reason. Removing a user (``offboard.py``) removes the
-account the daemon made.
+real ``slurm`` service account. An account counts as this daemon's only with its name, its comment (``pai_jupyter
+tasks of <user> (home <hash>)``, naming this daemon's home: ``hostaccounts.py``) and a system uid; a mapped one only
+with a regular uid (``UID_MIN`` .. ``UID_MAX`` of ``/etc/login.defs``). Anything else is refused with the reason.
+Removing a user (``offboard.py``) removes the account this daemon made, never another daemon's.
 
 That user's job and home directories belong to the account and are private (0700); the daemon's files stay
 root's and 0600; the directories above them are 0711 (reachable by a name, never listed).
@@ -21,32 +21,23 @@ any other: the cluster refuses a second user (``admission``) and says what to us
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import pwd
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BadRequest, ConflictJobError
+from .hostaccounts import SHELL, AccountError, HomeAccounts, NotOurs, dedicated_name, pids_of
 
+__all__ = ["SHELL", "AccountError", "Accounts", "UidRanges", "dedicated_name", "pids_of"]
 log = logging.getLogger("pai_jupyter.cluster")
 LOGIN_DEFS = Path("/etc/login.defs")
 NOBODY = 65534
-PREFIX = "pai-"
-# A locked account (useradd sets no password) with no home logs in nowhere by itself; it needs a real shell
-# because the ssh plugin's sshd runs its ForceCommand through the account's shell (nologin refuses it), and the
-# only keys that sshd takes are the ones the user registered, for a login as this very account.
-SHELL = "/bin/sh"
 ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # what useradd takes (Debian's default NAME_REGEX, roughly)
-
-
-class AccountError(RuntimeError):
-    """A user's account cannot be found or made; the task fails to start with this message."""
 
 
 @dataclass(frozen=True)
@@ -83,30 +74,6 @@ class UidRanges:
         return self.sys_uid_min <= uid <= self.sys_uid_max and uid not in (0, NOBODY)
 
 
-def dedicated_name(user: str) -> str:
-    """``pai-<user>`` where that is a valid account name, else a sanitized name with a hash (unique per user)."""
-    if re.fullmatch(r"[a-z_][a-z0-9_-]{0,26}", user):
-        return PREFIX + user
-    clean = re.sub(r"[^a-z0-9_-]", "-", user.lower())[:18] or "u"
-    return f"{PREFIX}{clean}-{hashlib.sha256(user.encode()).hexdigest()[:6]}"
-
-
-def comment(user: str) -> str:
-    """The GECOS comment of the account the daemon makes for ``user``: how it knows the account is its own."""
-    return f"pai_jupyter tasks of {user}"
-
-
-def pids_of(uid: int) -> list[int]:
-    """The processes running as ``uid`` (a /proc/<pid> directory belongs to its process's uid)."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_uid == uid:
-                    pids.append(int(entry.name))
-    return pids
-
-
 PROCESS_RUNTIMES = ("process", "slurm")
 """Runtimes whose tasks run as processes of an OS account (the daemon's, or one of the user's own)."""
 
@@ -121,6 +88,7 @@ class Accounts:
         owner: str,
         runtime: str,
         *,
+        home: Path,
         isolate: bool | None = None,
         mapped: Callable[[str], str | None] = lambda user: None,
         ranges: UidRanges | None = None,
@@ -133,6 +101,8 @@ class Accounts:
         self.isolating = (os.geteuid() == 0 and self.processes) if isolate is None else isolate
         self.mapped = mapped
         self.ranges = ranges or UidRanges.read()
+        # the accounts this home made (``home``: the daemon's local directory, whose path marks them)
+        self.host = HomeAccounts(home, self.ranges.system)
         self._cache: dict[str, tuple[int, int]] = {}
         self.blocked: Path | None = None  # a directory above the home that other accounts cannot traverse
 
@@ -170,10 +140,10 @@ class Accounts:
             return
         if not self.isolating or user == self.owner:
             return
-        name = dedicated_name(user)
-        with contextlib.suppress(KeyError):
-            if not self.ours(pwd.getpwnam(name), user):
-                raise ConflictJobError(self._not_ours(name, user))
+        try:
+            self.host.usable(user)
+        except NotOurs as exc:
+            raise ConflictJobError(str(exc)) from None
 
     def mapping_problem(self, account: str) -> str | None:
         """Why ``account`` cannot run a user's tasks (None: it can): it must be a regular account of this host."""
@@ -192,23 +162,6 @@ class Accounts:
             )
         return None
 
-    def ours(self, pw: pwd.struct_passwd, user: str) -> bool:
-        """Is this the account the daemon made for ``user`` (its name, its comment, a system uid)?"""
-        return (
-            pw.pw_name == dedicated_name(user)
-            and pw.pw_gecos == comment(user)
-            and self.ranges.system(pw.pw_uid)
-            and pw.pw_gid != 0
-        )
-
-    def _not_ours(self, name: str, user: str) -> str:
-        return (
-            f"the OS account {name!r} exists but pai_jupyter did not make it (its comment is not "
-            f"{comment(user)!r} or its uid is not a system one): {user}'s tasks never run as an account made "
-            "for something else; remove that account, or map the user to a regular account "
-            "(pai cluster user add NAME --account ACCOUNT)"
-        )
-
     # ---- accounts ----------------------------------------------------------------------------------------------
     def run_as(self, user: str) -> tuple[int, int] | None:
         if not self.isolating or user == self.owner:
@@ -221,11 +174,9 @@ class Accounts:
         self._cache.pop(user, None)
 
     def made_for(self, user: str) -> str | None:
-        """The account the daemon made for ``user``, when one exists."""
-        with contextlib.suppress(KeyError):
-            if self.ours(pw := pwd.getpwnam(dedicated_name(user)), user):
-                return pw.pw_name
-        return None
+        """The account this daemon made for ``user``, when one exists."""
+        pw = self.host.find(user)
+        return pw.pw_name if pw is not None else None
 
     def _account(self, user: str) -> tuple[int, int]:
         account = self.mapped(user)
@@ -235,83 +186,17 @@ class Accounts:
                 raise AccountError(f"cannot run {user}'s tasks: {problem}")
             pw = pwd.getpwnam(account)
             return pw.pw_uid, pw.pw_gid
-        name = dedicated_name(user)
-        try:
-            pw = pwd.getpwnam(name)
-        except KeyError:
-            pw = self._make(user, name)
-        if not self.ours(pw, user):
-            raise AccountError(self._not_ours(name, user))
+        pw = self.host.get(user)
         if pw.pw_shell != SHELL:  # made by an older version with nologin, which the ssh plugin's logins cannot use
             with contextlib.suppress(OSError):
-                subprocess.run(["usermod", "--shell", SHELL, name], capture_output=True, check=False)
+                subprocess.run(["usermod", "--shell", SHELL, pw.pw_name], capture_output=True, check=False)
         return pw.pw_uid, pw.pw_gid
 
-    @staticmethod
-    def _make(user: str, name: str) -> pwd.struct_passwd:
-        useradd = shutil.which("useradd")
-        if useradd is None:
-            raise AccountError(
-                f"cannot run {user}'s tasks as an account of their own: no useradd on this host to make "
-                f"{name!r}; map the user to a regular account (pai cluster user add NAME --account ACCOUNT)"
-            )
-        done = subprocess.run(
-            [
-                useradd,
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                SHELL,
-                "--comment",
-                comment(user),
-                name,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode not in (0, 9):  # 9: made meanwhile by a racing start
-            raise AccountError(f"could not make the account {name!r} for {user}'s tasks: {done.stderr.strip()}")
-        log.info("made the OS account %s for the tasks of %s", name, user)
-        return pwd.getpwnam(name)
-
     def remove(self, user: str, files: list[Path]) -> tuple[str | None, bool, str]:
-        """Remove the account the daemon made for ``user`` once none of its processes is left, after giving
-        ``files`` (the trees it owned) to root: a later account may get its uid. Returns (the account or None,
-        removed?, a sentence). An account an admin mapped the user to is the host's: never touched here."""
+        """Remove the account this daemon made for ``user`` (``HomeAccounts.remove``). An account an admin mapped
+        the user to is the host's, and another daemon's is that daemon's: never touched here."""
         self.forget(user)
-        name = dedicated_name(user)
-        try:
-            pw = pwd.getpwnam(name)
-        except KeyError:
-            return None, False, f"{user} has no OS account of pai_jupyter's ({name} does not exist)"
-        if not self.ours(pw, user):
-            return name, False, self._not_ours(name, user)
-        pids = pids_of(pw.pw_uid)
-        if pids:
-            return (
-                name,
-                False,
-                (
-                    f"the OS account {name} was kept: {len(pids)} processes still run as it (pids "
-                    f"{', '.join(map(str, pids[:10]))}); remove the user again once they have ended"
-                ),
-            )
-        for top in files:
-            for dirpath, dirnames, filenames in os.walk(top):  # never follows a link; lchown changes the link
-                for p in [dirpath, *(os.path.join(dirpath, n) for n in (*dirnames, *filenames))]:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.lchown(p, 0, 0)
-        userdel = shutil.which("userdel")
-        if userdel is None:
-            return name, False, f"the OS account {name} was kept: there is no userdel on this host"
-        done = subprocess.run([userdel, name], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            return name, False, f"the OS account {name} was kept: userdel said {done.stderr.strip()!r}"
-        log.info("removed the OS account %s of %s", name, user)
-        return name, True, f"the OS account {name} was removed"
+        return self.host.remove(user, files)
 
     # ---- directories -------------------------------------------------------------------------------------------
     def open_path(self, local: Path) -> None:

@@ -51,6 +51,14 @@ class NoVirtualClusterError(ApiError):
     status, code = 404, "NoVirtualClusterError"
 
 
+class NoStorageError(ApiError):
+    status, code = 404, "NoStorageError"
+
+
+class NoGroupError(ApiError):
+    status, code = 400, "NoGroupError"  # OpenPAI's code answers 400 (its swagger says 404)
+
+
 class IncorrectPasswordError(ApiError):
     status, code = 400, "IncorrectPasswordError"
 

@@ -65,7 +65,7 @@ class ClusterState:
         starters = 1 if runtime.gang_submit else 4
         self.spawner = ThreadPoolExecutor(max_workers=starters, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
-        self.accounts = Accounts(os_user(), runtime.name, mapped=self.store.account_of)
+        self.accounts = Accounts(os_user(), runtime.name, home=local_dir, mapped=self.store.account_of)
         self.accounts.open_path(local_dir)
         if self.accounts.describe():
             self.runtime_description += f"; {self.accounts.describe()}"

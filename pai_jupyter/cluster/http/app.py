@@ -16,7 +16,7 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.service import Cluster
-from . import joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
+from . import inventory, joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
 from .base import JOB, Base
 
 
@@ -35,6 +35,7 @@ def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.we
         *joblist.routes(args),
         *logs.routes(args),
         *openpai.routes(args),
+        *inventory.routes(args),
         *tasks.routes(local_job, args),
         *ssh.routes(local_job, args),
         *maxruntime.routes(local_job, args),

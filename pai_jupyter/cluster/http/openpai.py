@@ -14,6 +14,7 @@ from ..core.store import APPLICATION, JobCore, UserSummary, hash_token
 from . import views
 from .authn import LoginLimiter, login, login_body
 from .base import JOB, MAX_INT, Base, Route, authenticate, request_token
+from .inventory import group_names
 
 TAG = re.compile(r"^.{1,255}$", re.S)
 
@@ -134,7 +135,7 @@ def _user_info(cluster: Cluster, row: UserSummary) -> dict[str, Any]:
     vcs = sorted(cluster.capacity.quotas)
     return {
         "username": row["name"],
-        "grouplist": ["admingroup" if row["admin"] else "default"],
+        "grouplist": group_names(cluster, bool(row["admin"])),
         "email": "",
         "extension": {},
         "admin": bool(row["admin"]),

@@ -107,6 +107,19 @@ class Where:
     gpus: list[int] | None = None
 
 
+@dataclass(frozen=True)
+class Node:
+    """A machine a runtime runs tasks on (OpenPAI's ``/api/v2/kubernetes/nodes`` lists them): its name as tasks
+    show it, its address, what it has and whether it takes tasks."""
+
+    name: str
+    address: str
+    cpu: int
+    memory_mb: int
+    gpu: int
+    ready: bool = True
+
+
 class TaskStartError(RuntimeError):
     """The task could not be started (e.g. image not found); carries the exit code and diagnostics to record."""
 
@@ -214,6 +227,11 @@ class Runtime(abc.ABC):
     def resources(self) -> tuple[int, int, int] | None:
         """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
         cluster): the daemon's capacity where no flag sets it. None: this machine's."""
+        return None
+
+    def nodes(self) -> list[Node] | None:
+        """The machines tasks run on, when a runtime's own scheduler has several (blocking: ask off the event loop).
+        None: this machine alone, with the daemon's capacity."""
         return None
 
     def begin(self) -> None:

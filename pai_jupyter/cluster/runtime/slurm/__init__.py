@@ -31,6 +31,7 @@ from .. import safeio, taskdir
 from ..base import (
     EXIT_LOST,
     EXIT_START_FAILED,
+    Node,
     Runtime,
     TaskExit,
     TaskHandle,
@@ -43,7 +44,7 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, WHY, Jobs, SlurmError, available, parse_nodes, run
+from .commands import FINAL, NODE_FORMAT, WHY, Jobs, SlurmError, available, node_table, parse_nodes, run
 
 log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
@@ -102,6 +103,13 @@ class SlurmRuntime(Runtime):
         except SlurmError:
             return None
         return total if total[0] else None
+
+    def nodes(self) -> list[Node] | None:
+        """The Slurm cluster's nodes (sinfo), each with its state: one that does not take tasks is not ready."""
+        try:
+            return node_table(run(["sinfo", "-h", "-N", "-o", NODE_FORMAT], env=self._submit_env)) or None
+        except SlurmError:
+            return None
 
     # ---- start ---------------------------------------------------------------------------------------------------
     def start(self, spec: TaskSpec) -> TaskHandle:

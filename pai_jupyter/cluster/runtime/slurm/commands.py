@@ -12,6 +12,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..base import Node
+
 FINAL = frozenset(
     ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 )
@@ -140,13 +142,27 @@ class Jobs:
 GRES_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 
 
+NODE_FORMAT = "%N %c %m %G %T %o"
+# sinfo's %T of a node that takes tasks; with a flag (``idle*``: not responding, ``idle~``: powered off) it does not
+TAKES_TASKS = {"idle", "mixed", "allocated", "completing"}
+
+
 def parse_nodes(text: str) -> tuple[int, int, int]:
     """CPUs, memory (MB) and GPUs of every node in ``sinfo -h -N -o '%N %c %m %G'`` (a node listed once per
     partition is counted once)."""
-    seen: dict[str, tuple[int, int, int]] = {}
+    seen = node_table(text)
+    return (sum(n.cpu for n in seen), sum(n.memory_mb for n in seen), sum(n.gpu for n in seen))
+
+
+def node_table(text: str) -> list[Node]:
+    """The nodes in ``sinfo -h -N -o NODE_FORMAT`` (or its first four columns), each once."""
+    seen: dict[str, Node] = {}
     for line in text.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[1].isdigit() and parts[2].isdigit():
             gpus = sum(int(n) for n in GRES_GPU.findall(parts[3])) if len(parts) > 3 else 0
-            seen[parts[0]] = (int(parts[1]), int(parts[2]), gpus)
-    return (sum(n[0] for n in seen.values()), sum(n[1] for n in seen.values()), sum(n[2] for n in seen.values()))
+            state = parts[4].lower() if len(parts) > 4 else "idle"
+            address = parts[5] if len(parts) > 5 else parts[0]
+            ready = state in TAKES_TASKS
+            seen[parts[0]] = Node(parts[0], address, int(parts[1]), int(parts[2]), gpus, ready)
+    return list(seen.values())
