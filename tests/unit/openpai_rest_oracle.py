@@ -74,10 +74,33 @@ def _js_string(value: Any) -> str:
     if isinstance(value, dict):
         return "[object Object]"
     if isinstance(value, float):
-        if math.isfinite(value) and value == int(value) and abs(value) < 1e21:
-            return str(int(value))
-        return repr(value)
+        return _js_number(value)
     return str(value)
+
+
+def _js_number(value: float) -> str:
+    """ECMAScript's Number::toString: the shortest digits that round-trip (Python's repr has the same), written
+    in plain decimals for exponents from -7 to 21 and as ``1e-7``/``1.5e+21`` outside them."""
+    if not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0:
+        return "0"
+    if value < 0:
+        return "-" + _js_number(-value)
+    mantissa, _, exp = f"{value!r}".partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    n = len(whole) + int(exp or 0) if whole != "0" else int(exp or 0) - (len(frac) - len(frac.lstrip("0")))
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    sign = "+" if n - 1 >= 0 else "-"
+    return (digits[0] + ("." + digits[1:] if k > 1 else "")) + f"e{sign}{abs(n - 1)}"
 
 
 def _lookup(scopes: dict[str, Any], name: str) -> Any:
