@@ -21,9 +21,9 @@ SLURM_GROUP = "slurm"
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The worker group of a test: every test on the real Slurm cluster in one (there is one test cluster per
-    machine: a fixed bridge and node addresses), any other with the rest of its module, so a module's fixtures
-    (a Jupyter server, a browser, a daemon) start once."""
+    """The worker group of a test: every test on the real Slurm cluster in one (one test cluster, four daemons
+    with their bridge and namespaces, at a time per run), any other with the rest of its module, so a module's
+    fixtures (a Jupyter server, a browser, a daemon) start once."""
     if item.get_closest_marker("slurm"):
         return SLURM_GROUP
     return item.nodeid.split("::", 1)[0]

@@ -185,6 +185,8 @@ async def serve(args: argparse.Namespace) -> None:
             try:
                 cluster.check_deadlines()
                 leases.expire()
+                if seconds % 5 == 0:
+                    cluster.watch_lost()  # a task that ended with its end unrecorded (recovery.watch_lost)
                 if seconds % 30 == 0:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
                 if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:

@@ -1,18 +1,23 @@
 """A full disk, on a real 24 MB tmpfs: before, a task whose processes had ended stayed RUNNING
-holding capacity, DELETE was refused (409), every submit got a generic 500, and the daemon would not start."""
+holding capacity, DELETE was refused (409), every submit got a generic 500, and the daemon would not start. And
+when the disk stayed full after the reserve was spent, a task's end was lost ("Task exception was never
+retrieved") and its job stayed RUNNING, holding its CPUs, until a restart, even once space came back."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pai_jupyter.cluster import control
+from pai_jupyter.cluster.core.space import RESERVE_NAME
 from pai_jupyter.cluster.paths import read_runtime
+from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon, v1
 
@@ -34,9 +39,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def fill(disk: Path) -> None:
+def fill(disk: Path, name: str = "filler") -> None:
     """Write until the file system says no space is left."""
-    subprocess.run(["dd", "if=/dev/zero", f"of={disk}/filler", "bs=64k"], capture_output=True)
+    subprocess.run(["dd", "if=/dev/zero", f"of={disk}/{name}", "bs=64k"], capture_output=True)
     assert os.statvfs(disk).f_bavail == 0
 
 
@@ -95,6 +100,49 @@ def test_a_full_disk_gives_clear_errors_and_running_tasks_still_finish(small_dis
         # space comes back: submits are taken again
         (small_disk / "filler").unlink()
         assert api.wait(api.submit_ok(v1("after", "echo ok")))["jobStatus"]["state"] == "SUCCEEDED"
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+def test_a_task_that_ends_while_the_disk_stays_full_is_recorded_once_space_returns(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    home = small_disk / "home"
+    # the daemon's log off the small disk: what it says while that disk is full must be kept
+    (home / "local").mkdir(parents=True)
+    log = tmp_path / "daemon.log"
+    log.touch()
+    (home / "local" / "daemon.log").symlink_to(log)
+    try:
+        api = start(home)
+        job = api.submit_ok(v1("late", "while [ ! -f go ]; do sleep 0.05; done; echo done"))
+        api.wait(job, ("RUNNING",))
+        work = next((home / "local" / "jobs").glob("*~late/a0.main-0.t0")) / "work"
+        reserve = home / "local" / RESERVE_NAME
+        assert reserve.exists()
+        fill(small_disk)
+        reserve.unlink()  # spent by an earlier write, and what it gave back is taken too: the retry cannot help
+        fill(small_disk, "filler2")
+        (work / "go").touch()
+        said = wait_for(
+            lambda: text if any(w in (text := log.read_text()) for w in ("trying again", "never retrieved")) else None,
+            30,
+            lambda: f"the daemon to say it waits for space: {log.read_text()[-2000:]}",
+        )
+        assert "never retrieved" not in said, said  # before: the watcher died and the end was lost
+        assert "trying again until there is space" in said, said
+        held_until = time.monotonic() + 4  # the disk stays full a while: the daemon answers, the job waits
+        while time.monotonic() < held_until:
+            assert api.detail(job)["jobStatus"]["state"] == "RUNNING"
+        for name in ("filler", "filler2"):
+            (small_disk / name).unlink()
+        d = api.wait(job, timeout=30)  # before: RUNNING until the daemon restarted
+        assert d["jobStatus"]["state"] == "SUCCEEDED", d["jobStatus"]
+        assert api.http.get("/api/v2/info").json()["used"]["cpu"] == 0  # its CPUs came back
+        wait_for(reserve.exists, 30, "the reserve to be made again")
+        text = log.read_text()
+        assert "never retrieved" not in text and "Traceback" not in text, text
     finally:
         control.stop(home)
         kill_leftovers(home)

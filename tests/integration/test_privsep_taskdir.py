@@ -56,8 +56,11 @@ def _attack(runtime_json: Path, decoy: Path) -> str:
     return "\n".join(lines)
 
 
-def _job(name: str, script: str) -> str:
-    role = v2_role(resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0}, commands=script.splitlines())
+def plant_job(name: str, script: str, instances: int = 1) -> str:
+    """A job whose ``main`` task(s) run ``script``, with a TensorBoard service (its files are the task's too)."""
+    role = v2_role(
+        instances=instances, resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0}, commands=script.splitlines()
+    )
     doc = v2_doc(
         {"main": role},
         name=name,
@@ -75,22 +78,38 @@ def _wait_for_line(api: Api, job: str, line: str) -> str:
     return wait_for(seen, 30, lambda: f"{job} to print {line!r}")
 
 
-def _served_everything(api: Api, job: str) -> str:
-    """Every log the daemon serves for the task, its services and a service request: what it read or wrote."""
+def _first_bytes(api: Api, uri: str, limit: int) -> str:
+    """At most ``limit`` bytes of what ``uri`` serves (a log may be a huge file the task planted)."""
+    got = b""
+    with api.http.stream("GET", uri) as r:
+        for chunk in r.iter_bytes():
+            got += chunk
+            if len(got) >= limit:
+                break
+    return got.decode("utf-8", "replace")
+
+
+def served_everything(api: Api, job: str, indices: tuple[int, ...] = (0,), limit: int = 1 << 20) -> str:
+    """Every log the daemon serves for the ``main`` tasks ``indices`` (each whole log's first ``limit`` bytes), the
+    job's services and a stop and start of each TensorBoard among them: what the daemon read or wrote."""
     served = []
     d = api.detail(job)
     attempt = d["jobStatus"]["attemptId"]
-    r = api.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/main/taskIndex/0/attempts/0/logs")
-    assert r.status_code == 200, r.text
-    for loc in r.json()["locations"]:
-        served.append(api.http.get(loc["uri"]).text)
-        served.append(api.http.get(loc["uri"] + "&tail-mode=true").text)
+    for index in indices:
+        r = api.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/main/taskIndex/{index}/attempts/0/logs")
+        assert r.status_code == 200, r.text
+        for loc in r.json()["locations"]:
+            served.append(_first_bytes(api, loc["uri"], limit))
+            served.append(api.http.get(loc["uri"] + "&tail-mode=true").text)
     r = api.http.get(f"/api/v2/local/jobs/{job}/services")
     assert r.status_code == 200, r.text
     served.append(r.text)
-    for action in ("stop", "start"):
-        r = api.http.post(f"/api/v2/local/jobs/{job}/services/main/0/tensorboard", json={"action": action})
-        assert r.status_code == 202, r.text
+    boards = [s["index"] for s in r.json() if s["name"] == "tensorboard" and s["index"] in indices]
+    assert boards, r.text
+    for index in boards:
+        for action in ("stop", "start"):
+            r = api.http.post(f"/api/v2/local/jobs/{job}/services/main/{index}/tensorboard", json={"action": action})
+            assert r.status_code == 202, r.text
     return "\n".join(served)
 
 
@@ -103,14 +122,14 @@ def test_a_task_cannot_make_root_follow_its_links_on_the_process_runtime(tmp_pat
     try:
         admin = start_daemon(home)
         bob = admin.new_user("pvbob")
-        job = bob.submit_ok(_job("plant", _attack(home / "local" / "runtime.json", decoy)))
+        job = bob.submit_ok(plant_job("plant", _attack(home / "local" / "runtime.json", decoy)))
         out = _wait_for_line(bob, job, "ready")
         account = account_of(home, "pvbob")
         assert f"uid={account.pw_uid}" in out and account.pw_uid != 0, out
         for name in PLANTS:
             assert f"DENIED-{name}" in out, out
         assert "DENIED-move" in out and "DENIED-move-job" in out and "RUN-LINK" in out, out
-        served = _served_everything(bob, job)
+        served = served_everything(bob, job)
         assert admin.token not in served
         assert decoy.read_text() == DECOY_TEXT and decoy.stat().st_uid == 0
         task_dir = next((home / "local" / "jobs" / f"{job}").glob("a0.main-0.t0"))
@@ -150,13 +169,13 @@ def test_a_container_cannot_make_root_follow_its_links(tmp_path: Path) -> None:
                 "sleep 60",
             ]
         )
-        job = admin.submit_ok(_job("plant", script))
+        job = admin.submit_ok(plant_job("plant", script))
         out = _wait_for_line(admin, job, "ready")
         for name in PLANTS:
             assert f"DENIED-{name}" in out, out
         td = next((home / "local" / "jobs" / job).glob("a0.main-0.t0"))
         wait_for(lambda: (td / "run" / "runtime").is_symlink() or None, 20, lambda: "the container's links")
-        served = _served_everything(admin, job)
+        served = served_everything(admin, job)
         assert admin.token not in served
         assert decoy.read_text() == DECOY_TEXT
         assert admin.stop(job).status_code == 202
@@ -217,7 +236,7 @@ def test_another_users_tensorboard_runs_on_a_root_daemon(tmp_path: Path, monkeyp
         try:
             admin = start_daemon(home)
             bob = admin.new_user("tbbob")
-            job = bob.submit_ok(_job("board", script))
+            job = bob.submit_ok(plant_job("board", script))
             assert "OUTPUT-WRITABLE" in _wait_for_line(bob, job, "ready")
             state = wait_for(partial(_tensorboard_state, bob, job), 60, lambda: "tensorboard to run or say why")
             if tools:

@@ -16,11 +16,11 @@ from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 
 from ..polling import wait_for
+from ..slurm.fixture import node_addrs
 from .conftest import Api, start_daemon
 from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
-NODE_IPS = {"n1": "10.203.0.11", "n2": "10.203.0.12"}
 
 
 def _reason(api: Api, name: str) -> str:
@@ -65,7 +65,7 @@ def test_the_task_table_shows_each_tasks_node_ip_and_slurms_gpus(slurm_cluster: 
             task = slurm.tasks(detail, role_name)[index]
             node, gpus = slurm.log(name, role=role_name, index=index, name="stdout").split()
             assert task["containerNodeName"] == node, (task, node)
-            assert task["containerIp"] == NODE_IPS[node], task
+            assert task["containerIp"] == node_addrs()[node], task
             expected = [] if gpus == "none" else [int(g) for g in gpus.split(",")]
             assert task["containerGpuIndices"] == expected, (task, gpus)
             assert len(expected) == (1 if role_name == "worker" else 0)
@@ -93,14 +93,14 @@ def test_root_never_follows_a_placement_or_rendezvous_the_task_replaced_with_a_l
     name = slurm.submit_ok(job("planted", {"main": role(f"cd $PAI_TASK_DIR; {plant}")}))
     detail = slurm.wait(name, states={"RUNNING"}, timeout=60)
     ip = slurm.tasks(detail)[0]["containerIp"]
-    assert ip in NODE_IPS.values()
+    assert ip in node_addrs().values()
     assert wait_for(lambda: "planted" in slurm.log(name, name="stdout") or None, 30)
     os.kill(read_runtime(slurm.home)["pid"], signal.SIGKILL)  # the restarted daemon reads the files again
     again = start_daemon(slurm.home, runtime="slurm")
     detail = again.wait(name, timeout=60)
     assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
     task = again.tasks(detail)[0]
-    assert task["containerIp"] == ip and task["containerNodeName"] in NODE_IPS, task
+    assert task["containerIp"] == ip and task["containerNodeName"] in node_addrs(), task
     assert secret.read_text() == "evil 6.6.6.6 0\n" and secret.stat().st_mode & 0o777 == 0o600
     assert os.stat(tmp_path).st_uid == 0
 

@@ -16,13 +16,20 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.notebook.magics import PaiMagics
 
 from ..polling import wait_for
+from ..slurm.fixture import node_addrs
 from .browser import lab_page
 from .conftest import Api, v1
 from .jupyter_fixture import jupyter, start_jupyter, write_events
 from .test_runtime_slurm import PS, WORKER, job, role
 
 pytestmark = [pytest.mark.slurm]
-NODE_IPS = {"10.203.0.11", "10.203.0.12"}
+
+
+def _node_ips() -> set[str]:
+    """The nodes' own IPs on the cluster's bridge (not this host's loopback)."""
+    ips = set(node_addrs().values())
+    assert ips and "127.0.0.1" not in ips, ips
+    return ips
 
 
 def test_a_distributed_jobs_tensorboard_on_a_slurm_node_opens_through_the_server_extension(
@@ -41,7 +48,7 @@ def test_a_distributed_jobs_tensorboard_on_a_slurm_node_opens_through_the_server
         detail = slurm.detail(name)
         ps = slurm.tasks(detail, "ps")[0]
         workers = slurm.tasks(detail, "worker")
-        assert {ps["containerIp"], *(w["containerIp"] for w in workers)} <= NODE_IPS, detail
+        assert {ps["containerIp"], *(w["containerIp"] for w in workers)} <= _node_ips(), detail
         assert len({ps["containerNodeName"], *(w["containerNodeName"] for w in workers)}) == 2, detail
         http = server.http()
         runs = f"pai/jobs/{name}/ps/0/tensorboard/data/runs"
@@ -82,7 +89,7 @@ def test_the_labs_sidebar_and_job_page_show_a_slurm_job_on_its_node(
 ) -> None:
     name = slurm.submit_ok(job("labslurm", {"main": role('echo "on $SLURMD_NODENAME"; sleep 300')}))
     ip = wait_for(lambda: slurm.tasks(slurm.detail(name), "main")[0].get("containerIp"), 60, "the task's node IP")
-    assert ip in NODE_IPS
+    assert ip in _node_ips()
     server = start_jupyter(tmp_path / "jupyter", slurm.home, lab=True, lab_settings={"refreshSeconds": 1})
     try:
         with contextmanager(lab_page)(browser, server, request) as page:

@@ -3,14 +3,21 @@
 #
 # start: munged (its own key and socket under DIR), slurmctld and two slurmd (n1, n2), each started with setsid and
 # its pid saved under DIR/run; as root where network namespaces work, each slurmd in its own namespace with its own
-# IP on a bridge made here (10.203.0.0/24, the test range: n1 10.203.0.11, n2 10.203.0.12, the controller
-# 10.203.0.1), else both on loopback with a port each. Waits until both nodes are idle; prints the env to use.
-# stop: ends exactly the daemons it started (by their saved pids) and removes the namespaces and the bridge.
-# env: prints `export SLURM_CONF=...` for a cluster started in DIR. Two fake GPUs per node (gres, /dev/null nodes).
+# IP on a bridge made here, else both on loopback with a port each. Waits until both nodes are idle; prints the env
+# to use. Several clusters run side by side (in different DIRs): each takes a free slot N (1-64), held by a small
+# holder process's flock on $SLOTS/N.lock while the cluster lives, and with it a bridge paislurmN, namespaces
+# paislurmNn1 and paislurmNn2, the subnet 10.203.N.0/24 (n1 .11, n2 .12, the controller .1; a slot whose subnet
+# this machine already routes is skipped) and ports 20000+4N.. (controller; slurmd). DIR/run/network says which
+# (slot=, bridge=, netns=, subnet=, port=); tests read the nodes' addresses from the cluster itself (sinfo %o).
+# A slot whose holder died (a cluster killed without stop) is taken over, its leftover bridge and namespaces removed.
+# start refuses a DIR whose cluster is running (stop it first).
+# stop: ends exactly the daemons it started (by their saved pids), removes the namespaces and the bridge, and frees
+# the slot. env: prints `export SLURM_CONF=...` for a cluster started in DIR. Two fake GPUs per node (gres, /dev/null
+# nodes).
 set -euo pipefail
 cmd=${1:?usage: cluster.sh start|stop|env DIR} dir=${2:?usage: cluster.sh start|stop|env DIR}
 mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
-BR=${PAI_SLURM_BRIDGE:-paislurm0} NS=${PAI_SLURM_NETNS:-paislurm-n}
+SLOTS=${TMPDIR:-/tmp}/pai-slurm-slots-$(id -u)
 conf=$dir/etc/slurm.conf
 
 started() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -33,30 +40,82 @@ stop() {
   for pid in $(pgrep -x slurmstepd || true); do  # steps of this cluster left behind (their env names its conf)
     { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$conf" && kill -KILL "$pid" 2>/dev/null
   done
-  if [ -f "$dir/run/netns" ]; then
-    for i in 1 2; do ip link del "${BR}v$i" 2>/dev/null || true; ip netns del "$NS$i" 2>/dev/null || true; done
-    ip link del "$BR" 2>/dev/null || true
-    rm -f "$dir/run/netns"
+  if [ -f "$dir/run/network" ]; then
+    local slot; slot=$(sed -n 's/^slot=//p' "$dir/run/network")
+    if started "$dir/run/slot.pid" && grep -q sleep "/proc/$(cat "$dir/run/slot.pid")/cmdline" 2>/dev/null; then
+      pid=$(cat "$dir/run/slot.pid")
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    fi
+    # the network only while the slot is free (another cluster may have taken a slot whose holder died)
+    if [ -f "$dir/run/netns" ] && [ -n "$slot" ] && mkdir -p "$SLOTS" && exec 9>"$SLOTS/$slot.lock" && flock -n 9; then
+      unplug "$slot"
+    fi
+    exec 9>&-
+    rm -f "$dir/run/netns" "$dir/run/network" "$dir/run/slot.pid"
   fi
 }
 
-netns() {  # the bridge and two namespaces, or nothing (loopback) where this cannot be done
-  [ "$(id -u)" = 0 ] && [ "${PAI_SLURM_LOOPBACK:-}" != 1 ] || return 1
+unplug() {  # slot N's bridge, veths and namespaces, if there
+  local br=paislurm$1
+  for i in 1 2; do ip link del "${br}v$i" 2>/dev/null || true; ip netns del "${br}n$i" 2>/dev/null || true; done
+  ip link del "$br" 2>/dev/null || true
+}
+
+in_use() {  # is this port listened on, or this subnet (10.203.N.0/24) routed here (other than by the default route)?
+  local port=$1 net=$2
+  [ -n "$(ss -Htln "sport = :$port" 2>/dev/null)" ] && return 0
+  [ -n "$net" ] || return 1
+  [ -n "$(ip -4 route show match "$net.1" 2>/dev/null | grep -v '^default')" ] ||
+    [ -n "$(ip -4 route show root "$net.0/24" 2>/dev/null)" ] ||
+    [ -n "$(ip -4 -o addr show to "$net.0/24" 2>/dev/null)" ]
+}
+
+claim() {  # take a free slot: sets slot, net (the subnet's first three parts, or empty on loopback) and port
+  local netns_mode=$1 n
+  mkdir -p "$SLOTS" && chmod 0700 "$SLOTS"
+  for n in $(seq 1 64); do
+    exec 9>"$SLOTS/$n.lock"
+    flock -n 9 || { exec 9>&-; continue; }
+    [ "$netns_mode" = 1 ] && unplug "$n"  # left by a cluster of this slot that was killed without stop
+    slot=$n port=$((20000 + 4 * n)) net=
+    [ "$netns_mode" = 1 ] && net=10.203.$n
+    if in_use "$port" "$net" || in_use $((port + 1)) "" || in_use $((port + 2)) ""; then exec 9>&-; continue; fi
+    # the slot is this cluster's for as long as its holder lives (it keeps the lock: fd 9, inherited)
+    setsid sleep infinity </dev/null >/dev/null 2>&1 & echo $! >"$dir/run/slot.pid"
+    exec 9>&-
+    printf 'slot=%s\nport=%s\n' "$slot" "$port" >"$dir/run/network"  # (what stop frees, should start fail)
+    return 0
+  done
+  echo "cluster.sh: no free slot (64 clusters running, or their ports and subnets 10.203.1-64.0/24 in use)" >&2
+  exit 1
+}
+
+netns() {  # the bridge and two namespaces of the slot, or nothing (loopback) where this cannot be done
+  local br=paislurm$slot
   touch "$dir/run/netns"
-  for i in 1 2; do ip link del "${BR}v$i" 2>/dev/null || true; done  # a veth outlives its namespace a moment
-  ip link add "$BR" type bridge 2>/dev/null || return 1
-  ip addr add 10.203.0.1/24 dev "$BR" && ip link set "$BR" up || return 1
+  ip link add "$br" type bridge 2>/dev/null || return 1
+  ip addr add "$net.1/24" dev "$br" && ip link set "$br" up || return 1
   for i in 1 2; do
-    ip netns add "$NS$i" && ip link add "${BR}v$i" type veth peer name eth0 netns "$NS$i" || return 1
-    ip link set "${BR}v$i" master "$BR" && ip link set "${BR}v$i" up
-    ip -n "$NS$i" addr add "10.203.0.1$i/24" dev eth0 && ip -n "$NS$i" link set eth0 up
-    ip -n "$NS$i" link set lo up && ip -n "$NS$i" route add default via 10.203.0.1
+    ip netns add "${br}n$i" && ip link add "${br}v$i" type veth peer name eth0 netns "${br}n$i" || return 1
+    ip link set "${br}v$i" master "$br" && ip link set "${br}v$i" up
+    ip -n "${br}n$i" addr add "$net.1$i/24" dev eth0 && ip -n "${br}n$i" link set eth0 up
+    ip -n "${br}n$i" link set lo up && ip -n "${br}n$i" route add default via "$net.1"
   done
 }
 
 start() {
   mkdir -p "$dir"/{etc,run,log,state,munge,dev,jobs}
+  if started "$dir/run/slurmctld.fg.pid"; then
+    echo "cluster.sh: a cluster already runs in $dir ($(tr '\n' ' ' <"$dir/run/network" 2>/dev/null)); stop it first:" \
+      "tests/slurm/cluster.sh stop $dir" >&2
+    exit 1
+  fi
   stop
+  local netns_mode=0
+  [ "$(id -u)" = 0 ] && [ "${PAI_SLURM_LOOPBACK:-}" != 1 ] && netns_mode=1
+  local slot port net
+  claim "$netns_mode"
   # munge: a key and a socket of this cluster's own (no system munged needed, none disturbed)
   [ -f "$dir/munge/munge.key" ] || dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 0700 "$dir/munge" && chmod 0400 "$dir/munge/munge.key"
@@ -68,25 +127,25 @@ start() {
   for i in 1 2; do [ -e "$dir/dev/fgpu$((2 * i - 2))" ] || { mknod "$dir/dev/fgpu$((2 * i - 2))" c 1 3; \
     mknod "$dir/dev/fgpu$((2 * i - 1))" c 1 3; } 2>/dev/null || true; done
   local ctl nodes
-  if netns; then
-    ctl="SlurmctldHost=$(hostname)(10.203.0.1)"
-    nodes="NodeName=n1 NodeAddr=10.203.0.11 NodeHostname=$(hostname) Port=16818 $res
-NodeName=n2 NodeAddr=10.203.0.12 NodeHostname=$(hostname) Port=16818 $res"
+  if [ "$netns_mode" = 1 ] && netns; then
+    ctl="SlurmctldHost=$(hostname)($net.1)"
+    nodes="NodeName=n1 NodeAddr=$net.11 NodeHostname=$(hostname) Port=$((port + 1)) $res
+NodeName=n2 NodeAddr=$net.12 NodeHostname=$(hostname) Port=$((port + 1)) $res"
+    printf 'slot=%s\nbridge=paislurm%s\nnetns=paislurm%sn1 paislurm%sn2\nsubnet=%s.0/24\nport=%s\n' \
+      "$slot" "$slot" "$slot" "$slot" "$net" "$port" >"$dir/run/network"
   else
-    stop; mkdir -p "$dir/run"
-    setsid /usr/sbin/munged -F --force --socket="$dir/munge-socket/munge.socket" --key-file="$dir/munge/munge.key" \
-      --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed" \
-      </dev/null >>"$dir/log/munged.out" 2>&1 & echo $! >"$dir/run/munged.fg.pid"
+    [ -f "$dir/run/netns" ] && unplug "$slot" && rm -f "$dir/run/netns"
     ctl="SlurmctldHost=localhost(127.0.0.1)"
-    nodes="NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=16821 $res
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=16822 $res"
+    nodes="NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port + 1)) $res
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port + 2)) $res"
+    printf 'slot=%s\nsubnet=loopback\nport=%s\n' "$slot" "$port" >"$dir/run/network"
   fi
   local me; me=$(id -un)
   cat >"$conf" <<CONF
 ClusterName=paitest
 $ctl
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 SlurmUser=$me
 SlurmdUser=root
 AuthType=auth/munge
@@ -124,7 +183,7 @@ CONF
   setsid /usr/sbin/slurmctld -D -i </dev/null >>"$dir/log/slurmctld.out" 2>&1 & echo $! >"$dir/run/slurmctld.fg.pid"
   for i in 1 2; do
     if [ -f "$dir/run/netns" ]; then
-      setsid nsenter --net="/var/run/netns/$NS$i" /usr/sbin/slurmd -D -N "n$i" </dev/null \
+      setsid nsenter --net="/var/run/netns/paislurm${slot}n$i" /usr/sbin/slurmd -D -N "n$i" </dev/null \
         >>"$dir/log/slurmd-n$i.out" 2>&1 & echo $! >"$dir/run/slurmd-n$i.fg.pid"
     else
       setsid /usr/sbin/slurmd -D -N "n$i" </dev/null >>"$dir/log/slurmd-n$i.out" 2>&1 &

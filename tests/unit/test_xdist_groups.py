@@ -1,7 +1,7 @@
 """How ``make test`` splits the suite over pytest-xdist workers (tests/conftest.py), checked on a small suite of its
 own: a module's tests run on one worker, so its module fixtures start once, and every Slurm test runs on one
-worker, since the machine has one test Slurm cluster. A pytest or xdist release that stops honouring the groups
-(as pytest 9.2 did) fails here rather than slowing the suite or letting two Slurm modules share a cluster."""
+worker, so that one test Slurm cluster runs at a time per run. A pytest or xdist release that stops honouring the
+groups (as pytest 9.2 did) fails here rather than slowing the suite or loading it with several Slurm clusters."""
 
 from __future__ import annotations
 

@@ -42,8 +42,10 @@ class Ending:
             if handle is not None and row is None:  # the job was deleted meanwhile
                 self.runtime.remove(handle)
             return
+        if current["state"] not in ACTIVE_TASK:  # recorded by a call that a full disk failed later on (schedule)
+            self.schedule()
+            return
         job = self.state.job_model(row)
-        was_active = current["state"] in ACTIVE_TASK
         diag = result.diagnostics
         if result.oom and "memory" not in diag:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
@@ -80,7 +82,7 @@ class Ending:
                     self._retry_task(row, current)
                 else:
                     self._apply_completion(row, job)
-        if was_active and not self.runtime.gang_submit:  # only once it is recorded (a full disk may make us try twice)
+        if not self.runtime.gang_submit:  # only once it is recorded (a full disk may make us try again)
             self.capacity.give_back(row["vc"], demand(current), loads(current["gpus"], []))
         self.schedule()
 

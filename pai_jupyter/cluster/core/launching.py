@@ -324,25 +324,33 @@ class Launcher:
             self.runtime.stop(handle, self.state.stop_grace)
 
     def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
-        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it)."""
+        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it; so
+        does the daemon's tick, ``recovery.watch_lost``, should this watcher end without recording it). On a full
+        disk the end is recorded once there is space (``Space.eventually``); the watcher is registered until then."""
         key = (job_id, t["attempt"], t["role"], t["idx"])
         task_dir = t["task_dir"]
         assert task_dir is not None  # set when the task was launched (STARTING)
+        space, what = self.state.space, f"recording the end of {t['role']}[{t['idx']}] of job {job_id}"
 
         async def watch() -> None:
             try:
                 if self.runtime.gang_submit:
                     where = await self.runtime.running(handle, Path(task_dir), lambda why: self._queued(job_id, why))
                     if where is not None:
-                        self.state.space.with_room(lambda: self._task_running(job_id, t, handle, where))
+                        await space.eventually(lambda: self._task_running(job_id, t, handle, where), what)
                 result = await self.runtime.wait(handle, Path(task_dir))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
-            self.state.watchers.pop(key, None)
-            self.state.space.with_room(lambda: self.task_ended(job_id, t, result, handle))  # even on a full disk
+            try:
+                await space.eventually(lambda: self.task_ended(job_id, t, result, handle), what)
+            except Exception:
+                log.exception("%s failed; the daemon's tick tries again", what)
+            finally:
+                if self.state.watchers.get(key) is me:  # (a retried task's next watcher may hold the key by now)
+                    del self.state.watchers[key]
 
-        self.state.watchers[key] = asyncio.ensure_future(watch())
+        me = self.state.watchers[key] = asyncio.ensure_future(watch())
 
     def _queued(self, job_id: int, why: str) -> None:
         """The runtime's scheduler says why the job's attempt still waits there (its "why waiting")."""

@@ -1,10 +1,12 @@
 """Start-up after a stop or a crash (kill -9 included): re-attach to the tasks that were running, collect the
 exit status of those that ended meanwhile (their shim wrote it to disk), rebuild the queue and the resource
 accounting from the database, and finish stops and decided attempts (AttemptDeletionPending) that were in
-flight, through Cluster's public methods (``Recovering``: what this module uses of it)."""
+flight, through Cluster's public methods (``Recovering``: what this module uses of it). While the daemon runs, its
+tick re-attaches the same way to a task whose end went unrecorded (``watch_lost``)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Protocol
 
@@ -15,6 +17,8 @@ from .ending import DELETION_PENDING
 from .scheduler import Resources
 from .state import ClusterState
 from .store import JobCore, TaskRow, dumps, loads
+
+log = logging.getLogger("pai_jupyter.cluster")
 
 
 class Recovering(Protocol):
@@ -76,3 +80,20 @@ def recover(cluster: Recovering) -> None:
     for row in state.store.jobs_in_state("STOPPING"):
         cluster.resume_stop(row)
     cluster.schedule()
+
+
+def watch_lost(cluster: Recovering) -> int:
+    """Re-attach to each active task that has no watcher and whose exit status is on disk: its end was never
+    recorded (its watcher failed), so its job would stay RUNNING, holding its resources, until a restart. The
+    daemon's tick calls this; the new watcher reads the exit status and records the end. How many it found."""
+    state, found = cluster.state, 0
+    for t in state.store.watched_tasks():
+        key = (t["job_id"], t["attempt"], t["role"], t["idx"])
+        if key in state.watchers or t["task_dir"] is None or t["handle"] is None:
+            continue
+        if exit_code(state.runtime.logs_dir(Path(t["task_dir"]))) is None:
+            continue
+        log.warning("task %s[%s] of job %s ended unrecorded: recording its end now", t["role"], t["idx"], t["job_id"])
+        cluster.watch(t["job_id"], t, TaskHandle.from_dict(loads(t["handle"])))
+        found += 1
+    return found

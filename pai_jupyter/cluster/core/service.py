@@ -287,3 +287,7 @@ class Cluster:
     def recover(self) -> None:
         """Re-attach to tasks that were running when the daemon stopped; collect those that ended meanwhile."""
         recovery.recover(self)
+
+    def watch_lost(self) -> int:
+        """Record the end of tasks whose watcher is gone but whose exit status is on disk (the daemon's tick)."""
+        return recovery.watch_lost(self)

@@ -6,11 +6,14 @@ refused and every submit got a generic 500. So the daemon keeps a reserve file i
 fails for want of space it gives the reserve back to the file system and tries once more, which is enough to
 record that tasks ended, to stop and to delete jobs (which frees space). Submits are refused while the free
 space is below a floor (507 naming the disk and what is free), and every other out-of-space failure of a request
-is a 507 that says what is full and where, not a 500.
+is a 507 that says what is full and where, not a 500. A task's end that still cannot be written (the reserve was
+spent and the disk is still full) is tried again with backoff until space returns (``eventually``), and the
+reserve is made again as soon as it does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -27,6 +30,7 @@ T = TypeVar("T")
 RESERVE_NAME = ".space-reserve"
 RESERVE_MB = 4
 DEFAULT_FLOOR_MB = 64
+RETRY_FIRST_S, RETRY_MAX_S = 0.1, 5.0  # ``eventually``: the first wait, doubled up to the longest
 
 
 class InsufficientStorageError(ApiError):
@@ -105,6 +109,29 @@ class Space:
             if not is_full(exc) or not self.release():
                 raise
         return fn()
+
+    async def eventually(self, fn: Callable[[], T], what: str) -> T:
+        """``with_room(fn)``, tried again with backoff for as long as the disk stays full (an end that is not
+        recorded holds its job RUNNING, its CPUs and memory until a restart); once it went through after a wait,
+        the reserve is made again. Any other error is raised."""
+        delay, waited = RETRY_FIRST_S, False
+        while True:
+            try:
+                done = self.with_room(fn)
+            except Exception as exc:
+                if not is_full(exc):
+                    raise
+                if not waited:
+                    log.warning("%s: the disk holding %s is full; trying again until there is space", what, self.local)
+                waited = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            if waited:
+                log.info("%s: recorded, now that the disk holding %s has space again", what, self.local)
+                with contextlib.suppress(OSError):
+                    self.keep_reserve()
+            return done
 
     def at_start(self) -> None:
         """Say it when the daemon starts short of space (it still starts: running tasks must be re-attached)."""

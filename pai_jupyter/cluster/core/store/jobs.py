@@ -269,6 +269,13 @@ class Store(Users):
             ),
         )
 
+    def watched_tasks(self) -> list[TaskRow]:
+        """Active tasks the runtime has a handle for: each one should have a watcher (``recovery.watch_lost``)."""
+        return cast(
+            "list[TaskRow]",
+            self.all(f"SELECT * FROM tasks WHERE state IN {sql_set(ACTIVE_TASK)} AND handle IS NOT NULL"),
+        )
+
     def busy_tasks(self) -> list[dict[str, Any]]:
         """What holds resources now: each active task's cpu, memory_mb and gpu, its job's vc and deadline."""
         return self.all(

@@ -44,7 +44,7 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, NODE_FORMAT, WHY, Jobs, SlurmError, available, node_table, parse_nodes, run
+from .commands import FINAL, NODE_FORMAT, WHY, Jobs, JobState, SlurmError, available, node_table, parse_nodes, run
 
 log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
@@ -53,6 +53,8 @@ SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written bef
 USAGE = "usage"  # in run/: "cpu_seconds resident_bytes" of the task's process group, written by the wrapper
 PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
 ADDRS_S = 60.0
+MAX_GPU_INDEX = 64  # the most GPUs a node's CUDA_VISIBLE_DEVICES may index
+PLACEMENT_WAIT_S = 10.0  # how long a task Slurm runs may take to write its placement before Slurm's word stands in
 PENDING_LOOK_S = 0.1
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
@@ -84,6 +86,25 @@ class SlurmRuntime(Runtime):
                 self._addrs = ""
             self._addrs_at = now
         return self._addrs
+
+    def _addr_of(self, node: str) -> str | None:
+        """The NodeAddr of ``node`` as sinfo lists it; None for a node it does not list."""
+        return dict(a.split("=", 1) for a in self.node_addrs().split() if "=" in a).get(node)
+
+    def _placed(self, task_dir: Path) -> Where | None:
+        """The task's ``run/placement`` when it names a node of the cluster and that node's own address (the task's
+        account can write the file: a forged IP would send the daemon's probes and the proxy elsewhere); else None.
+        Unchecked only while sinfo lists no node at all."""
+        where = placement(task_dir)
+        if where is None or not self.node_addrs() or self._addr_of(where.node) == where.ip:
+            return where
+        return None
+
+    def _slurms_word(self, seen: JobState) -> Where:
+        """Where Slurm runs a task whose placement is missing or false: its job's node when it has one, else the
+        job's node list and no IP (which of them runs this task Slurm does not say per task)."""
+        single = seen.nodes and not any(c in seen.nodes for c in "[,")
+        return Where(node=seen.nodes, ip=(self._addr_of(seen.nodes) or "") if single else "")
 
     def describe(self) -> str:
         return f"slurm ({os.environ.get('SLURM_CONF') or 'the default slurm.conf'})"
@@ -192,12 +213,17 @@ class SlurmRuntime(Runtime):
         return Path(task_dir) / taskdir.RUN  # the wrapper's shim writes them as the task's account: safeio
 
     async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
-        """Where the task runs once its wrapper has started on a node (its ``run/placement``); while Slurm holds
-        the job pending, ``waiting`` hears Slurm's reason and the job's place in its partition's queue."""
+        """Where the task runs once its wrapper has started on a node (its ``run/placement``, checked against
+        Slurm's nodes; Slurm's own word when the task ran PLACEMENT_WAIT_S without a true one); while Slurm holds
+        the job pending, ``waiting`` hears Slurm's reason and the job's place in its partition's queue. A task
+        placed already (a restarted daemon) is not read again: its file is the task's to change since."""
+        placed = handle.info.get("placed")
+        if placed:
+            return Where(node=placed["node"], ip=placed["ip"])
         told, loop = None, asyncio.get_running_loop()
-        began = loop.time()
+        began, ran = loop.time(), None
         while True:
-            where = placement(task_dir)
+            where = self._placed(task_dir)
             if where is not None:
                 return where
             seen = await self.jobs.get(handle.id)
@@ -205,12 +231,17 @@ class SlurmRuntime(Runtime):
                 await asyncio.sleep(LOOK_S)
                 continue
             if seen is None or seen.state in FINAL:
-                return placement(task_dir)
+                return self._placed(task_dir)
             if seen.state == "PENDING":
                 why = self.jobs.why(handle.id)
                 if why != told:
                     waiting(why)
                     told = why
+            elif seen.state == "RUNNING":
+                ran = ran or loop.time()
+                if loop.time() - ran > PLACEMENT_WAIT_S:
+                    log.warning("task %s wrote no true run/placement: Slurm's word stands in", task_dir)
+                    return self._slurms_word(seen)
             # its placement file tells first that it runs; a hundred pending jobs' waiters look less often
             await asyncio.sleep(PENDING_LOOK_S if seen.state == "PENDING" else LOOK_S)
 
@@ -312,13 +343,15 @@ class SlurmRuntime(Runtime):
 
 
 def placement(task_dir: Path) -> Where | None:
-    """The node, IP and GPUs the wrapper wrote (a file of the task's account: read without following a link)."""
+    """The node, IP and GPUs the wrapper wrote (a file of the task's account: read without following a link). Only
+    GPU indices below MAX_GPU_INDEX count: each is a bit of ``containerGpus``, and 1 << 99999999 is no index."""
     text = safeio.read_text_beneath(task_dir, f"{taskdir.RUN}/{PLACEMENT}", 512)
     parts = (text or "").split()
     if len(parts) < 2:
         return None
-    gpus = [int(g) for g in parts[2].split(",") if g.isdigit()] if len(parts) > 2 else []
-    return Where(node=parts[0], ip=parts[1], gpus=gpus)
+    named = parts[2].split(",") if len(parts) > 2 else []
+    gpus = [int(g) for g in named if g.isascii() and g.isdigit() and int(g) < MAX_GPU_INDEX]
+    return Where(node=parts[0], ip=parts[1], gpus=list(dict.fromkeys(gpus)))
 
 
 def make(options: Options) -> Runtime:
