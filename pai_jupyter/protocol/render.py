@@ -38,7 +38,7 @@ def _js_number(x: float) -> str:
         return "NaN"
     if x in (float("inf"), float("-inf")):
         return "Infinity" if x > 0 else "-Infinity"
-    if x == int(x) and abs(x) < 1e21:
+    if x == int(x) and abs(x) < 2**53:  # beyond, JavaScript writes the shortest digits: 2**60 is 1152921504606847000
         return str(int(x))
     sign, digits_t, exp = Decimal(repr(x)).as_tuple()
     digits = "".join(map(str, digits_t)).rstrip("0")
@@ -66,8 +66,8 @@ def js_string(value: Any) -> str:
         return ",".join("" if v is None else js_string(v) for v in value)
     if isinstance(value, dict):
         return "[object Object]"
-    if isinstance(value, float):
-        return _js_number(value)
+    if isinstance(value, float) or (isinstance(value, int) and abs(value) >= 2**53):
+        return _js_number(float(value))  # JavaScript has no integers beyond 2**53: YAML's become the nearest double
     return str(value)
 
 

@@ -73,8 +73,8 @@ def _js_string(value: Any) -> str:
         return ",".join("" if v is None else _js_string(v) for v in value)
     if isinstance(value, dict):
         return "[object Object]"
-    if isinstance(value, float):
-        return _js_number(value)
+    if isinstance(value, float) or (isinstance(value, int) and abs(value) >= 2**53):
+        return _js_number(float(value))  # js-yaml reads a big integer as the nearest double
     return str(value)
 
 

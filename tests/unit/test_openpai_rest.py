@@ -205,7 +205,14 @@ def test_the_issues_examples_a_list_parameter_and_an_unknown_name_with_secrets()
     secret = job_from_document({**doc, "secrets": {"k": "v"}})
     assert render_commands(secret, secret.task_roles[0]) == "echo a,b\necho []"
     assert render("<% $parameters.x %>", {"parameters": {"x": 1e-7}}) == "1e-7"  # JavaScript's numbers
-    for value, js in ((1e-7, "1e-7"), (6.103515625e-05, "0.00006103515625"), (1.5e21, "1.5e+21")):  # the oracle's too
+    for value, js in (
+        (1e-7, "1e-7"),
+        (6.103515625e-05, "0.00006103515625"),
+        (1.5e21, "1.5e+21"),
+        (47179393412970256.0, "47179393412970260"),
+        (2**60, "1152921504606847000"),
+    ):  # ours and the oracle's
+        assert render("<% $parameters.x %>", {"parameters": {"x": value}}) == js
         assert openpai_render(["echo <% $parameters.x %>"], {"x": value}, None) == f"echo {js}"
 
 
