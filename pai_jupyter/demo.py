@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from .cluster import control
+from .common import channel
 from .common.states import FINAL, JobState
 from .notebook.display import stopped_note
 from .protocol import Job, JobValidationError
@@ -60,7 +60,7 @@ def main() -> int:
 def _run_jobs(info: dict[str, Any]) -> bool:
     """Submit each example, print its states, and each task's end and log; True when all SUCCEEDED."""
     ok = True
-    http = httpx.Client(base_url=info["url"], headers={"Authorization": f"Bearer {info['token']}"}, timeout=30)
+    http = channel.http_client(info)
     suffix = time.strftime("%H%M%S")
     cpus = int(http.get("/api/v2/info").json()["capacity"]["cpu"])
     for file in RUN:

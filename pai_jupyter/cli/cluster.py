@@ -11,6 +11,7 @@ import click
 
 from ..cluster import control
 from ..cluster.paths import pai_home
+from ..common import channel
 from .group import PaiGroup
 
 EXIT_UNAVAILABLE = 3
@@ -110,15 +111,15 @@ def status(output: str) -> None:
     if info is None:
         click.echo(f"local cluster is not running (home {pai_home()}); start it with: pai cluster start", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    import httpx
-
-    r = httpx.get(f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"}, timeout=5)
-    data = r.json()
+    with channel.http_client(info, timeout=5) as http:
+        data = http.get("/api/v2/info").json()
     if output == "json":
-        click.echo(json.dumps({"url": info["url"], "pid": info["pid"], **data}, indent=2))
+        click.echo(json.dumps({"url": info["url"], "socket": info.get("socket"), "pid": info["pid"], **data}, indent=2))
         return
     cap, used = data["capacity"], data["used"]
     click.echo(f"local cluster at {info['url']} (pid {info['pid']})")
+    if info.get("socket"):
+        click.echo(f"  socket:   {info['socket']} (this machine's clients send their tokens there)")
     click.echo(f"  runtime:  {data['runtime']}")
     click.echo(f"  capacity: {cap['cpu']} CPU, {cap['memoryMB']} MB memory, {cap['gpu']} GPU")
     differs = "" if str(data["runtime"]).startswith("slurm") else capacity_note(cap)  # (Slurm's: its nodes)
@@ -172,7 +173,8 @@ def user() -> None:
 )
 @click.option("--email", help="Mail the notifications of the user's jobs to this address.")
 def user_add(name: str, password: str | None, admin: bool, account: str | None, email: str | None) -> None:
-    """Create user NAME (or give an existing one a new token) and print the token."""
+    """Create user NAME (or give an existing one a new token) and print the token (and, on stderr, the profile
+    command for them on this machine: over the daemon's socket)."""
     info = _running()
     if password == "":
         password = click.prompt("password", hide_input=True, confirmation_prompt=True)
@@ -182,6 +184,11 @@ def user_add(name: str, password: str | None, admin: bool, account: str | None, 
     if email is not None:
         body["email"] = email
     click.echo(_as_admin(info, "POST", "/api/v2/local/users", body)["token"])
+    click.echo(  # (stderr: scripts read the token alone from stdout)
+        f"{name}'s profile on this machine, the token in FILE (mode 0600): pai profile add shared {info['url']} "
+        f"--username {name} --token-file FILE" + (f" --socket {info['socket']}" if info.get("socket") else ""),
+        err=True,
+    )
 
 
 @user.command("remove")
@@ -205,13 +212,10 @@ def _running() -> dict[str, Any]:
 
 
 def _as_admin(info: dict[str, Any], method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The daemon's answer to a request with the admin's token (from runtime.json); exits with its message on an
-    error."""
-    import httpx
-
-    r = httpx.request(
-        method, info["url"] + path, json=body, headers={"Authorization": f"Bearer {info['token']}"}, timeout=120
-    )
+    """The daemon's answer to a request with the admin's token (from runtime.json, over the daemon's socket); exits
+    with its message on an error."""
+    with channel.http_client(info, timeout=120) as http:
+        r = http.request(method, path, json=body)
     if r.status_code >= 400:
         click.echo(f"pai cluster: {r.json().get('message', r.text)}", err=True)
         sys.exit(2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -48,7 +49,16 @@ def list_cmd(output: str) -> None:
 @click.option("--username", "-u", help="Your user name on that cluster.")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="Read the token from this file.")
 @click.option("--default", "make_default", is_flag=True, help="Use this profile by default.")
-def add(name: str, url: str, username: str | None, token_file: str | None, make_default: bool) -> None:
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(dir_okay=False),
+    help="The cluster's daemon runs on this machine: its unix socket (local/api.sock in its home), which the "
+    "requests for URL go through, so the token never crosses loopback TCP (`pai cluster user add` prints it).",
+)
+def add(
+    name: str, url: str, username: str | None, token_file: str | None, make_default: bool, socket_path: str | None
+) -> None:
     """Add (or replace) profile NAME for the OpenPAI REST server at URL (e.g. https://pai.example/rest-server)."""
     if name == "local":
         _fail(ProfileError("'local' is the embedded cluster's profile; choose another name"))
@@ -56,7 +66,14 @@ def add(name: str, url: str, username: str | None, token_file: str | None, make_
         _fail(ProfileError(f"the url must start with http:// or https://, got {url!r}"))
     try:
         upsert_profile(
-            Profile(name=name, url=url, username=username or "", token_file=token_file, default=make_default)
+            Profile(
+                name=name,
+                url=url,
+                username=username or "",
+                token_file=token_file,
+                default=make_default,
+                socket=os.path.abspath(socket_path) if socket_path else None,
+            )
         )
     except ProfileError as exc:
         _fail(exc)
@@ -108,5 +125,7 @@ def login(name: str | None, username: str | None, password_stdin: bool) -> None:
     if prof.is_local:
         _fail(ProfileError("the local profile uses the daemon's own token; no login needed"))
     token = client.login(user, password)
-    upsert_profile(Profile(name=prof.name, url=prof.url, username=user, token=token, default=prof.default))
+    upsert_profile(
+        Profile(name=prof.name, url=prof.url, username=user, token=token, default=prof.default, socket=prof.socket)
+    )
     click.echo(f"logged in to {prof.name} as {user}; token stored in the profile (mode 0600)")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from ..common import channel
 from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
@@ -36,9 +37,23 @@ class AsyncClient(Calls):
         super().__init__(profile, **kw)
         self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
         self._http = httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, transport=transport)
+        self._over_socket: dict[str, httpx.AsyncClient] = {}
+
+    def _http_for(self, url: str) -> httpx.AsyncClient:
+        """Client._http_for's twin: over the daemon's unix socket for its url, else the ordinary client."""
+        path = self.socket_for(url)
+        if path is None:
+            return self._http
+        if path not in self._over_socket:
+            self._over_socket[path] = httpx.AsyncClient(
+                timeout=self.timeout, follow_redirects=True, transport=channel.async_transport(path), trust_env=False
+            )
+        return self._over_socket[path]
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        for http in self._over_socket.values():
+            await http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -49,10 +64,11 @@ class AsyncClient(Calls):
     async def _send(self, req: Req) -> httpx.Response:
         for attempt in range(self.retries + 1):
             base, headers = await asyncio.to_thread(self._prepare, req) if self._url is None else self._prepare(req)
+            url = request_url(base, req.path, req.location)
             try:
-                resp = await self._http.request(
+                resp = await self._http_for(url).request(
                     req.method,
-                    request_url(base, req.path, req.location),
+                    url,
                     params=req.params,
                     json=req.json,
                     content=req.content,
@@ -209,7 +225,7 @@ class AsyncClient(Calls):
             base, headers = await asyncio.to_thread(self._prepare, Req("GET", ""))
             path, params = self._stream_request(job, role, index, stream)
             try:
-                async with self._http.stream(
+                async with self._http_for(base).stream(
                     "GET", base + path, params=params, headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
                 ) as resp:
                     if resp.status_code >= 400:

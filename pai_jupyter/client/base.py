@@ -1,18 +1,21 @@
 """What the sync and async clients share: the profile, the base url and token, retries and backoff.
 
 The client never imports the embedded daemon: the ``local`` profile's daemon is reached (and started on first use)
-through a starter (``common.starter``), given as ``starter=`` or registered by the cluster package. ``transport=``
-is the httpx transport every request goes through (e.g. ``httpx.MockTransport`` in tests)."""
+through a starter (``common.starter``), given as ``starter=`` or registered by the cluster package. A daemon on this
+machine is reached over its unix socket where it has one (``common/channel.py``: the token never crosses loopback
+TCP); ``transport=`` is the httpx transport every request goes through instead (e.g. ``httpx.MockTransport`` in
+tests)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 from typing import TypedDict
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urljoin
 
 import httpx
 
+from ..common import channel
 from ..common.home import os_user
 from ..common.starter import Starter, StartError, starter_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
@@ -38,6 +41,8 @@ class ClientOptions(TypedDict, total=False):
 
 class ClientBase:
     """Resolves where to talk to: a profile (default: the default one), or an explicit url and token."""
+
+    transport: object | None = None  # the httpx transport given to the client (Client, AsyncClient)
 
     def __init__(
         self,
@@ -69,14 +74,15 @@ class ClientBase:
         self._server: Locality | None = locality(self.profile) if self.profile.is_local else None  # asked once
         self._url: str | None = None if self.profile.is_local else self.profile.url.rstrip("/")
         self._token: str | None = token or (None if self.profile.is_local else self.profile.resolved_token())
+        self._socket: str | None = None if self.profile.is_local else self.profile.socket
         self.username = username or self.profile.username or (os_user() if self.profile.is_local else "")
 
     @property
     def where(self) -> str:
         return f"profile {self.profile.name!r} at {self._url or 'the embedded daemon'}"
 
-    def _local(self) -> tuple[str, str]:
-        """The embedded daemon's url and token, starting it when nothing answers (first use)."""
+    def _local(self) -> tuple[str, str, str | None]:
+        """The embedded daemon's url, token and socket, starting it when nothing answers (first use)."""
         starter = self.starter or starter_for(self.profile.name)
         if starter is None:
             raise ServerUnavailable(
@@ -88,13 +94,23 @@ class ClientBase:
             raise ServerUnavailable(f"the local cluster could not be started: {exc}") from None
         if info is None:
             raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}")
-        return info["url"], info["token"]
+        return info["url"], info["token"], channel.announced(info)
+
+    def socket_for(self, url: str) -> str | None:
+        """The unix socket a request for ``url`` goes through: the daemon's on this machine (the ``local`` profile's
+        from ``runtime.json``, another profile's ``socket``), for the daemon's own origin only; None: TCP. A
+        client given its own ``transport`` (a mock) sends everything there."""
+        if self._socket is None or self._url is None or self.transport is not None:
+            return None
+        return self._socket if channel.origin(url) == channel.origin(self._url) else None
 
     def _prepare(self, req: Req) -> tuple[str, dict[str, str]]:
         if self.profile.is_local and self._url is None:
-            self._url, self._token = self._local()
+            self._url, self._token, self._socket = self._local()
         headers = dict(req.headers)
-        if req.location and _origin(request_url(self._url or "", req.path, True)) != _origin(self._url or ""):
+        if req.location and channel.origin(request_url(self._url or "", req.path, True)) != channel.origin(
+            self._url or ""
+        ):
             req.auth = False  # a location on another host (a log manager, blob storage) never gets the REST token
         if req.auth:
             if not self._token:
@@ -149,11 +165,6 @@ def tail_lines(text: str, final: bool) -> list[str]:
     if lines and (lines[-1] == "" or not final):
         lines.pop()
     return lines
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def request_url(base: str, path: str, location: bool = False) -> str:

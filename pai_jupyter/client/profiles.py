@@ -1,6 +1,7 @@
-"""Cluster profiles in ``$PAI_JUPYTER_HOME/clusters.yaml``: name, url, username, token or token_file, default.
+"""Cluster profiles in ``$PAI_JUPYTER_HOME/clusters.yaml``: name, url, username, token or token_file, default,
+and socket (a daemon on this machine: its unix socket, which the client sends the requests for the url through).
 
-The ``local`` profile always exists and means the embedded daemon: its url and admin token come from
+The ``local`` profile always exists and means the embedded daemon: its url, socket and admin token come from
 ``local/runtime.json``, and it is started on first use when nothing answers. Tokens are never printed.
 """
 
@@ -16,6 +17,7 @@ import yaml
 from ..common.home import os_user, profiles_file
 
 LOCAL = "local"
+FIELDS = ("name", "url", "username", "token", "token_file", "default", "socket")  # of an entry in clusters.yaml
 
 
 class ProfileError(ValueError):
@@ -30,6 +32,7 @@ class Profile:
     token: str | None = None
     token_file: str | None = None
     default: bool = False
+    socket: str | None = None  # the daemon's unix socket on this machine: requests for ``url`` go through it
 
     @property
     def is_local(self) -> bool:
@@ -72,7 +75,7 @@ def load_profiles(home: Path | None = None) -> list[Profile]:
     for entry in entries:
         if not isinstance(entry, dict) or not entry.get("name"):
             raise ProfileError(f"{path}: every entry under clusters needs a name")
-        known = {k: entry[k] for k in ("name", "url", "username", "token", "token_file", "default") if k in entry}
+        known = {k: entry[k] for k in FIELDS if k in entry}
         out.append(Profile(**known))
     if not any(p.is_local for p in out):
         out.insert(0, Profile(name=LOCAL))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from ..common import channel
 from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
@@ -36,9 +37,24 @@ class Client(Calls):
         super().__init__(profile, **kw)
         self.transport = transport  # every request goes through it (e.g. httpx.MockTransport in tests)
         self._http = httpx.Client(timeout=self.timeout, follow_redirects=True, transport=transport)
+        self._over_socket: dict[str, httpx.Client] = {}
+
+    def _http_for(self, url: str) -> httpx.Client:
+        """The httpx client a request for ``url`` goes through: over the daemon's unix socket (``socket_for``),
+        else the ordinary one."""
+        path = self.socket_for(url)
+        if path is None:
+            return self._http
+        if path not in self._over_socket:
+            self._over_socket[path] = httpx.Client(
+                timeout=self.timeout, follow_redirects=True, transport=channel.transport(path), trust_env=False
+            )
+        return self._over_socket[path]
 
     def close(self) -> None:
         self._http.close()
+        for http in self._over_socket.values():
+            http.close()
 
     def __enter__(self) -> Client:
         return self
@@ -49,10 +65,11 @@ class Client(Calls):
     def _send(self, req: Req) -> httpx.Response:
         for attempt in range(self.retries + 1):
             base, headers = self._prepare(req)
+            url = request_url(base, req.path, req.location)
             try:
-                resp = self._http.request(
+                resp = self._http_for(url).request(
                     req.method,
-                    request_url(base, req.path, req.location),
+                    url,
                     params=req.params,
                     json=req.json,
                     content=req.content,
@@ -208,7 +225,7 @@ class Client(Calls):
             base, headers = self._prepare(Req("GET", ""))
             path, params = self._stream_request(job, role, index, stream)
             try:
-                with self._http.stream(
+                with self._http_for(base).stream(
                     "GET", base + path, params=params, headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
                 ) as resp:
                     if resp.status_code >= 400:

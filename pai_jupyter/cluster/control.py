@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..common import starter
+from ..common import channel, starter
 from .paths import local_dir, make_private_dir, pai_home, read_runtime, runtime_file
 
 EXIT_ANOTHER_DAEMON = 75  # the daemon's exit status when another one holds the home's lock (daemon.py)
@@ -22,12 +22,13 @@ class DaemonError(starter.StartError):
 
 
 def _answers(info: dict[str, Any], timeout: float = 1.0) -> bool:
+    """Does the daemon ``info`` describes answer (over its socket when it announces one: the token never crosses
+    loopback TCP)?"""
     import httpx
 
     try:
-        r = httpx.get(
-            f"{info['url']}/api/v2/info", headers={"Authorization": f"Bearer {info['token']}"}, timeout=timeout
-        )
+        with channel.http_client(info, timeout=timeout) as http:
+            r = http.get("/api/v2/info")
         return r.status_code == 200
     except (httpx.HTTPError, KeyError):
         return False

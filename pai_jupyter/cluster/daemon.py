@@ -1,7 +1,8 @@
 """The embedded cluster daemon: ``python -m pai_jupyter.cluster.daemon`` (started by ``pai cluster start``).
 
-Serves the REST API on a loopback port, recovers running tasks from the database at start, checks job time
-limits every second, and writes ``runtime.json`` (url, admin token, pid; mode 0600) once it answers.
+Serves the REST API on a loopback port and on a unix socket (``local/api.sock``, where local clients send their
+tokens: ``common/channel.py``), recovers running tasks from the database at start, checks job time limits every
+second, and writes ``runtime.json`` (url, socket, admin token, pid; mode 0600) once it answers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ import tornado.httpserver
 import tornado.netutil
 import yaml
 
+from ..common.channel import connectable
 from .core.notify import NotifyConfig
 from .core.scheduler import Capacity, Resources, machine_resources
 from .core.space import DEFAULT_FLOOR_MB
@@ -32,6 +35,7 @@ from .paths import (
     pai_home,
     read_runtime,
     runtime_file,
+    socket_file,
     take_daemon_lock,
     write_private_json,
 )
@@ -48,12 +52,14 @@ PRIVATE_MARK = ".private"  # in local/: everything in it was made private once (
 
 def claim_home(home: Path) -> tuple[Path, int]:
     """Make the home private (umask 077 for everything the daemon writes; a home left readable by an older
-    version is fixed) and take its lock: (local dir, lock fd). Exits EXIT_ANOTHER_DAEMON when another daemon
+    version is fixed; a root daemon's home and ``local/`` passable, never listable, for its users' clients to
+    reach the API socket) and take its lock: (local dir, lock fd). Exits EXIT_ANOTHER_DAEMON when another daemon
     serves this home: one daemon per home, however many starts race."""
     os.umask(0o077)
     local = local_dir(home)
-    make_private_dir(home)
-    make_private_dir(local)
+    passable = 0o711 if os.geteuid() == 0 else 0o700  # a root daemon's users reach local/api.sock by name
+    make_private_dir(home, passable)
+    make_private_dir(local, passable)
     lock = take_daemon_lock(local)
     if lock is None:
         log.error("another daemon (pid %s) already serves %s; this one exits", lock_holder(local), home)
@@ -64,6 +70,14 @@ def claim_home(home: Path) -> tuple[Path, int]:
         make_private_tree(local)
         marker.touch()
     return local, lock
+
+
+def bind_api_socket(path: Path) -> socket.socket:
+    """The unix socket local clients reach the API on (``common/channel.py``): connectable by every account, which
+    reaches it by name where the directories above let it (a root daemon's ``local/`` is 0711); a token is still
+    needed for everything but ``info`` and login. A socket left by a daemon killed with -9 is replaced (``local/``
+    is the daemon's own: nothing else can have put a file there)."""
+    return tornado.netutil.bind_unix_socket(connectable(path), mode=0o666)
 
 
 def docker_socket_present() -> bool:
@@ -117,12 +131,14 @@ def load_capacity(
 
 
 def admin_token(cluster: Cluster, local: Path) -> str:
+    from .core.store import OWNER
+
     user = os_user()
     cluster.store.ensure_user(user, admin=True)
     old = (read_runtime(local.parent) or {}).get("token")
     if isinstance(old, str) and old and cluster.store.user_for_token(old):
         return old
-    return cluster.store.new_token(user, "admin (runtime.json)")
+    return cluster.store.new_token(user, OWNER)
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -149,6 +165,8 @@ async def serve(args: argparse.Namespace) -> None:
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
     port = sockets[0].getsockname()[1]
+    api_socket = socket_file(home)
+    sockets.append(bind_api_socket(api_socket))
     leases = Leases(cluster)
     server = tornado.httpserver.HTTPServer(make_app(cluster, leases), idle_connection_timeout=3600)
     server.add_sockets(sockets)
@@ -157,6 +175,7 @@ async def serve(args: argparse.Namespace) -> None:
     url = f"http://{host}:{port}"
     about = {
         "url": url,
+        "socket": str(api_socket),  # where local clients send their tokens (common/channel.py)
         "token": token,
         "pid": os.getpid(),
         "user": os_user(),
@@ -205,6 +224,7 @@ async def serve(args: argparse.Namespace) -> None:
     info = read_runtime(home)
     if info and info.get("pid") == os.getpid():
         runtime_file(home).unlink(missing_ok=True)
+        api_socket.unlink(missing_ok=True)
     cluster.store.close()
     runtime.close()
     log.info("daemon stopped; running tasks keep running and are re-attached at the next start")

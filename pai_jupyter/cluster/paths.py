@@ -17,6 +17,7 @@ from ..common.home import os_user as os_user
 from ..common.home import pai_home as pai_home
 from ..common.home import read_runtime as read_runtime
 from ..common.home import runtime_file as runtime_file
+from ..common.home import socket_file as socket_file
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:

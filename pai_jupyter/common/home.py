@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .channel import SOCKET_NAME
+
 
 def pai_home() -> Path:
     return Path(os.environ.get("PAI_JUPYTER_HOME") or "~/.pai-jupyter").expanduser()
@@ -25,8 +27,13 @@ def local_dir(home: Path | None = None) -> Path:
 
 
 def runtime_file(home: Path | None = None) -> Path:
-    """Where the running embedded daemon says its url, token and pid (0600)."""
+    """Where the running embedded daemon says its url, socket, token and pid (0600)."""
     return local_dir(home) / "runtime.json"
+
+
+def socket_file(home: Path | None = None) -> Path:
+    """The running embedded daemon's unix socket (``common/channel.py``): local clients send their tokens there."""
+    return local_dir(home) / SOCKET_NAME
 
 
 def read_runtime(home: Path | None = None) -> dict[str, Any] | None:

@@ -213,8 +213,9 @@ class Registry:
             entry.sockets.discard(ws)
 
     # ---- terminals -------------------------------------------------------------------------------------------
-    async def terminal(self, user: str, name: str, role: str, index: int) -> tuple[str, dict[str, str]]:
-        """The cluster's terminal websocket for a running task: (ws url, headers with the profile's token)."""
+    async def terminal(self, user: str, name: str, role: str, index: int) -> tuple[str, dict[str, str], str | None]:
+        """The cluster's terminal websocket for a running task: (ws url, headers with the profile's token, the unix
+        socket to reach it through: the local daemon's, so the token never crosses loopback TCP; None: TCP)."""
         job = self.job_id(user, name)
         try:
             detail = await self.client.detail(job)
@@ -227,7 +228,7 @@ class Registry:
             url, headers = await endpoint if inspect.isawaitable(endpoint) else endpoint
         except PaiError as exc:
             raise unavailable(exc) from None
-        return str(url), dict(headers)
+        return str(url), dict(headers), self.client.socket_for(str(url))
 
     def terminal_opened(self, ws: Closable) -> None:
         self.terminals[ws] = time.monotonic()

@@ -3,7 +3,8 @@
 The cluster daemon serves the terminal itself (terminado's protocol: ``["stdin", text]``, ``["stdout", text]``,
 ``["set_size", rows, cols]``; ``docker exec`` with a pty for Docker tasks, a shell with the task's env and
 working dir for process tasks). This handler checks Jupyter's auth and the job's owner, then relays the
-websocket to the daemon with the profile's token, which the browser never sees. A terminal idle for
+websocket to the daemon with the profile's token, which the browser never sees (over the daemon's unix socket when
+it runs on this machine: ``common/channel.py``). A terminal idle for
 ``idle_timeout_minutes`` is closed (the daemon ends its shell).
 """
 
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 from jupyter_server.auth.decorator import ws_authenticated
 from tornado import web
 
+from ..common.channel import connectable
 from .common import TASK_RE, PaiHTTPError
 from .proxy import TaskProxyBase, _is_websocket
 
@@ -33,12 +35,14 @@ class TerminalProxyHandler(TaskProxyBase):
     async def get(self, user: str, name: str, role: str, index: str) -> None:
         if not _is_websocket(self):
             raise PaiHTTPError(400, "this is a websocket endpoint (terminado protocol)", code="WebSocketOnly")
-        url, headers = await self.registry.terminal(user, name, role, int(index))
+        url, headers, over = await self.registry.terminal(user, name, role, int(index))
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss") or not parts.hostname or not parts.port:
             raise PaiHTTPError(502, "the cluster gave no usable terminal address", code="ClusterError")
         self._host, self._port = parts.hostname, parts.port
-        self.host_allowlist = [parts.hostname]
+        if over is not None:  # jupyter-server-proxy's unix_socket: its websocket connects there, host "localhost"
+            self.unix_socket, self._host = connectable(over), "localhost"
+        self.host_allowlist = [self._host]
         self.backend_path, self.backend_query = parts.path, parts.query
         self._scheme = parts.scheme
         self.endpoint_headers = headers

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from pai_jupyter.cluster import control
+from pai_jupyter.common import channel
 from pai_jupyter.common.states import FINAL
 
 IMAGE = "pai-test/busybox:latest"
@@ -151,6 +152,7 @@ class Daemon:
         except BaseException:
             self.cleanup()
             raise
+        self.info = info
         self.url, self.token, self.pid = info["url"], info["token"], int(info["pid"])
         self.http = self.client()
         return self
@@ -159,8 +161,9 @@ class Daemon:
         self.cleanup()
 
     def client(self) -> httpx.Client:
-        """A new connection (one per submitting thread, as separate user scripts would have)."""
-        c = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+        """A new connection (one per submitting thread, as separate user scripts would have), over the daemon's
+        socket as this machine's clients talk to it."""
+        c = channel.http_client(self.info, timeout=60)
         self.clients.append(c)
         return c
 

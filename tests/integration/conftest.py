@@ -19,6 +19,7 @@ from pai_jupyter.cluster import control
 from pai_jupyter.cluster.core.accounts import UidRanges
 from pai_jupyter.cluster.core.hostaccounts import HomeAccounts
 from pai_jupyter.cluster.paths import local_dir
+from pai_jupyter.common import channel
 from pai_jupyter.common.states import FINAL
 from tests.bench.common import kill_task_leftovers
 from tests.polling import wait_for
@@ -30,12 +31,13 @@ from .browser import browser  # noqa: F401  (a fixture: the page tests ask for i
 class Api:
     """A bare REST caller for the daemon tests (the product's client is tested on its own)."""
 
-    def __init__(self, url: str, token: str, home: Path):
-        self.url, self.token, self.home = url, token, home
-        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    def __init__(self, url: str, token: str, home: Path, socket: str | None = None):
+        """``socket``: the daemon's unix socket, which the calls go through (as the product's clients' do)."""
+        self.url, self.token, self.home, self.socket = url, token, home, socket
+        self.http = channel.http_client({"url": url, "token": token, "socket": socket}, timeout=30)
 
     def as_user(self, token: str) -> Api:
-        return Api(self.url, token, self.home)
+        return Api(self.url, token, self.home, self.socket)
 
     def new_user(self, name: str, **fields: Any) -> Api:
         """Add user ``name`` (``fields``: admin, password) as this caller (an admin); an Api that calls as them."""
@@ -145,7 +147,7 @@ def start_daemon(home: Path, **kwargs: Any) -> Api:
     kwargs.setdefault("gpus", 0)
     kwargs.setdefault("stop_grace", 0.5)
     info = control.start(home, **kwargs)
-    return Api(info["url"], info["token"], home)
+    return Api(info["url"], info["token"], home, info.get("socket"))
 
 
 @pytest.fixture

@@ -48,8 +48,10 @@ def ssh(
     host: str = "127.0.0.1",
     timeout: float = 30,
     known_hosts: Path | None = None,
+    pty: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``known_hosts``: check the host key against that file (else any host key is taken)."""
+    """``known_hosts``: check the host key against that file (else any host key is taken); ``pty``: ask for a
+    terminal, as an interactive login does."""
     opts = SSH_OPTS
     if known_hosts is not None:
         opts = [
@@ -61,7 +63,7 @@ def ssh(
             *SSH_OPTS[6:],
         ]
     return subprocess.run(
-        ["ssh", *opts, "-i", str(key), "-p", str(port), f"{user}@{host}", command],
+        ["ssh", *opts, *(["-tt"] if pty else []), "-i", str(key), "-p", str(port), f"{user}@{host}", command],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -161,3 +161,52 @@ def test_the_owners_data_and_output_dirs_are_mounted_in_the_container(docker_dae
     d = docker_daemon.wait(name, timeout=60)
     assert d["jobStatus"]["state"] == "SUCCEEDED", d  # the data dir is read-only
     assert (out / "copy.txt").read_text() == "from the host\n"
+
+
+# Linux capability numbers (linux/capability.h) of the ones the test names
+CAP_BITS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "FOWNER": 3,
+    "FSETID": 4,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "SETPCAP": 8,
+    "NET_BIND_SERVICE": 10,
+    "NET_ADMIN": 12,
+    "NET_RAW": 13,
+    "SYS_CHROOT": 18,
+    "SYS_PTRACE": 19,
+    "SYS_ADMIN": 21,
+    "MKNOD": 27,
+    "AUDIT_WRITE": 29,
+    "SETFCAP": 31,
+}
+
+
+def test_a_container_cannot_sniff_loopback_make_devices_or_gain_privileges(docker_daemon: Api) -> None:
+    """The attack of a task with host networking: an AF_PACKET socket on lo (busybox's arping opens one) reads
+    the daemon's loopback traffic; a /dev/mem node made in run/ is the host's memory for whoever opens it there.
+    The container holds only dockercaps.KEPT, in its bounding set too, under no-new-privileges."""
+    from pai_jupyter.cluster.runtime.dockercaps import KEPT, NEVER
+
+    script = (
+        "grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; "
+        'out=$(arping -c 1 -w 1 -I lo 127.0.0.1 2>&1) || true; echo "$out"; '
+        'if mknod "$PAI_TASK_DIR/run/mem" c 1 1 2>/dev/null; then echo mknod=made; else echo mknod=refused; fi'
+    )
+    name = docker_daemon.submit_ok(v1("dconfine", script))
+    d = docker_daemon.wait(name, timeout=60)
+    out = docker_daemon.log(name, name="stdout")
+    assert d["jobStatus"]["state"] == "SUCCEEDED", (d, out)
+    status = dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
+    kept = sum(1 << CAP_BITS[c] for c in KEPT)
+    for field in ("CapEff", "CapBnd"):
+        held = int(status[field], 16)
+        names = sorted(c for c, bit in CAP_BITS.items() if held >> bit & 1)
+        assert not {"NET_RAW", "MKNOD"} & set(names) and not NEVER & set(names), (field, names)
+        assert held == kept, (field, names)
+    assert status["NoNewPrivs"].strip() == "1"
+    assert "arping: socket: Operation not permitted" in out, out  # AF_PACKET refused (not: lo is not ARPable)
+    assert "mknod=refused" in out and not list(docker_daemon.home.rglob("mem"))

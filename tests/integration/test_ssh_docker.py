@@ -71,6 +71,9 @@ def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
 
     r = wait_for(answered, 60, lambda: f"the container's sshd to run the command: {tries[-3:]}")
     assert r.stdout.splitlines()[0] == "index=0 dir=/pai/task"
+    # a login with a terminal (pai ssh, web SSH): sshd writes its audit record (AUDIT_WRITE) or ends the session
+    r = ssh(Path(info.key), info.port, "tty", pty=True)
+    assert r.returncode == 0 and "/dev/pts/" in r.stdout, r.stderr
     out = pai.wait(job, timeout=120)
     worker_log = pai.logs(job, role="worker", stream="all")
     assert "in main" in worker_log and out.state == "SUCCEEDED", worker_log

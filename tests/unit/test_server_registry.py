@@ -83,6 +83,9 @@ class MemoryClient:
     async def terminal_endpoint(self, job: str, role: str, index: int) -> tuple[str, dict[str, str]]:
         return f"ws://127.0.0.1:1/api/v2/local/jobs/{job}/terminals/{role}/{index}", {"Authorization": "Bearer x"}
 
+    def socket_for(self, url: str) -> str | None:
+        return "/the/daemon/api.sock" if url.startswith("ws://127.0.0.1:1/") else None
+
     def services_calls(self) -> int:
         return sum(1 for c in self.calls if c[0] == "services")
 
@@ -242,8 +245,9 @@ def test_a_cull_the_cluster_refuses_forgets_the_entry_and_zero_turns_culling_off
 
 def test_terminal_is_given_for_a_running_task_only() -> None:
     async def body(reg: Registry, client: MemoryClient) -> None:
-        url, headers = await reg.terminal("alice", "train", "main", 0)
+        url, headers, over = await reg.terminal("alice", "train", "main", 0)
         assert url.endswith("/terminals/main/0") and headers == {"Authorization": "Bearer x"}
+        assert over == "/the/daemon/api.sock"  # the client's say: the local daemon's socket for that url
         assert (await refused(reg.terminal("alice", "train", "main", 3))).status_code == 404
         assert (await refused(reg.terminal("bob", "train", "main", 0))).status_code == 404
         client.task_state = "SUCCEEDED"

@@ -27,8 +27,9 @@ MIN_EXPIRATION, MAX_EXPIRATION = 60, 7 * 24 * 3600
 
 
 class LoginLimiter:
-    """Failed logins per key (``user:<name>``, ``client:<ip>``) in a sliding window; bounded memory. A client
-    gets more tries than a user name: every local user of a loopback daemon shares one address."""
+    """Failed logins per key (``user:<name>``, ``client:<ip>``, or ``client:uid <n>`` over the unix socket) in a
+    sliding window; bounded memory. A client gets more tries than a user name: every local user of a loopback
+    daemon shares one address over TCP."""
 
     def __init__(self, per_user: int = 10, per_client: int = 100, window: float = 300.0, max_keys: int = 10_000):
         self.per_user = per_user

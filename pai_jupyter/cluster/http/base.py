@@ -14,6 +14,7 @@ from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserErro
 from ..core.service import Cluster
 from ..core.space import is_full
 from ..core.store import APPLICATION, JobWithConfig, TokenUser
+from . import peer
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
@@ -39,11 +40,13 @@ def request_token(request: tornado.httputil.HTTPServerRequest, cluster: Cluster)
 
 
 def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> TokenUser:
-    """The user of the request's token (``request_token``); 401 without one or with a wrong one."""
+    """The user of the request's token (``request_token``); 401 without one or with a wrong one, 403 for the owner's
+    token from another account over the socket (``peer``)."""
     token = request_token(request, cluster)
     user = cluster.store.user_for_token(token) if token else None
-    if user is None:
+    if user is None or token is None:
         raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
+    peer.refuse_a_leaked_owner_token(request, cluster.store, token)
     return user
 
 

@@ -11,7 +11,7 @@ from ... import __version__
 from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
 from ..core.service import Cluster
 from ..core.store import APPLICATION, JobCore, UserSummary, hash_token
-from . import views
+from . import peer, views
 from .authn import LoginLimiter, login, login_body
 from .base import JOB, MAX_INT, Base, Route, authenticate, request_token
 from .inventory import group_names
@@ -28,7 +28,7 @@ class Login(Base):
 
     async def post(self) -> None:
         data = login_body(self.request.headers.get("Content-Type", ""), self.request.body)
-        self.write_json(await login(self.cluster.store, self.limiter, data, self.request.remote_ip or "?"))
+        self.write_json(await login(self.cluster.store, self.limiter, data, peer.client_key(self.request)))
 
 
 class V1Token(Login):

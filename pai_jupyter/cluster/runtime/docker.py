@@ -3,9 +3,9 @@
 The task directory (its control part, root's) is bind-mounted read-only at ``TASK_MOUNT``
 (``taskdir.IN_CONTAINER``) and its ``run/`` writable below it: the container's shim writes the logs and the exit
 status there, so they appear on the host as they are written and stay when the container is gone. The container
-(root inside) can write only ``run/``, the job's output and the user's home; the daemon reads what it wrote
-through ``safeio`` and takes the exit code from the engine. Containers carry ``pai.*`` labels, which is how a
-restarted daemon finds them again (``recover``/``find``).
+(root inside, with only the capabilities of ``dockercaps``) can write only ``run/``, the job's output and the
+user's home; the daemon reads what it wrote through ``safeio`` and takes the exit code from the engine. Containers
+carry ``pai.*`` labels, which is how a restarted daemon finds them again (``recover``/``find``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 from docker.utils import parse_repository_tag
 
-from . import taskdir
+from . import dockercaps, taskdir
 from .base import (
     DEFAULT_PIDS_LIMIT,
     EXIT_IMAGE_NOT_FOUND,
@@ -183,12 +183,12 @@ class DockerRuntime(Runtime):
             "command": COMMAND,
             "name": name,
             "detach": True,
-            "auto_remove": False,
             "network_mode": "host",
             "environment": self._environment(spec),
             "working_dir": spec.work_dir,
             "mounts": mounts,
             "labels": labels,
+            **dockercaps.create_args(),  # no capability that reaches the host's network or devices
         }
         if spec.memory_mb > 0:
             kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{spec.memory_mb}m"

@@ -21,10 +21,11 @@ from .rows import (
     UserRow,
     UserSummary,
 )
-from .users import APPLICATION, check_password, hash_password, hash_token
+from .users import APPLICATION, OWNER, check_password, hash_password, hash_token
 
 __all__ = [
     "APPLICATION",
+    "OWNER",
     "AttemptRow",
     "EventRow",
     "JobCore",

@@ -32,6 +32,7 @@ def check_password(password: str, stored: str | None) -> bool:
 
 
 APPLICATION = "application"  # the label of OpenPAI's application tokens: for job operations only
+OWNER = "admin (runtime.json)"  # the label of the token the daemon writes to runtime.json for its owner
 
 
 class Users(Database):
