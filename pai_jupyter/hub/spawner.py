@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from jupyterhub.spawner import Spawner
@@ -31,6 +32,7 @@ from .serverjob import PORT, ROLE, job_name, server_job
 
 FORM_KEPT_SECONDS = 120.0  # a refused form's values and problems wait this long for the page that shows them
 _refused: dict[str, tuple[float, form.Rendered]] = {}  # Hub user -> the form to show again (see options_form)
+_announcing: dict[str, asyncio.Task[None]] = {}  # Hub user -> their removal being told to the cluster
 
 
 class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
@@ -288,21 +290,33 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         return feedback.submitted(job, detail.job_status.virtual_cluster or "default")
 
     async def delete_forever(self) -> None:
-        """The Hub deletes this user (or this named server): tell the cluster, which offboards the user once the
-        Hub no longer has them (it asks the Hub itself; the service token alone decides nothing)."""
-        if not self.service_token_file:
-            return
+        """The Hub deletes this user (or this named server): once the Hub no longer has the user (it deletes them
+        after this call), tell the cluster, which offboards them only when the Hub itself says 404 (the service
+        token alone decides nothing). In the background: the Hub's deletion does not wait for it."""
+        name = self.user.name
+        if self.service_token_file and name not in _announcing:  # (once for a user of several servers)
+            _announcing[name] = asyncio.ensure_future(self._announce_when_gone(name))
+            _announcing[name].add_done_callback(lambda _: _announcing.pop(name, None))
+
+    async def _announce_when_gone(self, name: str) -> None:
+        from jupyterhub import orm
+
+        deadline = time.monotonic() + 60
+        while self.db.query(orm.User).filter_by(name=name).first() is not None:
+            if time.monotonic() > deadline:
+                return  # the user stays (a named server was deleted, or the deletion failed)
+            await asyncio.sleep(0.5)
         try:
             with open(self.service_token_file) as f:
                 token = f.read().strip()
-            async with httpx.AsyncClient(timeout=10) as http:
+            async with httpx.AsyncClient(timeout=120) as http:
                 r = await http.delete(
-                    f"{self.base_url()}/api/v2/local/hub/users/{self.user.name}",
+                    f"{self.base_url()}/api/v2/local/hub/users/{quote(name, safe='')}",
                     headers={"Authorization": f"token {token}"},
                 )
-            self.log.info("%s: the cluster answered %s to the user's removal", self._log_name, r.status_code)
+            self.log.info("the cluster answered %s to the removal of %s: %s", r.status_code, name, r.text[:300])
         except (OSError, httpx.HTTPError, RuntimeError) as exc:
-            self.log.warning("%s: the cluster was not told of the user's removal: %s", self._log_name, exc)
+            self.log.warning("the cluster was not told of the removal of %s (its reconcile will be): %s", name, exc)
 
 
 def address(detail: JobDetail) -> tuple[str, int] | None:

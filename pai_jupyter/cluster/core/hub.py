@@ -46,7 +46,6 @@ CONFIG_FILE = "hub.yaml"
 TIMEOUT_S = 10.0
 CACHE_MAX = 10_000
 PAGE = 200  # users per request of the Hub's list (its largest page)
-CONFIRM_SECONDS = 60.0  # how long a removal the Hub announced waits for the Hub to no longer have the user
 Accounts = Literal["own", "dedicated"]
 
 
@@ -234,28 +233,6 @@ class HubLink:
             return []
         missing = self.cluster.store.hub_users() - await self.hub_names(config)
         return [name for name in sorted(missing) if await self.offboard(config, name)]
-
-    def announced(self, name: str) -> None:
-        """The Hub's spawner says user ``name`` is being deleted: offboard them once the Hub confirms (it deletes
-        the user after telling its spawners), within CONFIRM_SECONDS; in the background."""
-        task = asyncio.ensure_future(self._confirm(name))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _confirm(self, name: str) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CONFIRM_SECONDS
-        while loop.time() < deadline:
-            config = self.config()
-            if config is None or not self.cluster.store.is_hub_user(name):
-                return
-            try:
-                if await self.offboard(config, name) is not None:
-                    return
-            except HubUnavailableError as exc:
-                log.warning("offboarding %s waits: %s", name, exc.message)
-            await asyncio.sleep(1.0)
-        log.info("the JupyterHub still has %s after %.0f s: not offboarded", name, CONFIRM_SECONDS)
 
     def tick(self) -> None:
         """Called every second by the daemon: a reconcile every ``reconcileSeconds``, one at a time, in the
