@@ -115,6 +115,9 @@ def start(
     if authenticator == "dummy":
         password = (folder / "dummy-password").read_text().strip()
         click.echo(f"FOR TRYING ONLY: sign in with any name and the password {password}")
+        if admins:
+            admin = (folder / "admin-password").read_text().strip()
+            click.echo(f"  the admins ({', '.join(admins)}) sign in with the password {admin}")
 
 
 def _stop(pid_file: Path, timeout: float = 15.0) -> bool:

@@ -87,6 +87,7 @@ def _free(port: int) -> bool:
     import socket
 
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the Hub binds: a port in TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -144,10 +145,15 @@ def link_daemon(home: Path, chosen: HubSettings, token_file: Path) -> None:
     write_private(local_dir(home) / "hub.yaml", yaml.safe_dump(link, sort_keys=False))
 
 
+def _read(path: Path) -> str:
+    """The config's expression for a secret's text, read from its file when the Hub starts (never in the config)."""
+    return f"Path({str(path)!r}).read_text().strip()"
+
+
 def write_config(home: Path, chosen: HubSettings) -> Path:
     """``hub/jupyterhub_config.py`` (0600), written afresh at each start."""
     folder = hub_dir(home)
-    files = {name: folder / name for name in ("service-token", "proxy-token", "dummy-password")}
+    files = {name: folder / name for name in ("service-token", "proxy-token", "dummy-password", "admin-password")}
     roles = [
         {"name": "user", "scopes": ["self", f"access:services!service={SERVICE}"]},
         {"name": "pai-service", "scopes": ["list:users", "read:users:name"], "services": [SERVICE]},
@@ -167,24 +173,24 @@ def write_config(home: Path, chosen: HubSettings) -> Path:
         "# the proxy runs beside the Hub (pai hub start) and outlives its restarts; so do users' servers (jobs)",
         "c.ConfigurableHTTPProxy.should_start = False",
         f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{chosen.proxy_api_port}'",
-        f"c.ConfigurableHTTPProxy.auth_token = Path({str(files['proxy-token'])!r}).read_text().strip()",
+        f"c.ConfigurableHTTPProxy.auth_token = {_read(files['proxy-token'])}",
         "c.JupyterHub.cleanup_servers = False",
         "c.JupyterHub.allow_named_servers = True",
         "c.JupyterHub.spawner_class = 'pai'",
         f"c.PAISpawner.service_token_file = {str(files['service-token'])!r}",
         f"c.PAISpawner.server_python = {chosen.server_python!r}",
         "# the workbench: a Hub service known by its token, which users may use and which reads the user list",
-        f"c.JupyterHub.services = [{{'name': {SERVICE!r}, "
-        f"'api_token': Path({str(files['service-token'])!r}).read_text().strip()}}]",
+        f"c.JupyterHub.services = [{{'name': {SERVICE!r}, 'api_token': {_read(files['service-token'])}}}]",
         f"c.JupyterHub.load_roles = {roles!r}",
         "c.Authenticator.allow_all = True",
         f"c.Authenticator.admin_users = {set(chosen.admins)!r}" if chosen.admins else "",
     ]
     if chosen.authenticator == "dummy":
         lines += [
-            "# FOR TRYING ONLY: any name signs in with the shared password",
-            "c.JupyterHub.authenticator_class = 'dummy'",
-            f"c.DummyAuthenticator.password = Path({str(files['dummy-password'])!r}).read_text().strip()",
+            "# FOR TRYING ONLY: any name signs in with the shared password (the admins with theirs)",
+            "c.JupyterHub.authenticator_class = 'shared-password'",
+            f"c.SharedPasswordAuthenticator.user_password = {_read(files['dummy-password'])}",
+            f"c.SharedPasswordAuthenticator.admin_password = {_read(files['admin-password'])}",
         ]
     else:
         lines.append("c.JupyterHub.authenticator_class = 'pam'  # the accounts of this machine")
@@ -202,6 +208,7 @@ def prepare(home: Path, chosen: HubSettings) -> tuple[Path, dict[str, str]]:
     private_file(service, lambda: secrets.token_hex(32))
     proxy_token = private_file(folder / "proxy-token", lambda: secrets.token_hex(32))
     private_file(folder / "dummy-password", lambda: secrets.token_urlsafe(12))
+    private_file(folder / "admin-password", lambda: secrets.token_urlsafe(32))  # (the Hub wants 32 characters)
     link_daemon(home, chosen, service)
     config = write_config(home, chosen)
     env = {**os.environ, "CONFIGPROXY_AUTH_TOKEN": proxy_token, "PAI_JUPYTER_HOME": str(home)}
