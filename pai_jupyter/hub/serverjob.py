@@ -80,6 +80,8 @@ def commands(python: str | None) -> list[str]:
         *([f"PAI_HUB_PYTHON={shlex.quote(python)}"] if python else []),
         FIND_PYTHON,
         missing,
+        # the server's terminals and kernels find jupyter and pai beside that Python (the user's tools)
+        'case "$PY" in /*) PATH="${PY%/*}:$PATH"; export PATH;; esac',
         HOME,
         'cd "$HOME"',
         # where the server listens, as the Hub's proxy reaches it: the task's address and port (IPv6 bracketed)

@@ -94,6 +94,7 @@ def hub_home(browser: Any, page: Any, hub: HubServer) -> Any:
     context = browser.new_context(storage_state=page.context.storage_state())
     home = context.new_page()
     home.goto(hub.url + "hub/home")
+    home.wait_for_function("window._jupyterhub_page_loaded === true", timeout=60_000)  # its buttons work
     return home
 
 
@@ -121,6 +122,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         text = progress.inner_text()
         assert "needs 1 CPU, 0 free" in text and re.search(r"starts by \d\d:\d\d:\d\d UTC at the latest", text), text
         waiting = server_job(admin, "alice", "WAITING")
+        page.wait_for_function("window._jupyterhub_page_loaded === true")
         page.click("#stop-server-btn")  # Cancel while pending
         assert admin.wait(waiting, {"STOPPED", "FAILED", "SUCCEEDED"})["jobStatus"]["state"] == "STOPPED"
         admin.stop(holder)
@@ -136,7 +138,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         assert "holder" not in row_names(panel)
 
         home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (pai-alice's)
-        cells = ["%load_ext pai_jupyter", "%%pai_submit\n" + v1("from-a-cell", "echo hi-hub")]
+        cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
         notebook = write_notebook(home / "submit.ipynb", *cells)
         account = pwd.getpwnam("pai-alice")
         os.chown(notebook, account.pw_uid, account.pw_gid)
@@ -151,6 +153,9 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         )
         done = admin.wait("alice~from-a-cell", timeout=120)
         assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
+        listed = outputs.filter(has_text="SUBMITTED").filter(has_text="from-a-cell")  # `pai jobs`: hers, as her
+        listed.first.wait_for(timeout=60_000)
+        assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
 
         with opened(browser, "hub-bob", viewport=(1400, 900)) as bob:
             sign_in(bob.page, hub, "bob")
