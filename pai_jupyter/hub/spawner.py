@@ -74,6 +74,10 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
     def _start_timeout(self) -> int:
         return 24 * 3600  # a job may wait in the queue for long: the pending page shows why, and Cancel stops it
 
+    @default("poll_interval")
+    def _poll_interval(self) -> int:
+        return 10  # a job that ended by itself (max run time, GPU-idle release) is a stopped server within 10 s
+
     @default("http_timeout")
     def _http_timeout(self) -> int:
         return 120

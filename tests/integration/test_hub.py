@@ -266,7 +266,10 @@ def test_a_restarted_hub_finds_its_running_servers(hubbed: tuple[Api, HubServer]
     before = wait_for(ready, 240, "dave's server ready")
     job = server_job(admin, "dave", "RUNNING")
     hub.stop()
+    assert hub.pai("status").returncode != 0  # (stopped)
     hub.start()
+    status = hub.pai("status")
+    assert status.returncode == 0 and "JupyterHub: running" in status.stdout, status.stdout + status.stderr
     api = hub.api(hub.token(hub.admin))
     after = wait_for(ready, 60, "dave's server found again")
     assert after["url"] == before["url"] and admin.detail(job)["jobStatus"]["state"] == "RUNNING"
@@ -276,6 +279,19 @@ def test_a_restarted_hub_finds_its_running_servers(hubbed: tuple[Api, HubServer]
     assert r.status_code == 200, r.text
     assert api.delete("/users/dave/server").status_code in (202, 204)
     assert admin.wait(job)["jobStatus"]["state"] == "STOPPED"
+
+
+def test_a_server_at_its_max_run_time_ends_and_the_hub_sees_it(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    hub_user(hub, hub.token(hub.admin), "erin")
+    r = api.post("/users/erin/servers/short", json={"cpu": 1, "memoryMB": 1024, "maxRunTimeMinutes": 0.5})
+    assert r.status_code in (201, 202), r.text  # a named server: a job of its own
+    job = server_job(admin, "erin", "RUNNING")
+    assert "jupyterhub-short-" in job
+    ended = admin.wait(job, timeout=120)["jobStatus"]
+    assert ended["state"] == "STOPPED" and "max run time" in str(ended["appExitDiagnostics"]), ended
+    wait_for(lambda: not api.get("/users/erin").json()["servers"], 60, "the Hub to see erin's server ended")
 
 
 @pytest.fixture(autouse=True)
