@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import shutil
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import yaml
 from tests.polling import wait_for
 
 from .browser import SHOTS, opened, run_all_cells, sidebar_at
-from .conftest import Api, v1
+from .conftest import Api, account_of, home_accounts, v1
 from .jupyter_fixture import write_notebook
 from .servers import HubServer, servers
 
@@ -137,10 +136,10 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
         assert "holder" not in row_names(panel)
 
-        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (pai-alice's)
+        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (her account's)
         cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
         notebook = write_notebook(home / "submit.ipynb", *cells)
-        account = pwd.getpwnam("pai-alice")
+        account = account_of(admin.home, "alice")
         os.chown(notebook, account.pw_uid, account.pw_gid)
         page.goto(f"{hub.url}user/alice/lab/tree/submit.ipynb")
         page.get_by_text("| Idle").first.wait_for(timeout=120_000)
@@ -180,15 +179,12 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
     assert r.status_code == 204, r.text
     gone = wait_for(lambda: admin.http.get("/api/v2/users/alice").status_code == 400 or None, 90, "alice offboarded")
     assert gone
-    wait_for(lambda: _no_account("pai-alice"), 60, "pai-alice removed")
+    wait_for(lambda: _no_account(admin, "alice"), 60, "alice's OS account removed")
 
 
-def _no_account(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return True
-    return False
+def _no_account(admin: Api, user: str) -> bool:
+    """The daemon made no OS account for ``user`` (or removed it)."""
+    return home_accounts(admin.home).find(user) is None
 
 
 def test_a_hub_token_acts_only_as_its_own_user(hubbed: tuple[Api, HubServer]) -> None:
@@ -237,7 +233,7 @@ def test_a_user_the_hub_deleted_is_offboarded_by_the_reconcile(hubbed: tuple[Api
     carol = admin.as_user(hub_user(hub, admin_token, "carol"))
     job = carol.submit_ok(v1("long", "sleep 600"))
     carol.wait(job, {"RUNNING"})
-    assert not _no_account("pai-carol")
+    assert not _no_account(admin, "carol")
     link = Path(admin.home) / "local" / "hub.yaml"
     saved = link.read_text()
     link.write_text(yaml.safe_dump({**yaml.safe_load(saved), "reconcileSeconds": 1}))  # (default 300)
@@ -248,7 +244,7 @@ def test_a_user_the_hub_deleted_is_offboarded_by_the_reconcile(hubbed: tuple[Api
         link.write_text(saved)
     assert stopped["jobStatus"]["state"] == "STOPPED"
     assert "user carol was removed by the JupyterHub" in str(stopped["jobStatus"]["appExitDiagnostics"])
-    wait_for(lambda: _no_account("pai-carol"), 60, "pai-carol removed")
+    wait_for(lambda: _no_account(admin, "carol"), 60, "carol's OS account removed")
     assert admin.http.get("/api/v2/users/carol").status_code == 400
 
 
