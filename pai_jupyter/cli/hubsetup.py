@@ -98,6 +98,8 @@ def _free(port: int) -> bool:
 def find_proxy(given: str | None) -> str:
     """configurable-http-proxy: the one given, else on PATH, else the checkout's (``make hub``); SystemExit saying
     how to get one."""
+    if given and not os.access(given, os.X_OK):
+        raise SystemExit(f"pai hub: --proxy {given} is not a program this account can run")
     for candidate in (given, shutil.which(PROXY), str(REPO_PROXY) if REPO_PROXY.exists() else None):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
