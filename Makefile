@@ -6,11 +6,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 LAB_PORT ?= 8888
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: help venv install lab demo test lint lint-js test-js bench clean slurm-lab slurm-lab-stop
+.PHONY: help venv install lab hub demo test lint lint-js test-js bench clean slurm-lab slurm-lab-stop
 SLURM_LAB ?= /tmp/pai-slurm-lab
 
 help:
 	@echo "make lab    install into $(VENV) and open JupyterLab with the workbench and the embedded cluster"
+	@echo "make hub    install, then JupyterHub in front of the embedded cluster (pai hub start; HUB_AUTH=dummy to try)"
 	@echo "make demo   run the quickstart headless: validate the example jobs, run them, print states and logs"
 	@echo "make test   install and run the whole suite (ruff check + format, mypy, eslint, vitest, pytest)"
 	@echo "make test-fast  the same lint + the unit tests (the inner loop, ~30 s)"
@@ -26,7 +27,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "== installing pai_jupyter into $(VENV): the Python packages, then npm builds the JupyterLab extension"
 	@echo "   (the first time takes several minutes; 'Building editable for pai_jupyter' is the npm build)"
-	$(BIN)/python -m pip install --progress-bar on -e '.[test,lab]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,lab,hub]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv install: $(STAMP)
@@ -38,6 +39,16 @@ lab: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) \
 		--config=jupyter-config/make_lab_config.py --notebook-dir=notebooks \
 		--ServerApp.default_url=/lab/tree/quickstart.ipynb
+
+# JupyterHub in front of the embedded cluster (docs/hub.md): configurable-http-proxy from npm into hub/node_modules,
+# then `pai hub start` (PAM sign-in; HUB_AUTH=dummy for trying, HUB_PORT for another port; pai hub stop ends it)
+HUB_AUTH ?= pam
+HUB_PORT ?= 8000
+hub/node_modules/.package-lock.json: hub/package-lock.json
+	cd hub && npm ci --no-audit --no-fund
+
+hub: $(STAMP) hub/node_modules/.package-lock.json
+	$(BIN)/pai hub start --authenticator $(HUB_AUTH) --port $(HUB_PORT)
 
 # a local two-node Slurm cluster (tests/slurm/cluster.sh) and a daemon of its own home handing jobs to it
 slurm-lab: $(STAMP)

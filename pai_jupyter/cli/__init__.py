@@ -8,6 +8,7 @@ import click
 from .. import __version__
 from .cluster import cluster
 from .group import PaiGroup
+from .hub import hub
 from .jobs import COMMANDS as JOB_COMMANDS
 from .kernel import kernel
 from .notebookjob import COMMANDS as NOTEBOOK_COMMANDS
@@ -24,6 +25,7 @@ def main() -> None:
 
 main.add_command(validate)
 main.add_command(cluster)
+main.add_command(hub)
 main.add_command(profile)
 main.add_command(kernel)
 for _command in JOB_COMMANDS:

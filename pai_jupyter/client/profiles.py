@@ -2,7 +2,10 @@
 and socket (a daemon on this machine: its unix socket, which the client sends the requests for the url through).
 
 The ``local`` profile always exists and means the embedded daemon: its url, socket and admin token come from
-``local/runtime.json``, and it is started on first use when nothing answers. Tokens are never printed.
+``local/runtime.json``, and it is started on first use when nothing answers. Inside a JupyterHub user's server that
+PAISpawner started (docs/hub.md), the ``hub`` profile exists too: the cluster's url from ``PAI_HUB_CLUSTER_URL``,
+the server's own Hub token (``JUPYTERHUB_API_TOKEN``) as its token, never written to clusters.yaml; the spawner
+makes it the one used (``PAI_PROFILE=hub``). Tokens are never printed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from ..common.home import os_user, profiles_file
 
 LOCAL = "local"
 FIELDS = ("name", "url", "username", "token", "token_file", "default", "socket")  # of an entry in clusters.yaml
+HUB = "hub"
+HUB_URL_ENV = "PAI_HUB_CLUSTER_URL"  # set by PAISpawner in a Hub user's server: the cluster as the server reaches it
+HUB_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # the server's Hub token, which the cluster takes as its user's
 
 
 class ProfileError(ValueError):
@@ -33,6 +39,7 @@ class Profile:
     token_file: str | None = None
     default: bool = False
     socket: str | None = None  # the daemon's unix socket on this machine: requests for ``url`` go through it
+    token_env: str | None = None  # the environment variable holding the token (the ``hub`` profile's)
 
     @property
     def is_local(self) -> bool:
@@ -41,6 +48,8 @@ class Profile:
     def resolved_token(self) -> str | None:
         if self.token:
             return self.token
+        if self.token_env:
+            return os.environ.get(self.token_env) or None
         if self.token_file:
             try:
                 return Path(self.token_file).expanduser().read_text().strip() or None
@@ -54,7 +63,7 @@ class Profile:
             "name": self.name,
             "url": self.url or ("(embedded daemon)" if self.is_local else ""),
             "username": self.username or (os_user() if self.is_local else ""),
-            "token": "set" if (self.token or self.token_file or self.is_local) else "not set",
+            "token": "set" if (self.token or self.token_file or self.token_env or self.is_local) else "not set",
             "default": self.default,
         }
 
@@ -79,15 +88,27 @@ def load_profiles(home: Path | None = None) -> list[Profile]:
         out.append(Profile(**known))
     if not any(p.is_local for p in out):
         out.insert(0, Profile(name=LOCAL))
+    hub = hub_profile()
+    if hub is not None and not any(p.name == HUB for p in out):
+        out.append(hub)
     if not any(p.default for p in out):
         next(p for p in out if p.is_local).default = True
     return out
 
 
+def hub_profile() -> Profile | None:
+    """The ``hub`` profile of a Hub user's server (from its environment), else None."""
+    url = os.environ.get(HUB_URL_ENV)
+    if not url:
+        return None
+    return Profile(name=HUB, url=url, username=os.environ.get("JUPYTERHUB_USER", ""), token_env=HUB_TOKEN_ENV)
+
+
 def save_profiles(profiles: list[Profile], home: Path | None = None) -> None:
     path = profiles_file(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"clusters": [{k: v for k, v in asdict(p).items() if v not in (None, "", False)} for p in profiles]}
+    kept = [p for p in profiles if p.token_env is None]  # the environment's hub profile is never written
+    data = {"clusters": [{k: v for k, v in asdict(p).items() if v not in (None, "", False)} for p in kept]}
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -143,6 +143,7 @@ def admin_token(cluster: Cluster, local: Path) -> str:
 
 async def serve(args: argparse.Namespace) -> None:
     from .core.gpuidle import gpu_idle
+    from .core.hub import HubLink
     from .core.service import Cluster
     from .http.app import make_app
     from .http.lease import Leases
@@ -168,7 +169,8 @@ async def serve(args: argparse.Namespace) -> None:
     api_socket = socket_file(home)
     sockets.append(bind_api_socket(api_socket))
     leases = Leases(cluster)
-    server = tornado.httpserver.HTTPServer(make_app(cluster, leases), idle_connection_timeout=3600)
+    hub = HubLink(cluster, local)  # a JupyterHub's users as platform users, once local/hub.yaml names one
+    server = tornado.httpserver.HTTPServer(make_app(cluster, leases, hub), idle_connection_timeout=3600)
     server.add_sockets(sockets)
     cluster.recover()
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -210,6 +212,7 @@ async def serve(args: argparse.Namespace) -> None:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
                 if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
                     await idle_gpus.check()
+                hub.tick()
             except Exception:
                 log.exception("deadline check failed")
 

@@ -100,7 +100,12 @@ def pai_sidebar(page: Any, server: Any, workspace: str, timeout: float = 90_000)
     pai_jupyter's labextension (``timeout`` ms), open its jobs sidebar and wait for its first job list; the
     sidebar's panel. The first list is the notifier's baseline (it tells only of changes after it), so a test
     that submits before it arrived could see its job already running in it, and no notice."""
-    page.goto(f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}")
+    return sidebar_at(page, f"{server.url}lab/workspaces/{workspace}?reset&token={server.token}", timeout)
+
+
+def sidebar_at(page: Any, url: str, timeout: float = 90_000) -> Any:
+    """``pai_sidebar`` for the JupyterLab page at ``url`` (one a cookie signs in to, e.g. behind JupyterHub)."""
+    page.goto(url)
     page.locator("body[data-pai-jupyter='active']").wait_for(state="attached", timeout=timeout)
     # and Lab's layout restored (its splash goes then, as Galata waits for): the launcher it opens after that takes
     # the focus, and a command palette open at that moment closes again

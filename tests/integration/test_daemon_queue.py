@@ -44,3 +44,26 @@ def test_small_jobs_run_in_the_gaps_of_a_waiting_gang_job(two_cpus: Api) -> None
     # prod goes ahead of the default class: the urgent job ran before the gang job and the last small jobs
     assert done[urgent]["launchedTime"] <= g["launchedTime"]
     assert done[urgent]["launchedTime"] <= done[small[-1]]["launchedTime"]
+
+
+def test_the_queue_says_when_its_head_starts_at_the_latest(two_cpus: Api) -> None:
+    """The head's reservation is its start estimate (``startEstimate``): the running job's deadline; a job behind it,
+    and a head whose blocker has no max run time, have none."""
+    api = two_cpus
+    blocker = api.submit_ok(job("blocker", "sleep 600", 10, tasks=2))  # both CPUs, for 10 minutes at the most
+    api.wait(blocker, ("RUNNING",))
+    head = api.submit_ok(job("head", "true", 1))
+    behind = api.submit_ok(job("behind", "true", 1, tasks=2))
+    line = api.http.get("/api/v2/local/queue").json()["virtualClusters"]["default"]
+    estimates = {f"{j['username']}~{j['name']}": j["startEstimate"] for j in line}
+    deadline = api.detail(blocker)["jobStatus"]["launchedTime"] + 10 * 60_000
+    assert abs(estimates[head] - deadline) < 2_000 and estimates[behind] is None, (estimates, deadline)
+    api.stop(blocker)
+    assert api.wait(head, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    endless = api.submit_ok(v1("endless", "sleep 600", taskNumber=2))  # no max run time: no reservation
+    api.wait(endless, ("RUNNING",))
+    waiting = api.submit_ok(job("waiting", "true", 1))
+    line = api.http.get("/api/v2/local/queue").json()["virtualClusters"]["default"]
+    assert [j["startEstimate"] for j in line if j["name"] == "waiting"] == [None]
+    api.stop(endless)
+    api.wait(waiting, timeout=60)

@@ -17,8 +17,9 @@ from pai_jupyter.common import starter
 
 from .imports import PACKAGE, own_imports
 
-# the cluster's own command line (pai cluster ...) and `make demo`, which starts and stops an embedded cluster
-CLUSTER_DRIVERS = {"cli/cluster.py", "demo.py"}
+# the cluster's own command line (pai cluster ...), `pai hub`, which starts one and links it to JupyterHub, and
+# `make demo`, which starts and stops an embedded cluster
+CLUSTER_DRIVERS = {"cli/cluster.py", "cli/hub.py", "cli/hubsetup.py", "demo.py"}
 
 
 def _imports_cluster(path: Path) -> list[str]:

@@ -23,8 +23,10 @@ ALLOWED: dict[str, set[str]] = {
     "sdk": {"client", "protocol"} | HELPERS,
     # sweeps drive jobs through the client; `%%pai_sweep` (notebook) registers them (docs/sweeps.md)
     "sweep": {"client", "protocol"} | HELPERS,
+    # JupyterHub's spawner: a surface of its own, through the client (docs/hub.md)
+    "hub": {"client", "protocol"} | HELPERS,
     # the command line and `make demo` run the embedded cluster itself (test_client_starter names the files)
-    "cli": {"client", "protocol", "cluster", "kernel", "notebook"} | HELPERS,
+    "cli": {"client", "protocol", "cluster", "kernel", "notebook", "hub"} | HELPERS,
     "demo": {"client", "protocol", "cluster", "notebook"} | HELPERS,
 }
 

@@ -81,6 +81,7 @@ class Launcher:
                     self.queue.remove(job_id)
                 else:
                     line.append(waiting)
+        self.queue.reserved = {}
         if not any(queues.values()):
             return
         if self.runtime.gang_submit:  # the runtime's scheduler decides: every waiting job goes to it now
@@ -104,6 +105,8 @@ class Launcher:
                 self.queue.remove(job_id)
             self._launch(row, self.state.job_model(row), tasks[:n])
         for head in result.heads.values():
+            if head.shadow is not None:
+                self.queue.reserved[head.job_id] = head.shadow
             row = self.store.job_core(head.job_id)
             short = Resources(*head.need).shortfall(Resources(*head.room))
             if row is not None and short:

@@ -82,9 +82,15 @@ def reprioritise(cluster: Queued, row: JobCore, priority: str | None, position: 
     }
 
 
+def _ms(seconds: float | None) -> int | None:
+    return int(seconds * 1000) if seconds is not None else None
+
+
 def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[str, list[dict[str, Any]]]:
-    """Each virtual cluster's waiting jobs in queue order, with their place (``ahead``), class and why they wait:
-    an admin's view has every job (the first ``limit`` of each line), a user's only their own."""
+    """Each virtual cluster's waiting jobs in queue order, with their place (``ahead``), class and why they wait,
+    and for a head the plan reserved a start for, that time (``startEstimate``, epoch ms: the start is no later
+    once the running jobs reach their max run time; docs/queue.md): an admin's view has every job (the first
+    ``limit`` of each line), a user's only their own."""
     queue, store = cluster.state.queue, cluster.state.store
     out: dict[str, list[dict[str, Any]]] = {}
     for vc in sorted(queue.by_vc):
@@ -105,6 +111,7 @@ def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[s
                     "jobPriority": priority or "default",
                     "waitingReason": cluster.waiting_reason(row),
                     "submissionTime": row["submission_time"],
+                    "startEstimate": _ms(queue.reserved.get(job_id)),
                 }
             )
         if line:

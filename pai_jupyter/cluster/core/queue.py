@@ -25,6 +25,8 @@ class JobQueue:
         self.where: dict[int, tuple[str, Entry]] = {}
         self.order: dict[int, tuple[str | None, float | None]] = {}  # job id -> (priority class, queue key)
         self.info: dict[int, Any] = {}  # job id -> the scheduler's view of it (backfill.Waiting)
+        # job id -> when the last plan reserved its start (a waiting head's shadow time, epoch seconds): an estimate
+        self.reserved: dict[int, float] = {}
 
     def entry(self, submission_time: float, job_id: int) -> Entry:
         priority, key = self.order.get(job_id, (None, None))

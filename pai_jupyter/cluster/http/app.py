@@ -1,6 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
 the local extensions under /api/v2/local/ (joblist.py, tasks.py, ssh.py, maxruntime.py, priority.py, users.py,
-lease.py, sweeps.py), described in ``openapi.yaml``.
+lease.py, sweeps.py, hub.py), described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -15,19 +15,23 @@ import tornado.web
 
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
+from ..core.hub import HubLink
 from ..core.service import Cluster
-from . import inventory, joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
-from .base import JOB, Base
+from . import hub, inventory, joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
+from .base import HUB, JOB, Base
 
 
 class NotFound(Base):
-    def prepare(self) -> None:
-        super().prepare()
+    async def prepare(self) -> None:
+        await super().prepare()
         raise NoApiError(f"API {self.request.path} is not found.")
 
 
-def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.web.Application:
-    """The application; ``leases``: the jobs' leases, whose lapses the daemon's tick checks."""
+def make_app(
+    cluster: Cluster, leases: lease.Leases | None = None, hub_link: HubLink | None = None
+) -> tornado.web.Application:
+    """The application; ``leases``: the jobs' leases, whose lapses the daemon's tick checks; ``hub_link``: the
+    JupyterHub whose tokens are taken too (core/hub.py)."""
     args = {"cluster": cluster}
     local_job = JOB.replace("/api/v2/jobs/", "/api/v2/local/jobs/")
     routes = [
@@ -43,13 +47,16 @@ def make_app(cluster: Cluster, leases: lease.Leases | None = None) -> tornado.we
         *users.routes(args),
         *lease.routes(local_job, args, leases),
         *sweeps.routes(local_job, args),
+        *hub.routes(args),
     ]
+    settings: dict[str, Any] = {HUB: hub_link}
     return PaiApplication(
         routes,
         default_handler_class=NotFound,
         default_handler_args=args,
         compress_response=False,
         max_body_size=64 * MAX_DOCUMENT_BYTES,
+        **settings,
     )
 
 

@@ -1,5 +1,6 @@
-"""What every handler of the daemon's REST API shares: bearer-token authentication, who may see which job, JSON
-answers and errors (``ApiError`` -> OpenPAI's ``{"code", "message"}``), argument parsing, and the route shapes."""
+"""What every handler of the daemon's REST API shares: bearer-token authentication (also a linked JupyterHub's
+tokens: hubauth.py), who may see which job, JSON answers and errors (``ApiError`` -> OpenPAI's ``{"code",
+"message"}``), argument parsing, and the route shapes."""
 
 from __future__ import annotations
 
@@ -11,22 +12,25 @@ import tornado.httputil
 import tornado.web
 
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
+from ..core.hub import HubLink
 from ..core.service import Cluster
 from ..core.space import is_full
 from ..core.store import APPLICATION, JobWithConfig, TokenUser
 from . import peer
+from .hubauth import hub_user
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments
 MAX_INT = 2**31 - 1  # attempt and task numbers, offsets: anything larger is no real one (and overflows SQLite)
+HUB = "pai_hub"  # the application setting holding the JupyterHub link (core/hub.py), None when there is none
 
 
 def request_token(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> str | None:
-    """The token a request carries: ``Bearer <token>``, or (OpenPAI's way for application tokens only)
-    ``Basic base64(<user>:<application token>)``."""
+    """The token a request carries: ``Bearer <token>`` (or ``token <token>``, JupyterHub's way), or (OpenPAI's
+    way for application tokens only) ``Basic base64(<user>:<application token>)``."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()
-    if scheme.lower() == "bearer" and token:
+    if scheme.lower() in ("bearer", "token") and token:
         return token
     if scheme.lower() == "basic" and token:
         try:
@@ -39,11 +43,16 @@ def request_token(request: tornado.httputil.HTTPServerRequest, cluster: Cluster)
     return None
 
 
-def authenticate(request: tornado.httputil.HTTPServerRequest, cluster: Cluster) -> TokenUser:
-    """The user of the request's token (``request_token``); 401 without one or with a wrong one, 403 for the owner's
-    token from another account over the socket (``peer``)."""
+async def authenticate(
+    request: tornado.httputil.HTTPServerRequest, cluster: Cluster, hub: HubLink | None = None
+) -> TokenUser:
+    """The user of the request's token (``request_token``), one of the store's or, when a JupyterHub is linked
+    (``hub``), one the Hub vouches for; 401 without one or with a wrong one, 403 for the owner's token from another
+    account over the socket (``peer``)."""
     token = request_token(request, cluster)
     user = cluster.store.user_for_token(token) if token else None
+    if user is None and token and hub is not None:
+        user = await hub_user(hub, cluster, token)
     if user is None or token is None:
         raise UnauthorizedUserError("a valid bearer token is required (Authorization: Bearer <token>)")
     peer.refuse_a_leaked_owner_token(request, cluster.store, token)
@@ -69,9 +78,15 @@ class Base(tornado.web.RequestHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         if not self.public:
-            self.user = authenticate(self.request, self.cluster)
+            self.user = await authenticate(self.request, self.cluster, self.hub)
+
+    @property
+    def hub(self) -> HubLink | None:
+        """The linked JupyterHub, if the daemon has one (core/hub.py)."""
+        hub = self.settings.get(HUB)
+        return hub if isinstance(hub, HubLink) else None
 
     @property
     def is_admin(self) -> bool:

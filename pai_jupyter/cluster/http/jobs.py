@@ -32,8 +32,8 @@ SUBMIT_TYPES = ("text/yaml", "application/yaml", "application/x-yaml", "text/x-y
 
 @tornado.web.stream_request_body
 class Jobs(Base):
-    def prepare(self) -> None:
-        super().prepare()
+    async def prepare(self) -> None:
+        await super().prepare()
         self._chunks: list[bytes] = []
         self._size = 0
         self._too_big = False

@@ -92,7 +92,7 @@ class LogFile(Base):
                 )
             row = found
         else:
-            self.user = authenticate(self.request, self.cluster)
+            self.user = await authenticate(self.request, self.cluster, self.hub)
             row = self.own_job(user, name)
         task = _task(self.cluster, row, attempt, role, idx)
         if int(task_attempt) > task["task_attempt"]:

@@ -34,16 +34,16 @@ class Login(Base):
 class V1Token(Login):
     """``/api/v1/token``: POST logs in (as v1 did), GET lists the caller's tokens."""
 
-    def get(self) -> None:
-        self.user = authenticate(self.request, self.cluster)
+    async def get(self) -> None:
+        self.user = await authenticate(self.request, self.cluster, self.hub)
         self.write_json({"tokens": [t["id"] for t in self.cluster.store.tokens(self.user["name"])]})
 
 
 class NotApplication(Base):
     """A token route: an application token may not use it (OpenPAI's tokenMiddleware.checkNotApplication)."""
 
-    def prepare(self) -> None:
-        super().prepare()
+    async def prepare(self) -> None:
+        await super().prepare()
         token = request_token(self.request, self.cluster)
         if token is not None and self.cluster.store.token_label(token) == APPLICATION:
             raise ForbiddenUserError("Applications are not allowed to do this operation.")
@@ -91,7 +91,7 @@ class Info(Base):
 
     public = True
 
-    def get(self) -> None:
+    async def get(self) -> None:
         body: dict[str, Any] = {
             "name": "PAI RESTful API",
             "version": __version__,
@@ -99,7 +99,7 @@ class Info(Base):
             "authnMethod": "basic",
         }
         if "Authorization" in self.request.headers:
-            user = authenticate(self.request, self.cluster)  # a wrong token is still refused (401)
+            user = await authenticate(self.request, self.cluster, self.hub)  # a wrong token is still refused (401)
             cap = self.cluster.capacity
             body.update(
                 {

@@ -88,8 +88,8 @@ def file_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, 
 
 
 class SweepBase(Base):
-    def prepare(self) -> None:
-        super().prepare()
+    async def prepare(self) -> None:
+        await super().prepare()
         table.ensure_tables(self.cluster.store)
 
 

@@ -17,7 +17,7 @@ from terminado.websocket import TermSocket
 from ..core import taskops
 from ..core.errors import ApiError, NotFoundError
 from ..core.service import Cluster
-from .base import MAX_INT, Base, Route, authenticate, visible_job
+from .base import HUB, MAX_INT, Base, Route, authenticate, visible_job
 
 
 class Services(Base):
@@ -69,9 +69,9 @@ class Terminal(TermSocket):
     def check_origin(self, origin: str) -> bool:
         return True  # not a browser-facing route: bearer-token API clients (the Jupyter server extension)
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         try:
-            viewer = authenticate(self.request, self.cluster)
+            viewer = await authenticate(self.request, self.cluster, self.settings.get(HUB))
             user, name, role, idx = self.path_args
             if int(idx) > MAX_INT:
                 raise NotFoundError(f"no task {role}[{idx}]")

@@ -11,9 +11,9 @@ from typing import Any
 
 from ..core.errors import BadRequest, ConflictJobError, ForbiddenUserError
 from ..core.offboard import remove_user
+from ..core.store.users import USER_NAME as NAME
 from .base import Base, Route
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 EMAIL = re.compile(r"[^@\s<>,;]{1,64}@[^@\s<>,;]{1,255}")
 
 

@@ -31,6 +31,12 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the tables as they were before versions: users, tokens, jobs, tasks, events, tags", SCHEMA),
+    Migration(
+        2,
+        "the users a JupyterHub made (core/hub.py): only those are offboarded when the Hub no longer has them",
+        "CREATE TABLE IF NOT EXISTS hub_users ("
+        "user TEXT PRIMARY KEY REFERENCES users(name) ON DELETE CASCADE, created REAL NOT NULL)",
+    ),
 )
 
 

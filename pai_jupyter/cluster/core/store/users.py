@@ -4,6 +4,7 @@ user's removal."""
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from typing import cast
@@ -33,6 +34,7 @@ def check_password(password: str, stored: str | None) -> bool:
 
 APPLICATION = "application"  # the label of OpenPAI's application tokens: for job operations only
 OWNER = "admin (runtime.json)"  # the label of the token the daemon writes to runtime.json for its owner
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # what a user's name may be (it names directories)
 
 
 class Users(Database):
@@ -145,3 +147,25 @@ class Users(Database):
 
     def user_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM users").fetchall()}
+
+    # ---- the users a JupyterHub made (core/hub.py) --------------------------------------------------------------
+    def add_hub_user(self, name: str, *, admin: bool) -> bool:
+        """Make user ``name`` as one the Hub made, unless a user of that name exists (then nothing changes: a user
+        an admin added is never marked, so never offboarded for the Hub); True when it was made now."""
+        with self.tx() as db:
+            now = time.time()
+            made = db.execute(
+                "INSERT OR IGNORE INTO users (name, admin, created) VALUES (?, ?, ?)", (name, int(admin), now)
+            ).rowcount
+            if made:
+                db.execute("INSERT OR IGNORE INTO hub_users (user, created) VALUES (?, ?)", (name, now))
+        return bool(made)
+
+    def hub_users(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT user FROM hub_users").fetchall()}
+
+    def is_hub_user(self, name: str) -> bool:
+        return self.db.execute("SELECT 1 FROM hub_users WHERE user = ?", (name,)).fetchone() is not None
+
+    def set_admin(self, name: str, admin: bool) -> None:
+        self.db.execute("UPDATE users SET admin = ? WHERE name = ?", (int(admin), name))

@@ -1,0 +1,303 @@
+"""JupyterHub in front of the embedded cluster (docs/hub.md): a real JupyterHub and configurable-http-proxy started
+by ``pai hub start`` (shared-password sign-in), a root daemon on the process runtime, users' servers as jobs run by
+their own accounts, Chromium. Two people sign in, pick resources, wait in the queue and cancel, get JupyterLab with
+only their own jobs, submit from a cell, stop from the Hub; a person removed from the Hub is offboarded; Hub tokens
+act only as their own user (the attacks of docs/security.md); a restarted Hub finds its running servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.polling import wait_for
+
+from .browser import SHOTS, opened, run_all_cells, sidebar_at
+from .conftest import Api, account_of, home_accounts, v1
+from .jupyter_fixture import write_notebook
+from .servers import HubServer, servers
+
+pytestmark = [pytest.mark.slow]
+SERVER_SCOPES = ["users:activity!user", "access:services!service=pai"]  # a server's token's, less its own server
+
+
+@pytest.fixture(scope="module")
+def hubbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, HubServer]]:
+    """A root daemon of 4 CPUs and JupyterHub in front of it."""
+    with servers(tmp_path_factory.mktemp("hub")) as s:
+        admin = s.daemon(cpus=4, memory_mb=8192)
+        yield admin, s.hub()
+
+
+def hub_user(hub: HubServer, admin_token: str, name: str, scopes: list[str] | None = None) -> str:
+    """A Hub user ``name`` (made through the Hub's API) and a new token of theirs with ``scopes`` (default: a
+    server token's, which PAISpawner asks for)."""
+    api = hub.api(admin_token)
+    r = api.post(f"/users/{name}")
+    assert r.status_code in (201, 409), r.text
+    r = api.post(f"/users/{name}/tokens", json={"scopes": scopes if scopes is not None else SERVER_SCOPES})
+    assert r.status_code == 201, r.text
+    return str(r.json()["token"])
+
+
+def jobs_of(admin: Api, user: str) -> list[dict[str, Any]]:
+    r = admin.http.get("/api/v2/jobs", params={"username": user})
+    assert r.status_code == 200, r.text
+    return [j for j in r.json() if j["username"] == user]
+
+
+def server_job(admin: Api, user: str, state: str) -> str:
+    """The id of ``user``'s Hub server job in ``state`` (waited for)."""
+
+    def found() -> str | None:
+        named = [j for j in jobs_of(admin, user) if j["name"].startswith("jupyterhub-") and j["state"] == state]
+        return f"{user}~{named[0]['name']}" if named else None
+
+    return wait_for(found, 180, lambda: f"{user}'s server job {state}: {jobs_of(admin, user)}")
+
+
+def sign_in(page: Any, hub: HubServer, name: str) -> None:
+    page.goto(hub.url + "hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.password())
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r".*/hub/(spawn|home).*"), timeout=60_000)
+
+
+def start_from_form(page: Any, hub: HubServer, memory: str = "1024", *, again: bool = False) -> None:
+    """Fill the spawn page's form and start; ``again``: on the form the Hub showed with a refusal."""
+    if not again:
+        page.goto(hub.url + "hub/spawn")
+    page.fill("#pai-memory", memory)
+    page.fill("#pai-cpu", "1")
+    page.locator("#spawn_form button[type=submit]").click()
+
+
+def lab_of(page: Any, hub: HubServer, name: str) -> Any:
+    """The user's JupyterLab (their server started) with the PAI sidebar open."""
+    page.wait_for_url(re.compile(f".*/user/{name}/lab.*"), timeout=240_000)
+    return sidebar_at(page, f"{hub.url}user/{name}/lab/workspaces/hub-{name}?reset")
+
+
+def hub_home(browser: Any, page: Any, hub: HubServer) -> Any:
+    """The Hub's home page as the person signed in on ``page`` (a page of its own: their Lab's open notebook
+    would ask before being left)."""
+    context = browser.new_context(storage_state=page.context.storage_state())
+    home = context.new_page()
+    home.goto(hub.url + "hub/home")
+    home.wait_for_function("window._jupyterhub_page_loaded === true", timeout=60_000)  # its buttons work
+    return home
+
+
+def row_names(panel: Any) -> list[str]:
+    return [n.strip() for n in panel.locator(".pai-JobRow-name").all_inner_texts()]
+
+
+def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
+    hubbed: tuple[Api, HubServer], browser: Any
+) -> None:
+    admin, hub = hubbed
+    held = json.loads(v1("holder", "sleep 600", taskNumber=2, cpuNumber=2))  # all 4 CPUs, for 30 minutes at most
+    holder = admin.submit_ok(json.dumps({**held, "extras": {"maxRunTimeMinutes": 30}}))
+    admin.wait(holder, {"RUNNING"})
+    with opened(browser, "hub-alice", viewport=(1400, 900)) as alice:
+        page = alice.page
+        sign_in(page, hub, "alice")
+        start_from_form(page, hub, memory="50")  # refused beside its field, the value kept
+        memory = page.locator(".pai-field[data-field=memory]")
+        memory.locator(".pai-error", has_text="50 is below the minimum 100").wait_for(timeout=30_000)
+        assert page.input_value("#pai-memory") == "50"
+        start_from_form(page, hub, again=True)
+        progress = page.locator("#progress-message")
+        progress.filter(has_text="Waiting in the queue: first in line").wait_for(timeout=90_000)
+        text = progress.inner_text()
+        assert "needs 1 CPU, 0 free" in text and re.search(r"starts by \d\d:\d\d:\d\d UTC at the latest", text), text
+        waiting = server_job(admin, "alice", "WAITING")
+        page.wait_for_function("window._jupyterhub_page_loaded === true")
+        page.click("#stop-server-btn")  # Cancel while pending
+        assert admin.wait(waiting, {"STOPPED", "FAILED", "SUCCEEDED"})["jobStatus"]["state"] == "STOPPED"
+        admin.stop(holder)
+        admin.wait(holder)
+        hub_admin = hub.api(hub.token(hub.admin))
+        wait_for(lambda: not hub_admin.get("/users/alice").json()["servers"], 60, "the Hub to see the cancel through")
+
+        start_from_form(page, hub)
+        panel = lab_of(page, hub, "alice")
+        mine = server_job(admin, "alice", "RUNNING")
+        assert admin.detail(mine)["jobStatus"]["username"] == "alice"
+        panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
+        assert "holder" not in row_names(panel)
+
+        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (her account's)
+        cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
+        notebook = write_notebook(home / "submit.ipynb", *cells)
+        account = account_of(admin.home, "alice")
+        os.chown(notebook, account.pw_uid, account.pw_gid)
+        page.goto(f"{hub.url}user/alice/lab/tree/submit.ipynb")
+        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+        run_all_cells(page)
+        outputs = page.locator(".jp-OutputArea-output")
+        wait_for(
+            lambda: admin.http.get("/api/v2/jobs/alice~from-a-cell").status_code == 200 or None,
+            120,
+            lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
+        )
+        done = admin.wait("alice~from-a-cell", timeout=120)
+        assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
+        listed = outputs.filter(has_text="SUBMITTED").filter(has_text="from-a-cell")  # `pai jobs`: hers, as her
+        listed.first.wait_for(timeout=60_000)
+        assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
+
+        with opened(browser, "hub-bob", viewport=(1400, 900)) as bob:
+            sign_in(bob.page, hub, "bob")
+            bob.page.goto(hub.url + "hub/spawn")
+            bob.page.locator("#spawn_form button[type=submit]").click()  # the defaults
+            bobs = lab_of(bob.page, hub, "bob")
+            his = server_job(admin, "bob", "RUNNING")
+            bobs.locator(".pai-JobRow-name", has_text=his.split("~")[1]).wait_for(timeout=60_000)
+            assert not {"from-a-cell", mine.split("~")[1]} & set(row_names(bobs)), row_names(bobs)
+            answer = bob.page.request.get(f"{hub.url}user/bob/pai/api/jobs").json()
+            assert answer["user"] == "bob" and {j["username"] for j in answer["jobs"]} == {"bob"}, answer
+            assert hub_admin.delete("/users/bob/server").status_code in (202, 204)
+            admin.wait(his)
+
+        home = hub_home(browser, page, hub)
+        home.click("#stop")  # the Hub stops her server: its job ends
+        assert admin.wait(mine)["jobStatus"]["state"] == "STOPPED"
+        home.context.close()
+
+    # the Hub deletes her (its spawner tells the cluster once she is gone): she is offboarded
+    r = hub.api(hub.token(hub.admin)).delete("/users/alice")
+    assert r.status_code == 204, r.text
+    gone = wait_for(lambda: admin.http.get("/api/v2/users/alice").status_code == 400 or None, 90, "alice offboarded")
+    assert gone
+    wait_for(lambda: _no_account(admin, "alice"), 60, "alice's OS account removed")
+
+
+def _no_account(admin: Api, user: str) -> bool:
+    """The daemon made no OS account for ``user`` (or removed it)."""
+    return home_accounts(admin.home).find(user) is None
+
+
+def test_a_hub_token_acts_only_as_its_own_user(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    admin_token = hub.token(hub.admin)
+    victim = admin.as_user(hub_user(hub, admin_token, "victim"))
+    mallory = admin.as_user(hub_user(hub, admin_token, "mallory"))
+    secret = victim.submit_ok(v1("secret", "sleep 600"))
+    victim.wait(secret, {"RUNNING"})
+    # one user's server token against another user's job and the admin's routes
+    assert mallory.http.get(f"/api/v2/jobs/{secret}").status_code == 404
+    assert mallory.stop(secret).status_code == 404
+    assert mallory.http.get(f"/api/v2/jobs/{secret}/config").status_code == 404
+    assert all(j["username"] == "mallory" for j in mallory.http.get("/api/v2/jobs?username=victim").json())
+    assert mallory.http.delete("/api/v2/local/users/victim").status_code == 403
+    assert mallory.http.post("/api/v2/local/users", json={"name": "x", "admin": True}).status_code == 403
+    basic = httpx.BasicAuth("victim", mallory.token)
+    assert httpx.get(f"{admin.url}/api/v2/jobs/{secret}", auth=basic).status_code == 401
+    # a Hub token without the service's access scope, the service's own token, a made-up one
+    unscoped = admin.as_user(hub_user(hub, admin_token, "mallory", ["users:activity!user"]))
+    r = unscoped.http.get("/api/v2/jobs")
+    assert r.status_code == 403 and "access:services!service=pai" in r.json()["message"], r.text
+    service = (hub.folder / "service-token").read_text().strip()
+    r = admin.as_user(service).http.get("/api/v2/jobs")
+    assert r.status_code == 403 and "service" in r.json()["message"], r.text
+    assert admin.as_user("not-a-token-anyone-issued").http.get("/api/v2/jobs").status_code == 401
+    # the service token announces the removal of a user the Hub still has: nothing happens
+    r = httpx.delete(f"{admin.url}/api/v2/local/hub/users/victim", headers={"Authorization": f"token {service}"})
+    assert r.status_code == 409, r.text
+    assert victim.detail(secret)["jobStatus"]["state"] == "RUNNING"
+    assert victim.http.get("/api/v2/jobs").status_code == 200
+    # the cluster's owner is never a Hub user; the Hub's admin is the cluster's
+    r = admin.as_user(hub_user(hub, admin_token, "root")).http.get("/api/v2/jobs")
+    assert r.status_code == 403 and "owns this cluster" in r.json()["message"], r.text
+    boss = admin.as_user(admin_token)
+    assert boss.http.get(f"/api/v2/jobs/{secret}").status_code == 200
+    assert admin.http.get(f"/api/v2/users/{hub.admin}").json()["admin"] is True
+    assert victim.stop(secret).status_code == 202
+    logged = (Path(admin.home) / "local" / "daemon.log").read_text(errors="replace")
+    assert not [t for t in (admin_token, victim.token, mallory.token, service) if t in logged]
+
+
+def test_a_user_the_hub_deleted_is_offboarded_by_the_reconcile(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    admin_token = hub.token(hub.admin)
+    carol = admin.as_user(hub_user(hub, admin_token, "carol"))
+    job = carol.submit_ok(v1("long", "sleep 600"))
+    carol.wait(job, {"RUNNING"})
+    assert not _no_account(admin, "carol")
+    link = Path(admin.home) / "local" / "hub.yaml"
+    saved = link.read_text()
+    link.write_text(yaml.safe_dump({**yaml.safe_load(saved), "reconcileSeconds": 1}))  # (default 300)
+    try:
+        assert hub.api(admin_token).delete("/users/carol").status_code == 204  # no server: no spawner tells
+        stopped = admin.wait(job, timeout=90)
+    finally:
+        link.write_text(saved)
+    assert stopped["jobStatus"]["state"] == "STOPPED"
+    assert "user carol was removed by the JupyterHub" in str(stopped["jobStatus"]["appExitDiagnostics"])
+    wait_for(lambda: _no_account(admin, "carol"), 60, "carol's OS account removed")
+    assert admin.http.get("/api/v2/users/carol").status_code == 400
+
+
+def test_a_restarted_hub_finds_its_running_servers(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    hub_user(hub, hub.token(hub.admin), "dave")
+    r = api.post("/users/dave/server", json={"cpu": 1, "memoryMB": 1024})
+    assert r.status_code in (201, 202), r.text
+
+    def ready() -> dict[str, Any] | None:
+        server = (api.get("/users/dave").json().get("servers") or {}).get("")
+        return server if server and server.get("ready") else None
+
+    before = wait_for(ready, 240, "dave's server ready")
+    job = server_job(admin, "dave", "RUNNING")
+    hub.stop()
+    assert hub.pai("status").returncode != 0  # (stopped)
+    hub.start()
+    status = hub.pai("status")
+    assert status.returncode == 0 and "JupyterHub: running" in status.stdout, status.stdout + status.stderr
+    api = hub.api(hub.token(hub.admin))
+    after = wait_for(ready, 60, "dave's server found again")
+    assert after["url"] == before["url"] and admin.detail(job)["jobStatus"]["state"] == "RUNNING"
+    assert [j["name"] for j in jobs_of(admin, "dave")] == [job.split("~")[1]]
+    dave = hub_user(hub, hub.token(hub.admin), "dave", ["access:servers!server=dave/"])
+    r = httpx.get(f"{hub.url}user/dave/api/status", headers={"Authorization": f"token {dave}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert api.delete("/users/dave/server").status_code in (202, 204)
+    assert admin.wait(job)["jobStatus"]["state"] == "STOPPED"
+
+
+def test_a_server_at_its_max_run_time_ends_and_the_hub_sees_it(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    hub_user(hub, hub.token(hub.admin), "erin")
+    r = api.post("/users/erin/servers/short", json={"cpu": 1, "memoryMB": 1024, "maxRunTimeMinutes": 0.5})
+    assert r.status_code in (201, 202), r.text  # a named server: a job of its own
+    job = server_job(admin, "erin", "RUNNING")
+    assert "jupyterhub-short-" in job
+    ended = admin.wait(job, timeout=120)["jobStatus"]
+    assert ended["state"] == "STOPPED" and "max run time" in str(ended["appExitDiagnostics"]), ended
+    wait_for(lambda: not api.get("/users/erin").json()["servers"], 60, "the Hub to see erin's server ended")
+
+
+@pytest.fixture(autouse=True)
+def _hub_log_on_failure(request: pytest.FixtureRequest, hubbed: tuple[Api, HubServer]) -> Iterator[None]:
+    """A failed test leaves the Hub's and the proxy's logs beside its screenshot."""
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed:
+        SHOTS.mkdir(exist_ok=True)
+        (SHOTS / f"{request.node.name}.hub.log").write_text(hubbed[1].log_text()[-20000:])
+        log = Path(hubbed[0].home) / "local" / "daemon.log"
+        if log.exists():
+            shutil.copy(log, SHOTS / f"{request.node.name}.daemon.log")
