@@ -189,23 +189,24 @@ class ServiceProxyHandler(TaskProxyBase):
                 return
             raise not_found()
         tried: Target | None = None
-        while True:
+        for _ in range(2):  # a refused connection asks the cluster again: a task that has ended is a 409 (its page)
             path = await self._resolve(user, name, role, index, service, rest)
             assert self.target is not None and self.key is not None
-            if self.target == tried:  # the cluster still lists it there, and it did not answer
-                raise PaiHTTPError(
-                    503,
-                    f"{TITLES[service]} of this task did not answer; it may be restarting, try again in a few seconds",
-                    retry_after=2,
-                    code="NotAnswering",
-                )
+            if self.target == tried:  # the cluster still lists it there
+                break
             tried = self.target
             try:
                 await self._relay(path)
                 return
-            except UpstreamFailed as exc:  # asked afresh: a task that has ended is a 409 (the "not running" page)
+            except UpstreamFailed as exc:
                 self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
                 self.registry.forget(self.key)
+        raise PaiHTTPError(
+            503,
+            f"{TITLES[service]} of this task did not answer; it may be restarting, try again in a few seconds",
+            retry_after=2,
+            code="NotAnswering",
+        )
 
     async def _relay(self, path: str) -> None:
         """Forward the request to ``path`` of the resolved service; UpstreamFailed when nothing came back."""
