@@ -22,6 +22,9 @@ from .store import JobCore, TaskRow, loads, now_ms
 log = logging.getLogger("pai_jupyter.cluster")
 DELETION_PENDING = "AttemptDeletionPending"
 """OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
+STOP_REQUESTED = -210
+"""The exit code of a stopped job and its attempt, with the stop's reason as its diagnostics: OpenPAI's
+FrameworkController completes a framework it was asked to stop with StopFrameworkRequested (its exit spec table)."""
 
 
 class Ending:
@@ -240,14 +243,27 @@ class Ending:
     def _maybe_stopped(self, row: JobCore) -> None:
         if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
             return
-        now = now_ms()
+        now, reason = now_ms(), row.get("exit_diagnostics") or "stopped"
         self._release_ports(row)
-        self.store.update_attempt(row["id"], row["attempt"], state="STOPPED", completed_time=now)
-        self.store.update_job(
-            row["id"], state="STOPPED", sub_state="Completed", completed_time=now, waiting_reason=None, deadline=None
+        self.store.update_attempt(
+            row["id"],
+            row["attempt"],
+            state="STOPPED",
+            completed_time=now,
+            exit_code=STOP_REQUESTED,
+            exit_diagnostics=reason,
         )
-        self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
-        row["state"] = "STOPPED"
+        self.store.set_job(
+            row,
+            state="STOPPED",
+            sub_state="Completed",
+            completed_time=now,
+            waiting_reason=None,
+            deadline=None,
+            exit_code=STOP_REQUESTED,
+            exit_diagnostics=reason,
+        )
+        self.store.add_event(row["id"], "Normal", "JobStopped", reason)
         self.state.notifier.changed(row, self.state.job_model(row), "STOPPED")
 
     def check_deadlines(self) -> None:

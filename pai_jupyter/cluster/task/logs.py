@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-from ..runtime import safeio
+from ...common import safeio
 from ..runtime.taskdir import LOGS, RUNTIME_LOG
 
 TAIL_BYTES = 16 * 1024
