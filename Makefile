@@ -86,8 +86,12 @@ TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 # the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
+# each run's temporary files under a directory of its own (kept when a test failed): pytest makes
+# /tmp/pytest-of-<user> 0700 at every start, and another pytest starting meanwhile cut the suite's tasks of other
+# accounts off from their directories
 test: $(STAMP) lint test-js
-	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) $(PYTEST_ARGS)
+	tmp=$${TMPDIR:-/tmp}/pai-test-run-$$$$; PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) \
+		--basetemp=$$tmp $(PYTEST_ARGS) && rm -rf $$tmp
 
 .PHONY: test-fast test-binder
 # the inner loop (about 30 s on 2 cores): lint and the unit tests, which start no daemon, engine or browser
