@@ -20,11 +20,12 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..client import FINAL_STATES, AsyncClient, BadRequest, JobNotFound, JobSummary, NotSupported, PaiError
+from ..client.base import LOCAL_DOWN
 from ..client.models import ListedTask
 from ..common.services import links
 from .answers import JobList, JobRow, TaskRow
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
-from .registry import Registry
+from .registry import Registry, unavailable
 
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""
@@ -147,6 +148,8 @@ class JobsHandler(SafeErrors, APIHandler):
             ) from None
         except PaiError as exc:
             self.log.warning("pai: listing jobs: %s", exc)
+            if exc.code == LOCAL_DOWN:  # how to start it again: the sidebar's status says it
+                raise unavailable(exc) from None
             raise PaiHTTPError(
                 502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
             ) from None
