@@ -33,6 +33,19 @@ export function duration(
   return `${s}s`;
 }
 
+/** Milliseconds from `now` until a running duration's text (`duration(start, null, now)`) next changes: the next
+ * second while seconds show, the next minute once hours do; Infinity without a start. */
+export function nextChange(start: string | null | undefined, now = Date.now()): number {
+  const from = start ? Date.parse(start) : Number.NaN;
+  if (Number.isNaN(from)) {
+    return Infinity;
+  }
+  const elapsed = now - from;
+  const shown = Math.max(0, Math.round(elapsed / 1000)); // the seconds `duration` shows
+  const next = shown >= 3600 ? (Math.floor(shown / 60) + 1) * 60 : shown + 1;
+  return (next - 0.5) * 1000 - elapsed; // Math.round reaches `next` half a second before it
+}
+
 /** Local "YYYY-MM-DD HH:MM" of an ISO time, "" without one. */
 export function when(iso: string | null | undefined): string {
   if (!iso) {

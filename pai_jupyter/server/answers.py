@@ -42,6 +42,7 @@ class JobRow(TypedDict):
     metricsUrl: str
     tasks: list[TaskRow]
     servicesMessage: str | None
+    sweep: str | None  # the sweep this job is a trial of (its tag sweep:NAME): the sidebar groups them
 
 
 class JobList(TypedDict):

@@ -29,6 +29,7 @@ from .registry import Registry, unavailable
 
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""
+SWEEP_TAG = "sweep:"  # the tag the daemon gives a sweep's trials (cluster/http/sweeps.py): sweep:NAME
 
 
 async def listed_jobs(client: AsyncClient, limit: int, state: list[str] | None, log: logging.Logger) -> list[Listed]:
@@ -104,6 +105,7 @@ def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message
         "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
         "tasks": [_task_row(base_url, user, name, t, message) for t in tasks],
         "servicesMessage": message,
+        "sweep": next((t.removeprefix(SWEEP_TAG) for t in job.tags or () if t.startswith(SWEEP_TAG)), None),
     }
 
 
