@@ -129,7 +129,7 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     form = lab.locator(".pai-Form").last
     form.get_by_label("Job name", exact=True).fill("lab-form-job")
     form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
-    form.get_by_label("Pro mode").check()  # memory is a pro setting (the platform user guide)
+    assert not form.get_by_label("Pro mode").is_checked()  # memory is a basic setting: a job's first question
     memory, max_run = form.get_by_label("Memory (MB)", exact=True), form.get_by_label("Max run time (minutes, 0: none)")
     memory.fill("0")
     max_run.fill("-1")
@@ -145,9 +145,19 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     max_run.fill("5")
     form.get_by_role("button", name="Submit").click()
     form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
+    # the way on to the job: the toast's Open, and the link beside "Submitted"
+    job_page = lab.locator(".pai-JobPage").filter(has_text="root~lab-form-job")
+    toast = lab.locator(".Toastify__toast", has_text="Submitted root~lab-form-job")
+    toast.get_by_role("button", name="Open").click()
+    job_page.locator(".pai-Tasks td", has_text="main").first.wait_for(timeout=30_000)
+    lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="New PAI job").click()
+    job_page.wait_for(state="hidden", timeout=10_000)
+    form.get_by_role("button", name="Open the job page of root~lab-form-job").click()
+    job_page.wait_for(state="visible", timeout=10_000)
     row(lab, "lab-form-job").wait_for(timeout=30_000)
     assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
-    assert "maxRunTimeMinutes" in env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text
+    sent = json.loads(env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text)
+    assert sent["extras"]["maxRunTimeMinutes"] == 5 and sent["taskRoles"][0]["memoryMB"] == 256
 
 
 def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: Any) -> None:
