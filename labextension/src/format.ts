@@ -46,8 +46,8 @@ export function nextChange(start: string | null | undefined, now = Date.now()): 
   return (next - 0.5) * 1000 - elapsed; // Math.round reaches `next` half a second before it
 }
 
-/** Local "YYYY-MM-DD HH:MM" of an ISO time, "" without one. */
-export function when(iso: string | null | undefined): string {
+/** Local "YYYY-MM-DD HH:MM" of an ISO time (with `seconds`, ":SS" too), "" without one. */
+export function when(iso: string | null | undefined, seconds = false): string {
   if (!iso) {
     return '';
   }
@@ -56,7 +56,8 @@ export function when(iso: string | null | undefined): string {
     return '';
   }
   const two = (n: number): string => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+  const day = `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+  return `${day} ${two(d.getHours())}:${two(d.getMinutes())}${seconds ? `:${two(d.getSeconds())}` : ''}`;
 }
 
 /** The jobs a state filter ('' = all) and a search text (name, id or user, any case) keep, order kept. */

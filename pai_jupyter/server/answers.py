@@ -70,7 +70,7 @@ class TaskDetail(TypedDict):
 
 
 class Event(TypedDict, total=False):
-    """One of the job's events as the cluster gives them (OpenPAI's), of which the job page reads these."""
+    """One of the job's events (OpenPAI's, ``lab_api.event_json``): when it (last) happened, and what."""
 
     time: str
     type: str

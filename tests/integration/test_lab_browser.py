@@ -78,6 +78,11 @@ def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
     page.locator(".pai-ConfigText", has_text="sleep 2").wait_for(timeout=30_000)
     page.locator(".pai-LogText", has_text="onerror=alert(1)").wait_for(timeout=30_000)
     assert lab.locator("img[src='x']").count() == 0
+    # its events, each with its time (to the second: a job's events are seconds apart)
+    event = page.locator(".pai-Events-list li").first
+    event.locator("time").wait_for(timeout=30_000)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", event.locator("time").inner_text())
+    assert event.locator("time").get_attribute("datetime")
     page.get_by_label("Config format").select_option("json")
     page.locator(".pai-ConfigText", has_text='"jobName"').wait_for(timeout=30_000)
     page.get_by_role("button", name="Open this job in the submit form").click()  # Clone to form
@@ -94,6 +99,8 @@ def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
     page.get_by_role("button", name="Terminal of main[0] of lab-live").click()
     frame = lab.frame_locator(".pai-ServiceFrame iframe")
     frame.get_by_role("status").filter(has_text="Connected").wait_for(timeout=60_000)
+    header = frame.locator("header").inner_text()
+    assert header.count("main[0] of root~lab-live") == 1, header  # the title once, not again in the status
     frame.locator(".xterm").click()
     lab.keyboard.type("echo $((6*7))")
     lab.keyboard.press("Enter")
@@ -276,6 +283,9 @@ def test_the_job_page_sets_the_work_duration_and_offers_the_ssh_key(env: Env, la
     key.wait_for(timeout=30_000)
     href = key.get_attribute("href")
     assert href and href.endswith(f"/pai/api/jobs/{job}/ssh-key") and key.get_attribute("download") is not None
+    ssh = page.get_by_role("button", name=f"How to log in to {job} with ssh")
+    gap = ssh.bounding_box()["x"] - (key.bounding_box()["x"] + key.bounding_box()["width"])
+    assert gap >= 4, gap  # "SSH key" and "SSH…" apart, as the other tools are
     got = lab.request.get(href)  # the signed-in page's cookie
     assert got.status == 200 and got.text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     page.get_by_label("Work duration in minutes (max run time)").fill("-1")
