@@ -105,6 +105,8 @@ ROLE_FIELDS = (
     FormField("command", "command", "Command", "命令", "area", DEFAULT_COMMAND, help="a shell script"),
     FormField("shm", "shmMB", "Shared memory (MB)", "共享内存（MB）", "number", 64),
     FormField("cpu", "cpuNumber", "CPUs", "CPU 数量", "number", 1),
+    # basic: how much memory a job needs is a new user's first question (the default, 1024, is often too little)
+    FormField("memory", "memoryMB", "Memory (MB)", "内存（MB）", "number", 1024),
     FormField("gpu", "gpuNumber", "GPUs", "GPU 数量", "number", 0),
     FormField(
         "ports",
@@ -117,7 +119,6 @@ ROLE_FIELDS = (
         placeholder="http:1, ssh:1",
         help="label:count",
     ),
-    FormField("memory", "memoryMB", "Memory (MB)", "内存（MB）", "number", 1024, pro=True),
     FormField("instances", "taskNumber", "Instances", "实例数", "number", 1, pro=True, help="identical tasks"),
     FormField(
         "min_failed",

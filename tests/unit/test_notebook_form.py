@@ -68,9 +68,10 @@ def test_defaults_are_seed_001s_basic_form() -> None:
         }  # the completion policy at its defaults is left out, as the Lab's form does
     ]
     assert form.problems == [] and form.pro.value is False
-    assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
+    assert form.pro_box.layout.display == "none" and form.roles[0].instances.box.layout.display == "none"
+    assert form.roles[0].memory.box.layout.display == ""  # memory is a basic setting
     form.pro.value = True
-    assert form.pro_box.layout.display == "" and form.roles[0].memory.box.layout.display == ""
+    assert form.pro_box.layout.display == "" and form.roles[0].instances.box.layout.display == ""
 
 
 def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
@@ -379,7 +380,7 @@ def test_the_notebook_form_draws_the_shared_form_definition() -> None:
         f.label for f in JOB_FIELDS if f.pro
     ]
     assert tuple(f["key"] for f in definition()["role"] if not f["pro"]) == form.roles[0].BASIC
-    assert form.roles[0].memory.box.layout.display == "none"  # a pro field, hidden in basic mode
+    assert form.roles[0].instances.box.layout.display == "none"  # a pro field, hidden in basic mode
 
 
 def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
