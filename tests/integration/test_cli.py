@@ -45,6 +45,23 @@ def test_submit_wait_status_logs_and_exit_codes(daemon: Api, tmp_path: Path) -> 
     assert r.returncode == 2 and "not found" in r.stderr
 
 
+def test_an_image_the_process_runtime_does_not_use_is_said_in_events_and_the_runtime_log(daemon: Api) -> None:
+    """A mistyped image was accepted silently on the process runtime: its notice was only in the task's runtime
+    log, which ``pai logs --stream`` refused to name."""
+    job = json.loads(v1("typo-image", "echo ran"))
+    job["image"] = "pytroch/pytorch:latest"
+    name = daemon.submit_ok(json.dumps(job))
+    daemon.wait(name)
+    events = daemon.http.get(f"/api/v2/jobs/{name}/events").json()["data"]
+    warned = [e for e in events if e["reason"] == "ImageNotUsed"]
+    assert len(warned) == 1 and warned[0]["type"] == "Warning", events
+    assert "pytroch/pytorch:latest is recorded but not used: the process runtime" in warned[0]["message"]
+    for follow in ([], ["-f"]):
+        r = pai("logs", "typo-image", "--stream", "runtime", *follow, home=daemon.home)
+        assert r.returncode == 0, r.stderr
+        assert "the image 'pytroch/pytorch:latest' was not used" in r.stdout, r.stdout
+
+
 def test_follow_params_name_and_invalid_input(daemon: Api, tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(

@@ -73,6 +73,20 @@ def name_problems(user: str, job: Job) -> list[str]:
     )
 
 
+def unused_images(runtime: Runtime, job: Job) -> str:
+    """What a job whose images this runtime does not use (the process and Slurm runtimes run commands on the
+    machine's own system) is told in its events (the job page shows them; ``Client.events``): a mistyped image
+    was accepted silently, its notice only in each task's ``runtime`` log. "" when the images are used."""
+    images = sorted({image for r in job.task_roles if (image := job.image_for(r))})
+    if runtime.in_container or not images:
+        return ""
+    return (
+        f"the image {', '.join(images)} is recorded but not used: the {runtime.name} runtime runs the commands on "
+        "the machine's own system (its python3, its packages), not in a container; each task's runtime log says so "
+        "too (pai logs JOB --stream runtime)"
+    )
+
+
 class Cluster:
     """The cluster the handlers drive: ``submit`` and ``recover`` here; the rest passed on to the part that holds
     it (``state``, ``launcher``, ``ending``), so none of them needs this class or another part's internals."""
@@ -264,6 +278,8 @@ class Cluster:
                 if job_priority(job) is not None:
                     self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                if unused := unused_images(self.runtime, job):
+                    self.store.add_event(job_id, "Warning", "ImageNotUsed", unused)
                 make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)
                 if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
                     Layout(self.job_dir(user, job.name) / "ml", estimator).create(code)
