@@ -105,6 +105,8 @@ def load_capacity(
     """The flags, else the runtime's cluster (a batch system's nodes), else this machine; quotas from the config."""
     own = runtime.resources() if runtime is not None else None
     machine = Resources(*own) if own else machine_resources()
+    # each machine of a batch system's cluster, down ones too (they come back): one task must fit one of them
+    nodes = [Resources(n.cpu, n.memory_mb, n.gpu) for n in (runtime.nodes() or [])] if runtime is not None else []
     total = Resources(
         cpus if cpus is not None else machine.cpu,
         memory_mb if memory_mb is not None else machine.memory_mb,
@@ -118,7 +120,7 @@ def load_capacity(
             quotas[str(name)] = Resources(
                 int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)), int(q.get("gpu", total.gpu))
             )
-    return Capacity(total=total, quotas=quotas)
+    return Capacity(total=total, quotas=quotas, nodes=nodes)
 
 
 def admin_token(cluster: Cluster, local: Path) -> str:
