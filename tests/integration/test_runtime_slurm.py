@@ -218,7 +218,8 @@ def test_a_task_larger_than_any_node_is_refused_in_one_sentence(slurm: Api, kern
     from pai_jupyter.kernel.provisioner import KernelStartError
 
     said = "a task needs 1 CPU, 4096 MB memory, 0 GPU, more than one node has (each of its 2 nodes has 2 CPU, 4000 MB"
-    r = slurm.submit(job("too-big", {"main": role("true") | {"resourcePerInstance": {"cpu": 1, "memoryMB": 4096, "gpu": 0}}}))
+    big = role("true") | {"resourcePerInstance": {"cpu": 1, "memoryMB": 4096, "gpu": 0}}
+    r = slurm.submit(job("too-big", {"main": big}))
     assert r.status_code == 400 and said in r.json()["message"], r.text
     install("pai-test")  # the kernel's defaults: 1 CPU, 4096 MB
     with pytest.raises(KernelStartError) as err:
