@@ -204,3 +204,26 @@ def test_image_recorded_clone_and_delete_as_on_the_other_runtimes(slurm: Api) ->
     assert slurm.http.delete(f"/api/v2/jobs/{name}").status_code in (200, 202, 204)
     assert slurm.http.get(f"/api/v2/jobs/{name}").status_code == 404
     assert not job_dir.exists()
+
+
+def test_a_task_larger_than_any_node_is_refused_in_one_sentence(slurm: Api, kernelspecs: Path) -> None:
+    """The "Python on PAI" kernel's 4096 MB fit the two nodes' 8000 MB together but neither node's 4000 MB: Slurm's
+    sbatch refused it at start, and Lab showed two raw sbatch errors cut at the dialog's edge. The daemon knows
+    each node (sinfo) and refuses such a job at submit, in one sentence, before Slurm sees it."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.kernelspec import install
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    said = "a task needs 1 CPU, 4096 MB memory, 0 GPU, more than one node has (each of its 2 nodes has 2 CPU, 4000 MB"
+    big = role("true") | {"resourcePerInstance": {"cpu": 1, "memoryMB": 4096, "gpu": 0}}
+    r = slurm.submit(job("too-big", {"main": big}))
+    assert r.status_code == 400 and said in r.json()["message"], r.text
+    install("pai-test")  # the kernel's defaults: 1 CPU, 4096 MB
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())
+    message = str(err.value)
+    assert said in message and "sbatch" not in message and message.count(". ") == 0, message
+    assert not slurm.http.get("/api/v2/jobs").json()  # nothing was queued, nothing reached Slurm

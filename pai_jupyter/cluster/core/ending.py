@@ -9,11 +9,13 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
 from ...protocol.rules import minutes_text
 from ..runtime.base import TaskExit, TaskHandle
+from ..task.logs import last_line
 from . import completion
 from .errors import JobNotFinishedError
 from .state import ClusterState, demand
@@ -54,6 +56,9 @@ class Ending:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
         stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL
         state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
+        if state == "FAILED" and not diag and current["task_dir"]:  # the command's own words: its log's last line
+            line = last_line(self.runtime.logs_dir(Path(current["task_dir"])))
+            diag = f"the log's last line: {line}" if line else ""
         keep = state == "FAILED" and job.parameters.get("isDebug") is True
         if handle is not None and not keep:
             try:
