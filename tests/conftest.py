@@ -4,6 +4,7 @@ suite (``make test`` runs ``-n 4 --dist loadgroup``)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,12 @@ settings.register_profile("quick", max_examples=QUICK)
 settings.load_profile(PROFILE)
 
 SLURM_GROUP = "slurm"
+
+# A run started in the background (`nohup make test &`, a CI runner's job) inherits SIGINT ignored, and Python then
+# never raises KeyboardInterrupt, nor do the `pai` and kernels the tests start (an ignored signal stays ignored across
+# exec): the tests of Ctrl-C in a cell and in `pai submit --wait` waited for their jobs to end instead.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def xdist_group(item: pytest.Item) -> str:
