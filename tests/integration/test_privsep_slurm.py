@@ -110,7 +110,7 @@ def test_a_slurm_task_cannot_make_root_follow_block_on_or_read_all_of_its_files(
     subprocess.run(["scancel", filler], check=True)
     job_dir = slurm.home / "local" / "jobs" / job
     marks = [job_dir / f"a0.main-{i}.t0" / "work" / "planted" for i in range(len(KINDS))]
-    wait_for(lambda: all(m.exists() for m in marks), 90, "every task to plant its files")
+    wait_for(lambda: all(m.exists() for m in marks), 90, lambda: f"every task to plant its files ({_slurm_queue()})")
     assert all(m.stat().st_uid != 0 for m in marks)  # the tasks ran as the user's own account
     # the daemon's first look at the tasks' files is now
     again = start_daemon(slurm.home, runtime="slurm")
@@ -136,3 +136,9 @@ def test_a_slurm_task_cannot_make_root_follow_block_on_or_read_all_of_its_files(
         st = path.stat()
         assert path.read_text() == DECOYS[name] and (st.st_uid, st.st_mode & 0o777) == (0, 0o600), name
     assert again.token in runtime_json.read_text()
+
+
+def _slurm_queue() -> str:
+    """What Slurm runs and holds (for a failure's message: a job of an earlier test may still hold the nodes)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j %T %R"], capture_output=True, text=True)
+    return "squeue: " + ("; ".join(out.stdout.split("\n")).strip("; ") or "empty") + out.stderr.strip()
