@@ -155,11 +155,15 @@ class SlurmRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, f"Slurm refused the job: {exc}") from exc
         job_id = out.strip().split(";")[0]
         handles = []
-        for spec in specs:
-            info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
-            handle = TaskHandle(runtime=self.name, id=job_id, info=info)
-            taskdir.write_handle(spec.task_dir, handle.to_dict())
-            handles.append(handle)
+        try:
+            for spec in specs:
+                info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
+                handle = TaskHandle(runtime=self.name, id=job_id, info=info)
+                taskdir.write_handle(spec.task_dir, handle.to_dict())
+                handles.append(handle)
+        except OSError:  # (a full disk): the daemon starts it again, so this one must not run on beside that
+            self.jobs.cancel(job_id)
+            raise
         return handles
 
     def _attempt_dir(self, specs: Sequence[TaskSpec]) -> Path:
