@@ -1,5 +1,8 @@
 """A started task's watcher: where a batch system's scheduler runs it (``gang_submit`` runtimes), then its end,
-handed to ``task_ended`` (on a full disk once there is room)."""
+handed to ``task_ended`` (on a full disk once there is room). On such a runtime a task's exit status is a file of
+the task's own account (Slurm: its ``run/exit_code``), which it can write while it runs on: so the end of the last
+active task the daemon knows in an allocation is recorded only once the runtime has seen that allocation end, or
+ended it (``Runtime.end_allocation``). Nothing of a job outlives its recorded end, unaccounted."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...common.states import ACTIVE_TASK
 from ...protocol import Job
 from ..runtime.base import TaskExit, TaskHandle, Where
 from .state import ClusterState
@@ -66,6 +71,11 @@ class Watcher:
                     if where is not None:
                         await space.eventually(lambda: self._task_running(job_id, t, handle, where), what)
                 result = await self.runtime.wait(handle, Path(task_dir))
+                # the check and the record below are one turn of the loop: of tasks that end together, one is last
+                if self.runtime.gang_submit and self._last_in_allocation(job_id, t, handle):
+                    said = await self.runtime.end_allocation(handle)
+                    if said:
+                        result = replace(result, diagnostics=f"{result.diagnostics}; {said}".strip("; "))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
@@ -78,6 +88,15 @@ class Watcher:
                     del self.state.watchers[key]
 
         me = self.state.watchers[key] = asyncio.ensure_future(watch())
+
+    def _last_in_allocation(self, job_id: int, t: TaskRow, handle: TaskHandle) -> bool:
+        """No other active task of the job runs in ``handle``'s allocation (the runtime's job id)."""
+        for other in self.store.tasks(job_id, t["attempt"]):
+            if (other["role"], other["idx"]) == (t["role"], t["idx"]) or other["state"] not in ACTIVE_TASK:
+                continue
+            if other["handle"] and loads(other["handle"]).get("id") == handle.id:
+                return False
+        return True
 
     def _queued(self, job_id: int, why: str) -> None:
         """The runtime's scheduler says why the job's attempt still waits there (its "why waiting")."""
