@@ -32,10 +32,13 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 venv install: $(STAMP)
 
-# Lab's own terminals get the venv's bin on their PATH (pai, jupyter); "Python on PAI" is in the launcher
+# Lab's own terminals get the venv's bin on their PATH (pai, jupyter); "Python on PAI" is in the launcher: a kernelspec
+# in the venv (--sys-prefix), not the user's Jupyter dir, whose kernels every Jupyter of the user lists (a task's own
+# JupyterLab too, where it would start a job from inside a job)
+PAI_KERNELSPEC := $(VENV)/share/jupyter/kernels/pai/kernel.json
 lab: $(STAMP)
 	$(BIN)/pai cluster start --quiet || true
-	@$(BIN)/jupyter kernelspec list | grep -qE '^ +pai ' || $(BIN)/pai kernel install
+	@test -f "$(PAI_KERNELSPEC)" || $(BIN)/pai kernel install --sys-prefix
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) \
 		--config=jupyter-config/make_lab_config.py --notebook-dir=notebooks \
 		--ServerApp.default_url=/lab/tree/quickstart.ipynb
@@ -50,13 +53,18 @@ hub/node_modules/.package-lock.json: hub/package-lock.json
 hub: $(STAMP) hub/node_modules/.package-lock.json
 	$(BIN)/pai hub start --authenticator $(HUB_AUTH) --port $(HUB_PORT)
 
-# a local two-node Slurm cluster (tests/slurm/cluster.sh) and a daemon of its own home handing jobs to it
+# a local two-node Slurm cluster (tests/slurm/cluster.sh) and a daemon of its own home handing jobs to it; Lab's
+# workspace and settings are its own too (`make lab`'s workspace would reopen its notebooks, and start their "Python
+# on PAI" kernels on this cluster at every load)
 slurm-lab: $(STAMP)
 	bash tests/slurm/cluster.sh start $(SLURM_LAB)/slurm
-	export SLURM_CONF=$(SLURM_LAB)/slurm/etc/slurm.conf PAI_JUPYTER_HOME=$(SLURM_LAB)/home; \
+	mkdir -p $(SLURM_LAB)/lab/workspaces $(SLURM_LAB)/lab/settings
+	export SLURM_CONF=$(SLURM_LAB)/slurm/etc/slurm.conf PAI_JUPYTER_HOME=$(SLURM_LAB)/home \
+		JUPYTERLAB_WORKSPACES_DIR=$(SLURM_LAB)/lab/workspaces JUPYTERLAB_SETTINGS_DIR=$(SLURM_LAB)/lab/settings \
+		PATH="$(abspath $(BIN)):$$PATH"; \
 	$(BIN)/pai cluster start --backend slurm --quiet && \
 	$(BIN)/jupyter lab --no-browser --port $(LAB_PORT) $(ROOT_FLAG) --notebook-dir=notebooks \
-		--ServerApp.default_url=/lab/tree/quickstart.ipynb
+		--config=jupyter-config/make_lab_config.py --ServerApp.default_url=/lab/tree/quickstart.ipynb
 
 slurm-lab-stop:
 	PAI_JUPYTER_HOME=$(SLURM_LAB)/home $(BIN)/pai cluster stop || true
@@ -86,8 +94,12 @@ TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 # the binder install test (a fresh venv + npm build, ~5 min) runs on its own: `make test-binder`, which CI runs too
+# each run's temporary files under a directory of its own (kept when a test failed): pytest makes
+# /tmp/pytest-of-<user> 0700 at every start, and another pytest starting meanwhile cut the suite's tasks of other
+# accounts off from their directories
 test: $(STAMP) lint test-js
-	PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) $(PYTEST_ARGS)
+	tmp=$${TMPDIR:-/tmp}/pai-test-run-$$$$; PAI_TEST_HYPOTHESIS=full $(BIN)/python -m pytest -m "not binder" $(XDIST) \
+		--basetemp=$$tmp $(PYTEST_ARGS) && rm -rf $$tmp
 
 .PHONY: test-fast test-binder
 # the inner loop (about 30 s on 2 cores): lint and the unit tests, which start no daemon, engine or browser

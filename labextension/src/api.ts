@@ -31,6 +31,7 @@ export interface JobRow {
   metricsUrl: string;
   tasks: TaskRow[];
   servicesMessage: string | null;
+  sweep: string | null; // the sweep this job is a trial of (its tag sweep:NAME), or null
 }
 
 export interface JobList {

@@ -30,7 +30,11 @@ type Input = HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement;
 let counter = 0;
 
 export class SubmitForm extends Widget {
-  constructor(initial?: Doc) {
+  /** `open` opens a job's page: the way on from "Submitted" to the job. */
+  constructor(
+    initial?: Doc,
+    private readonly open?: (id: string) => void
+  ) {
     super();
     this.addClass('pai-Form');
     this.id = `pai-form-${++counter}`;
@@ -416,8 +420,16 @@ export class SubmitForm extends Widget {
         : `${answer.problems.length} problem(s)`;
       this.result.textContent = `${what}: ${where.join(' and ')}.`;
     } else if (answer.id) {
-      this.result.textContent = `Submitted ${answer.id}.`;
-      this._submitted.emit(answer.id);
+      const id = answer.id;
+      this.result.textContent = `Submitted ${id}. `;
+      if (this.open) {
+        const link = el('button', 'pai-LinkButton', 'Open its job page');
+        link.type = 'button';
+        link.setAttribute('aria-label', `Open the job page of ${id}`);
+        link.onclick = () => this.open?.(id);
+        this.result.append(link);
+      }
+      this._submitted.emit(id);
     } else {
       this.result.textContent = 'Valid.';
     }

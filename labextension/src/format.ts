@@ -33,8 +33,21 @@ export function duration(
   return `${s}s`;
 }
 
-/** Local "YYYY-MM-DD HH:MM" of an ISO time, "" without one. */
-export function when(iso: string | null | undefined): string {
+/** Milliseconds from `now` until a running duration's text (`duration(start, null, now)`) next changes: the next
+ * second while seconds show, the next minute once hours do; Infinity without a start. */
+export function nextChange(start: string | null | undefined, now = Date.now()): number {
+  const from = start ? Date.parse(start) : Number.NaN;
+  if (Number.isNaN(from)) {
+    return Infinity;
+  }
+  const elapsed = now - from;
+  const shown = Math.max(0, Math.round(elapsed / 1000)); // the seconds `duration` shows
+  const next = shown >= 3600 ? (Math.floor(shown / 60) + 1) * 60 : shown + 1;
+  return (next - 0.5) * 1000 - elapsed; // Math.round reaches `next` half a second before it
+}
+
+/** Local "YYYY-MM-DD HH:MM" of an ISO time (with `seconds`, ":SS" too), "" without one. */
+export function when(iso: string | null | undefined, seconds = false): string {
   if (!iso) {
     return '';
   }
@@ -43,7 +56,8 @@ export function when(iso: string | null | undefined): string {
     return '';
   }
   const two = (n: number): string => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+  const day = `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}`;
+  return `${day} ${two(d.getHours())}:${two(d.getMinutes())}${seconds ? `:${two(d.getSeconds())}` : ''}`;
 }
 
 /** The jobs a state filter ('' = all) and a search text (name, id or user, any case) keep, order kept. */

@@ -251,13 +251,19 @@ export class JobPage extends Widget {
     ];
   }
 
+  /** The job's events, oldest first, each from its time (to the second) on. */
   private drawEvents(d: JobDetail): void {
     const list = el('ul', 'pai-Events-list');
     for (const e of d.events || []) {
-      const text = [e.time ? when(e.time) : '', e.type || '', e.reason || '', e.message || '']
-        .filter(Boolean)
-        .join(' · ');
-      list.append(el('li', '', text));
+      const li = el('li');
+      const at = when(e.time, true);
+      if (at) {
+        const time = el('time', '', at);
+        time.dateTime = e.time as string;
+        li.append(time, ' · ');
+      }
+      li.append([e.type, e.reason, e.message].filter(Boolean).join(' · '));
+      list.append(li);
     }
     if (!list.childElementCount) {
       list.append(el('li', 'pai-Muted', d.eventsMessage || 'No events.'));

@@ -1,6 +1,7 @@
 // The jobs sidebar: the profile's jobs with state badges, a state filter, search, a cheap auto-refresh
-// (conditional requests: an unchanged list is a bodiless 304) and per-row actions. The list is virtualised:
-// only the rows in view exist in the DOM, so 10,000 jobs draw as fast as 30.
+// (conditional requests: an unchanged list is a bodiless 304) and per-row actions. A sweep's trials sit under
+// one row of their sweep (sidebarrows.ts), opened with a click. The list is virtualised: only the rows in view
+// exist in the DOM, so 10,000 jobs draw as fast as 30. Running durations tick between refreshes.
 import { Menu, Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -15,12 +16,15 @@ import {
   duration,
   endedKernelJobs,
   filterJobs,
+  FINAL,
   kernelNotebook,
+  nextChange,
   plural,
   rowTitle,
   STATES,
   when
 } from './format';
+import { nameParts, SidebarItem, sidebarItems, sweepSummary } from './sidebarrows';
 import { visibleRange } from './virtual';
 import { button, el, toolButton } from './dom';
 import { selectBox } from './selectbox';
@@ -138,6 +142,7 @@ export class JobsPanel extends Widget {
       if (list) {
         const t1 = performance.now();
         this.all = list.jobs;
+        this.byId = new Map(list.jobs.map(j => [j.id, j]));
         this.profileNode.textContent = `${list.profile} · ${list.user}`;
         this.draw(true);
         // a User Timing entry (parse + filter + draw of a new list): what `make bench` P11 reads
@@ -151,8 +156,13 @@ export class JobsPanel extends Widget {
       this.updateStatus();
       return this._lastStats;
     } catch (err) {
+      // what the list showed is not known any more (a stopped cluster's RUNNING jobs are not running): no rows,
+      // and the next answer is the whole list again
       this.error = `Could not list jobs: ${(err as Error).message}`;
-      this.updateStatus();
+      this.etag = null;
+      this.all = [];
+      this.byId.clear();
+      this.draw(true);
       return null;
     }
   }
@@ -174,6 +184,7 @@ export class JobsPanel extends Widget {
 
   dispose(): void {
     window.clearInterval(this.timer);
+    window.clearTimeout(this.tickTimer);
     super.dispose();
   }
 
@@ -186,7 +197,7 @@ export class JobsPanel extends Widget {
   }
 
   private updateStatus(): void {
-    const shown = this.shown.length;
+    const shown = this.shownJobs.length;
     const total = this.all.length;
     const text = shown === total ? plural(total, 'job') : `${shown} of ${plural(total, 'job')}`;
     const ended = endedKernelJobs(this.all).length;
@@ -200,39 +211,134 @@ export class JobsPanel extends Widget {
   draw(refilter: boolean): void {
     if (refilter) {
       const hidden = this.hideKernels.checked ? new Set(endedKernelJobs(this.all)) : null;
-      this.shown = filterJobs(this.all, this.stateSelect.value, this.searchInput.value).filter(
+      this.shownJobs = filterJobs(this.all, this.stateSelect.value, this.searchInput.value).filter(
         j => !hidden?.has(j)
       );
-      this.spacer.style.height = `${this.shown.length * ROW_HEIGHT}px`;
-      this.scroller.setAttribute('aria-rowcount', String(this.shown.length));
+      this.items = sidebarItems(this.shownJobs, this.openSweeps);
+      this.spacer.style.height = `${this.items.length * ROW_HEIGHT}px`;
+      this.scroller.setAttribute('aria-rowcount', String(this.items.length));
       this.updateStatus();
     }
     const range = visibleRange(
       this.scroller.scrollTop,
       this.scroller.clientHeight || 600,
       ROW_HEIGHT,
-      this.shown.length
+      this.items.length
     );
     const wanted = new Set<string>();
     for (let i = range.start; i < range.end; i++) {
-      wanted.add(this.shown[i].id);
+      wanted.add(this.items[i].key);
     }
-    for (const [id, row] of this.rows) {
-      if (!wanted.has(id)) {
+    for (const [key, row] of this.rows) {
+      if (!wanted.has(key)) {
         row.remove();
-        this.rows.delete(id);
+        this.rows.delete(key);
       }
     }
     for (let i = range.start; i < range.end; i++) {
-      const job = this.shown[i];
-      const row = this.renderRow(job, i);
+      const item = this.items[i];
+      const row =
+        item.kind === 'sweep'
+          ? this.renderSweep(item.sweep, item.jobs, i)
+          : this.renderRow(item.job, item.nested, i);
       if (!row.isConnected) {
         this.scroller.append(row);
       }
     }
+    this.tick();
   }
 
-  private renderRow(job: JobRow, position: number): HTMLElement {
+  /** The running durations in view, each again when its text changes (a list unchanged on the server draws
+   * nothing: its durations went on all the same). */
+  private tick(): void {
+    window.clearTimeout(this.tickTimer);
+    const now = Date.now();
+    let next = Infinity;
+    for (const row of this.rows.values()) {
+      const job = row.dataset.id ? this.byId.get(row.dataset.id) : undefined;
+      const dur = row.querySelector('.pai-JobRow-duration');
+      if (!job || !dur || FINAL.has(job.state) || job.completedTime) {
+        continue;
+      }
+      dur.textContent = duration(job.launchedTime, null, now);
+      next = Math.min(next, nextChange(job.launchedTime, now));
+    }
+    if (next < Infinity) {
+      this.tickTimer = window.setTimeout(() => this.tick(), Math.max(50, next));
+    }
+  }
+
+  private place(row: HTMLElement, position: number): void {
+    row.style.top = `${position * ROW_HEIGHT}px`;
+    row.setAttribute('aria-posinset', String(position + 1));
+    row.setAttribute('aria-setsize', String(this.items.length));
+  }
+
+  /** A sweep's row: its name and its trials' states; a click (or Enter) shows or hides the trials under it. */
+  private renderSweep(sweep: string, trials: JobRow[], position: number): HTMLElement {
+    const key = `sweep:${sweep}`;
+    let row = this.rows.get(key);
+    if (!row) {
+      row = el('div', 'pai-JobRow pai-SweepGroup');
+      row.setAttribute('role', 'listitem');
+      row.tabIndex = 0;
+      row.dataset.sweep = sweep;
+      row.onclick = event => {
+        if (!(event.target as HTMLElement).closest('button')) {
+          this.toggleSweep(sweep);
+        }
+      };
+      this.rows.set(key, row);
+    }
+    this.place(row, position);
+    const open = this.openSweeps.has(sweep);
+    const summary = sweepSummary(trials);
+    if (row.dataset.key === `${open}|${summary}`) {
+      return row;
+    }
+    row.dataset.key = `${open}|${summary}`;
+    row.setAttribute('aria-expanded', String(open));
+    row.setAttribute('aria-label', `Sweep ${sweep}, ${summary}`);
+    const top = el('div', 'pai-JobRow-top');
+    const caret = el('span', 'pai-SweepGroup-caret', open ? '▾' : '▸');
+    caret.setAttribute('aria-hidden', 'true');
+    const name = this.nameNode('pai-SweepGroup-name', sweep);
+    name.title = `Sweep ${sweep}: click to ${open ? 'hide' : 'show'} its trials`;
+    const page = el('button', 'pai-JobRow-more', '⋯');
+    page.setAttribute('aria-label', `Show sweep ${sweep} on the Sweeps page`);
+    page.title = 'Show the sweep on the Sweeps page';
+    page.onclick = event => {
+      event.stopPropagation();
+      void this.commands.execute(CommandIDs.showSweeps, { name: sweep });
+    };
+    top.append(caret, name, el('span', 'pai-SweepGroup-kind', 'sweep'), page);
+    const meta = el('div', 'pai-JobRow-meta');
+    meta.append(el('span', 'pai-SweepGroup-summary', summary));
+    meta.title = summary;
+    row.replaceChildren(top, meta);
+    return row;
+  }
+
+  private toggleSweep(sweep: string): void {
+    if (!this.openSweeps.delete(sweep)) {
+      this.openSweeps.add(sweep);
+    }
+    this.draw(true);
+    this.rows.get(`sweep:${sweep}`)?.focus();
+  }
+
+  /** A name that an ellipsis cuts in the middle: its end (where trials of one sweep differ) always shows. */
+  private nameNode(cls: string, text: string): HTMLElement {
+    const [head, tail] = nameParts(text);
+    const name = el('span', cls);
+    name.append(el('span', 'pai-Name-head', head));
+    if (tail) {
+      name.append(el('span', 'pai-Name-tail', tail));
+    }
+    return name;
+  }
+
+  private renderRow(job: JobRow, nested: boolean, position: number): HTMLElement {
     const key = `${job.state}|${job.submissionTime}|${job.launchedTime}|${job.completedTime}|${job.retries}`;
     let row = this.rows.get(job.id);
     if (!row) {
@@ -252,21 +358,16 @@ export class JobsPanel extends Widget {
       };
       this.rows.set(job.id, row);
     }
-    row.style.top = `${position * ROW_HEIGHT}px`;
-    row.setAttribute('aria-posinset', String(position + 1));
-    row.setAttribute('aria-setsize', String(this.shown.length));
+    row.classList.toggle('pai-mod-nested', nested);
+    this.place(row, position);
     if (row.dataset.key === key) {
-      const dur = row.querySelector('.pai-JobRow-duration');
-      if (dur && !['SUCCEEDED', 'FAILED', 'STOPPED'].includes(job.state)) {
-        dur.textContent = duration(job.launchedTime, job.completedTime);
-      }
       return row;
     }
     row.dataset.key = key;
     row.replaceChildren();
     row.setAttribute('aria-label', `${job.name}, ${job.state}`);
     const top = el('div', 'pai-JobRow-top');
-    const name = el('span', 'pai-JobRow-name', rowTitle(job.name));
+    const name = this.nameNode('pai-JobRow-name', rowTitle(job.name));
     name.title = kernelNotebook(job.name) === null ? job.id : `Kernel job ${job.id}`;
     const badge = el('span', badgeClass(job.state), job.state);
     const more = el('button', 'pai-JobRow-more', '⋯');
@@ -305,22 +406,29 @@ export class JobsPanel extends Widget {
     if (!row) {
       return;
     }
-    const id = row.dataset.id as string;
+    const id = row.dataset.id;
+    const sweep = row.dataset.sweep;
     if (event.key === 'Enter') {
-      void this.commands.execute(CommandIDs.openJob, { id });
-    } else if (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey)) {
+      if (sweep !== undefined) {
+        this.toggleSweep(sweep);
+      } else {
+        void this.commands.execute(CommandIDs.openJob, { id });
+      }
+    } else if (id && (event.key === 'ContextMenu' || (event.key === 'F10' && event.shiftKey))) {
       const r = row.getBoundingClientRect();
       this.openMenu(id, r.left, r.bottom);
       event.preventDefault();
     } else if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
-      const i = this.shown.findIndex(j => j.id === id) + (event.key === 'ArrowDown' ? 1 : -1);
-      if (i >= 0 && i < this.shown.length) {
+      const key = sweep !== undefined ? `sweep:${sweep}` : id;
+      const i =
+        this.items.findIndex(item => item.key === key) + (event.key === 'ArrowDown' ? 1 : -1);
+      if (i >= 0 && i < this.items.length) {
         this.scroller.scrollTop = Math.min(this.scroller.scrollTop, i * ROW_HEIGHT);
         if ((i + 1) * ROW_HEIGHT > this.scroller.scrollTop + this.scroller.clientHeight) {
           this.scroller.scrollTop = (i + 1) * ROW_HEIGHT - this.scroller.clientHeight;
         }
         this.draw(false);
-        this.rows.get(this.shown[i].id)?.focus();
+        this.rows.get(this.items[i].key)?.focus();
       }
       event.preventDefault();
     }
@@ -396,9 +504,13 @@ export class JobsPanel extends Widget {
   private readonly scroller: HTMLElement;
   private readonly spacer: HTMLElement;
   private readonly statusNode: HTMLElement;
-  private readonly rows = new Map<string, HTMLElement>();
+  private readonly rows = new Map<string, HTMLElement>(); // by item key: a job's id, or sweep:NAME
+  private readonly openSweeps = new Set<string>(); // the sweeps whose trials show under them
   private all: JobRow[] = [];
-  private shown: JobRow[] = [];
+  private byId = new Map<string, JobRow>();
+  private shownJobs: JobRow[] = []; // the jobs the filter and search keep
+  private items: SidebarItem[] = []; // their rows: sweeps' trials under their sweep
+  private tickTimer = 0;
   private etag: string | null = null;
   private error = '';
   private timer = 0;

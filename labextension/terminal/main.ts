@@ -46,7 +46,7 @@ function main(): void {
     }
   };
   ws.onopen = () => {
-    say(`Connected: ${config.title}`);
+    say('Connected'); // the header's title names the task already
     resize();
     term.focus();
   };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
+import { jobRow } from './jobrow';
 import {
   badgeClass,
   bytes,
@@ -13,23 +14,7 @@ import { visibleRange } from '../src/virtual';
 import { axisTop } from '../src/chart';
 
 function job(name: string, state: string, username = 'root'): JobRow {
-  return {
-    id: `${username}~${name}`,
-    name,
-    username,
-    state,
-    submissionTime: null,
-    launchedTime: null,
-    completedTime: null,
-    retries: 0,
-    totalTaskNumber: 1,
-    totalGpuNumber: 0,
-    virtualCluster: null,
-    appExitCode: null,
-    metricsUrl: '',
-    tasks: [],
-    servicesMessage: null
-  };
+  return jobRow(name, state, { username });
 }
 
 describe('duration', () => {

@@ -143,8 +143,13 @@ describe('the form document', () => {
   });
   it('a document with a pro field set needs pro mode to be shown whole', () => {
     const doc = toV1(SPEC, defaultValues(SPEC));
-    (doc.taskRoles as Record<string, unknown>[])[0].memoryMB = 2048;
+    (doc.taskRoles as Record<string, unknown>[])[0].taskNumber = 2;
     expect(needsPro(SPEC, fromV1(SPEC, doc))).toBe(true);
+  });
+  it('memory is a basic field: a document that sets it shows whole in basic mode', () => {
+    const doc = toV1(SPEC, defaultValues(SPEC));
+    (doc.taskRoles as Record<string, unknown>[])[0].memoryMB = 2048;
+    expect(needsPro(SPEC, fromV1(SPEC, doc))).toBe(false);
   });
 });
 

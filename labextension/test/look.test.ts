@@ -1,27 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
+import { jobRow } from './jobrow';
 import { agoLabel, ticks } from '../src/chart';
 import { useText } from '../src/capacity';
 import { endedKernelJobs, freeName, kernelNotebook, plural, rowTitle } from '../src/format';
 
 function job(name: string, state: string): JobRow {
-  return {
-    id: `root~${name}`,
-    name,
-    username: 'root',
-    state,
-    submissionTime: null,
-    launchedTime: null,
-    completedTime: null,
-    retries: 0,
-    totalTaskNumber: 1,
-    totalGpuNumber: 0,
-    virtualCluster: null,
-    appExitCode: null,
-    metricsUrl: '',
-    tasks: [],
-    servicesMessage: null
-  };
+  return jobRow(name, state);
 }
 
 describe('chart axes', () => {

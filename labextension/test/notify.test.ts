@@ -1,26 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
+import { jobRow } from './jobrow';
 import { advance, changesSince, notice, Seen, summary } from '../src/notifyrules';
 import { movedPlace, QueuedJob } from '../src/queueplace';
 
 function job(name: string, state: string, retries = 0, user = 'alice', launched = true): JobRow {
-  return {
-    id: `${user}~${name}`,
-    name,
-    username: user,
-    state,
-    retries,
-    submissionTime: null,
-    launchedTime: launched ? '2026-01-01T00:00:00Z' : null,
-    completedTime: null,
-    totalTaskNumber: 1,
-    totalGpuNumber: 0,
-    virtualCluster: null,
-    appExitCode: null,
-    metricsUrl: '',
-    tasks: [],
-    servicesMessage: null
-  };
+  const launchedTime = launched ? '2026-01-01T00:00:00Z' : null;
+  return jobRow(name, state, { retries, username: user, launchedTime });
 }
 
 const seen = (...rows: [string, string, number][]): Map<string, Seen> =>

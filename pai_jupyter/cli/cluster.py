@@ -29,7 +29,8 @@ def cluster() -> None:
     "--backend",
     default="auto",
     show_default=True,
-    help="auto uses `backend:` of local/cluster.yaml, else Docker when the engine answers, else plain processes; "
+    help="auto uses `backend:` of local/cluster.yaml, else Docker when the engine answers and has or can pull the "
+    "examples' images (PAI_JUPYTER_AUTO_IMAGES), else plain processes; start and status say which and why; "
     "or a runtime by name: process, docker, slurm (Slurm's commands find the cluster as they do: SLURM_CONF or "
     "the default slurm.conf), or one a package registers (entry point group pai_jupyter.runtimes).",
 )
@@ -68,6 +69,8 @@ def start(
         sys.exit(EXIT_UNAVAILABLE)
     if already is None or info.get("pid") != already.get("pid"):
         click.echo(f"local cluster started at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
+        if info.get("runtimeChoice"):
+            click.echo(f"  runtime {str(info['runtime']).split(' ')[0]}: {info['runtimeChoice']}")
         return
     given = {"--port": port or None, "--runtime": None if runtime == "auto" else runtime, "--cpus": cpus}
     given |= {"--memory-mb": memory_mb, "--gpus": gpus, **flags}
@@ -121,6 +124,8 @@ def status(output: str) -> None:
     if info.get("socket"):
         click.echo(f"  socket:   {info['socket']} (this machine's clients send their tokens there)")
     click.echo(f"  runtime:  {data['runtime']}")
+    if info.get("runtimeChoice"):
+        click.echo(f"  chosen:   {info['runtimeChoice']}")
     click.echo(f"  capacity: {cap['cpu']} CPU, {cap['memoryMB']} MB memory, {cap['gpu']} GPU")
     differs = "" if str(data["runtime"]).startswith("slurm") else capacity_note(cap)  # (Slurm's: its nodes)
     if differs:

@@ -211,7 +211,13 @@ def status(job: str, config: bool, output: str, profile: str | None) -> None:
 @click.argument("job")
 @click.option("--role", "-r", help="Task role (default: the first).")
 @click.option("--index", "-i", type=int, default=0, show_default=True, help="Task index in the role.")
-@click.option("--stream", type=click.Choice(["all", "stdout", "stderr"]), default="all", show_default=True)
+@click.option(
+    "--stream",
+    type=click.Choice(["all", "stdout", "stderr", "runtime"]),
+    default="all",
+    show_default=True,
+    help="runtime: the runtime's own notices (e.g. an image the process runtime did not use), where it wrote some.",
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the task writes, until it ends.")
 @click.option("--tail", is_flag=True, help="Only the last 16 KiB.")
 @profile_option

@@ -17,13 +17,16 @@ import httpx
 
 from ..common import channel
 from ..common.home import os_user
-from ..common.starter import Starter, StartError, starter_for
+from ..common.starter import Starter, StartError, Stopped, starter_for
 from .errors import PaiError, RateLimited, ServerUnavailable, Unauthorized
 from .locality import Locality, locality
 from .profiles import Profile, ProfileError, get_profile
 from .wire import Req, error_for
 
 LOCAL_HINT = "start the local cluster with: pai cluster start"
+LOCAL_DOWN = "LocalClusterDown"
+"""The code of a ServerUnavailable that says the local cluster is not running and how to start it: words of this
+client's own (not a cluster's answer), which a server may pass on to its browser."""
 
 
 class ClientOptions(TypedDict, total=False):
@@ -90,10 +93,12 @@ class ClientBase:
             )
         try:
             info = starter(self.home, start=self.auto_start)
+        except Stopped as exc:
+            raise ServerUnavailable(f"the local cluster is not running: {exc}", code=LOCAL_DOWN) from None
         except StartError as exc:
             raise ServerUnavailable(f"the local cluster could not be started: {exc}") from None
         if info is None:
-            raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}")
+            raise ServerUnavailable(f"the local cluster is not running; {LOCAL_HINT}", code=LOCAL_DOWN)
         return info["url"], info["token"], channel.announced(info)
 
     def socket_for(self, url: str) -> str | None:
@@ -144,6 +149,8 @@ class ClientBase:
         or (error to raise). Only idempotent calls are retried: after a transport error, a 429 (its
         Retry-After) or a 502/503/504."""
         if exc is not None:
+            if self.profile.is_local:
+                self._url = None  # stopped or moved: the next try (not only the next call) asks its starter again
             if req.idempotent and attempt < self.retries:
                 return None, self._backoff(attempt), None
             return None, None, self._unavailable(exc)

@@ -70,6 +70,7 @@ class JobSummary(_Api):
     total_gpu_number: int = Field(0, alias="totalGpuNumber")
     total_task_number: int = Field(0, alias="totalTaskNumber")
     total_task_role_number: int = Field(0, alias="totalTaskRoleNumber")
+    tags: list[str] | None = None  # (OpenPAI's list items have them; a sweep's trials are tagged sweep:NAME)
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
         "id",

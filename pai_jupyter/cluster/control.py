@@ -183,7 +183,7 @@ def local_starter(home: Path | None, *, start: bool) -> dict[str, Any] | None:
         return info
     choices = read_choices(home)
     if choices.get("stopped"):
-        raise DaemonError("it was stopped with `pai cluster stop`; start it again with: pai cluster start")
+        raise starter.Stopped("it was stopped with `pai cluster stop`; start it again with: pai cluster start")
     kept = choices.get("start")
     kept = kept if isinstance(kept, dict) else {}
     return _start_daemon(home, **{key: kept[key] for key in START_KEYS if key in kept})

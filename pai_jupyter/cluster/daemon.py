@@ -39,7 +39,7 @@ from .paths import (
     take_daemon_lock,
     write_private_json,
 )
-from .runtime import registry
+from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
 
 if TYPE_CHECKING:
@@ -80,20 +80,11 @@ def bind_api_socket(path: Path) -> socket.socket:
     return tornado.netutil.bind_unix_socket(connectable(path), mode=0o666)
 
 
-def docker_socket_present() -> bool:
-    return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
-
-
 def pick_runtime(kind: str, options: registry.Options) -> Runtime:
-    """A runtime by name (``runtime/registry.py``); 'auto' uses Docker when the engine answers, else the process
-    runtime."""
+    """A runtime by name (``runtime/registry.py``); 'auto': Docker when the engine answers and has (or can pull)
+    the examples' images, else the process runtime (``runtime/auto.py``)."""
     if kind == "auto":
-        if docker_socket_present():
-            from .runtime.docker import docker_available  # a slow import: only when an engine may be there
-
-            if docker_available():
-                return registry.make("docker", options)
-        kind = "process"
+        kind = auto.choose()[0]
     try:
         return registry.make(kind, options)
     except ValueError as exc:
@@ -114,6 +105,8 @@ def load_capacity(
     """The flags, else the runtime's cluster (a batch system's nodes), else this machine; quotas from the config."""
     own = runtime.resources() if runtime is not None else None
     machine = Resources(*own) if own else machine_resources()
+    # each machine of a batch system's cluster, down ones too (they come back): one task must fit one of them
+    nodes = [Resources(n.cpu, n.memory_mb, n.gpu) for n in (runtime.nodes() or [])] if runtime is not None else []
     total = Resources(
         cpus if cpus is not None else machine.cpu,
         memory_mb if memory_mb is not None else machine.memory_mb,
@@ -127,7 +120,7 @@ def load_capacity(
             quotas[str(name)] = Resources(
                 int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)), int(q.get("gpu", total.gpu))
             )
-    return Capacity(total=total, quotas=quotas)
+    return Capacity(total=total, quotas=quotas, nodes=nodes)
 
 
 def admin_token(cluster: Cluster, local: Path) -> str:
@@ -151,9 +144,8 @@ async def serve(args: argparse.Namespace) -> None:
     home = Path(args.home).expanduser() if args.home else pai_home()
     local, _lock = claim_home(home)  # held (open) until the process exits
     options = registry.Options(args.memory_enforcement, args.cpu_limits, local / "warm", args.pids_limit)
-    runtime = pick_runtime(
-        args.runtime if args.runtime not in (None, "auto") else configured_backend(local) or "auto", options
-    )
+    kind, why = auto.explain(args.runtime if args.runtime != "auto" else None, configured_backend(local))
+    runtime = pick_runtime(kind, options)
     cluster = Cluster(
         local,
         runtime,
@@ -182,13 +174,15 @@ async def serve(args: argparse.Namespace) -> None:
         "pid": os.getpid(),
         "user": os_user(),
         "runtime": runtime.describe(),
+        "runtimeChoice": why,  # `pai cluster start` and `status` say it
         "started": time.time(),
     }
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
     log.info(
-        "pai_jupyter local cluster at %s (runtime %s, capacity %s)",
+        "pai_jupyter local cluster at %s (runtime %s: %s; capacity %s)",
         url,
         runtime.describe(),
+        why,
         cluster.capacity.total.describe(),
     )
     runtime.begin()

@@ -21,6 +21,10 @@ class StartError(RuntimeError):
     """The daemon was not running and could not be started; the message says why."""
 
 
+class Stopped(StartError):
+    """The user stopped the daemon (``pai cluster stop``), so no client starts it; the message says how to."""
+
+
 class Starter(Protocol):
     def __call__(self, home: Path | None, *, start: bool) -> dict[str, Any] | None:
         """The running daemon's address (``{"url", "token", ...}``), starting it first when ``start`` is true;

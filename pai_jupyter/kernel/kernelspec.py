@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 PROVISIONER = "pai-provisioner"
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 TUNNEL_MODES = ("auto", "always", "never")  # the provisioner's ``tunnel`` (kernel/tunnel.py)
+LOGO = Path(__file__).with_name("logo-svg.svg")  # a kernelspec's logo-svg resource: the launcher card's icon
 
 
 class KernelSpecError(ValueError):
@@ -140,6 +142,7 @@ def install(
     )
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+        shutil.copyfile(LOGO, Path(tmp) / LOGO.name)  # the launcher's icon (a plain letter without one)
         dest = KernelSpecManager().install_kernel_spec(tmp, kernel_name=name, user=user and not prefix, prefix=prefix)
     return PaiKernelSpec(name, spec["display_name"], dest, spec["metadata"]["kernel_provisioner"]["config"])
 

@@ -64,7 +64,10 @@ class JobForm(DocumentFields, W.VBox):
         )
         self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "集群 — where to submit")
         switches = {f.key: f for f in PLUGIN_FIELDS if f.kind == "switch"}
-        boxes = {k: W.Checkbox(description=f.label, tooltip=f.label_zh, indent=False) for k, f in switches.items()}
+        boxes = {
+            k: W.Checkbox(description=f.label, tooltip=" — ".join(t for t in (f.label_zh, f.help) if t), indent=False)
+            for k, f in switches.items()
+        }
         self.tensorboard, self.jupyter, self.ssh, self.desktop = (boxes[k] for k in switches)
         logdir = next(f for f in PLUGIN_FIELDS if f.key == "tb_logdir")
         self.tb_logdir = W.Text(placeholder=f"{logdir.label}: {logdir.placeholder}", layout=W.Layout(width="320px"))

@@ -134,11 +134,5 @@ class DocumentFields:
         for fields, role in zip(self.roles, roles, strict=True):
             fields.from_v1(role)
         self._retab()
-        if (
-            len(roles) > 1
-            or envs
-            or mounts
-            or self.retry.value
-            or any(r.memory.value != 1024 or r.instances.value != 1 for r in self.roles)
-        ):
+        if len(roles) > 1 or envs or mounts or self.retry.value or any(r.instances.value != 1 for r in self.roles):
             self.pro.value = True

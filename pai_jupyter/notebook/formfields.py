@@ -149,7 +149,7 @@ def parse_pairs(value: str, sep: str, what: str) -> tuple[list[tuple[str, str]],
 
 class RoleFields:
     """One task role: its fields, labels, order and modes from the shared form definition (the user guide's task
-    settings in basic mode; memory, instances and completion policy in pro mode)."""
+    settings and memory in basic mode; instances and completion policy in pro mode)."""
 
     BASIC = tuple(f.key for f in ROLE_FIELDS if not f.pro)
 

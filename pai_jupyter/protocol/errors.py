@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 __all__ = [
@@ -160,11 +162,14 @@ def _message(err: ErrorDetails) -> str:
     return err["msg"] or "is invalid"
 
 
-def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> list[Problem]:
+def problems_from_pydantic(
+    exc: ValidationError, prefix: Sequence[Any] = (), *, model: type[BaseModel] | None = None
+) -> list[Problem]:
     """Translate pydantic's errors into plain-English problems with wire-format field paths.
 
     A validator that raised JobValidationError (a model's cross-field rules, a nested builder) contributes each
-    of its problems, with its path put under the location where it was raised.
+    of its problems, with its path put under the location where it was raised. Given the ``model`` validated, an
+    unknown field is told the closest known field of the mapping it is in ("did you mean 'commands'?").
     """
     out: list[Problem] = []
     for e in exc.errors(include_url=False):
@@ -172,9 +177,44 @@ def problems_from_pydantic(exc: ValidationError, prefix: Sequence[Any] = ()) -> 
         inner = (e.get("ctx") or {}).get("error")
         if isinstance(inner, JobValidationError):
             out += [Problem(join_path(path, p.path), p.message) for p in inner.problems]
-        else:
-            out.append(Problem(path, _message(e)))
+            continue
+        message = _message(e)
+        meant = _closest(e["loc"], model) if e["type"] == "extra_forbidden" and model is not None else None
+        out.append(Problem(path, f"{message}; did you mean {meant!r}?" if meant else message))
     return out
+
+
+def _closest(loc: Sequence[Any], model: type[BaseModel]) -> str | None:
+    """The known field of the mapping at ``loc[:-1]`` in ``model`` most like the unknown key ``loc[-1]`` (any
+    case: 'jobname' is 'jobName'), as a document spells it; None when none is close."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    node: Any = model
+    for part in loc[:-1]:
+        node = _inside(node, part)
+    if not (isinstance(node, type) and issubclass(node, BaseModel)):
+        return None
+    known = {(f.alias or name).lower(): f.alias or name for name, f in node.model_fields.items()}
+    found = difflib.get_close_matches(loc[-1].lower(), list(known), n=1, cutoff=0.6)
+    return known[found[0]] if found else None
+
+
+def _inside(node: Any, part: Any) -> Any:
+    """The type at ``part`` of a value of type ``node``: a model's field, a list's item, a mapping's value (an
+    Annotated or Optional type looked through); None where the path leaves what the types say."""
+    origin, args = get_origin(node), get_args(node)
+    if origin is Annotated:
+        return _inside(args[0], part)
+    if origin in (Union, types.UnionType):
+        return next((t for t in (_inside(a, part) for a in args if a is not type(None)) if t is not None), None)
+    if isinstance(node, type) and issubclass(node, BaseModel) and isinstance(part, str):
+        field = node.model_fields.get(part) or next((f for f in node.model_fields.values() if f.alias == part), None)
+        return field.annotation if field else None
+    if origin in (list, tuple) and isinstance(part, int) and args:
+        return args[0]
+    if origin is dict and isinstance(part, str) and len(args) == 2:
+        return args[1]
+    return None
 
 
 def to_wire(problems: Iterable[Problem], paths: dict[str, str]) -> list[Problem]:

@@ -83,9 +83,16 @@ JOB_FIELDS = (
         placeholder="storage-name:/mnt/path, one a line",
     ),
 )
-# the runtime plugins (extras.com.microsoft.pai.runtimeplugin) a switch turns on, in basic and pro mode
+# the runtime plugins (extras.com.microsoft.pai.runtimeplugin) a switch turns on, in basic and pro mode. A service
+# runs where OpenPAI runs it (common/routes.py service_tasks): in the first role's task 0 unless the plugin's
+# taskRole / allTasks say otherwise (Edit JSON), ssh in every task; the help says so. Not every task by default: a
+# TensorBoard, Jupyter or desktop per task costs each task a port and memory, and the job page opens one.
+ONE_TASK = (
+    "runs in the first task role's task 0; in Edit JSON, the plugin's parameters taskRole: NAME and allTasks: true "
+    "choose another role and every task of it"
+)
 PLUGIN_FIELDS = (
-    FormField("tensorboard", "tensorboard", "TensorBoard", "TensorBoard", "switch", False),
+    FormField("tensorboard", "tensorboard", "TensorBoard", "TensorBoard", "switch", False, help=ONE_TASK),
     FormField(
         "tb_logdir",
         "tensorboard.parameters.logdir",
@@ -96,15 +103,17 @@ PLUGIN_FIELDS = (
         optional=True,
         placeholder="default: the job's log output",
     ),
-    FormField("jupyter", "jupyter", "Jupyter", "即时改码", "switch", False),
-    FormField("ssh", "ssh", "SSH", "网页 SSH", "switch", False),
-    FormField("desktop", "desktop", "Desktop", "远程桌面", "switch", False),
+    FormField("jupyter", "jupyter", "Jupyter", "即时改码", "switch", False, help=ONE_TASK),
+    FormField("ssh", "ssh", "SSH", "网页 SSH", "switch", False, help="runs in every task of every task role"),
+    FormField("desktop", "desktop", "Desktop", "远程桌面", "switch", False, help=ONE_TASK),
 )
 ROLE_FIELDS = (
     FormField("name", "name", "Task role name", "任务名称", "text", "main", help="letters, digits, '.', '_', '~'"),
     FormField("command", "command", "Command", "命令", "area", DEFAULT_COMMAND, help="a shell script"),
     FormField("shm", "shmMB", "Shared memory (MB)", "共享内存（MB）", "number", 64),
     FormField("cpu", "cpuNumber", "CPUs", "CPU 数量", "number", 1),
+    # basic: how much memory a job needs is a new user's first question (the default, 1024, is often too little)
+    FormField("memory", "memoryMB", "Memory (MB)", "内存（MB）", "number", 1024),
     FormField("gpu", "gpuNumber", "GPUs", "GPU 数量", "number", 0),
     FormField(
         "ports",
@@ -117,7 +126,6 @@ ROLE_FIELDS = (
         placeholder="http:1, ssh:1",
         help="label:count",
     ),
-    FormField("memory", "memoryMB", "Memory (MB)", "内存（MB）", "number", 1024, pro=True),
     FormField("instances", "taskNumber", "Instances", "实例数", "number", 1, pro=True, help="identical tasks"),
     FormField(
         "min_failed",

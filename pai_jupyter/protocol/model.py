@@ -59,7 +59,7 @@ class _Model(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise JobValidationError(problems_from_pydantic(exc)) from None
+            raise JobValidationError(problems_from_pydantic(exc, model=type(self))) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:

@@ -23,9 +23,18 @@ from .rules import ESTIMATOR_KEY
 NOTEBOOK_KEY = "com.pai_jupyter.notebook"
 EXIT_NO_PAPERMILL = 227  # the task's exit code when neither the image nor the task tools have papermill
 DEFAULT_KERNEL = "python3"
-MISSING = (
-    "[pai_jupyter] papermill is not installed in this task: add papermill and ipykernel to the job's image "
-    "(pip install papermill ipykernel), or on the process runtime to PAI_JUPYTER_TASK_TOOLS"
+MISSING = "[pai_jupyter] papermill is not installed in this task"
+# what the log says then, and what to install where: on the process runtime (PAI_SERVICE_BIN set: the Python of
+# the platform's services, the workbench's own unless the cluster's PAI_JUPYTER_TASK_TOOLS names another) ...
+MISSING_HOST = (
+    f"{MISSING}: it is neither on the task's PATH nor in the Python the process runtime gives the platform's tools "
+    "($PAI_SERVICE_BIN). Install them there: $PAI_SERVICE_BIN/python3 -m pip install papermill ipykernel (in the "
+    "workbench's own environment, make lab or pip install 'pai_jupyter[lab]' does it)"
+)
+# ... and in a container: the image's
+MISSING_IMAGE = (
+    f"{MISSING}: the job's image has no papermill on its PATH. Add papermill and ipykernel to the image "
+    "(pip install papermill ipykernel), or run it on the process runtime (pai cluster start --runtime process)"
 )
 
 
@@ -34,17 +43,24 @@ def executed_name(notebook: str) -> str:
     return PurePosixPath(notebook).stem + ".executed.ipynb"
 
 
+def _with_service_bin(text: str) -> str:
+    """``text`` quoted for the shell, each ``$PAI_SERVICE_BIN`` in it expanded by the task's shell."""
+    return '"$PAI_SERVICE_BIN"'.join(shlex.quote(part) for part in text.split("$PAI_SERVICE_BIN"))
+
+
 def papermill_command(notebook: str, parameters: dict[str, Any], kernel: str = DEFAULT_KERNEL) -> str:
     """The task's command: find papermill (the image's PATH, else the task tools' ``$PAI_SERVICE_BIN``), say
-    clearly in the log when there is none, and run the notebook from the working dir into the output dir.
-    Parameters go as JSON (valid YAML) through ``-y`` so numbers stay numbers."""
+    clearly in the log when there is none (and what to install where), and run the notebook from the working dir
+    into the output dir. Parameters go as JSON (valid YAML) through ``-y`` so numbers stay numbers."""
     out = executed_name(notebook)
     return "\n".join(
         [
             "PM=$(command -v papermill || true)",
             'if [ -z "$PM" ] && [ -x "${PAI_SERVICE_BIN:-/nonexistent}/papermill" ]; then '
             'PM="$PAI_SERVICE_BIN/papermill"; fi',
-            f'if [ -z "$PM" ]; then echo {shlex.quote(MISSING)} >&2; exit {EXIT_NO_PAPERMILL}; fi',
+            'if [ -z "$PM" ]; then if [ -n "${PAI_SERVICE_BIN:-}" ]; then '
+            f"echo {_with_service_bin(MISSING_HOST)} >&2; else echo {shlex.quote(MISSING_IMAGE)} >&2; fi; "
+            f"exit {EXIT_NO_PAPERMILL}; fi",
             f'cd "$PAI_WORKING_DIR" && "$PM" --log-output --no-progress-bar -k {shlex.quote(kernel)} '
             f"-y {shlex.quote(json.dumps(parameters))} {shlex.quote(notebook)} "
             f'"${{PAI_OUTPUT_LOGS%/}}/"{shlex.quote(out)}',

@@ -105,7 +105,7 @@ def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
     try:
         V1Job.model_validate(doc)
     except ValidationError as exc:
-        out += problems_from_pydantic(exc)
+        out += problems_from_pydantic(exc, model=V1Job)
     return out + v1_value_problems(doc.get("jobEnvs"), doc.get("extras"), "jobEnvs")
 
 

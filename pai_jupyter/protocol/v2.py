@@ -92,7 +92,7 @@ def _schema_problems(doc: dict[str, Any]) -> list[Problem]:
     try:
         V2Job.model_validate(doc)
     except ValidationError as exc:
-        out += problems_from_pydantic(exc)
+        out += problems_from_pydantic(exc, model=V2Job)
     out += _null_problems(doc)
     roles = doc.get("taskRoles")
     for name, role in roles.items() if isinstance(roles, dict) else ():

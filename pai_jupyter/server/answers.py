@@ -42,6 +42,7 @@ class JobRow(TypedDict):
     metricsUrl: str
     tasks: list[TaskRow]
     servicesMessage: str | None
+    sweep: str | None  # the sweep this job is a trial of (its tag sweep:NAME): the sidebar groups them
 
 
 class JobList(TypedDict):
@@ -69,7 +70,7 @@ class TaskDetail(TypedDict):
 
 
 class Event(TypedDict, total=False):
-    """One of the job's events as the cluster gives them (OpenPAI's), of which the job page reads these."""
+    """One of the job's events (OpenPAI's, ``lab_api.event_json``): when it (last) happened, and what."""
 
     time: str
     type: str

@@ -6,9 +6,14 @@ The cluster lists an ended task's ``tensorboard`` service with the ``logdir`` it
 that is a directory on this machine (the embedded cluster's process runtime) a TensorBoard subprocess serves it on
 127.0.0.1, behind the same guard as a task's (it answers only with its token, which only this server holds: other
 local users cannot read it), and the proxy reaches it like any task's service. It ends with this server (Linux:
-PR_SET_PDEATHSIG) or after the registry's idle time. A server running as root never reads a directory a task could
-write as root: the TensorBoard runs as the directory's owner (a symlink is refused), so it can read no more than
-the task could.
+PR_SET_PDEATHSIG) or after the registry's idle time.
+
+A task's account can write parts of that path (the job's ``output/``, the Estimator's ``ml/``) and could put a link
+there, to a directory of root's, after its TensorBoard ended. So the path is walked one name at a time without
+following anything (``vet_logdir``): a link is followed only where no account but root (and this server's own) could
+have made it, and the TensorBoard runs as the one other account that can change the path or the directory (a server
+running as root never reads, as root, what another account could have pointed it at); a path two accounts could
+change, or a directory others may write, is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import secrets
 import signal
 import stat
@@ -44,35 +50,113 @@ class Board:
     last_used: float = field(default_factory=time.monotonic)
 
 
-def local_logdir(logdir: Any) -> Path | None:
-    """The logdir as a real directory on this machine (no symlink at its end), else None (a path inside a
-    container, ``name:path`` specs, a remote cluster)."""
-    if not isinstance(logdir, str) or not logdir.startswith("/") or "," in logdir:
-        return None
-    path = Path(logdir)
+MAX_LINKS = 40  # as the kernel's own limit on links followed in one path
+
+
+@dataclass(frozen=True)
+class Logdir:
+    """A logdir on this machine: its path with no link in it, and the account to read it as (None: this server's)."""
+
+    path: Path
+    run_as: tuple[int, int] | None
+
+
+class LogdirRefused(ValueError):
+    """The logdir is on this machine but this server does not serve it; the message says why."""
+
+
+def _writers(parent: os.stat_result, entry: os.stat_result, name: Path) -> set[int]:
+    """The accounts that can replace ``name`` (``entry``) in its directory (``parent``): the directory's owner,
+    and the entry's in a sticky directory others may write (``/tmp``); anyone in one without the sticky bit."""
+    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
+        raise LogdirRefused(f"{name.parent} may be written by other accounts, which could replace {name.name}")
+    return {parent.st_uid, entry.st_uid} if parent.st_mode & 0o022 else {parent.st_uid}
+
+
+def _walk(logdir: str) -> tuple[Path, os.stat_result, set[int]] | None:
+    """Where ``logdir`` leads, name by name with lstat (None: not a directory here), its stat, and every account
+    that could change what the path leads to. A link is followed only where none but root and this server's own
+    account could have made it."""
+    ours = {0, os.geteuid()}
+    writers: set[int] = set()
+    names, here, links = list(Path(logdir).parts[1:]), Path("/"), 0
     try:
-        st = path.lstat()
+        st = os.lstat(here)
+        while names:
+            name = names.pop(0)
+            if name == "..":  # (``here`` is a directory reached without a link: its parent is the real one)
+                here = here.parent
+                st = os.lstat(here)
+                continue
+            nxt = here / name
+            entry = os.lstat(nxt)
+            writers |= _writers(st, entry, nxt)
+            if stat.S_ISLNK(entry.st_mode):
+                if others := sorted(writers - ours):
+                    raise LogdirRefused(
+                        f"{logdir} goes through a link ({nxt}) that another account (uid {', '.join(map(str, others))})"
+                        " could have made; this server does not follow it"
+                    )
+                links += 1
+                if links > MAX_LINKS:
+                    raise LogdirRefused(f"{logdir}: too many links")
+                target = Path(os.readlink(nxt))
+                names = list(target.parts[1:] if target.is_absolute() else target.parts) + names
+                if target.is_absolute():
+                    here, st = Path("/"), os.lstat("/")
+                continue
+            if not stat.S_ISDIR(entry.st_mode):
+                return None
+            here, st = nxt, entry
     except OSError:
         return None
-    return path if stat.S_ISDIR(st.st_mode) else None
+    return here, st, writers | {st.st_uid}
 
 
-def _run_as(path: Path) -> tuple[int, int] | None:
-    """(uid, gid) to drop to: the directory's owner when this server is root and does not own it. A root-owned
-    directory that others may write (``/tmp``) is refused: root would follow what they put there."""
-    if os.geteuid() != 0:
+def _tree_writers(top: Path) -> set[int]:
+    """The accounts that own a directory beneath ``top`` (they could put a link in it); refused where others may
+    write one. What TensorBoard would read as root must be root's all the way down."""
+    found: set[int] = set()
+    for parent, _dirs, _files in os.walk(top, followlinks=False):
+        st = os.lstat(parent)
+        if st.st_mode & 0o022:
+            raise LogdirRefused(f"{parent} may be written by other accounts, so this server (root) does not serve it")
+        found.add(st.st_uid)
+    return found
+
+
+def vet_logdir(logdir: Any) -> Logdir | None:
+    """The logdir as a directory on this machine (None: a path inside a container, a ``name:path`` spec, a remote
+    cluster's, or nothing there) and whom to read it as; LogdirRefused where a link on the way could be another
+    account's, or more than one account could change what it holds."""
+    if not isinstance(logdir, str) or not logdir.startswith("/") or "," in logdir:
         return None
-    st = path.lstat()
-    if st.st_uid != 0:
-        return st.st_uid, st.st_gid
-    if st.st_mode & 0o022:
-        raise PaiHTTPError(
-            409,
-            "the directory the ended task's TensorBoard watched may be written by other accounts, so this server "
-            "(root) does not serve it",
-            code="NotRunning",
-        )
-    return None
+    walked = _walk(logdir)
+    if walked is None:
+        return None
+    path, st, writers = walked
+    if os.geteuid() != 0:
+        return Logdir(path, None)
+    others = writers - {0} or _tree_writers(path) - {0}
+    if len(others) > 1:
+        raise LogdirRefused(f"{logdir} may be changed by more than one account (uids {sorted(others)})")
+    if not others:
+        return Logdir(path, None)
+    uid = others.pop()
+    try:
+        gid = pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        gid = st.st_gid
+    return Logdir(path, (uid, gid))
+
+
+def local_logdir(logdir: Any) -> Path | None:
+    """The logdir's path on this machine when this server would serve it, else None."""
+    try:
+        found = vet_logdir(logdir)
+    except LogdirRefused:
+        return None
+    return found.path if found is not None else None
 
 
 class EndedBoards:
@@ -85,8 +169,15 @@ class EndedBoards:
     async def target(self, job: str, role: str, index: int, item: dict[str, Any]) -> tuple[str, int, str]:
         """(host, port, token) of the TensorBoard over the ended task's logdir, started first where needed; 409
         where the logdir is not on this machine."""
-        path = local_logdir(item.get("logdir"))
-        if path is None:
+        try:
+            found = vet_logdir(item.get("logdir"))
+        except LogdirRefused as exc:
+            raise PaiHTTPError(
+                409,
+                f"the task has ended and this server does not serve its TensorBoard's logs: {exc}",
+                code="NotRunning",
+            ) from None
+        if found is None:
             raise PaiHTTPError(
                 409,
                 "the task has ended and the directory its TensorBoard watched is not on this machine "
@@ -96,15 +187,15 @@ class EndedBoards:
         key = (job, role, index)
         async with self.lock:
             board = self.boards.get(key)
-            if board is None or board.proc.poll() is not None or board.logdir != str(path):
-                board = await self._start(path)
+            if board is None or board.proc.poll() is not None or board.logdir != str(found.path):
+                board = await self._start(found)
                 self.boards[key] = board
         board.last_used = time.monotonic()
         return "127.0.0.1", board.port, board.token
 
-    async def _start(self, path: Path) -> Board:
+    async def _start(self, found: Logdir) -> Board:
         """Spawned from the event loop's thread (PR_SET_PDEATHSIG follows the spawning thread), then awaited."""
-        run_as = _run_as(path)
+        path, run_as = found.path, found.run_as
         port, token = free_port(), secrets.token_hex(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PAI_", "JUPYTER"))}
         env["PAI_SERVICE_TOKEN_TENSORBOARD"] = token

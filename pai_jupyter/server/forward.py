@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tornado import httputil
-from tornado.httpclient import HTTPRequest
+from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
 from tornado.netutil import DefaultLoopResolver, Resolver
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
@@ -175,12 +175,15 @@ async def forward(
         streaming_callback=on_chunk,
         allow_nonstandard_methods=True,
     )
-    response = await http_client().fetch(request, raise_error=False)
+    try:  # (raise_error=False keeps an HTTP error status an answer; a refused connection still raises)
+        response = await http_client().fetch(request, raise_error=False)
+    except (OSError, HTTPClientError) as exc:
+        if not sent:  # a task that ended, a service that went away: the caller says what it knows
+            raise UpstreamFailed(str(exc) or type(exc).__name__) from None
+        handler.request.connection.stream.close()  # type: ignore[union-attr]
+        return  # (broken after the headers went out: close, do not pad)
     if not sent:
         raise UpstreamFailed(str(response.error or f"no answer from {url}"))
-    if response.error is not None and response.code == 599:  # broken after the headers: close, do not pad
-        handler.request.connection.stream.close()  # type: ignore[union-attr]
-        return
     if page is not None and rewrite_page is not None:
         body = bytes(page)
         try:

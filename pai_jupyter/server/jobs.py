@@ -20,14 +20,16 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..client import FINAL_STATES, AsyncClient, BadRequest, JobNotFound, JobSummary, NotSupported, PaiError
+from ..client.base import LOCAL_DOWN
 from ..client.models import ListedTask
 from ..common.services import links
 from .answers import JobList, JobRow, TaskRow
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
-from .registry import Registry
+from .registry import Registry, unavailable
 
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""
+SWEEP_TAG = "sweep:"  # the tag the daemon gives a sweep's trials (cluster/http/sweeps.py): sweep:NAME
 
 
 async def listed_jobs(client: AsyncClient, limit: int, state: list[str] | None, log: logging.Logger) -> list[Listed]:
@@ -103,6 +105,7 @@ def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message
         "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
         "tasks": [_task_row(base_url, user, name, t, message) for t in tasks],
         "servicesMessage": message,
+        "sweep": next((t.removeprefix(SWEEP_TAG) for t in job.tags or () if t.startswith(SWEEP_TAG)), None),
     }
 
 
@@ -147,6 +150,8 @@ class JobsHandler(SafeErrors, APIHandler):
             ) from None
         except PaiError as exc:
             self.log.warning("pai: listing jobs: %s", exc)
+            if exc.code == LOCAL_DOWN:  # how to start it again: the sidebar's status says it
+                raise unavailable(exc) from None
             raise PaiHTTPError(
                 502, "the cluster did not answer; see the Jupyter server's log", code="ClusterError"
             ) from None

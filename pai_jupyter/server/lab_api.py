@@ -10,7 +10,7 @@ show it beside the field. Writes are Jupyter API calls: cookie-authenticated one
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from tornado import web
 
@@ -31,6 +31,19 @@ STREAMS = ("all", "stdout", "stderr")
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
+
+
+def event_json(event: dict[str, Any]) -> Event:
+    """One of the cluster's events (OpenPAI's FrameworkEvent: ``type``, ``reason``, ``message`` and the
+    ``firstTimestamp`` / ``lastTimestamp`` it happened) as the job page reads it: ``time`` is when it last did."""
+    out: Event = {}
+    when = event.get("lastTimestamp") or event.get("firstTimestamp")
+    if isinstance(when, str):
+        out["time"] = when
+    for key in ("type", "reason", "message"):
+        if isinstance(event.get(key), str):
+            out[key] = event[key]
+    return out
 
 
 def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> JobDetail:
@@ -102,7 +115,7 @@ class JobHandler(LabHandler):
             await self.ended_tensorboards(job, out)
         if self.get_argument("events", "") == "1":
             try:
-                out["events"] = cast("list[Event]", await self.client.events(job))
+                out["events"] = [event_json(e) for e in await self.client.events(job)]
             except PaiError as exc:
                 out["events"], out["eventsMessage"] = [], f"no events: {exc.message}"
         self.send(out)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from jupyter_server.base.handlers import APIHandler
 
 from ..client import AsyncClient, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
+from ..client.base import LOCAL_DOWN
 from .common import PaiHTTPError, SafeErrors, safe_json
 from .registry import Registry, unavailable
 
@@ -41,7 +42,7 @@ class LabHandler(SafeErrors, APIHandler):
             raise self.failure(what, exc) from None
 
     def failure(self, what: str, exc: PaiError) -> PaiHTTPError:
-        if isinstance(exc, (JobNotFound, NotSupported)):
+        if isinstance(exc, (JobNotFound, NotSupported)) or exc.code == LOCAL_DOWN:
             return unavailable(exc)
         if isinstance(exc, JobConflict):
             return PaiHTTPError(409, exc.message, code="Conflict")

@@ -7,23 +7,24 @@ folder travels with the job; see ``protocol.notebookjob``). ``GET pai/api/jobs/{
 read-only (nbconvert) in an opaque origin (``Content-Security-Policy: sandbox``: outputs are the task's, never this
 server's; such a page cannot reload itself with this server's cookie, so the Lab tab reloads it). The job's owner
 only (anyone else's is a 404, as everywhere). The executed copy sits in the job's ``logs`` output on this machine
-(the embedded cluster), written by the task's account: it is opened without following a link, must be a regular file
-and is read up to a bound.
+(the embedded cluster), written by the task's account: it is opened beneath the job's directory without following
+any link on the way (``common/safeio.py``), must be a regular file and is read up to a bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import html
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
+from ..common import safeio
 from ..protocol import job_from_text
 from ..protocol.notebookjob import NOTEBOOK_KEY, notebook_job
 from .common import JOB_RE, PaiHTTPError
@@ -31,23 +32,32 @@ from .lab_base import LabHandler
 from .sandbox import SANDBOX_CSP
 
 MAX_NOTEBOOK_BYTES = 64 << 20
+LOGS_IN_JOB_DIR = ("ml", "output", "logs")  # the Estimator layout's (cluster/task/estimator.py)
+LINK_ERRORS = (errno.ELOOP, errno.EXDEV, errno.ENOTDIR)  # openat2's answers to a link (RESOLVE_NO_SYMLINKS)
 
 
-def read_regular(path: str, limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not a link) of at most ``limit`` bytes; None if absent."""
+def read_executed(logs: str, output: str, limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
+    """The executed notebook ``output`` in the job's ``logs`` output dir (``<job dir>/ml/output/logs``), if it is
+    a regular file of at most ``limit`` bytes; None if absent. Opened beneath the job's directory (root's: its task
+    cannot rename anything there) following no link: ``ml/`` and all below it are the task account's, which could
+    make ``ml/output/logs`` a link to any directory this server can read."""
+    path = Path(logs)
+    if path.parts[-3:] != LOGS_IN_JOB_DIR or len(path.parts) < 5:
+        raise PaiHTTPError(404, f"the job's output dir {logs} is not where its layout puts it", code="NotFound")
+    name = "/".join((*LOGS_IN_JOB_DIR, os.path.basename(output)))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with safeio.open_regular(path.parents[2], name) as (fd, st):
+            if st.st_size > limit:
+                raise PaiHTTPError(413, f"the executed notebook is over {limit >> 20} MiB", code="TooLarge")
+            chunks: list[bytes] = []
+            while (left := limit - sum(map(len, chunks))) > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+            return b"".join(chunks)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise PaiHTTPError(404, f"the executed notebook cannot be read ({exc.strerror})", code="NotFound") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise PaiHTTPError(404, "the executed notebook is not a regular file", code="NotFound")
-        if st.st_size > limit:
-            raise PaiHTTPError(413, f"the executed notebook is over {limit >> 20} MiB", code="TooLarge")
-        return f.read(limit + 1)[:limit]
+        why = "a link on its way, which this server does not follow" if exc.errno in LINK_ERRORS else exc.strerror
+        raise PaiHTTPError(404, f"the executed notebook cannot be read ({why})", code="NotFound") from None
 
 
 class ExecutedNotebookHandler(LabHandler):
@@ -62,10 +72,9 @@ class ExecutedNotebookHandler(LabHandler):
         logs = ((detail.job_status.model_extra or {}).get("outputDirs") or {}).get("logs")
         if not logs:
             raise PaiHTTPError(404, f"{job} has no output on this machine", code="NotFound")
-        path = os.path.join(logs, os.path.basename(spec["output"]))
         notebook = None
         for _ in range(20):  # papermill rewrites the file after each cell: a read mid-write is retried
-            data = await asyncio.to_thread(read_regular, path)
+            data = await asyncio.to_thread(read_executed, logs, spec["output"])
             if data is None:
                 break
             try:

@@ -188,8 +188,29 @@ class ServiceProxyHandler(TaskProxyBase):
                 self.redirect(self.request.path + "/" + query)
                 return
             raise not_found()
-        path = await self._resolve(user, name, role, index, service, rest)
-        assert self.target is not None and self.key is not None
+        tried: Target | None = None
+        for _ in range(2):  # a refused connection asks the cluster again: a task that has ended is a 409 (its page)
+            path = await self._resolve(user, name, role, index, service, rest)
+            assert self.target is not None and self.key is not None
+            if self.target == tried:  # the cluster still lists it there
+                break
+            tried = self.target
+            try:
+                await self._relay(path)
+                return
+            except UpstreamFailed as exc:
+                self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
+                self.registry.forget(self.key)
+        raise PaiHTTPError(
+            503,
+            f"{TITLES[service]} of this task did not answer; it may be restarting, try again in a few seconds",
+            retry_after=2,
+            code="NotAnswering",
+        )
+
+    async def _relay(self, path: str) -> None:
+        """Forward the request to ``path`` of the resolved service; UpstreamFailed when nothing came back."""
+        assert self.target is not None
         url = self.get_client_uri("http", self.target.host, self.target.port, path)
         headers = self.proxy_request_headers()
         if not self.absolute_url:  # what jupyter-server-proxy tells apps served under a prefix
@@ -202,17 +223,7 @@ class ServiceProxyHandler(TaskProxyBase):
         specs = self.absolute_url and path.startswith(self.target.base_path + "api/kernelspecs")
         pages = self._page_rewrite(public, json=specs)
         self.record_activity()
-        try:
-            await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs and pages is not None)
-        except UpstreamFailed as exc:
-            self.log.info("pai: %s of %s did not answer: %s", service, self.key, exc)
-            self.registry.forget(self.key)
-            raise PaiHTTPError(
-                503,
-                f"{TITLES[service]} of this task did not answer; it may be restarting, try again in a few seconds",
-                retry_after=2,
-                code="NotAnswering",
-            ) from None
+        await forward(self, url, headers, self._rewrite, rewrite_page=pages, json_too=specs and pages is not None)
         self.record_activity()
 
     def _page_rewrite(self, public: str, json: bool) -> Callable[[bytes], bytes] | None:
@@ -234,7 +245,7 @@ class ServiceProxyHandler(TaskProxyBase):
 
         return rewrite
 
-    def _to_capability(self) -> bool:
+    async def _to_capability(self) -> bool:
         """A browser opening a sandboxed service's page (a navigation, signed in) goes to it under a fresh
         capability, so that the page's own requests, which carry no cookie, are let through."""
         if self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
@@ -245,7 +256,9 @@ class ServiceProxyHandler(TaskProxyBase):
         path, at = self.request.path, raw.start("rest")
         query = without_token(self.request.query)  # the page can read its URL: not this server's token
         query = f"?{query}" if query else ""
-        self.redirect(f"{path[:at]}/~{sandbox.issue(sandbox.route(self.path_kwargs))}{path[at:]}{query}")
+        kw = self.path_kwargs
+        route = sandbox.route(kw, await self.registry.stamp(kw["user"], kw["name"]))
+        self.redirect(f"{path[:at]}/~{sandbox.issue(route)}{path[at:]}{query}")
         return True
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -280,7 +293,7 @@ class ServiceProxyHandler(TaskProxyBase):
         await super().get(*args, **kwargs)  # jupyter-server-proxy: the upgrade, or http_get
 
     async def http_get(self, **kw: Any) -> None:
-        if not self._to_capability():
+        if not await self._to_capability():
             await self._forward(**kw)
 
     async def open(self, **kw: Any) -> None:

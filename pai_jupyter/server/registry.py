@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
+from ..client.base import LOCAL_DOWN
 from ..common.services import titles
 from .common import SERVICES, PaiHTTPError, not_found
 from .config import PaiJupyter
@@ -50,11 +51,15 @@ class Entry:
 
 
 def unavailable(exc: PaiError) -> PaiHTTPError:
-    """The cluster's refusal, for the browser: 404 for a missing job, 501 where the cluster cannot do it."""
+    """The cluster's refusal, for the browser: 404 for a missing job, 501 where the cluster cannot do it, 503 with
+    the client's own words for a local cluster that is not running (how to start it); any other answer of the
+    cluster stays in the server's log."""
     if isinstance(exc, JobNotFound):
         return not_found()
     if isinstance(exc, NotSupported):
         return PaiHTTPError(501, f"not available on this cluster profile: {exc.message}", code="NotSupported")
+    if exc.code == LOCAL_DOWN:
+        return PaiHTTPError(503, exc.message, code=LOCAL_DOWN)
     return PaiHTTPError(
         502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
     )
@@ -72,6 +77,7 @@ class Registry:
         self.terminals: dict[Closable, float] = {}
         self._culler: asyncio.Task[None] | None = None
         self.ended = EndedBoards()  # TensorBoards over ended tasks' logdirs
+        self.stamps: dict[str, tuple[float, str]] = {}  # job id -> (when asked, its submission time)
 
     @property
     def client(self) -> AsyncClient:
@@ -89,6 +95,7 @@ class Registry:
                 raise not_found() from None
         if name != self.current:
             self.entries.clear()
+            self.stamps.clear()
             self.current = name
         return self.clients[name]
 
@@ -101,6 +108,25 @@ class Registry:
         if user != self.client.username:
             raise not_found()
         return f"{user}~{name}"
+
+    async def stamp(self, user: str, name: str) -> str:
+        """Which job ``user~name`` is: its submission time (a job deleted and submitted again under the same name is
+        another job). A capability for a task page is bound to it, as the daemon binds a log token to the job's row.
+        Asked again after ``resolve_cache_seconds``, as a service's host and port are; 404 for a missing job."""
+        job, now = self.job_id(user, name), time.monotonic()
+        cached = self.stamps.get(job)
+        if cached is not None and now - cached[0] < self.config.resolve_cache_seconds:
+            return cached[1]
+        try:
+            status = (await self.client.detail(job)).job_status
+        except PaiError as exc:
+            raise unavailable(exc) from None
+        when = status.submission_time or status.created_time
+        stamp = str(round(when.timestamp() * 1000)) if when else ""
+        if len(self.stamps) > 1000:
+            self.stamps = {k: v for k, v in self.stamps.items() if now - v[0] < self.config.resolve_cache_seconds}
+        self.stamps[job] = (now, stamp)
+        return stamp
 
     # ---- services --------------------------------------------------------------------------------------------
     async def services(self, job: str) -> list[dict[str, Any]]:

@@ -7,8 +7,9 @@ Jupyter serves ``/files/``): the browser gives the page a unique opaque origin, 
 cookies, storage or pages, and its requests back here are cross-origin, without cookies.
 
 Without cookies its own requests need another credential: the page is served under a *capability*,
-``…/{jupyter|tensorboard}/~<cap>/``, an HMAC (this server process's key) of the task service's route and the
-time it was issued, good for ``LIFETIME`` seconds and for that one service only. A browser opening the service (a
+``…/{jupyter|tensorboard}/~<cap>/``, an HMAC (this server process's key) of the task service's route, the job's
+submission time and the time it was issued, good for ``LIFETIME`` seconds and for that one service of that one job
+only (a job deleted and submitted again under the same name is another job). A browser opening the service (a
 navigation, signed in) is redirected there; the page's URLs keep the capability (TensorBoard's are relative, the
 in-task Jupyter's base path is rewritten to include it), and the proxy accepts it instead of the login, answers
 with ``Access-Control-Allow-Origin: *`` (no cookie is ever involved) and lets its websockets through. It reaches
@@ -68,9 +69,10 @@ SHIM = """// pai_jupyter: this page runs in an opaque origin (CSP sandbox), wher
 """
 
 
-def route(kw: dict[str, Any]) -> str:
-    """What a capability is bound to, from a request's path arguments: one service of one task."""
-    return f"{kw.get('user')}~{kw.get('name')}/{kw.get('role')}/{kw.get('index')}/{kw.get('service')}"
+def route(kw: dict[str, Any], stamp: str) -> str:
+    """What a capability is bound to, from a request's path arguments and the job's ``stamp`` (its submission
+    time, ``Registry.stamp``): one service of one task of that job, not of another submitted under its name."""
+    return f"{kw.get('user')}~{kw.get('name')}@{stamp}/{kw.get('role')}/{kw.get('index')}/{kw.get('service')}"
 
 
 def _sign(route: str, issued: str) -> str:
@@ -78,7 +80,7 @@ def _sign(route: str, issued: str) -> str:
 
 
 def issue(route: str, now: float | None = None) -> str:
-    """A capability for ``route`` (``user~job/role/index/service``), valid from now for LIFETIME seconds."""
+    """A capability for ``route`` (``user~job@stamp/role/index/service``), valid from now for LIFETIME seconds."""
     issued = format(int(time.time() if now is None else now), "x")
     return f"{issued}.{_sign(route, issued)}"
 

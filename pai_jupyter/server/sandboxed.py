@@ -40,7 +40,8 @@ class SandboxedProxyHandler(ServiceProxyHandler):
         if self._finished:
             return
         kw = self.path_kwargs
-        if sandbox.valid(sandbox.route(kw), kw["cap"]):
+        route = sandbox.route(kw, await self.registry.stamp(kw["user"], kw["name"]))
+        if sandbox.valid(route, kw["cap"]):
             self.cap = kw["cap"]
             return
         if (
@@ -53,7 +54,7 @@ class SandboxedProxyHandler(ServiceProxyHandler):
             query = without_token(self.request.query)
             query = f"?{query}" if query else ""
             prefix = self.request.path[: raw.start("cap")] if raw else ""
-            self.redirect(f"{prefix}{sandbox.issue(sandbox.route(kw))}{rest}{query}")
+            self.redirect(f"{prefix}{sandbox.issue(route)}{rest}{query}")
             return
         raise PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
 

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pai_jupyter.cluster import control
 
-from .conftest import Api, kill_leftovers, start_daemon, v1
+from .conftest import Api, docker_or_skip, kill_leftovers, start_daemon, v1
 
 PAI = [str(Path(sys.executable).with_name("pai"))]  # the installed console script
 
@@ -43,6 +45,23 @@ def test_submit_wait_status_logs_and_exit_codes(daemon: Api, tmp_path: Path) -> 
     assert r.returncode == 2 and "already exists" in r.stderr
     r = pai("status", "missing", home=daemon.home)
     assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_an_image_the_process_runtime_does_not_use_is_said_in_events_and_the_runtime_log(daemon: Api) -> None:
+    """A mistyped image was accepted silently on the process runtime: its notice was only in the task's runtime
+    log, which ``pai logs --stream`` refused to name."""
+    job = json.loads(v1("typo-image", "echo ran"))
+    job["image"] = "pytroch/pytorch:latest"
+    name = daemon.submit_ok(json.dumps(job))
+    daemon.wait(name)
+    events = daemon.http.get(f"/api/v2/jobs/{name}/events").json()["data"]
+    warned = [e for e in events if e["reason"] == "ImageNotUsed"]
+    assert len(warned) == 1 and warned[0]["type"] == "Warning", events
+    assert "pytroch/pytorch:latest is recorded but not used: the process runtime" in warned[0]["message"]
+    for follow in ([], ["-f"]):
+        r = pai("logs", "typo-image", "--stream", "runtime", *follow, home=daemon.home)
+        assert r.returncode == 0, r.stderr
+        assert "the image 'pytroch/pytorch:latest' was not used" in r.stdout, r.stdout
 
 
 def test_follow_params_name_and_invalid_input(daemon: Api, tmp_path: Path) -> None:
@@ -204,6 +223,38 @@ def test_cluster_start_keeps_its_runtime_and_a_stopped_cluster_stays_stopped(tmp
         assert r.returncode == 3 and "pai cluster start" in r.stderr
         r = pai("cluster", "start", home=home)
         assert r.returncode == 0 and "started" in r.stdout
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+@pytest.mark.docker
+def test_auto_takes_docker_only_where_the_images_are_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine that answered but could not pull was picked by `make lab`, and `make demo` then failed on "image
+    not found". The images auto checks are PAI_JUPYTER_AUTO_IMAGES here (the examples' by default): a local one
+    (pai-test/busybox, .ci/run's) and one no registry has."""
+    docker_or_skip()
+    home = tmp_path / "h"
+    try:
+        monkeypatch.setenv("PAI_JUPYTER_AUTO_IMAGES", "pai-test/busybox:latest pai-test/not-an-image:0")
+        r = pai("cluster", "start", home=home)
+        assert r.returncode == 0 and "(runtime process" in r.stdout, r.stdout + r.stderr
+        said = (
+            "the Docker engine answers but lacks pai-test/not-an-image:0 and cannot pull it (pai-test/not-an-image:0: "
+        )
+        assert said in r.stdout and "pai cluster start --runtime docker" in r.stdout, r.stdout
+        r = pai("cluster", "status", home=home)
+        assert "  chosen:   the Docker engine answers but lacks pai-test/not-an-image:0" in r.stdout, r.stdout
+        control.stop(home)
+        monkeypatch.setenv("PAI_JUPYTER_AUTO_IMAGES", "pai-test/busybox:latest")
+        r = pai("cluster", "start", home=home)
+        assert r.returncode == 0 and "(runtime docker" in r.stdout, r.stdout + r.stderr
+        assert "runtime docker: the Docker engine answers and has, or can pull, the examples' images" in r.stdout
+        control.stop(home)
+        r = pai("cluster", "start", "--runtime", "process", home=home)
+        assert "runtime process: asked for (--runtime process)" in r.stdout, r.stdout
     finally:
         control.stop(home)
         kill_leftovers(home)

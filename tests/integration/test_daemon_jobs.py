@@ -170,6 +170,24 @@ def test_failing_job_reports_exit_code_and_trigger(daemon: Api) -> None:
     assert s["appExitSpec"]["phrase"] == "PAIRuntimeUnknownFailed"
 
 
+def test_a_failure_without_a_reason_quotes_its_logs_last_line(daemon: Api) -> None:
+    """A command that exits 1 gave ``main[0] failed:  (exit code 1)``: the reason was in its log, which the
+    diagnosis now quotes (stderr's last line, else the whole log's; control characters dropped, bounded)."""
+    said = daemon.submit_ok(v1("no-module", "echo starting; python3 -c 'import tensorboard_not_here'; echo never"))
+    s = daemon.wait(said)["jobStatus"]
+    quoted = "the log's last line: ModuleNotFoundError: No module named 'tensorboard_not_here'"
+    assert s["state"] == "FAILED" and s["appExitDiagnostics"] == f"main[0] failed: {quoted} (exit code 1)"
+    task = daemon.tasks(daemon.detail(said))[0]
+    assert task["containerExitDiagnostics"] == quoted
+    out = daemon.submit_ok(v1("stdout-only", "printf 'step 1\\n\\033[31mloss is nan\\033[0m\\n\\n'; exit 2"))
+    assert daemon.wait(out)["jobStatus"]["appExitDiagnostics"] == (
+        "main[0] failed: the log's last line: [31mloss is nan[0m (exit code 2)"
+    )
+    long = daemon.submit_ok(v1("long-line", "printf '%0500d\\n' 0 >&2; exit 1"))
+    line = daemon.tasks(daemon.wait(long))[0]["containerExitDiagnostics"]
+    assert line == "the log's last line: " + "0" * 299 + "…"
+
+
 def test_min_succeeded_ends_the_job_early_and_stops_the_rest(daemon: Api) -> None:
     job = json.loads(
         v1(

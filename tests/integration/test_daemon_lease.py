@@ -22,9 +22,21 @@ def renew(api: Api, job: str) -> Any:
 
 
 def test_an_unrenewed_lease_stops_the_job_with_its_reason(daemon: Api) -> None:
+    """The reason is the job's and its attempt's exit diagnostics, with OpenPAI's exit code of a stopped
+    framework (-210, StopFrameworkRequested): a kernel job whose Jupyter server went away showed exitCode and
+    exitDiagnostics null, the reason only in its events."""
     job = daemon.submit_ok(leased("lapsing", 2))
     detail = daemon.wait(job, {"STOPPED"}, timeout=30)
-    assert detail["jobStatus"]["appExitDiagnostics"] == "stopped: its holder went away (not renewed for 2 s)"
+    reason = "stopped: its holder went away (not renewed for 2 s)"
+    status = detail["jobStatus"]
+    assert (status["appExitDiagnostics"], status["appExitCode"], status["appExitType"]) == (reason, -210, "Failed")
+    assert (status["appExitSpec"]["phrase"], status["appExitSpec"]["type"]) == ("StopFrameworkRequested", "USER_STOP")
+    [attempt] = daemon.http.get(f"/api/v2/jobs/{job}/job-attempts").json()
+    assert (attempt["exitCode"], attempt["exitPhrase"], attempt["exitDiagnostics"]["diagnosticsSummary"]) == (
+        -210,
+        "StopFrameworkRequested",
+        reason,
+    )
     r = renew(daemon, job)
     assert r.status_code == 409 and r.json()["code"] == "ConflictJobError" and "STOPPED" in r.json()["message"]
 

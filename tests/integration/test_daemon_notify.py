@@ -162,3 +162,39 @@ def test_bad_settings_are_refused_at_submit(daemon: Api) -> None:
     assert "jobStatusChangeNotification.running" in r.text and "jobStatusChangeNotification.webhook" in r.text
     r = daemon.http.post("/api/v2/local/users", json={"name": "carol", "email": "not an address"})
     assert r.status_code == 400 and "email" in r.text
+
+
+# each spelling of this machine a user's webhook was let through by (or might be): IPv4-mapped, IPv4-compatible
+# (hex), 6to4 and NAT64 forms of 127.0.0.1, the unspecified address, a name for loopback, and a private address
+LOCAL_SPELLINGS = (
+    "[::ffff:127.0.0.1]",
+    "[::ffff:0.0.0.0]",
+    "0.0.0.0",
+    "[::ffff:7f00:1]",
+    "[2002:7f00:1::]",
+    "[64:ff9b::7f00:1]",
+    "localhost",
+    "10.0.0.1",
+)
+
+
+def test_a_users_webhook_reaches_no_spelling_of_this_machine_nor_a_private_network(
+    daemon: Api, hook: tuple[list[dict[str, Any]], str]
+) -> None:
+    """The root daemon POSTed to a service on 127.0.0.1 through an IPv4-mapped address (Linux connects
+    ``[::ffff:127.0.0.1]`` to 127.0.0.1; Python 3.11 does not call it loopback). The listener on 127.0.0.1 gets
+    nothing, each job's NotificationFailed event says why, and the jobs end as they would."""
+    posts, url = hook
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    alice = daemon.new_user("alice")
+    jobs = {}
+    for i, host in enumerate(LOCAL_SPELLINGS):
+        webhook = f"http://{host}:{port}/pai"
+        jobs[alice.submit_ok(job(f"local{i}", "true", {"succeeded": True, "webhook": webhook}))] = webhook
+    for name, webhook in jobs.items():
+        assert alice.wait(name)["jobStatus"]["state"] == "SUCCEEDED"
+        found = wait_for(lambda n=name: reasons(alice, n), 30, f"the notification event of {name}")  # type: ignore[misc]
+        assert [r for r, _ in found] == ["NotificationFailed"], (webhook, found)
+        assert found[0][1].startswith(f"SUCCEEDED: webhook {webhook} failed"), found
+        assert "may not point at this machine or a private network" in found[0][1], (webhook, found)
+    assert posts == []

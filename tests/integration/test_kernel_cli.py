@@ -18,7 +18,13 @@ def pai(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_install_list_and_remove(tmp_path: Path) -> None:
+def _listed(kernelspecs: Path) -> list[str]:
+    """The PAI kernelspecs `pai kernel list` shows from this test's Jupyter dir (not a venv's own, `make lab`'s)."""
+    listed = json.loads(pai("list", "-o", "json").stdout)
+    return [k["name"] for k in listed if k["resourceDir"].startswith(str(kernelspecs))]
+
+
+def test_install_list_and_remove(tmp_path: Path, kernelspecs: Path) -> None:
     from jupyter_client.kernelspec import KernelSpecManager
 
     r = pai(
@@ -45,12 +51,11 @@ def test_install_list_and_remove(tmp_path: Path) -> None:
         "config": {"gpu": 1, "cpu": 4, "memory_mb": 8192, "image": "my/torch:2", "python": "/opt/conda/bin/python"},
     }
     assert pai("install", "--name", "small").returncode == 0
-    listed = json.loads(pai("list", "-o", "json").stdout)
-    assert [k["name"] for k in listed] == ["pai-1gpu", "small"]
+    assert _listed(kernelspecs) == ["pai-1gpu", "small"]
     assert "pai-1gpu" in pai("list").stdout
     r = pai("remove", "pai-1gpu")
     assert r.returncode == 0 and "removed kernelspec pai-1gpu" in r.stdout
-    assert [k["name"] for k in json.loads(pai("list", "-o", "json").stdout)] == ["small"]
+    assert _listed(kernelspecs) == ["small"]
     r = pai("install", "--name", "tunnelled", "--tunnel", "always", "--identity", str(tmp_path / "id_ed25519"))
     assert r.returncode == 0, r.stderr
     config = KernelSpecManager().get_kernel_spec("tunnelled").metadata["kernel_provisioner"]["config"]

@@ -1,6 +1,6 @@
-"""The PAI kernel in a real Jupyter server: JupyterLab's launcher shows the kernelspec and a notebook started from
-it runs in a PAI job and restarts in it (headless Chromium); Jupyter's idle culling shuts an unconnected PAI
-kernel down and its job is STOPPED with no process behind."""
+"""The PAI kernel in a real Jupyter server: JupyterLab's launcher shows the kernelspec with its logo and a notebook
+started from it runs in a PAI job and restarts in it (headless Chromium); Jupyter's idle culling shuts an
+unconnected PAI kernel down and its job is STOPPED with no process behind."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.polling import wait_for
 
-from .browser import new_notebook_from_launcher, opened
+from .browser import opened
 from .conftest import Api, provisioner_installed
 from .jupyter_fixture import JupyterServer
 from .servers import servers
@@ -47,7 +47,14 @@ def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a
     server, api = lab
     with opened(browser) as w:
         page = w.page
-        new_notebook_from_launcher(page, server, "Python 3 on PAI (lab test)")
+        page.goto(f"{server.url}lab?token={server.token}")
+        card = page.locator(".jp-LauncherCard", has_text="Python 3 on PAI (lab test)").first
+        card.wait_for(timeout=90_000)
+        logo = card.locator(".jp-LauncherCard-icon img")  # the kernelspec's logo, not a plain letter
+        wait_for(lambda: logo.evaluate("i => i.complete && i.naturalWidth > 0") or None, 30, "the PAI logo drawn")
+        assert (logo.get_attribute("src") or "").endswith("/logo-svg.svg")
+        assert card.locator(".jp-LauncherCard-noKernelIcon").count() == 0
+        card.click()
         page.get_by_text("| Idle").first.wait_for(timeout=120_000)
         editor = page.locator(".jp-Cell .cm-content").first
         editor.click()

@@ -78,6 +78,11 @@ def test_the_sidebar_lists_a_job_until_it_succeeds(env: Env, lab: Any) -> None:
     page.locator(".pai-ConfigText", has_text="sleep 2").wait_for(timeout=30_000)
     page.locator(".pai-LogText", has_text="onerror=alert(1)").wait_for(timeout=30_000)
     assert lab.locator("img[src='x']").count() == 0
+    # its events, each with its time (to the second: a job's events are seconds apart)
+    event = page.locator(".pai-Events-list li").first
+    event.locator("time").wait_for(timeout=30_000)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", event.locator("time").inner_text())
+    assert event.locator("time").get_attribute("datetime")
     page.get_by_label("Config format").select_option("json")
     page.locator(".pai-ConfigText", has_text='"jobName"').wait_for(timeout=30_000)
     page.get_by_role("button", name="Open this job in the submit form").click()  # Clone to form
@@ -94,6 +99,8 @@ def test_the_terminal_tab_runs_a_command(env: Env, lab: Any) -> None:
     page.get_by_role("button", name="Terminal of main[0] of lab-live").click()
     frame = lab.frame_locator(".pai-ServiceFrame iframe")
     frame.get_by_role("status").filter(has_text="Connected").wait_for(timeout=60_000)
+    header = frame.locator("header").inner_text()
+    assert header.count("main[0] of root~lab-live") == 1, header  # the title once, not again in the status
     frame.locator(".xterm").click()
     lab.keyboard.type("echo $((6*7))")
     lab.keyboard.press("Enter")
@@ -129,7 +136,7 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     form = lab.locator(".pai-Form").last
     form.get_by_label("Job name", exact=True).fill("lab-form-job")
     form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
-    form.get_by_label("Pro mode").check()  # memory is a pro setting (the platform user guide)
+    assert not form.get_by_label("Pro mode").is_checked()  # memory is a basic setting: a job's first question
     memory, max_run = form.get_by_label("Memory (MB)", exact=True), form.get_by_label("Max run time (minutes, 0: none)")
     memory.fill("0")
     max_run.fill("-1")
@@ -145,9 +152,19 @@ def test_a_job_from_the_lab_form_appears_in_the_sidebar(env: Env, lab: Any) -> N
     max_run.fill("5")
     form.get_by_role("button", name="Submit").click()
     form.locator(".pai-Form-result", has_text="Submitted root~lab-form-job").wait_for(timeout=30_000)
+    # the way on to the job: the toast's Open, and the link beside "Submitted"
+    job_page = lab.locator(".pai-JobPage").filter(has_text="root~lab-form-job")
+    toast = lab.locator(".Toastify__toast", has_text="Submitted root~lab-form-job")
+    toast.get_by_role("button", name="Open").click()
+    job_page.locator(".pai-Tasks td", has_text="main").first.wait_for(timeout=30_000)
+    lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="New PAI job").click()
+    job_page.wait_for(state="hidden", timeout=10_000)
+    form.get_by_role("button", name="Open the job page of root~lab-form-job").click()
+    job_page.wait_for(state="visible", timeout=10_000)
     row(lab, "lab-form-job").wait_for(timeout=30_000)
     assert env.api.wait("root~lab-form-job", timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
-    assert "maxRunTimeMinutes" in env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text
+    sent = json.loads(env.api.http.get("/api/v2/jobs/root~lab-form-job/config").text)
+    assert sent["extras"]["maxRunTimeMinutes"] == 5 and sent["taskRoles"][0]["memoryMB"] == 256
 
 
 def test_submit_as_pai_job_from_the_file_browser_and_the_editor(env: Env, lab: Any) -> None:
@@ -266,6 +283,9 @@ def test_the_job_page_sets_the_work_duration_and_offers_the_ssh_key(env: Env, la
     key.wait_for(timeout=30_000)
     href = key.get_attribute("href")
     assert href and href.endswith(f"/pai/api/jobs/{job}/ssh-key") and key.get_attribute("download") is not None
+    ssh = page.get_by_role("button", name=f"How to log in to {job} with ssh")
+    gap = ssh.bounding_box()["x"] - (key.bounding_box()["x"] + key.bounding_box()["width"])
+    assert gap >= 4, gap  # "SSH key" and "SSH…" apart, as the other tools are
     got = lab.request.get(href)  # the signed-in page's cookie
     assert got.status == 200 and got.text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     page.get_by_label("Work duration in minutes (max run time)").fill("-1")

@@ -138,6 +138,16 @@ def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: An
     assert "exists" in field_error(form, "Job name").inner_text()
 
 
+def submit_refused(lab: Any, name: str) -> Any:
+    """ "Submit as PAI job" on the file ``name`` from the file browser's menu; the dialog that says why not."""
+    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
+    lab.locator(".jp-DirListing-item", has_text=name).click(button="right")
+    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
+    dialog = lab.locator(".jp-Dialog")
+    dialog.wait_for(timeout=30_000)
+    return dialog
+
+
 def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any) -> None:
     text = json.dumps(
         {
@@ -148,13 +158,29 @@ def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any
     )
     env.api.submit_ok(text)
     (env.root / "taken-job.json").write_text(text)
-    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
-    lab.locator(".jp-DirListing-item", has_text="taken-job.json").click(button="right")
-    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
-    dialog = lab.locator(".jp-Dialog")
-    dialog.wait_for(timeout=30_000)
+    dialog = submit_refused(lab, "taken-job.json")
     assert "taken-job.json was not submitted" in dialog.locator(".jp-Dialog-header").inner_text()
     assert "is not a valid job" not in dialog.inner_text()
+    dialog.get_by_role("button", name="Ok").click()
+
+
+def test_submit_as_pai_job_shows_each_problem_on_its_own_line_with_the_field_meant(env: Env, lab: Any) -> None:
+    (env.root / "two-problems.yaml").write_text(
+        "protocolVersion: 2\nname: two-problems\ntype: job\nprerequisites:\n"
+        "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n    instances: 1\n"
+        "    dockerImage: image\n    resourcePerInstance: {cpu: 1, memoryMB: 50, gpu: 0}\n"
+        "    commands: [echo hi]\n    comand: echo typo\n"
+    )
+    dialog = submit_refused(lab, "two-problems.yaml")
+    assert "two-problems.yaml is not a valid job" in dialog.locator(".jp-Dialog-header").inner_text()
+    problems = dialog.locator(".pai-Problems li")
+    assert problems.all_inner_texts() == [
+        "taskRoles.main.resourcePerInstance.memoryMB: 50 is below the minimum 100",
+        "taskRoles.main.comand: is not a known field (unknown keys are rejected, as OpenPAI does); "
+        "did you mean 'commands'?",
+    ]
+    first, second = (p.bounding_box() for p in problems.all())
+    assert second["y"] >= first["y"] + first["height"]  # one under the other, not run into one line
     dialog.get_by_role("button", name="Ok").click()
 
 

@@ -1,6 +1,7 @@
 """The sidebar's job list (``server/jobs.py``) against a real daemon: one poll is one daemon request (the local
 ``/api/v2/local/jobs``), where the per-job path (what a remote OpenPAI server gets) makes 1 + 2N, and both give the
-Lab the same answer: each live job's tasks in the detail's order, their states and services."""
+Lab the same answer: each live job's tasks in the detail's order, their states and services. In Chromium, the
+sidebar of a cluster stopped under it says how to start it again, and keeps no rows of what it no longer knows."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import asyncio
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from pai_jupyter.client import AsyncClient, Client
+from pai_jupyter.cluster import control
 from pai_jupyter.server.jobs import job_row, listed_jobs, listed_per_job
 
+from .browser import opened, pai_sidebar
 from .conftest import Api, v1
 from .jupyter_fixture import services_job, services_up
+from .servers import servers
 
 BASE = "/user/ada/"
 LOG = logging.getLogger("test")
@@ -75,3 +81,24 @@ def test_one_poll_is_one_daemon_request_and_answers_as_the_per_job_path(daemon: 
     assert {s["name"]: s["state"] for s in task["services"]} == {"tensorboard": "running", "jupyter": "running"}
     assert task["terminalUrl"] == f"{BASE}pai/jobs/{boards}/main/0/terminal/websocket"
     assert [t["state"] for t in rows[waiting]["tasks"]] == ["WAITING"] and rows[done]["tasks"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_sidebar_of_a_stopped_cluster_says_how_to_start_it_and_drops_its_rows(
+    tmp_path: Path, browser: Any, request: pytest.FixtureRequest
+) -> None:
+    with servers(tmp_path) as s:
+        s.daemon().submit_ok(v1("before-the-stop", "sleep 300"))
+        jupyter = s.jupyter(lab=True, lab_settings={"refreshSeconds": 1})
+        with opened(browser, shot=request.node.name) as w:
+            panel = pai_sidebar(w.page, jupyter, "stopped-cluster")
+            rows = panel.locator(".pai-JobRow")
+            rows.filter(has_text="before-the-stop").wait_for(timeout=60_000)
+            control.remember_stop(s.home)  # `pai cluster stop`
+            control.stop(s.home)
+            status = panel.locator(".pai-JobsPanel-status")
+            status.filter(has_text="start it again with: pai cluster start").wait_for(timeout=60_000)
+            assert "it was stopped with `pai cluster stop`" in status.inner_text()
+            assert rows.count() == 0  # not the RUNNING job it showed before
+            assert not w.dialogs, w.dialogs

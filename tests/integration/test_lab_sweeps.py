@@ -197,12 +197,24 @@ def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: 
         return found if len(found) == 4 and all(s == "SUCCEEDED" and v != "–" for _, s, v in found) else None
 
     wait_for(shown, 30, lambda: f"four succeeded trials with their loss: {rows.all_inner_texts()}")
+    # the sidebar: one row for the sweep, its trials under it once opened
+    sidebar = lab.locator("#pai-jobs-panel")
+    group = sidebar.locator(".pai-SweepGroup[data-sweep='labgrid']")
+    group.filter(has_text="4 trials · 4 succeeded").wait_for(timeout=30_000)
+    trials = sidebar.locator(".pai-JobRow.pai-mod-nested")
+    assert trials.count() == 0 and group.get_attribute("aria-expanded") == "false"
+    group.click()
+    wait_for(lambda: trials.count() == 4 or None, 10, "the sweep's four trials under it")
+    assert sorted(t.locator(".pai-JobRow-name").text_content() for t in trials.all()) == [
+        f"labgrid-000{n}" for n in range(4)
+    ]
     by_loss = [t["number"] for t in sorted(sweep.trials, key=lambda t: (t["metrics"]["loss"], t["number"]))]
     by_loss_down = [t["number"] for t in sorted(sweep.trials, key=lambda t: (-t["metrics"]["loss"], t["number"]))]
     assert by_loss[0] == 1 and by_loss_down[0] == 3  # x = 0.3 is the bowl's bottom, 0.9 the farthest
     header = view.locator(".pai-TrialTable th[data-column='metric:loss']")
     order = lambda: [int(r.get_attribute("data-trial") or -1) for r in rows.all()]  # noqa: E731
-    header.get_by_role("button", name="Sort by loss").click()
+    box = header.bounding_box()  # the whole header cell sorts, not only its word
+    lab.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] - 2)
     assert order() == by_loss and header.get_attribute("aria-sort") == "ascending"
     header.get_by_role("button", name="Sort by loss").click()
     assert order() == by_loss_down and header.get_attribute("aria-sort") == "descending"

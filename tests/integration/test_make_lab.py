@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,9 +55,21 @@ async def _terminal_says(base: str, token: str, command: str) -> str:
 
 
 def test_make_lab_puts_pai_on_the_terminals_path_and_the_pai_kernel_in_the_launcher(tmp_path: Path) -> None:
+    """The kernelspec goes into the venv (``--sys-prefix``): one in the user's Jupyter dir is listed by every Jupyter
+    of the user, a task's own JupyterLab too, and `make lab` skipped its install when any ``pai`` kernelspec (an
+    older one of the user's, here) was there. What the README's examples need is installed (papermill)."""
     if not _stamped():
         pytest.skip(f"{VENV} has no install stamp for this pyproject.toml: `make lab` would install first")
     port, token, home = free_port(), "make-lab-test-token", tmp_path / "home"
+    old = tmp_path / "data" / "kernels" / "pai"  # what an older `make lab` left in the user's dir
+    old.mkdir(parents=True)
+    (old / "kernel.json").write_text(
+        json.dumps({"argv": ["python3"], "display_name": "an older pai", "language": "py"})
+    )
+    ours = VENV / "share" / "jupyter" / "kernels" / "pai"
+    aside = tmp_path / "venv-pai-kernelspec"
+    if ours.exists():  # this venv's own, from an earlier `make lab`: the recipe must make it again (and it is put back)
+        ours.rename(aside)
     env = {
         **os.environ,
         "PAI_JUPYTER_HOME": str(home),
@@ -86,13 +99,16 @@ def test_make_lab_puts_pai_on_the_terminals_path_and_the_pai_kernel_in_the_launc
                 pass
             assert make.poll() is None and time.monotonic() < deadline, (tmp_path / "make.log").read_text()
             time.sleep(0.3)
-        specs = httpx.get(f"{base}/api/kernelspecs", params={"token": token}, timeout=10).json()["kernelspecs"]
-        shown = {spec["spec"]["display_name"] for spec in specs.values()}
-        assert any("on PAI" in name for name in shown), shown
-        said = asyncio.run(_terminal_says(base, token, "command -v pai"))
-        assert f"{VENV}/bin/pai" in said, said
+        assert json.loads((ours / "kernel.json").read_text())["display_name"].startswith("Python 3 on PAI")
+        assert sorted(p.name for p in (tmp_path / "data" / "kernels").iterdir()) == ["pai"]  # nothing user-wide
+        assert (old / "kernel.json").read_text().count("an older pai") == 1
+        said = asyncio.run(_terminal_says(base, token, "command -v pai; command -v papermill"))
+        assert f"{VENV}/bin/pai" in said and f"{VENV}/bin/papermill" in said, said
     finally:
         os.killpg(make.pid, signal.SIGTERM)
         make.wait(timeout=30)
         control.stop(home)
         kill_leftovers(home)
+        shutil.rmtree(ours, ignore_errors=True)  # the venv as it was: other tests list the kernelspecs Jupyter finds
+        if aside.exists():
+            aside.rename(ours)

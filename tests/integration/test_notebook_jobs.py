@@ -21,7 +21,7 @@ import pytest
 
 from pai_jupyter.protocol.notebookjob import EXIT_NO_PAPERMILL
 
-from .conftest import Api, v1
+from .conftest import Api, reachable, v1
 from .jupyter_fixture import JupyterServer, write_notebook
 from .servers import Servers, servers
 
@@ -180,3 +180,65 @@ def test_estimator_takes_a_notebook_as_its_entry_point(env: Env, monkeypatch: py
     assert (Path(est.tensorboard()) / "train.executed.ipynb").is_file()
     with pytest.raises(ValueError, match="not both"):
         Estimator("python3 x.py", entry_point=str(env.root / "est" / "train.ipynb"))
+
+
+def _attack_job(name: str, output: str, swap: str, target: Path) -> str:
+    """A job of the Estimator's layout (no host path: any user may submit it) that names its executed notebook
+    ``output``, has a TensorBoard over its ``logs`` output, and whose command replaces ``swap`` (a directory its
+    account owns, relative to the layout's ``ml/``) with a link to ``target``."""
+    import json
+
+    ml = '"${PAI_OUTPUT_LOGS%/output/logs/}"'
+    command = f"mv {ml}/{swap} {ml}/{swap}.away && ln -s {target} {ml}/{swap} && ls -la {ml}/output"
+    doc = json.loads(v1(name, command))
+    doc["extras"] = {
+        "com.pai_jupyter.estimator": {},
+        "com.pai_jupyter.notebook": {"notebook": "train.ipynb", "parameters": {}, "output": output},
+        "com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}],
+    }
+    return json.dumps(doc)
+
+
+def test_a_task_cannot_make_the_server_read_through_its_links(env: Env, tmp_path: Path) -> None:
+    """``ml/`` is the task account's. Bob's task made ``ml/output/logs`` a link to the daemon's own directory and
+    named its executed notebook ``runtime.json``: the Jupyter server (root, bob's profile) returned the daemon's
+    admin token. Another made ``ml/output`` a link to a directory of root's holding a decoy notebook and event
+    file: the server served both, and started TensorBoard over it as root. Each is refused now, and nothing of
+    either target comes back."""
+    from pai_jupyter.client.profiles import Profile, upsert_profile
+    from tests.polling import wait_for
+
+    from .jupyter_fixture import task_url, write_events
+
+    if os.geteuid() != 0:
+        pytest.skip("the attack is on a server running as root, against a task of another account")
+    decoy = tmp_path / "decoy"
+    (decoy / "logs").mkdir(parents=True)
+    decoy.chmod(0o700)  # root's alone
+    write_notebook(decoy / "logs" / "decoy.ipynb", "print('DECOY-NOTEBOOK')")
+    write_events(decoy / "logs", run="decoy-run")
+    reachable(env.api.home)  # (another pytest run as root on this machine makes /tmp/pytest-of-root 0700 again)
+    token_job = env.bob.submit_ok(_attack_job("nb-link-logs", "runtime.json", "output/logs", env.api.home / "local"))
+    decoy_job = env.bob.submit_ok(_attack_job("nb-link-output", "decoy.ipynb", "output", decoy))
+    for job in (token_job, decoy_job):
+        assert env.bob.wait(job, timeout=60)["jobStatus"]["state"] == "SUCCEEDED", env.bob.log(job)
+    upsert_profile(Profile(name="bob", url=env.api.url, username="bob", token=env.bob.token), env.api.home)
+    http = env.jupyter.http()
+    assert http.put("pai/api/profiles/current", json={"name": "bob"}).status_code == 200
+    try:
+        for job in (token_job, decoy_job):
+            for query in ("", "?format=html"):
+                r = http.get(f"pai/api/jobs/{job}/notebook{query}")
+                assert r.status_code == 404 and "link" in r.json()["message"], (job, r.status_code, r.text[:300])
+                assert env.api.token not in r.text and "DECOY" not in r.text
+        detail = http.get(f"pai/api/jobs/{decoy_job}").json()
+        assert "tensorboardPage" not in detail["tasks"][0], detail["tasks"][0]  # no button for it
+        runs = wait_for(
+            lambda: r if (r := http.get(task_url(decoy_job, "tensorboard/data/runs"))).status_code != 503 else None,
+            60,
+            "the ended task's TensorBoard route to answer",
+        )
+        assert runs.status_code == 409 and "does not follow it" in runs.json()["message"], runs.text[:300]
+        assert "decoy-run" not in runs.text
+    finally:
+        assert http.put("pai/api/profiles/current", json={"name": "local"}).status_code == 200

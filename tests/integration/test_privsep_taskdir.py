@@ -185,6 +185,32 @@ def test_a_container_cannot_make_root_follow_its_links(tmp_path: Path) -> None:
         kill_leftovers(home)
 
 
+def test_a_failed_containers_linked_logs_are_not_quoted_in_its_diagnosis(tmp_path: Path) -> None:
+    """A failure without a reason quotes the log's last line (core/ending.py): on Docker the logs are in ``run/``,
+    the container's; links it puts there to the admin token are not followed into the job's diagnostics."""
+    docker_or_skip()
+    home = tmp_path / "pai-home"
+    try:
+        admin = start_daemon(home, runtime="docker")
+        runtime_json = home / "local" / "runtime.json"
+        role = v2_role(
+            resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0},
+            commands=[f'for f in stderr all; do ln -sf {runtime_json} "$PAI_TASK_DIR/run/$f"; done', "exit 1"],
+        )
+        doc = v2_doc({"main": role}, name="linked-logs")
+        doc["prerequisites"] = [{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox"}]
+        job = admin.submit_ok(json.dumps(doc))
+        status = admin.wait(job, timeout=60)["jobStatus"]
+        assert status["state"] == "FAILED" and status["appExitCode"] == 1, status
+        td = next((home / "local" / "jobs" / job).glob("a0.main-0.t0"))
+        assert (td / "run" / "stderr").is_symlink() and (td / "run" / "all").is_symlink()
+        assert admin.token not in status["appExitDiagnostics"] and "url" not in status["appExitDiagnostics"]
+        assert status["appExitDiagnostics"] == "main[0] failed (exit code 1)", status
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
 def test_a_task_gets_a_system_path_never_the_workbench_venv(daemon: Api) -> None:
     """Tasks run with their image's environment (the host's system on the process runtime): a task's ``pip``
     must not install into the workbench's own venv, whatever account it runs as."""

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from pai_jupyter.cluster import control
 from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import TaskStartError
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim
 from tests.polling import wait_for
 
-from .conftest import reachable
+from .conftest import kill_leftovers, reachable, start_daemon, v1
 from .conftest_runtime import make_spec, read, wait
 from .test_runtime_process import SHIMS, Runtimes
 
@@ -165,3 +166,45 @@ def test_a_task_that_forks_all_it_can_stays_under_its_pids_limit(tmp_path: Path,
         assert 0 < forked < 40  # the shim, its shell and python count too
     finally:
         r.cleanup()
+
+
+BOMB = """python3 -c '
+import os, time
+forked = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        forked += 1
+    except OSError:
+        print("refused after", forked, flush=True)
+        time.sleep(600)
+'"""
+
+
+@pytest.mark.skipif(not PIDS, reason="no writable pids cgroup on this machine")
+def test_a_stopped_fork_bomb_job_says_why_in_its_detail(pai_home: Path) -> None:
+    """A job whose task forks until its pids limit refuses, and is then stopped: its detail showed exitCode and
+    exitDiagnostics null (the stop's reason only in its events, the fork bomb nowhere). Now the job and its attempt
+    carry OpenPAI's exit code of a stopped job with the reason, and the task's diagnostics name the limit."""
+    admin = start_daemon(pai_home, extra_args=["--pids-limit", "40"])
+    try:
+        bob = admin.new_user("bob")
+        job = bob.submit_ok(v1("bomb", BOMB, memoryMB=1024))
+        wait_for(lambda: "refused after" in bob.log(job), 60, "the fork bomb to reach its limit")
+        assert bob.stop(job).status_code == 202
+        status = bob.wait(job, timeout=60)["jobStatus"]
+        assert (status["state"], status["appExitCode"], status["appExitDiagnostics"]) == (
+            "STOPPED",
+            -210,
+            "stopped by bob",
+        )
+        [attempt] = bob.http.get(f"/api/v2/jobs/{job}/job-attempts").json()
+        assert attempt["exitCode"] == -210 and attempt["exitDiagnostics"]["diagnosticsSummary"] == "stopped by bob"
+        [task] = attempt["taskRoles"]["main"]["taskStatuses"]
+        said = task["containerExitDiagnostics"]
+        assert said.startswith("the task reached its limit of 40 processes (pids cgroup): ") and "refused" in said
+    finally:
+        control.stop(pai_home)
+        kill_leftovers(pai_home)

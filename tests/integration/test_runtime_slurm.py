@@ -109,10 +109,11 @@ def test_openpais_node_list_is_the_slurm_clusters_nodes(slurm: Api) -> None:
     """``GET /api/v2/kubernetes/nodes`` (OpenPAI's JS SDK's getK8sNodes) lists Slurm's nodes, not the daemon's host."""
     nodes = slurm.http.get("/api/v2/kubernetes/nodes").json()["items"]
     assert [n["metadata"]["name"] for n in nodes] == ["n1", "n2"], nodes
+    addrs = node_addrs()  # (the cluster's slot decides its subnet)
     for n in nodes:  # tests/slurm/cluster.sh: CPUs=2 RealMemory=4000 Gres=gpu:2 each
         assert n["status"]["capacity"] == {"cpu": "2", "memory": "4000Mi", "nvidia.com/gpu": "2", "pods": "110"}
         assert n["status"]["conditions"] == [{"type": "Ready", "status": "True"}], n
-        assert n["status"]["addresses"][0]["address"] in ("10.203.0.11", "10.203.0.12", "127.0.0.1"), n
+        assert n["status"]["addresses"][0]["address"] == addrs[n["metadata"]["name"]], (n, addrs)
 
 
 def stop_once_started(api: Api, name: str) -> tuple[dict[str, Any], float]:
@@ -204,3 +205,26 @@ def test_image_recorded_clone_and_delete_as_on_the_other_runtimes(slurm: Api) ->
     assert slurm.http.delete(f"/api/v2/jobs/{name}").status_code in (200, 202, 204)
     assert slurm.http.get(f"/api/v2/jobs/{name}").status_code == 404
     assert not job_dir.exists()
+
+
+def test_a_task_larger_than_any_node_is_refused_in_one_sentence(slurm: Api, kernelspecs: Path) -> None:
+    """The "Python on PAI" kernel's 4096 MB fit the two nodes' 8000 MB together but neither node's 4000 MB: Slurm's
+    sbatch refused it at start, and Lab showed two raw sbatch errors cut at the dialog's edge. The daemon knows
+    each node (sinfo) and refuses such a job at submit, in one sentence, before Slurm sees it."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from pai_jupyter.kernel.kernelspec import install
+    from pai_jupyter.kernel.provisioner import KernelStartError
+
+    said = "a task needs 1 CPU, 4096 MB memory, 0 GPU, more than one node has (each of its 2 nodes has 2 CPU, 4000 MB"
+    big = role("true") | {"resourcePerInstance": {"cpu": 1, "memoryMB": 4096, "gpu": 0}}
+    r = slurm.submit(job("too-big", {"main": big}))
+    assert r.status_code == 400 and said in r.json()["message"], r.text
+    install("pai-test")  # the kernel's defaults: 1 CPU, 4096 MB
+    with pytest.raises(KernelStartError) as err:
+        asyncio.run(AsyncKernelManager(kernel_name="pai-test").start_kernel())
+    message = str(err.value)
+    assert said in message and "sbatch" not in message and message.count(". ") == 0, message
+    assert not slurm.http.get("/api/v2/jobs").json()  # nothing was queued, nothing reached Slurm

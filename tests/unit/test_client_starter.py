@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from pai_jupyter.client import Client, ServerUnavailable
+from pai_jupyter.client.base import LOCAL_DOWN
 from pai_jupyter.common import starter
 
 from .imports import PACKAGE, own_imports
@@ -84,11 +85,46 @@ def test_a_starter_that_finds_nothing_or_fails_says_so(tmp_path: Path) -> None:
         Client("local", home=tmp_path, starter=broken, retries=0).info()
 
 
+def test_a_cluster_stopped_under_a_client_says_so_on_that_very_call(tmp_path: Path) -> None:
+    """``pai cluster stop`` after the client found the daemon: the next call's connection fails, the client looks
+    for the daemon again at once (not only after its retries) and the call says what the starter says, with the
+    code that tells a server these words are the client's own (safe to show: not the cluster's text)."""
+    running = {"url": "http://127.0.0.1:1234", "token": "tok"}
+
+    class StoppedLater:
+        calls = 0
+
+        def __call__(self, home: Path | None, *, start: bool) -> dict[str, Any] | None:
+            self.calls += 1
+            if self.calls > 1:
+                raise starter.Stopped("it was stopped with `pai cluster stop`; start it again with: pai cluster start")
+            return running
+
+    answers = iter([httpx.Response(200, json={"launcherType": "local"})])
+
+    def daemon(req: httpx.Request) -> httpx.Response:
+        response = next(answers, None)
+        if response is None:
+            raise httpx.ConnectError("connection refused", request=req)
+        return response
+
+    c = Client("local", home=tmp_path, starter=StoppedLater(), transport=httpx.MockTransport(daemon), retries=1)
+    assert c.info() == {"launcherType": "local"}
+    with pytest.raises(ServerUnavailable) as info:
+        c.info()
+    assert info.value.message == (
+        "the local cluster is not running: it was stopped with `pai cluster stop`; start it again with: "
+        "pai cluster start"
+    )
+    assert info.value.code == LOCAL_DOWN
+
+
 def test_the_cluster_package_registers_the_local_starter() -> None:
     from pai_jupyter.cluster import control
 
     assert starter.starter_for(starter.LOCAL) is control.local_starter
     assert issubclass(control.DaemonError, starter.StartError)
+    assert issubclass(starter.Stopped, starter.StartError)
     assert starter.starter_for("no-such-profile") is None
 
 

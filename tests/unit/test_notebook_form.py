@@ -68,9 +68,10 @@ def test_defaults_are_seed_001s_basic_form() -> None:
         }  # the completion policy at its defaults is left out, as the Lab's form does
     ]
     assert form.problems == [] and form.pro.value is False
-    assert form.pro_box.layout.display == "none" and form.roles[0].memory.box.layout.display == "none"
+    assert form.pro_box.layout.display == "none" and form.roles[0].instances.box.layout.display == "none"
+    assert form.roles[0].memory.box.layout.display == ""  # memory is a basic setting
     form.pro.value = True
-    assert form.pro_box.layout.display == "" and form.roles[0].memory.box.layout.display == ""
+    assert form.pro_box.layout.display == "" and form.roles[0].instances.box.layout.display == ""
 
 
 def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
@@ -379,7 +380,7 @@ def test_the_notebook_form_draws_the_shared_form_definition() -> None:
         f.label for f in JOB_FIELDS if f.pro
     ]
     assert tuple(f["key"] for f in definition()["role"] if not f["pro"]) == form.roles[0].BASIC
-    assert form.roles[0].memory.box.layout.display == "none"  # a pro field, hidden in basic mode
+    assert form.roles[0].instances.box.layout.display == "none"  # a pro field, hidden in basic mode
 
 
 def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
@@ -438,3 +439,40 @@ def test_the_notebook_forms_virtual_cluster_keeps_what_was_typed_or_loaded() -> 
     fresh.vc.offer(vc_field(["gpu", "research"]))
     assert fresh.vc.value == "gpu" and doc(fresh)["virtualCluster"] == "gpu"
     assert fresh.vc.text.layout.display == "none" and fresh.vc.select.layout.display == ""
+
+
+def test_the_plugin_switches_say_which_tasks_run_them() -> None:
+    """The switches' help (both forms draw it) says what the daemon does: a service in the first role's task 0,
+    SSH in every task; the form did not say so."""
+    from pai_jupyter.cluster.task.services import planned
+    from pai_jupyter.protocol import Job
+    from pai_jupyter.protocol.formspec import PLUGIN_FIELDS
+
+    role = {
+        "instances": 2,
+        "dockerImage": "img",
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0},
+        "commands": ["true"],
+    }
+    switches = [f for f in PLUGIN_FIELDS if f.kind == "switch"]
+    job = Job.from_text(
+        json.dumps(
+            {
+                "protocolVersion": 2,
+                "name": "plugins",
+                "type": "job",
+                "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "busybox"}],
+                "taskRoles": {"first": role, "second": role},
+                "extras": {PLUGIN_KEY: [{"plugin": f.key} for f in switches]},
+            }
+        )
+    )
+    where = planned(job)
+    form = JobForm()
+    for f in switches:
+        tasks = sorted(t for t, services in where.items() if f.key in services)
+        if f.help == "runs in every task of every task role":
+            assert tasks == [("first", 0), ("first", 1), ("second", 0), ("second", 1)], f.key
+        else:
+            assert f.help.startswith("runs in the first task role's task 0") and tasks == [("first", 0)], f.key
+        assert f.help in getattr(form, f.key).tooltip

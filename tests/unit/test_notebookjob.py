@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,13 @@ from click.testing import CliRunner
 
 from pai_jupyter.cli import main
 from pai_jupyter.protocol import job_from_text
-from pai_jupyter.protocol.notebookjob import NOTEBOOK_KEY, executed_name, notebook_job, papermill_command
+from pai_jupyter.protocol.notebookjob import (
+    EXIT_NO_PAPERMILL,
+    NOTEBOOK_KEY,
+    executed_name,
+    notebook_job,
+    papermill_command,
+)
 from pai_jupyter.protocol.rules import ESTIMATOR_KEY
 
 
@@ -42,6 +49,24 @@ def test_a_notebook_outside_its_folder_or_not_a_notebook_is_refused(path: str, w
 def test_names() -> None:
     assert executed_name("a/b/train.ipynb") == "train.executed.ipynb"
     assert "exit 227" in papermill_command("t.ipynb", {})
+
+
+@pytest.mark.parametrize(
+    ("service_bin", "words"),
+    [
+        ("/opt/tools/bin", "/opt/tools/bin/python3 -m pip install papermill ipykernel"),  # the process runtime
+        ("", "Add papermill and ipykernel to the image"),  # a container: no platform Python
+    ],
+)
+def test_a_task_without_papermill_says_what_to_install_where(tmp_path: Path, service_bin: str, words: str) -> None:
+    """The log line names the command that installs it into the Python the task looks in (a new user after
+    `make lab` got only "papermill is not installed", naming the image or a setting)."""
+    env = {"PATH": "/usr/bin:/bin", **({"PAI_SERVICE_BIN": service_bin} if service_bin else {})}
+    done = subprocess.run(
+        ["bash", "-c", papermill_command("t.ipynb", {})], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == EXIT_NO_PAPERMILL, done.stderr
+    assert "papermill is not installed in this task" in done.stderr and words in done.stderr, done.stderr
 
 
 def test_cli_refuses_a_notebook_outside_its_source_dir(tmp_path: Path) -> None:

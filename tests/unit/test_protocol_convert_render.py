@@ -519,6 +519,15 @@ def test_builder_errors_name_the_field() -> None:
     ]
 
 
+def test_a_builders_misspelt_keyword_names_the_closest_field() -> None:
+    with pytest.raises(JobValidationError) as info:
+        Job(name="j", image="i", task_roles=[{"name": "main", "command": "x", "memory": 512}])
+    assert [str(p) for p in info.value.problems] == [
+        "task_roles[0].memory: is not a known field (unknown keys are rejected, as OpenPAI does); "
+        "did you mean 'memory_mb'?"
+    ]
+
+
 def test_builder_cross_field_rules_have_paths() -> None:
     with pytest.raises(JobValidationError) as info:
         TaskRole(

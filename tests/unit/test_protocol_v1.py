@@ -287,6 +287,8 @@ def test_optional_strings_map_onto_the_model() -> None:
 def test_unknown_fields_are_rejected() -> None:
     assert_problem(v1_doc(jobname="x"), "jobname", "is not a known field")
     assert_problem(v1_doc(v1_role(gpus=1)), "taskRoles[0].gpus", "is not a known field")
+    assert_problem(v1_doc(jobname="x"), "jobname", "did you mean 'jobName'?")
+    assert_problem(v1_doc(v1_role(memoryMb=1)), "taskRoles[0].memoryMb", "did you mean 'memoryMB'?")
 
 
 def test_every_problem_is_listed_at_once() -> None:

@@ -87,6 +87,20 @@ def test_unknown_top_level_keys_are_rejected() -> None:
     assert_problem(v2_doc(virtualCluster="vc"), "virtualCluster", "is not a known field")
 
 
+def test_an_unknown_field_names_the_closest_known_one() -> None:
+    """A misspelt field is told the name it was probably meant to be, from the fields of the mapping it is in."""
+    assert_problem(v2_doc({"w": v2_role(comands=["x"])}), "taskRoles.w.comands", "; did you mean 'commands'?")
+    res = {"cpu": 1, "memoryMb": 256, "gpu": 0}
+    assert_problem(
+        v2_doc({"w": v2_role(resourcePerInstance=res)}),
+        "taskRoles.w.resourcePerInstance.memoryMb",
+        "did you mean 'memoryMB'?",
+    )
+    assert_problem(v2_doc(jobName="x"), "jobName", "did you mean 'name'?")
+    found = problems_of(v2_doc(zzzz=1))  # nothing close: no guess
+    assert found == ["zzzz: is not a known field (unknown keys are rejected, as OpenPAI does)"]
+
+
 def test_optional_top_level_fields() -> None:
     job = valid(
         v2_doc(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_jupyter.cluster.runtime import safeio
+from pai_jupyter.common import safeio
 
 
 @pytest.fixture(params=["openat2", "walk"])

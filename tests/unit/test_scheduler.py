@@ -399,3 +399,20 @@ def test_priority_classes_and_an_admins_reordering_decide_who_is_next(
         assert order == ["hog", "spare", "urgent", "c", "b", "a", "d"]
 
     run(tmp_path, body)
+
+
+def test_a_task_must_fit_one_node_of_a_batch_systems_cluster() -> None:
+    """Two 4000 MB nodes hold 8000 MB together, but a 4096 MB task fits neither (Slurm refused it at start)."""
+    node = Resources(2, 4000, 0)
+    cap = Capacity(total=Resources(4, 8000, 0), nodes=[node, node])
+    assert cap.never_fits("default", [Resources(1, 4096, 0)], True) == (
+        "a task needs 1 CPU, 4096 MB memory, 0 GPU, more than one node has (each of its 2 nodes has 2 CPU, "
+        "4000 MB memory, 0 GPU)"
+    )
+    assert cap.never_fits("default", [Resources(2, 4000, 0), Resources(2, 4000, 0)], True) is None
+    mixed = Capacity(total=Resources(6, 12000, 1), nodes=[Resources(2, 4000, 0), Resources(4, 8000, 1)])
+    assert cap.never_fits("default", [Resources(3, 5000, 0)], False) is not None
+    assert mixed.never_fits("default", [Resources(3, 5000, 1)], False) is None
+    assert "its nodes have 4 CPU, 8000 MB memory, 1 GPU; 2 CPU, 4000 MB memory, 0 GPU" in str(
+        mixed.never_fits("default", [Resources(1, 9000, 0)], False)
+    )

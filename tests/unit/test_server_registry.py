@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from pai_jupyter.client import JobNotFound, NotSupported, PaiError
+from pai_jupyter.client import JobNotFound, NotSupported, PaiError, ServerUnavailable
+from pai_jupyter.client.base import LOCAL_DOWN
 from pai_jupyter.server.common import PaiHTTPError
 from pai_jupyter.server.config import PaiJupyter
-from pai_jupyter.server.registry import Registry, Target
+from pai_jupyter.server.registry import Registry, Target, unavailable
 
 JOB = "alice~train"
 KEY = (JOB, "main", 0, "tensorboard")
@@ -167,6 +168,14 @@ def test_the_clusters_refusals_become_statuses(error: PaiError, status: int, cod
         assert "boom" not in exc.message  # the cluster's own text stays in the server's log
 
     run(body)
+
+
+def test_a_stopped_local_cluster_is_503_in_the_clients_words_and_a_clusters_5xx_stays_in_the_log() -> None:
+    words = "the local cluster is not running: it was stopped with `pai cluster stop`; start it again with: ..."
+    down = unavailable(ServerUnavailable(words, code=LOCAL_DOWN))
+    assert (down.status_code, down.code, down.message) == (503, LOCAL_DOWN, words)
+    busy = unavailable(ServerUnavailable("profile 'x' answered 503: boom", status=503))
+    assert (busy.status_code, busy.code) == (502, "ClusterError") and "boom" not in busy.message
 
 
 def test_a_stopped_service_is_started_again_on_demand() -> None:

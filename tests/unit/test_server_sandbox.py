@@ -8,7 +8,7 @@ import re
 from pai_jupyter.server import sandbox
 from pai_jupyter.server.sandboxed import SANDBOXED_RE
 
-ROUTE = "alice~train/main/0/tensorboard"
+ROUTE = "alice~train@1700000000000/main/0/tensorboard"
 
 
 def test_a_capability_opens_its_own_service_only_and_expires() -> None:
@@ -16,8 +16,9 @@ def test_a_capability_opens_its_own_service_only_and_expires() -> None:
     assert re.fullmatch(sandbox.CAP_RE, "~" + cap)
     assert sandbox.valid(ROUTE, cap, now=1_000_000 + 60)
     assert not sandbox.valid(ROUTE, cap, now=1_000_000 + sandbox.LIFETIME + 1)  # expired
-    assert not sandbox.valid("alice~train/main/1/tensorboard", cap, now=1_000_060)  # another task
-    assert not sandbox.valid("alice~train/main/0/jupyter", cap, now=1_000_060)  # another service
+    assert not sandbox.valid("alice~train@1700000000000/main/1/tensorboard", cap, now=1_000_060)  # another task
+    assert not sandbox.valid("alice~train@1700000000000/main/0/jupyter", cap, now=1_000_060)  # another service
+    assert not sandbox.valid("alice~train@1700000099000/main/0/tensorboard", cap, now=1_000_060)  # re-created
     issued, sig = cap.split(".")
     later = format(int(issued, 16) + 3600, "x")
     assert not sandbox.valid(ROUTE, f"{later}.{sig}", now=1_000_060)  # its time cannot be moved on
@@ -27,7 +28,7 @@ def test_a_capability_opens_its_own_service_only_and_expires() -> None:
 
 def test_the_route_a_capability_is_bound_to_comes_from_the_path() -> None:
     m = re.fullmatch(SANDBOXED_RE, f"alice~train/main/0/tensorboard/~{sandbox.issue(ROUTE)}/data/runs")
-    assert m is not None and sandbox.route(m.groupdict()) == ROUTE and m.group("rest") == "/data/runs"
+    assert m is not None and sandbox.route(m.groupdict(), "1700000000000") == ROUTE and m.group("rest") == "/data/runs"
     assert re.fullmatch(SANDBOXED_RE, "alice~train/main/0/desktop/~1.%s/" % ("0" * 32)) is None  # ours: no sandbox
 
 

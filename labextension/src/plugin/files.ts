@@ -1,17 +1,26 @@
 // Job files and notebooks as PAI jobs: "Submit as PAI job" on a .yaml/.yml/.json (file browser menu, and a
 // toolbar button on an open job file), and "Run as PAI job" on a notebook (notebookjob.ts).
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Dialog, Notification, showDialog, ToolbarButton } from '@jupyterlab/apputils';
+import { Dialog, showDialog, ToolbarButton } from '@jupyterlab/apputils';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
-import { validate } from '../api';
+import { Widget } from '@lumino/widgets';
+import { Problem, validate } from '../api';
+import { el } from '../dom';
 import { CommandIDs } from '../commands';
 import { selectedFile } from '../fileselection';
 import { registerNotebookJobs } from '../notebookjob';
 import { JobsPanel } from '../sidebar';
-import { fail, OpenJob } from './jobpages';
+import { fail, OpenJob, submittedNotice } from './jobpages';
 
 const isJobFile = (path: string): boolean => /\.(ya?ml|json)$/i.test(path);
+
+/** A document's problems, one an item ("path: message"), as text. */
+function problemList(problems: Problem[]): HTMLElement {
+  const list = el('ul', 'pai-Problems');
+  list.append(...problems.map(p => el('li', '', p.path ? `${p.path}: ${p.message}` : p.message)));
+  return list;
+}
 
 export function registerFileCommands(
   app: JupyterFrontEnd,
@@ -39,17 +48,14 @@ export function registerFileCommands(
         });
         const answer = await validate(String(model.content), true);
         if (answer.problems.length) {
-          const lines = answer.problems.map(p => (p.path ? `${p.path}: ${p.message}` : p.message));
           await showDialog({
-            title: (answer as { refused?: boolean }).refused
-              ? `${path} was not submitted`
-              : `${path} is not a valid job`,
-            body: lines.join('\n'),
+            title: answer.refused ? `${path} was not submitted` : `${path} is not a valid job`,
+            body: new Widget({ node: problemList(answer.problems) }),
             buttons: [Dialog.okButton()]
           });
           return;
         }
-        Notification.success(`Submitted ${answer.id}`, { autoClose: 5000 });
+        submittedNotice(String(answer.id), id => void openJob(id));
         void panel.refresh();
       } catch (err) {
         fail(`Submit ${path}`, err);

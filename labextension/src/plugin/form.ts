@@ -1,14 +1,14 @@
 // The submit form in the main area: "New PAI job" (empty, or filled from a job: "Clone to form"), in the palette
 // and the launcher.
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { ICommandPalette, MainAreaWidget, Notification } from '@jupyterlab/apputils';
+import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { getConfig } from '../api';
 import { CommandIDs } from '../commands';
 import { SubmitForm } from '../form';
 import { paiIcon } from '../icons';
 import { JobsPanel } from '../sidebar';
-import { fail } from './jobpages';
+import { fail, submittedNotice } from './jobpages';
 
 export function registerForm(
   app: JupyterFrontEnd,
@@ -17,15 +17,16 @@ export function registerForm(
   launcher: ILauncher | null
 ): void {
   const { commands, shell } = app;
+  const openJob = (id: string): void => void commands.execute(CommandIDs.openJob, { id });
   const openForm = (doc?: Record<string, unknown>): void => {
-    const form = new SubmitForm(doc); // several roles open in pro mode, each role by its name
+    const form = new SubmitForm(doc, openJob); // several roles open in pro mode, each role by its name
     const main = new MainAreaWidget({ content: form });
     main.id = form.id;
     main.title.label = 'New PAI job';
     main.title.icon = paiIcon;
     main.title.closable = true;
     form.submitted.connect((_, id) => {
-      Notification.success(`Submitted ${id}`, { autoClose: 5000 });
+      submittedNotice(id, openJob);
       void panel.refresh();
     });
     shell.add(main, 'main');

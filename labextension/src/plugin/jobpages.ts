@@ -30,6 +30,14 @@ export function fail(what: string, err: unknown): void {
   Notification.error(`${what}: ${(err as Error).message}`, { autoClose: 8000 });
 }
 
+/** "Submitted ID" (or "Cloned as ID"), with the way on to the job: Open, its page. */
+export function submittedNotice(id: string, open: (id: string) => void, what = 'Submitted'): void {
+  Notification.success(`${what} ${id}`, {
+    autoClose: 10000,
+    actions: [{ label: 'Open', caption: `Open the job page of ${id}`, callback: () => open(id) }]
+  });
+}
+
 // a service's page: the url the server's answer gives for it (services: [{name, title, url}]), else its route
 function serviceUrl(id: string, role: string, index: number, service: string): string {
   const base = ServerConnection.makeSettings().baseUrl;
@@ -118,7 +126,7 @@ export function registerJobPages(app: JupyterFrontEnd, panel: JobsPanel): OpenJo
       }
       try {
         const { id } = await cloneJob(from, name);
-        Notification.success(`Cloned as ${id}`, { autoClose: 5000 });
+        submittedNotice(id, openJob, 'Cloned as');
         void panel.refresh();
       } catch (err) {
         fail(`Clone ${jobArg(args)}`, err);

@@ -31,7 +31,9 @@ def decide(job: Job, tasks: list[TaskRow]) -> Decision | None:
                 "FAILED",
                 t,
                 t["exit_code"],
-                f"{role.name}[{t['idx']}] failed: {t['exit_diagnostics'] or ''} (exit code {t['exit_code']})",
+                f"{role.name}[{t['idx']}] failed"
+                + (f": {t['exit_diagnostics']}" if t["exit_diagnostics"] else "")
+                + f" (exit code {t['exit_code']})",
             )
         if role.min_succeeded is not None and len(succeeded) >= role.min_succeeded:
             return Decision(

@@ -9,11 +9,13 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
 from ...protocol.rules import minutes_text
 from ..runtime.base import TaskExit, TaskHandle
+from ..task.logs import last_line
 from . import completion
 from .errors import JobNotFinishedError
 from .state import ClusterState, demand
@@ -22,6 +24,9 @@ from .store import JobCore, TaskRow, loads, now_ms
 log = logging.getLogger("pai_jupyter.cluster")
 DELETION_PENDING = "AttemptDeletionPending"
 """OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
+STOP_REQUESTED = -210
+"""The exit code of a stopped job and its attempt, with the stop's reason as its diagnostics: OpenPAI's
+FrameworkController completes a framework it was asked to stop with StopFrameworkRequested (its exit spec table)."""
 
 
 class Ending:
@@ -51,6 +56,9 @@ class Ending:
             diag = f"out of memory: the task used more than its {current['memory_mb']} MB. {diag}".strip()
         stopped = bool(current["stopping"]) or row["attempt"] != t["attempt"] or row["state"] in FINAL
         state = "STOPPED" if stopped else ("SUCCEEDED" if result.exit_code == 0 else "FAILED")
+        if state == "FAILED" and not diag and current["task_dir"]:  # the command's own words: its log's last line
+            line = last_line(self.runtime.logs_dir(Path(current["task_dir"])))
+            diag = f"the log's last line: {line}" if line else ""
         keep = state == "FAILED" and job.parameters.get("isDebug") is True
         if handle is not None and not keep:
             try:
@@ -240,14 +248,27 @@ class Ending:
     def _maybe_stopped(self, row: JobCore) -> None:
         if any(t["state"] in ACTIVE_TASK for t in self.store.tasks(row["id"], row["attempt"])):
             return
-        now = now_ms()
+        now, reason = now_ms(), row.get("exit_diagnostics") or "stopped"
         self._release_ports(row)
-        self.store.update_attempt(row["id"], row["attempt"], state="STOPPED", completed_time=now)
-        self.store.update_job(
-            row["id"], state="STOPPED", sub_state="Completed", completed_time=now, waiting_reason=None, deadline=None
+        self.store.update_attempt(
+            row["id"],
+            row["attempt"],
+            state="STOPPED",
+            completed_time=now,
+            exit_code=STOP_REQUESTED,
+            exit_diagnostics=reason,
         )
-        self.store.add_event(row["id"], "Normal", "JobStopped", row.get("exit_diagnostics") or "stopped")
-        row["state"] = "STOPPED"
+        self.store.set_job(
+            row,
+            state="STOPPED",
+            sub_state="Completed",
+            completed_time=now,
+            waiting_reason=None,
+            deadline=None,
+            exit_code=STOP_REQUESTED,
+            exit_diagnostics=reason,
+        )
+        self.store.add_event(row["id"], "Normal", "JobStopped", reason)
         self.state.notifier.changed(row, self.state.job_model(row), "STOPPED")
 
     def check_deadlines(self) -> None:

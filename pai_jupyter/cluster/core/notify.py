@@ -9,24 +9,24 @@ changes the job, and is logged and recorded as the job's ``NotificationFailed`` 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import smtplib
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.netutil import Resolver
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from ...protocol import Job
 from ...protocol.rules import NOTIFY_KEY, NOTIFY_STATES
 from .store import JobCore, Store, now_ms
+from .webhook import VettingResolver
 
 log = logging.getLogger("pai_jupyter.cluster")
 TIMEOUT_S = 10.0
@@ -84,11 +84,14 @@ def summary(name: str, state: str, retries: int) -> str:
 class Notifier:
     """Sends what a job asked for when its state changes (``changed``, called where the state is written)."""
 
-    def __init__(self, store: Store, config: NotifyConfig | None = None):
+    def __init__(self, store: Store, config: NotifyConfig | None = None, resolver: Resolver | None = None):
+        """``resolver``: how a user's webhook is resolved and vetted (``webhook.VettingResolver``; tests wrap it)."""
         self.store = store
         self.config = config or NotifyConfig()
+        self.resolver = resolver
         self._pending: set[asyncio.Task[None]] = set()
         self._mailer: ThreadPoolExecutor | None = None
+        self._guarded: SimpleAsyncHTTPClient | None = None
 
     def changed(self, row: JobCore, job: Job, state: str) -> None:
         """Job ``row`` became ``state`` (RUNNING, SUCCEEDED, FAILED, STOPPED, or RETRIED: a new attempt): send it
@@ -132,7 +135,7 @@ class Notifier:
         if self.config.smtp_host and address:
             channels.append((f"e-mail to {address}", self._mail(address, payload)))
         if webhook:
-            channels.append((f"webhook {webhook}", self._post(webhook, payload, guard=users)))
+            channels.append((f"webhook {webhook}", self.post(webhook, payload, guard=users)))
         if not channels:
             self._record(
                 job_id,
@@ -164,11 +167,10 @@ class Notifier:
         with smtplib.SMTP(self.config.smtp_host, self.config.smtp_port, timeout=TIMEOUT_S) as smtp:
             smtp.send_message(msg)
 
-    async def _post(self, url: str, payload: dict[str, Any], guard: bool = False) -> None:
-        """POST the payload. A webhook a user named in their job (``guard``) is never sent to this machine or
-        its link-local neighbours: the daemon (root) must not become a way into services that trust loopback."""
-        if guard:
-            await refuse_local(url)
+    async def post(self, url: str, payload: dict[str, Any], guard: bool = False) -> None:
+        """POST the payload. A webhook a user named in their job (``guard``) goes only to the public addresses its
+        name resolved to, once (``webhook.py``): the daemon (root) must not become a way into services that trust
+        this machine or its networks."""
         request = HTTPRequest(
             url,
             method="POST",
@@ -178,7 +180,13 @@ class Notifier:
             request_timeout=TIMEOUT_S,
             follow_redirects=False,
         )
-        await AsyncHTTPClient().fetch(request)
+        if not guard:
+            await AsyncHTTPClient().fetch(request)
+            return
+        if self._guarded is None:  # its own client: the shared one resolves names as it likes
+            resolver = self.resolver or VettingResolver()
+            self._guarded = SimpleAsyncHTTPClient(force_instance=True, resolver=resolver)
+        await self._guarded.fetch(request)
 
     def _record(self, job_id: int, type_: str, reason: str, message: str) -> None:
         try:
@@ -187,24 +195,3 @@ class Notifier:
                     self.store.add_event(job_id, type_, reason, message)
         except Exception:
             log.exception("recording a notification of job %s failed", job_id)
-
-
-class LocalWebhookError(RuntimeError):
-    """A user's webhook points at this machine (loopback, link-local, unspecified): not sent."""
-
-
-async def refuse_local(url: str) -> None:
-    """Raise LocalWebhookError when ``url``'s host resolves to an address of this machine or its link."""
-    host = urlsplit(url).hostname or ""
-    port = urlsplit(url).port or 443
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise LocalWebhookError(f"cannot resolve {host!r}: {exc}") from None
-    for info in infos:
-        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if addr.is_loopback or addr.is_link_local or addr.is_unspecified or addr.is_multicast:
-            raise LocalWebhookError(
-                f"a job's own webhook may not point at this machine ({host} is {addr}); the cluster's admin can "
-                "set a webhook for every job (notification.webhook in cluster.yaml)"
-            )

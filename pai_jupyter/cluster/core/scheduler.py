@@ -70,6 +70,7 @@ class Capacity:
     used: Resources = field(default_factory=Resources)
     used_by_vc: dict[str, Resources] = field(default_factory=dict)
     free_gpus: list[int] = field(default_factory=list)
+    nodes: list[Resources] = field(default_factory=list)  # a batch system's machines: one task must fit one
 
     def __post_init__(self) -> None:
         self.quotas.setdefault("default", self.total)
@@ -98,6 +99,8 @@ class Capacity:
         for t in tasks:
             if not t.fits_in(limit):
                 return f"a task needs {t.describe()} but virtual cluster {vc!r} has {limit.describe()} in all"
+            if self.nodes and not any(t.fits_in(n) for n in self.nodes):
+                return f"a task needs {t.describe()}, more than one node has ({self._node_sizes()})"
         if gang:
             whole = sum(tasks, Resources())
             if not whole.fits_in(limit):
@@ -106,6 +109,11 @@ class Capacity:
                     f"has {limit.describe()} in all; set extras.gangAllocation: false to run tasks as they fit"
                 )
         return None
+
+    def _node_sizes(self) -> str:
+        sizes = sorted(set(self.nodes), key=lambda n: (n.memory_mb, n.cpu, n.gpu), reverse=True)
+        said = "; ".join(n.describe() for n in sizes[:3]) + ("; …" if len(sizes) > 3 else "")
+        return f"each of its {len(self.nodes)} nodes has {said}" if len(sizes) == 1 else f"its nodes have {said}"
 
     def take(self, vc: str, demand: Resources, gpus: list[int] | None = None) -> list[int]:
         """Reserve a task's resources; returns the GPU indices it gets (``gpus``: the ones it already has)."""

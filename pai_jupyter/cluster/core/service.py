@@ -21,6 +21,7 @@ from typing import Any
 from ...protocol import Job, JobValidationError
 from ...protocol.rules import ESTIMATOR_KEY
 from ..runtime.base import Runtime, TaskHandle, TaskSpec
+from ..task.codecopy import CodeTooBig, Selection
 from ..task.env import Placement, make_job_logs
 from ..task.estimator import Layout, is_remote
 from ..task.estimator import problems as estimator_problems
@@ -69,6 +70,20 @@ def name_problems(user: str, job: Job) -> list[str]:
         [f"the job name is too long here: {user}~{job.name[:20]}... is {size} bytes, a file name takes 255"]
         if size > 255
         else []
+    )
+
+
+def unused_images(runtime: Runtime, job: Job) -> str:
+    """What a job whose images this runtime does not use (the process and Slurm runtimes run commands on the
+    machine's own system) is told in its events (the job page shows them; ``Client.events``): a mistyped image
+    was accepted silently, its notice only in each task's ``runtime`` log. "" when the images are used."""
+    images = sorted({image for r in job.task_roles if (image := job.image_for(r))})
+    if runtime.in_container or not images:
+        return ""
+    return (
+        f"the image {', '.join(images)} is recorded but not used: the {runtime.name} runtime runs the commands on "
+        "the machine's own system (its python3, its packages), not in a container; each task's runtime log says so "
+        "too (pai logs JOB --stream runtime)"
     )
 
 
@@ -236,6 +251,7 @@ class Cluster:
             missing = estimator_problems(estimator)
             if missing:
                 raise InvalidProtocolError("; ".join(missing))
+        code = self._code(user, job, estimator)
         demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
         reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
         if reason:
@@ -262,9 +278,13 @@ class Cluster:
                 if job_priority(job) is not None:
                     self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                if unused := unused_images(self.runtime, job):
+                    self.store.add_event(job_id, "Warning", "ImageNotUsed", unused)
                 make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)
                 if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
-                    Layout(self.job_dir(user, job.name) / "ml", estimator).create()
+                    Layout(self.job_dir(user, job.name) / "ml", estimator).create(code)
+                    if code is not None:
+                        self.store.add_event(job_id, "Normal", "CodeCopied", code.describe())
                     self.accounts.give(self.job_dir(user, job.name) / "ml", self.accounts.run_as(user), tree=True)
         except sqlite3.IntegrityError:
             raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
@@ -282,6 +302,16 @@ class Cluster:
         self.queue.add(job.virtual_cluster, now, job_id)
         self.schedule()
         return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
+
+    def _code(self, user: str, job: Job, estimator: Any) -> Selection | None:
+        """What of the job's source dir is its code (``task/codecopy.py``), chosen before anything is written: never
+        this cluster's home (the new job's own dir is in it); a selection past the bound refuses the job."""
+        if not isinstance(estimator, dict):
+            return None
+        try:
+            return Layout(self.job_dir(user, job.name) / "ml", estimator).code(skip=[self.state.dir.parent])
+        except CodeTooBig as exc:
+            raise InvalidProtocolError(str(exc)) from None
 
     # ---- recovery ------------------------------------------------------------------------------------------------
     def recover(self) -> None:

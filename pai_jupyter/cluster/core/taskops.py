@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..runtime import safeio, taskdir
+from ...common import safeio
+from ..runtime import taskdir
 from ..runtime.base import TaskHandle, TaskSpec
 from ..task import services
 from ..task.env import Placement

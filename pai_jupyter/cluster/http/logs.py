@@ -14,7 +14,7 @@ from ...common.states import FINAL
 from ..core.errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSatisfiable, UnauthorizedUserError
 from ..core.service import Cluster
 from ..core.store import JobCore, TaskRow
-from ..runtime.taskdir import LOGS
+from ..runtime.taskdir import LOGS, RUNTIME_LOG
 from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, log_size, read_chunks, read_log
 from .base import JOB, MAX_INT, Base, Route, authenticate
 
@@ -140,8 +140,8 @@ class LogStream(Base):
         role = self.get_argument("role", None) or self.cluster.job_model(row).task_roles[0].name
         idx = self.int_arg("index", 0)
         stream = self.get_argument("stream", "all")
-        if stream not in LOGS:
-            raise BadRequest(f"stream must be one of {', '.join(LOGS)}")
+        if stream not in (*LOGS, RUNTIME_LOG):
+            raise BadRequest(f"stream must be one of {', '.join((*LOGS, RUNTIME_LOG))}")
         attempt = self.int_arg("attempt", row["attempt"])
         task = _task(self.cluster, row, str(attempt), role, str(idx))
         store = self.cluster.store

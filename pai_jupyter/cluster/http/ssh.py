@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ...common import safeio
 from ..core.accounts import AccountError
 from ..core.errors import BadRequest, NotFoundError
 from ..core.store import JobCore, loads
 from ..paths import os_user
-from ..runtime import safeio, taskdir
+from ..runtime import taskdir
 from ..task import jobkey, sshd
 from .base import Base, Route
 

@@ -22,12 +22,11 @@ import re
 from typing import Any
 
 from ...common import reports as rep
-from ...common import tfevents
+from ...common import safeio, tfevents
 from ..core.errors import BadRequest, ConflictJobError, NoJobError, NotFoundError
 from ..core.service import Cluster
 from ..core.store import now_ms
 from ..core.store import sweeps as table
-from ..runtime import safeio
 from .base import Base, Route
 
 SWEEP = r"/api/v2/local/sweeps/([^/~]+)~([^/]+)"

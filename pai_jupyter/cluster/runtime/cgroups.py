@@ -126,6 +126,15 @@ class TaskCgroup:
             return 0
         return _read_counter(self.memory_dir / "memory.events", "max")
 
+    def forks_refused(self) -> tuple[int, str]:
+        """How many times the task's pids limit refused a fork (``pids.events``' ``max``), and that limit; (0, "")
+        where the task has no pids cgroup."""
+        for d in self.dirs:
+            if (d / "pids.events").exists():
+                with contextlib.suppress(OSError):
+                    return _read_counter(d / "pids.events", "max"), (d / "pids.max").read_text().strip()
+        return 0, ""
+
     def remove(self, timeout: float = 1.0) -> bool:
         """SIGKILL what is left, then rmdir; a dying process leaves its cgroup a moment after the signal."""
         deadline = time.monotonic() + timeout

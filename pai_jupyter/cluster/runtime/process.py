@@ -21,7 +21,8 @@ from typing import Any
 
 import psutil
 
-from . import proctree, safeio, taskdir
+from ...common import safeio
+from . import proctree, taskdir
 from .base import (
     DEFAULT_PIDS_LIMIT,
     EXIT_START_FAILED,

@@ -172,7 +172,18 @@ def task_exit(handle: TaskHandle, td: Path, status: int | None, stopped: bool) -
     limit = handle.info.get("memory_mb")
     if oom:
         diag = f"out of memory: the task used more than {limit} MB (limit enforced by {how})"
+    if forks := _forks_refused(handle):
+        diag = f"{diag}; {forks}" if diag else forks
     return TaskExit(exit_code=code, diagnostics=diag, oom=oom, signal=sig)
+
+
+def _forks_refused(handle: TaskHandle) -> str:
+    """What the task's pids limit did, when it refused a fork (a fork bomb's only trace once it is stopped)."""
+    cgroup = TaskCgroup.from_info(handle.info)
+    refused, limit = cgroup.forks_refused() if cgroup is not None else (0, "")
+    if not refused:
+        return ""
+    return f"the task reached its limit of {limit} processes (pids cgroup): {refused} fork{'s' * (refused > 1)} refused"
 
 
 def _oom(handle: TaskHandle, td: Path, code: int) -> tuple[bool, str]:

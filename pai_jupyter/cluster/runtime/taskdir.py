@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import safeio
+from ...common import safeio
 
 IN_CONTAINER = "/pai/task"  # where a container sees its task directory (a bind mount)
 SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)

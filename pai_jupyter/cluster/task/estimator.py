@@ -1,9 +1,10 @@
 """The Estimator's task layout (Alibaba PAI's Estimator guide): /ml/usercode, /ml/input/{config,data}, /ml/output.
 
 A job whose ``extras`` carry ``com.pai_jupyter.estimator`` gets, once per job, a tree under its job dir:
-``ml/usercode`` (a snapshot of sourceDir taken at submit), ``ml/input/config/hyperparameters.json`` (JSON that
-keeps types: numbers stay numbers), ``ml/output/{model,checkpoints,logs}``; input channels point at the host
-paths given. Docker tasks see it all under ``/ml`` through bind mounts; process tasks see the host paths.
+``ml/usercode`` (a snapshot of sourceDir taken at submit; codecopy.py says what of it),
+``ml/input/config/hyperparameters.json`` (JSON that keeps types: numbers stay numbers),
+``ml/output/{model,checkpoints,logs}``; input channels point at the host paths given. Docker tasks see it all
+under ``/ml`` through bind mounts; process tasks see the host paths.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..runtime.base import Mount
+from . import codecopy
 
 OUTPUTS = ("model", "checkpoints", "logs")
 EXIT_REQUIREMENTS_FAILED = 226
@@ -59,21 +61,21 @@ class Layout:
     def output(self, name: str) -> Path:
         return self.root / "output" / name
 
-    def create(self) -> None:
-        """Snapshot the source dir and write the config; run once, at submit."""
+    def code(self, skip: Sequence[Path] = ()) -> codecopy.Selection | None:
+        """What of the source dir the job's code is (``codecopy``: never a cluster's home, ``skip``, or a job's
+        dir; not what ignore files leave out); raises ``codecopy.CodeTooBig`` past the bound. None: no source."""
+        source = self.spec.get("sourceDir")
+        return codecopy.select(host_path(source), skip=skip) if source else None
+
+    def create(self, code: codecopy.Selection | None = None) -> None:
+        """Snapshot the source dir (``code``, from ``self.code()``) and write the config; run once, at submit."""
         (self.root / "input" / "config").mkdir(parents=True, exist_ok=True)
         for name in OUTPUTS:
             self.output(name).mkdir(parents=True, exist_ok=True)
         hps = self.spec.get("hyperparameters") or {}
         (self.root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps, indent=2))
-        source = self.spec.get("sourceDir")
-        if source and not self.usercode.exists():
-            shutil.copytree(
-                host_path(source),
-                self.usercode,
-                symlinks=True,
-                ignore=shutil.ignore_patterns(".git", "__pycache__", ".ipynb_checkpoints"),
-            )
+        if code is not None and not self.usercode.exists():
+            codecopy.copy(code, self.usercode)
         self.usercode.mkdir(exist_ok=True)
 
     def env(self, in_container: bool) -> dict[str, str]:

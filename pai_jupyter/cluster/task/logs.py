@@ -19,8 +19,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-from ..runtime import safeio
-from ..runtime.taskdir import LOGS, RUNTIME_LOG
+from ...common import safeio
+from ..runtime.taskdir import ALL, LOGS, RUNTIME_LOG, STDERR
 
 TAIL_BYTES = 16 * 1024
 CHUNK = 64 * 1024
@@ -35,6 +35,25 @@ def log_names(logs_dir: Path) -> tuple[str, ...]:
 def log_size(logs_dir: Path, name: str) -> int:
     """The log's size now (0 when it is not there yet, or is not a regular file)."""
     return safeio.size_beneath(logs_dir, name) or 0
+
+
+LAST_LINE_BYTES = 4096  # how far back from a log's end its last line is looked for
+LAST_LINE_CHARS = 300  # and how much of it a diagnosis quotes
+
+
+def last_line(logs_dir: Path) -> str:
+    """The last non-empty line of the task's ``stderr`` (else ``all``) within its last 4 KiB, control characters
+    dropped and cut at 300 characters, or "": what a failure's diagnosis quotes when the runtime has no reason
+    (a command that exited 1 said why there). Read with ``safeio`` (the task may have written the file)."""
+    for name in (STDERR, ALL):
+        size = safeio.size_beneath(logs_dir, name) or 0
+        data = safeio.read_range(logs_dir, name, max(size - LAST_LINE_BYTES, 0), LAST_LINE_BYTES) if size else b""
+        lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+        line = next((line for line in reversed(lines) if line), "")
+        line = "".join(c for c in line if c.isprintable())
+        if line:
+            return line if len(line) <= LAST_LINE_CHARS else line[: LAST_LINE_CHARS - 1] + "…"
+    return ""
 
 
 class RangeError(ValueError):

@@ -29,9 +29,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ...common import safeio
 from ...protocol import Job
 from ...protocol.rules import SSH_PUBLIC_KEY
-from ..runtime import safeio, taskdir
+from ..runtime import taskdir
 from . import jobkey
 
 KEY_RE = re.compile(SSH_PUBLIC_KEY)

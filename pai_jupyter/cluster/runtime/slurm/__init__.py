@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import safeio, taskdir
+from ....common import safeio
+from .. import taskdir
 from ..base import (
     EXIT_LOST,
     EXIT_START_FAILED,
