@@ -45,6 +45,15 @@ def fill(disk: Path, name: str = "filler") -> None:
     assert os.statvfs(disk).f_bavail == 0
 
 
+def log_elsewhere(home: Path, tmp_path: Path) -> Path:
+    """The daemon's log off the small disk (what it says while that disk is full must be kept); its path."""
+    (home / "local").mkdir(parents=True)
+    log = tmp_path / "daemon.log"
+    log.touch()
+    (home / "local" / "daemon.log").symlink_to(log)
+    return log
+
+
 def start(home: Path) -> Api:
     return start_daemon(home, extra_args=["--min-free-mb", str(FLOOR_MB)])
 
@@ -109,11 +118,7 @@ def test_a_task_that_ends_while_the_disk_stays_full_is_recorded_once_space_retur
     small_disk: Path, tmp_path: Path
 ) -> None:
     home = small_disk / "home"
-    # the daemon's log off the small disk: what it says while that disk is full must be kept
-    (home / "local").mkdir(parents=True)
-    log = tmp_path / "daemon.log"
-    log.touch()
-    (home / "local" / "daemon.log").symlink_to(log)
+    log = log_elsewhere(home, tmp_path)
     try:
         api = start(home)
         job = api.submit_ok(v1("late", "while [ ! -f go ]; do sleep 0.05; done; echo done"))
@@ -143,6 +148,46 @@ def test_a_task_that_ends_while_the_disk_stays_full_is_recorded_once_space_retur
         wait_for(reserve.exists, 30, "the reserve to be made again")
         text = log.read_text()
         assert "never retrieved" not in text and "Traceback" not in text, text
+    finally:
+        control.stop(home)
+        kill_leftovers(home)
+
+
+def test_a_job_whose_start_finds_the_disk_full_starts_once_space_returns(small_disk: Path, tmp_path: Path) -> None:
+    """The first job's end is recorded in the little space left, then the job waiting behind it starts and its
+    files (a 1 MB command) do not fit. Before, its failed start could not be recorded either: the job stayed
+    RUNNING with its task STARTING, holding all CPUs, until the daemon restarted, even once space came back."""
+    home = small_disk / "home"
+    log = log_elsewhere(home, tmp_path)
+    try:
+        api = start(home)
+        first = api.submit_ok(v1("first", "while [ ! -f go ]; do sleep 0.05; done", cpuNumber=8))
+        api.wait(first, ("RUNNING",))
+        behind = api.submit_ok(v1("behind", "echo started # " + "x" * (1 << 20), cpuNumber=8))
+        assert api.detail(behind)["jobStatus"]["state"] == "WAITING"  # all CPUs are the first job's
+        work = next((home / "local" / "jobs").glob("*~first/a0.main-0.t0")) / "work"
+        gap = small_disk / "gap"  # room for the first job's end, not for the next one's command
+        subprocess.run(["dd", "if=/dev/zero", f"of={gap}", "bs=64k", "count=4"], capture_output=True, check=True)
+        fill(small_disk)
+        (home / "local" / RESERVE_NAME).unlink()
+        fill(small_disk, "filler2")
+        (work / "go").touch()
+        wait_for(lambda: "trying again until there is space" in log.read_text(), 30, "the first job's end to wait")
+        gap.unlink()
+        assert api.wait(first, timeout=30)["jobStatus"]["state"] == "SUCCEEDED"
+        wait_for(
+            lambda: "starting main[0] of job" in log.read_text() or "Exception in callback" in log.read_text(),
+            30,
+            lambda: f"the next job's start to meet the full disk: {log.read_text()[-2000:]}",
+        )
+        assert api.detail(behind)["jobStatus"]["state"] in ("WAITING", "RUNNING")  # not FAILED: it waits for room
+        for name in ("filler", "filler2"):
+            (small_disk / name).unlink()
+        d = api.wait(behind, timeout=30)  # before: RUNNING, its task STARTING, until the daemon restarted
+        assert d["jobStatus"]["state"] == "SUCCEEDED", d["jobStatus"]
+        assert api.http.get("/api/v2/info").json()["used"]["cpu"] == 0
+        text = log.read_text()
+        assert "Exception in callback" not in text and "Traceback" not in text, text
     finally:
         control.stop(home)
         kill_leftovers(home)

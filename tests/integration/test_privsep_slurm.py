@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster.paths import read_runtime
+from pai_jupyter.cluster.runtime.slurm.commands import FINAL as FINAL_SLURM
 
 from ..polling import wait_for
 from ..slurm.fixture import node_addrs
-from .conftest import Api, start_daemon
+from .conftest import Api, account_of, start_daemon, v1
 from .test_privsep_taskdir import DECOY_TEXT, plant_job, root_only, served_everything
 
 pytestmark = [pytest.mark.slurm]
@@ -142,3 +143,40 @@ def _slurm_queue() -> str:
     """What Slurm runs and holds (for a failure's message: a job of an earlier test may still hold the nodes)."""
     out = subprocess.run(["squeue", "-h", "-o", "%i %j %T %R"], capture_output=True, text=True)
     return "squeue: " + ("; ".join(out.stdout.split("\n")).strip("; ") or "empty") + out.stderr.strip()
+
+
+def _slurm_state(slurm_id: str) -> str:
+    done = subprocess.run(["squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T"], capture_output=True, text=True)
+    return done.stdout.strip() or "gone"
+
+
+@root_only
+def test_a_slurm_task_that_writes_its_exit_status_early_does_not_run_on(slurm: Api) -> None:
+    """``run/exit_code`` is the task account's file: a task that writes ``0`` there and runs on was recorded as
+    ended while its Slurm job kept running, past any stop or max run time the daemon enforces. Now the end of the
+    last task of a Slurm job is recorded once Slurm says that job ended, and one still running a few seconds after
+    all its tasks' exit status is cancelled first. A job whose tasks end as they say is not cancelled."""
+    bob = slurm.new_user("slurmearly")
+    honest = bob.submit_ok(v1("honest", "echo done", taskNumber=2))
+    detail = bob.wait(honest, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+    honest_id = str(bob.tasks(detail)[0]["containerId"])
+    ended = wait_for(lambda: (s := _slurm_state(honest_id)) in FINAL_SLURM and s, 30, "Slurm to end the job")
+    assert ended == "COMPLETED"  # by itself: not cancelled
+    loop = 'echo 0 >"$PAI_TASK_DIR/run/exit_code"; while :; do touch alive; sleep 0.2; done'
+    job = bob.submit_ok(v1("early", loop, taskNumber=2))
+    detail = bob.wait(job, timeout=60)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", detail  # the exit status the tasks gave stands
+    slurm_id = str(bob.tasks(detail)[0]["containerId"])
+    work = [slurm.home / "local" / "jobs" / job / f"a0.main-{i}.t0" / "work" for i in (0, 1)]
+    assert all((w / "alive").exists() for w in work)  # the loops ran
+    uid = str(account_of(slurm.home, "slurmearly").pw_uid)
+
+    def left() -> str:  # the account's processes, on either node (their namespaces are the network's only)
+        return subprocess.run(["ps", "-o", "pid,etime,cmd", "-u", uid], capture_output=True, text=True).stdout
+
+    # before: the loops ran on (RUNNING in Slurm) for as long as the test cared to look
+    wait_for(lambda: len(left().splitlines()) == 1, 10, lambda: f"the task's processes to be gone: {left()}")
+    assert _slurm_state(slurm_id) in FINAL_SLURM, _slurm_state(slurm_id)
+    said = " ".join(str(t["containerExitDiagnostics"]) for t in bob.tasks(detail))
+    assert f"Slurm job {slurm_id} still ran" in said and "cancelled" in said, said

@@ -1,35 +1,33 @@
 """How jobs start: what the scheduling plan (backfill.py) picks from each virtual cluster's queue, each task's
-ports and services planned, its spec written, the runtime started off the event loop, and a watcher per task.
-``Launcher`` works on the shared ``ClusterState`` and hands every task's end (or failed start) to the
-``task_ended`` it is given (``Ending.task_ended``, ending.py)."""
+ports and services planned, its spec written, the runtime started off the event loop, and a watcher per task
+(watching.py). ``Launcher`` works on the shared ``ClusterState`` and hands every task's end (or failed start) to
+the ``task_ended`` it is given (``Ending.task_ended``, ending.py). A start the full disk refuses loses nothing: a
+job whose launch could not be written is queued again, a launched task whose files could not be written starts
+again, and a start that could not be recorded is recorded, each once there is room (``Space.again``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
-from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from ...protocol import Job
 from ..runtime import taskdir
-from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError, Where
+from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from ..task import services
 from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
 from .backfill import Busy, Waiting, plan
 from .scheduler import Resources
+from .space import for_want_of_space, is_full
 from .state import ClusterState, demand
 from .store import JobCore, TaskRow, dumps, loads, now_ms
 from .store.waiting import waiting_views
+from .watching import TaskEnded, Watcher, job_running, set_waiting
 
 log = logging.getLogger("pai_jupyter.cluster")
-
-
-TaskEnded = Callable[[int, TaskRow, TaskExit, TaskHandle | None], None]
-"""Where a task's end goes: ``(job id, task row, its exit, its handle or None when it never started)``."""
 
 
 class Launcher:
@@ -41,6 +39,7 @@ class Launcher:
         # the shared objects every path uses, by their short names (ClusterState never replaces them)
         self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
         self._scheduling = self._again = False  # (``schedule``: one pass at a time)
+        self.watcher = Watcher(state, lambda *end: self.task_ended(*end))  # (this one's, replaced or not)
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
     def schedule(self) -> None:
@@ -103,66 +102,46 @@ class Launcher:
                 continue
             if len(tasks) == n:
                 self.queue.remove(job_id)
-            self._launch(row, self.state.job_model(row), tasks[:n])
+            if not self._launched(row, tasks[:n]):
+                return
         for head in result.heads.values():
             if head.shadow is not None:
                 self.queue.reserved[head.job_id] = head.shadow
             row = self.store.job_core(head.job_id)
             short = Resources(*head.need).shortfall(Resources(*head.room))
             if row is not None and short:
-                self._set_waiting(row, short)
+                set_waiting(self.store, row, short)
 
     def _launch_all(self, job_id: int) -> None:
         self.queue.remove(job_id)
         row = self.store.job_core(job_id)
         if row is not None:
-            self._launch(row, self.state.job_model(row), self.store.waiting_tasks(job_id, row["attempt"]))
+            self._launched(row, self.store.waiting_tasks(job_id, row["attempt"]))
 
-    def waiting_reason(self, row: JobCore) -> str | None:
-        """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
-        what, and whether it could start now were it not for that job's reservation."""
-        ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
-        if ahead is None and self.runtime.gang_submit and row["state"] == "WAITING":
-            return row["waiting_reason"]  # the runtime's scheduler's words (``_queued``)
-        if ahead is None or row["execution_type"] != "START":
-            return None
-        if not ahead:
-            return row["waiting_reason"]
-        head = self.store.job_core(self.queue.ids(row["vc"])[0])
-        reason = f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
-        if head is None:
-            return reason
-        reason += f"; behind {head['user']}~{head['name']}"
-        if head["waiting_reason"]:
-            reason += f" ({head['waiting_reason']})"
-        mine = self.queue.info.get(row["id"])
-        if isinstance(mine, Waiting):
-            short = Resources(*mine.total).shortfall(self.capacity.room(row["vc"]))
-            reason += f"; this job {short}" if short else "; it would fit now, but could delay that job"
-        return reason
+    def _launched(self, row: JobCore, tasks: list[TaskRow]) -> bool:
+        """``_launch``; False when its writes failed for want of space: nothing of it holds (its transaction rolled
+        back, capacity and ports given back), the job is queued again and scheduled again after a wait."""
+        what = f"starting job {row['user']}~{row['name']}"
+        try:
+            self._launch(row, self.state.job_model(row), tasks)
+        except Exception as exc:
+            if not is_full(exc):
+                raise
+            self.queue.add(row["vc"], row["submission_time"], row["id"])
+            self.state.space.again("schedule", self.schedule, what)
+            return False
+        self.state.space.went_through("schedule", what)
+        return True
 
-    def _set_waiting(self, row: JobCore, reason: str) -> None:
-        if row.get("waiting_reason") != reason:
-            self.store.update_job(row["id"], waiting_reason=reason)
-            row["waiting_reason"] = reason
+    def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
+        self.watcher.watch(job_id, t, handle)
 
-    def _job_running(self, row: JobCore, job: Job, now: int) -> None:
-        """The job's attempt runs: its max run time counts from now."""
-        deadline = (time.time() + job.max_run_time_minutes * 60) if job.max_run_time_minutes else None
-        self.store.update_job(
-            row["id"],
-            state="RUNNING",
-            sub_state="AttemptRunning",
-            waiting_reason=None,
-            launched_time=row["launched_time"] or now,
-            deadline=deadline,
-        )
-        self.store.update_attempt(row["id"], row["attempt"], state="RUNNING", launched_time=now)
-        row["state"] = "RUNNING"
-        self.state.notifier.changed(row, job, "RUNNING")
-
-    def _placements(self, row: JobCore, job: Job) -> dict[tuple[str, int], Placement]:
-        """Ports for every task of the attempt (allocated on first launch so each task's env can name them)."""
+    def _placements(
+        self, row: JobCore, job: Job, allocated: list[list[int]] | None = None
+    ) -> dict[tuple[str, int], Placement]:
+        """Ports for every task of the attempt (allocated on first launch so each task's env can name them; each
+        allocation also goes to ``allocated``, to give back should the caller's transaction fail)."""
+        allocated = [] if allocated is None else allocated
         tasks = self.store.tasks(row["id"], row["attempt"])
         out = {}
         planned = services.planned(job)
@@ -172,9 +151,11 @@ class Launcher:
                 if ports is None:
                     role = job.role(t["role"])
                     ports = {p.label: self.state.ports.allocate(p.count, p.begin_at) for p in role.ports}
+                    allocated += ports.values()
                     mine = {}
                     for name, params in planned.get((t["role"], t["idx"]), {}).items():
                         ports[name] = self.state.ports.allocate(1)
+                        allocated.append(ports[name])
                         mine[name] = {
                             "port": ports[name][0],
                             "parameters": params,
@@ -190,29 +171,48 @@ class Launcher:
         return out
 
     def _launch(self, row: JobCore, job: Job, tasks: list[TaskRow]) -> None:
-        now = now_ms()
-        with self.store.tx():
-            for t in tasks:
-                gpus = [] if self.runtime.gang_submit else self.capacity.take(row["vc"], demand(t))
-                td = self.state.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
-                self.store.update_task(
-                    t,
-                    state="STARTING",
-                    gpus=dumps(gpus),
-                    task_dir=str(td),
-                    runtime=self.runtime.name,
-                    launched_time=now,
-                )
-            if row["state"] == "WAITING" and not self.runtime.gang_submit:
-                self._job_running(row, job, now)
-            elif row["state"] == "WAITING":  # it runs once the runtime's scheduler starts it (``watch``)
-                self._set_waiting(row, f"submitted to the {self.runtime.name} runtime's scheduler")
-            placements = self._placements(row, job)
-            fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
+        """Write the tasks' launch (STARTING, capacity, ports) in one transaction, then start them. Raises when the
+        transaction fails, with what it took in memory given back."""
+        now, vc, gang = now_ms(), row["vc"], self.runtime.gang_submit
+        taken: list[tuple[Resources, list[int]]] = []
+        allocated: list[list[int]] = []
+        running = row["state"] == "WAITING" and not gang
+        try:
+            with self.store.tx():
+                for t in tasks:
+                    taken.append((demand(t), [] if gang else self.capacity.take(vc, demand(t))))
+                    td = self.state.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
+                    self.store.update_task(
+                        t,
+                        state="STARTING",
+                        gpus=dumps(taken[-1][1]),
+                        task_dir=str(td),
+                        runtime=self.runtime.name,
+                        launched_time=now,
+                    )
+                if running:
+                    job_running(self.state, row, job, now)
+                elif row["state"] == "WAITING":  # it runs once the runtime's scheduler starts it (``watch``)
+                    set_waiting(self.store, row, f"submitted to the {self.runtime.name} runtime's scheduler")
+                placements = self._placements(row, job, allocated)
+                fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
+        except Exception:
+            for need, gpus in taken if not gang else []:
+                self.capacity.give_back(vc, need, gpus)
+            for ports in allocated:
+                self.state.ports.release(ports)
+            raise
+        if running:
+            self.state.notifier.changed(row, job, "RUNNING")
         for t in tasks:
             t.update(
                 {"services": fresh[(t["role"], t["idx"])]["services"], "ports": fresh[(t["role"], t["idx"])]["ports"]}
             )
+        self._start(row, job, tasks, placements)
+
+    def _start(
+        self, row: JobCore, job: Job, tasks: list[TaskRow], placements: dict[tuple[str, int], Placement]
+    ) -> None:
         if self.runtime.gang_submit:
             self._start_together(row, job, tasks, placements)
         else:
@@ -223,12 +223,19 @@ class Launcher:
         self, row: JobCore, job: Job, tasks: list[TaskRow], placements: dict[tuple[str, int], Placement]
     ) -> None:
         """Hand the tasks to a ``gang_submit`` runtime in one call (one allocation for all), in a worker thread."""
-        ready = [(t, spec) for t in tasks if (spec := self._prepared(row, job, t, placements)) is not None]
+        try:
+            ready = [(t, spec) for t in tasks if (spec := self._prepared(row, job, t, placements)) is not None]
+        except Exception:  # for want of space (``_prepared`` ends the task on any other failure): all wait for room
+            self._no_room(row["id"], tasks)
+            return
         if not ready:
             return
         loop = asyncio.get_running_loop()
 
         def started(f: Future[list[TaskHandle]]) -> None:
+            if for_want_of_space(f.exception()):
+                self._no_room(row["id"], [t for t, _ in ready])
+                return
             for k, (t, _) in enumerate(ready):
                 one: Future[TaskHandle] = Future()
                 if f.exception() is not None:
@@ -248,7 +255,8 @@ class Launcher:
     def _prepared(
         self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]
     ) -> TaskSpec | None:
-        """The task's spec with its directories made for its account, or None when that failed (recorded)."""
+        """The task's spec with its directories made for its account, or None when that failed (recorded); raises
+        when it failed for want of space (the start is tried again: ``_no_room``)."""
         try:
             spec = self.state.task_spec(row, job, t, placements)
             if self.runtime.gang_submit:  # a batch system's scheduler weighs it (the daemon's queue did for others)
@@ -262,6 +270,8 @@ class Launcher:
                 for part in owned_parts(spec.task_dir):
                     taskdir.give(part, spec.run_as)
         except Exception as exc:  # e.g. the task dir cannot be written
+            if for_want_of_space(exc):
+                raise
             log.exception("preparing %s failed", t)
             self.task_ended(row["id"], t, TaskExit(exit_code=255, diagnostics=f"the task could not start: {exc}"), None)
             return None
@@ -271,12 +281,12 @@ class Launcher:
         """Start the task here when the runtime can do it in a few file operations (a warm shim), else in a
         worker thread: a fork/exec or a Docker create must not hold up the event loop. Either way ``_started``
         records the outcome from a later turn of the loop."""
-        spec = self._prepared(row, job, t, placements)
-        if spec is None:
-            return
         loop = asyncio.get_running_loop()
         quick: Future[TaskHandle] = Future()
         try:
+            spec = self._prepared(row, job, t, placements)
+            if spec is None:
+                return
             prepare_task_dir(spec)
             handle = self.runtime.start_quick(spec)
         except Exception as exc:
@@ -290,10 +300,21 @@ class Launcher:
         loop.call_soon(self._started_safely, row["id"], t, quick)
 
     def _started_safely(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
-        self.state.space.with_room(lambda: self._started(job_id, t, future))
+        """``_started``; on a disk that stays full, tried again until there is room (the task runs meanwhile; its
+        watcher starts once its start is recorded, and a restarted daemon finds it by its handle.json)."""
+        record = lambda: self._started(job_id, t, future)  # noqa: E731
+        try:
+            self.state.space.with_room(record)
+        except Exception as exc:
+            if not is_full(exc):
+                raise
+            self.state.space.in_background(record, f"recording the start of {t['role']}[{t['idx']}] of job {job_id}")
 
     def _started(self, job_id: int, t: TaskRow, future: Future[TaskHandle]) -> None:
         exc = future.exception()
+        if exc is not None and for_want_of_space(exc):
+            self._no_room(job_id, [t])
+            return
         if exc is not None:
             if not isinstance(exc, TaskStartError):
                 log.error("starting %s failed: %r", t, exc)
@@ -305,6 +326,7 @@ class Launcher:
             self.task_ended(job_id, t, result, None)
             return
         handle = future.result()
+        self.state.space.went_through(_key(t), f"starting {t['role']}[{t['idx']}] of job {job_id}")
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
         with self.store.tx():
             if current is not None and current["task_attempt"] == t["task_attempt"]:
@@ -326,66 +348,36 @@ class Launcher:
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.state.stop_grace)
 
-    def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
-        """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it; so
-        does the daemon's tick, ``recovery.watch_lost``, should this watcher end without recording it). On a full
-        disk the end is recorded once there is space (``Space.eventually``); the watcher is registered until then."""
-        key = (job_id, t["attempt"], t["role"], t["idx"])
-        task_dir = t["task_dir"]
-        assert task_dir is not None  # set when the task was launched (STARTING)
-        space, what = self.state.space, f"recording the end of {t['role']}[{t['idx']}] of job {job_id}"
+    def _no_room(self, job_id: int, tasks: list[TaskRow]) -> None:
+        """The disk is full: these launched tasks (STARTING, their capacity and ports held) did not start. They
+        start again after a wait that doubles while it stays full, with nothing written meanwhile (the database
+        may be full too); a daemon restarted meanwhile starts them again from WAITING (recovery)."""
+        what = f"starting {tasks[0]['role']}[{tasks[0]['idx']}] of job {job_id}"
+        self.state.space.again(_key(tasks[0]), lambda: self._start_again(job_id, tasks, what), what)
 
-        async def watch() -> None:
-            try:
-                if self.runtime.gang_submit:
-                    where = await self.runtime.running(handle, Path(task_dir), lambda why: self._queued(job_id, why))
-                    if where is not None:
-                        await space.eventually(lambda: self._task_running(job_id, t, handle, where), what)
-                result = await self.runtime.wait(handle, Path(task_dir))
-            except Exception as exc:
-                log.exception("waiting for %s failed", key)
-                result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")
-            try:
-                await space.eventually(lambda: self.task_ended(job_id, t, result, handle), what)
-            except Exception:
-                log.exception("%s failed; the daemon's tick tries again", what)
-            finally:
-                if self.state.watchers.get(key) is me:  # (a retried task's next watcher may hold the key by now)
-                    del self.state.watchers[key]
+    def _start_again(self, job_id: int, tasks: list[TaskRow], what: str) -> None:
+        """Start again those of ``tasks`` still STARTING with no handle; one stopped meanwhile ends unstarted."""
+        try:
+            row = self.store.job_core(job_id)
+            live = []
+            for t in tasks if row is not None else []:
+                now = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
+                if now is None or now["task_attempt"] != t["task_attempt"] or now["state"] != "STARTING":
+                    continue
+                if now["stopping"]:
+                    self.task_ended(job_id, now, TaskExit(255, "stopped before it could start (a full disk)"), None)
+                elif not now["handle"]:
+                    live.append(now)
+            if row is None or not live:
+                self.state.space.went_through(_key(tasks[0]), what)
+            else:
+                job = self.state.job_model(row)
+                self._start(row, job, live, self._placements(row, job))
+        except Exception as exc:
+            if not is_full(exc):
+                raise
+            self._no_room(job_id, tasks)
 
-        me = self.state.watchers[key] = asyncio.ensure_future(watch())
 
-    def _queued(self, job_id: int, why: str) -> None:
-        """The runtime's scheduler says why the job's attempt still waits there (its "why waiting")."""
-        row = self.store.job_core(job_id)
-        if row is not None and row["state"] == "WAITING":
-            self._set_waiting(row, why)
-
-    def _task_running(self, job_id: int, t: TaskRow, handle: TaskHandle, where: Where) -> None:
-        """A task the runtime's scheduler held runs now, at ``where``: the task table shows its node and IP, and
-        its job runs from the first of its tasks that does."""
-        current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
-        row = self.store.job_core(job_id)
-        if current is None or row is None or current["task_attempt"] != t["task_attempt"]:
-            return
-        placed = {"node": where.node, "ip": where.ip}
-        if current["state"] != "STARTING" and loads(current["handle"], {}).get("info", {}).get("placed") == placed:
-            return  # (re-attached after a restart: recorded already)
-        handle.info["placed"] = placed
-        changes: dict[str, Any] = {"handle": dumps(handle.to_dict()), "host_ip": where.ip}
-        if where.gpus is not None:
-            changes["gpus"] = dumps(where.gpus)
-        with self.store.tx():
-            if current["state"] == "STARTING":
-                changes["state"] = "RUNNING"
-                self.store.add_event(
-                    job_id,
-                    "Normal",
-                    "TaskStarted",
-                    f"{t['role']}[{t['idx']}] started on node {where.node} ({where.ip})",
-                    t["role"],
-                    t["idx"],
-                )
-            self.store.update_task(current, **changes)
-            if row["state"] == "WAITING" and row["attempt"] == t["attempt"]:
-                self._job_running(row, self.state.job_model(row), now_ms())
+def _key(t: TaskRow) -> tuple[int, int, str, int, int]:
+    return (t["job_id"], t["attempt"], t["role"], t["idx"], t["task_attempt"])

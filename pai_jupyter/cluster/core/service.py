@@ -199,7 +199,7 @@ class Cluster:
         self.launcher.watch(job_id, t, handle)
 
     def waiting_reason(self, row: JobCore) -> str | None:
-        return self.launcher.waiting_reason(row)
+        return self.state.waiting_reason(row)
 
     # ---- ends, stops, deletes (ending.py) ------------------------------------------------------------------------
     def stop(self, row: JobCore, reason: str) -> None:

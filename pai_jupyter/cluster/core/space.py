@@ -8,7 +8,8 @@ record that tasks ended, to stop and to delete jobs (which frees space). Submits
 space is below a floor (507 naming the disk and what is free), and every other out-of-space failure of a request
 is a 507 that says what is full and where, not a 500. A task's end that still cannot be written (the reserve was
 spent and the disk is still full) is tried again with backoff until space returns (``eventually``), and the
-reserve is made again as soon as it does.
+reserve is made again as soon as it does; so is a job's start that the full disk refused (``again``): the job is
+queued again, or its launched tasks start again, instead of being lost until a restart.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import errno
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,12 +45,25 @@ def is_full(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
+def for_want_of_space(exc: BaseException | None) -> bool:
+    """``is_full`` of ``exc`` or of what caused it (a runtime's TaskStartError says why ``from`` the OSError)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if is_full(exc):
+            return True
+        exc, seen = exc.__cause__, seen + 1
+    return False
+
+
 class Space:
     """Free space of the disk holding ``local``; the reserve and the submit floor (``floor_mb``)."""
 
     def __init__(self, local: Path, floor_mb: int = DEFAULT_FLOOR_MB, reserve_mb: int = RESERVE_MB) -> None:
         self.local, self.floor_mb, self.reserve_mb = local, floor_mb, reserve_mb
         self.reserve = local / RESERVE_NAME
+        self._waits: dict[Hashable, float] = {}  # ``again``: what waits for room, and its last wait
+        self._due: set[Hashable] = set()  # ... and which of those has its next try pending
+        self._background: set[asyncio.Future[None]] = set()  # (``in_background``: held until done)
 
     def free_mb(self) -> float:
         st = os.statvfs(self.local)
@@ -132,6 +146,51 @@ class Space:
                 with contextlib.suppress(OSError):
                     self.keep_reserve()
             return done
+
+    def in_background(self, fn: Callable[[], object], what: str) -> None:
+        """``eventually(fn)`` in a task of its own, from a callback that cannot wait: a failure is logged."""
+
+        async def later() -> None:
+            try:
+                await self.eventually(fn, what)
+            except Exception:
+                log.exception("%s failed", what)
+            finally:
+                self._background.discard(me)
+
+        me = asyncio.ensure_future(later())
+        self._background.add(me)
+
+    def again(self, key: Hashable, fn: Callable[[], None], what: str) -> None:
+        """Call ``fn`` from the event loop after a wait that doubles (RETRY_FIRST_S to RETRY_MAX_S) each time the
+        same ``key`` asks again before ``went_through(key)``: a start the full disk refused, tried until there is
+        room. One try per key is pending at a time."""
+        if key in self._due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (no loop: nothing runs later; a daemon restart starts what waits)
+            log.warning("%s: the disk holding %s is full", what, self.local)
+            return
+        delay = self._waits.get(key)
+        if delay is None:
+            log.warning("%s: the disk holding %s is full; trying again until there is space", what, self.local)
+        delay = RETRY_FIRST_S if delay is None else min(delay * 2, RETRY_MAX_S)
+        self._waits[key] = delay
+        self._due.add(key)
+
+        def due() -> None:
+            self._due.discard(key)
+            fn()
+
+        loop.call_later(delay, due)
+
+    def went_through(self, key: Hashable, what: str) -> None:
+        """What ``again`` retried under ``key`` went through: forget its wait; make the reserve again."""
+        if self._waits.pop(key, None) is not None:
+            log.info("%s: done, now that the disk holding %s has space again", what, self.local)
+            with contextlib.suppress(OSError):
+                self.keep_reserve()
 
     def at_start(self) -> None:
         """Say it when the daemon starts short of space (it still starts: running tasks must be re-attached)."""

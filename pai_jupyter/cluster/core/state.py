@@ -1,7 +1,7 @@
 """What the embedded cluster holds (its store, runtime, capacity, ports, queue, the parsed-model cache, the
-accounts tasks run as) and the lookups every part of it uses: a job's model, directories, owner, home. One
-``ClusterState`` is shared by the parts that act on jobs (launching.py, ending.py) and the facade over them,
-``Cluster`` (service.py); it acts on no job itself, so it needs none of them."""
+accounts tasks run as) and the lookups every part of it uses: a job's model, directories, owner, home, why it
+waits. One ``ClusterState`` is shared by the parts that act on jobs (launching.py, ending.py) and the facade over
+them, ``Cluster`` (service.py); it acts on no job itself, so it needs none of them."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ..task.env import Placement
 from ..task.estimator import Layout
 from ..task.taskspec import task_spec
 from .accounts import Accounts
+from .backfill import Waiting
 from .errors import NoJobError
 from .notify import Notifier, NotifyConfig
 from .queue import JobQueue
@@ -148,6 +149,29 @@ class ClusterState:
             host_paths=self.is_admin(row["user"]),
             key_group=run_as[1] if run_as else None,
         )
+
+    def waiting_reason(self, row: JobCore) -> str | None:
+        """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
+        what, and whether it could start now were it not for that job's reservation."""
+        ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
+        if ahead is None and self.runtime.gang_submit and row["state"] == "WAITING":
+            return row["waiting_reason"]  # the runtime's scheduler's words (``Watcher._queued``, watching.py)
+        if ahead is None or row["execution_type"] != "START":
+            return None
+        if not ahead:
+            return row["waiting_reason"]
+        head = self.store.job_core(self.queue.ids(row["vc"])[0])
+        reason = f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
+        if head is None:
+            return reason
+        reason += f"; behind {head['user']}~{head['name']}"
+        if head["waiting_reason"]:
+            reason += f" ({head['waiting_reason']})"
+        mine = self.queue.info.get(row["id"])
+        if isinstance(mine, Waiting):
+            short = Resources(*mine.total).shortfall(self.capacity.room(row["vc"]))
+            reason += f"; this job {short}" if short else "; it would fit now, but could delay that job"
+        return reason
 
     def job_dir(self, user: str, name: str) -> Path:
         return self.dir / "jobs" / f"{user}~{name}"

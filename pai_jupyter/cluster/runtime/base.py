@@ -170,6 +170,13 @@ class Runtime(abc.ABC):
         """Resolve when the task has ended (its exit status read from ``task_dir``); works for a handle from before
         a daemon restart."""
 
+    async def end_allocation(self, handle: TaskHandle) -> str:
+        """A ``gang_submit`` runtime: the daemon has the exit status of every task it knows in ``handle``'s
+        allocation and records the last one's end after this returns. Where a task's exit status is a file the task
+        can write while it runs on, make sure the allocation has ended (end it) and say so when that took ending
+        it. Default: nothing (``wait`` resolved once the task's process or container had ended)."""
+        return ""
+
     @abc.abstractmethod
     def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
         """SIGTERM the whole task (process group / container), SIGKILL after ``grace`` seconds. Non-blocking."""

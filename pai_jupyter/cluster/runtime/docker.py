@@ -141,9 +141,12 @@ class DockerRuntime(Runtime):
             container = self.client.containers.create(image, **kwargs)
         except APIError as exc:
             raise TaskStartError(EXIT_START_FAILED, f"the container could not be created: {_short(exc)}") from exc
-        try:
+        info = {"image": image, "name": name, "memory_mb": spec.memory_mb}
+        handle = TaskHandle(runtime=self.name, id=container.id, info=info)
+        try:  # the handle first: a start the daemon could not record (a full disk) must not run
+            taskdir.write_handle(td, handle.to_dict())
             container.start()
-        except APIError as exc:
+        except (APIError, OSError) as exc:
             with contextlib.suppress(DockerException):
                 container.remove(force=True)
             reason = _short(exc)
@@ -153,10 +156,6 @@ class DockerRuntime(Runtime):
                     f"(nvidia-container-toolkit): {reason}"
                 )
             raise TaskStartError(EXIT_START_FAILED, f"the container could not start: {reason}") from exc
-        handle = TaskHandle(
-            runtime=self.name, id=container.id, info={"image": image, "name": name, "memory_mb": spec.memory_mb}
-        )
-        taskdir.write_handle(td, handle.to_dict())
         return handle
 
     def _create_args(self, spec: TaskSpec, td: Path, name: str) -> dict[str, Any]:

@@ -156,7 +156,12 @@ class ProcessRuntime(Runtime):
                 cgroup.remove(0)
             raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
         self._children[popen.pid] = popen
-        return self._write_handle(td, self._handle(popen.pid, spec, cgroup))
+        handle = self._handle(popen.pid, spec, cgroup)
+        try:
+            return self._write_handle(td, handle)
+        except OSError as exc:  # (a full disk): the daemon starts it again, so this one must not run on beside that
+            proctree.signal_task(handle, signal.SIGKILL)
+            raise TaskStartError(EXIT_START_FAILED, f"the task could not start: {exc}") from exc
 
     @staticmethod
     def _fresh_dir(spec: TaskSpec, td: Path) -> None:

@@ -58,6 +58,8 @@ MAX_GPU_INDEX = 64  # the most GPUs a node's CUDA_VISIBLE_DEVICES may index
 PLACEMENT_WAIT_S = 10.0  # how long a task Slurm runs may take to write its placement before Slurm's word stands in
 PENDING_LOOK_S = 0.1
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
+SETTLE_S = 5.0  # how long a job whose tasks all have their exit status may take to end before it is cancelled
+ENDED_S = 60.0  # how long a cancelled job may take to end (the cluster's KillWait) before its end is recorded anyway
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
 
@@ -156,11 +158,15 @@ class SlurmRuntime(Runtime):
             raise TaskStartError(EXIT_START_FAILED, f"Slurm refused the job: {exc}") from exc
         job_id = out.strip().split(";")[0]
         handles = []
-        for spec in specs:
-            info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
-            handle = TaskHandle(runtime=self.name, id=job_id, info=info)
-            taskdir.write_handle(spec.task_dir, handle.to_dict())
-            handles.append(handle)
+        try:
+            for spec in specs:
+                info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
+                handle = TaskHandle(runtime=self.name, id=job_id, info=info)
+                taskdir.write_handle(spec.task_dir, handle.to_dict())
+                handles.append(handle)
+        except OSError:  # (a full disk): the daemon starts it again, so this one must not run on beside that
+            self.jobs.cancel(job_id)
+            raise
         return handles
 
     def _attempt_dir(self, specs: Sequence[TaskSpec]) -> Path:
@@ -261,6 +267,19 @@ class SlurmRuntime(Runtime):
                 if loop.time() - gone_at > 2.0:
                     return self._ended_without_status(handle, seen)
             await asyncio.sleep(LOOK_S)
+
+    async def end_allocation(self, handle: TaskHandle) -> str:
+        """Every task the daemon knows in this Slurm job has its exit status; but ``run/exit_code`` is the task
+        account's file, so a task may write it and run on. The job must end by itself within SETTLE_S (Slurm says
+        COMPLETING or a final state); else it is cancelled (scancel) and its end awaited, so nothing of it runs on
+        past the end the daemon records: not past its max run time, nor after a stop."""
+        if await self.jobs.ended(handle.id, SETTLE_S, ("COMPLETING",)):
+            return ""
+        log.warning("Slurm job %s ran on after all its tasks wrote their exit status: cancelling it", handle.id)
+        self.jobs.cancel(handle.id)
+        if not await self.jobs.ended(handle.id, ENDED_S):
+            log.warning("Slurm job %s cancelled, but Slurm has not ended it yet", handle.id)
+        return f"Slurm job {handle.id} still ran {SETTLE_S:g} s after its tasks' exit status: cancelled"
 
     async def _why_signalled(self, handle: TaskHandle) -> str:
         """A task ended by a signal: what Slurm says of its job (a node failed, the time limit), if anything."""

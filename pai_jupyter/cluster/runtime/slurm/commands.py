@@ -29,6 +29,7 @@ WHY = {
 }
 """What a final state says when the task itself left no exit status."""
 POLL_S = 0.5
+LOOK_S = 0.05  # (``ended``: how often it asks; squeue itself runs at most every POLL_S)
 FORMAT = "%A|%T|%r|%N|%P|%Q"
 GLOSS = {
     "Resources": "the nodes lack the free CPUs, memory or GPUs it asks for",
@@ -101,7 +102,7 @@ class Jobs:
 
     def __init__(self) -> None:
         self._seen: dict[str, JobState] = {}
-        self._at = 0.0
+        self._at = self._seen_at = 0.0  # when squeue last ran; when the last answer that came back was asked
         self._lock = asyncio.Lock()
         self._cancelled: dict[str, float] = {}
 
@@ -109,14 +110,31 @@ class Jobs:
         """The job's state now (None: Slurm no longer knows it)."""
         async with self._lock:
             if time.monotonic() - self._at >= POLL_S:
+                asked = time.monotonic()
                 proc = await asyncio.create_subprocess_exec(
                     "squeue", "-h", "-t", "all", "-o", FORMAT, stdout=asyncio.subprocess.PIPE
                 )
                 out, _ = await proc.communicate()
                 if proc.returncode == 0:  # slurmctld away for a moment (a restart): keep what was seen
-                    self._seen = parse_squeue(out.decode())
+                    self._seen, self._seen_at = parse_squeue(out.decode()), asked
                 self._at = time.monotonic()
         return self._seen.get(job_id)
+
+    async def ended(self, job_id: str, within: float, ending: tuple[str, ...] = ()) -> bool:
+        """Whether Slurm says within ``within`` seconds that the job ended (or is in one of the ``ending`` states).
+        A job squeue does not list has ended only if it was asked after this began: one submitted a moment ago may
+        be missing from an answer given before (a task that wrote its exit status at once)."""
+        loop = asyncio.get_running_loop()
+        since, until = time.monotonic(), loop.time() + within
+        while True:
+            seen = await self.get(job_id)
+            if seen is None and self._seen_at >= since:
+                return True
+            if seen is not None and (seen.state in FINAL or seen.state in ending):
+                return True
+            if loop.time() >= until:
+                return False
+            await asyncio.sleep(LOOK_S)
 
     def why(self, job_id: str) -> str:
         """Why a pending job (seen by the last ``get``) waits, in Slurm's words, with its place in the queue."""
