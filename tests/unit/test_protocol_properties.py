@@ -31,7 +31,17 @@ V2_ROLE_NAMES = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.tex
 V2_JOB_NAMES = st.text(ALNUM + "_-", min_size=1, max_size=40)
 LABELS = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=9))  # v2's pattern
 ENV_KEYS = st.text(ALNUM + "_", min_size=1, max_size=12).filter(lambda k: k != "isDebug")
-EXTRAS_KEYS = st.text(ALNUM + "._", min_size=1, max_size=20).filter(lambda k: k != "pai_jupyter.v1")
+# free-form extras: not the keys whose values the protocol checks (a list as maxRunTimeMinutes is rightly refused)
+CHECKED_EXTRAS = {
+    "pai_jupyter.v1",
+    "maxRunTimeMinutes",
+    "jobStatusChangeNotification",
+    "gangAllocation",
+    "storages",
+    "hivedScheduler",
+    "com.microsoft.pai.runtimeplugin",
+}
+EXTRAS_KEYS = st.text(ALNUM + "._", min_size=1, max_size=20).filter(lambda k: k not in CHECKED_EXTRAS)
 TEXT = st.text(max_size=40)
 COMMANDS = st.text(min_size=1, max_size=80).filter(lambda c: c.strip())
 SCALARS = st.one_of(
