@@ -97,7 +97,7 @@ def p8_docker_submit_to_running() -> Figure:
         remove_containers(bench=True)
     fig.value, fig.baseline = median(values), median(bases)
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value - fig.baseline <= 100
+    fig.judge(lambda f: f.value - f.baseline <= 100)
     fig.note = (
         f"median of {len(values)} (min {min(values):.0f}, max {max(values):.0f} ms), "
         f"{fig.value - fig.baseline:+.0f} ms over the baseline; the 202 answer came {median(answers):.0f} ms "

@@ -74,7 +74,7 @@ def _starts(fig: Figure, value: list[tuple[float, list[float]]], baseline: list[
     fig.value = median([s for s, _ in value])
     fig.baseline = median([s for s, _ in baseline])
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= fig.baseline + 1.0
+    fig.judge(lambda f: f.value <= f.baseline + 1.0)
     return fig
 
 
@@ -83,7 +83,7 @@ def _trips(fig: Figure, value: list[tuple[float, list[float]]], baseline: list[t
     fig.value = 1000 * median([t for _, trips in value for t in trips])
     fig.baseline = 1000 * median([t for _, trips in baseline for t in trips])
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 2 * fig.baseline
+    fig.judge(lambda f: f.ratio is not None and f.ratio <= 2)
     return fig
 
 

@@ -142,7 +142,7 @@ def run_p11() -> tuple[Figure, Figure]:
                 browser.close()
         fig.value, fig.baseline = renders[0], median(plain)
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.value <= 150
+        fig.judge(lambda f: f.value <= 150)
         fig.note = (
             f"the panel's own measure (parse {len(body) / 1e6:.1f} MB of JSON + filter + draw the rows in "
             f"view: {rows} row elements for {P11_JOBS} jobs); list body served by Playwright's router; "
@@ -154,7 +154,7 @@ def run_p11() -> tuple[Figure, Figure]:
             ref.value = float(max(s[1] for s in unchanged))
             ref.baseline = float(full[0][1]) if full else None
             ref.ratio = ratio(ref.value, ref.baseline)
-            ref.met = ref.value <= 1024
+            ref.judge(lambda f: f.value <= 1024)
             ref.note = (
                 f"Resource Timing transferSize of {len(unchanged)} unchanged refreshes (HTTP 304, If-None-Match"
                 f" / ETag) against the real server extension; baseline: the first, full answer for its "
@@ -162,7 +162,7 @@ def run_p11() -> tuple[Figure, Figure]:
             )
         else:
             ref.note = f"no 304 among the refreshes: {sizes}"
-            ref.met = False
+            ref.judge(lambda f: False)
     finally:
         if server is not None:
             server.stop()
@@ -221,13 +221,13 @@ def run_p12() -> tuple[Figure, Figure]:
                 browser.close()
         fig.value, fig.baseline = took, median(bare)
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.value <= 300
+        fig.judge(lambda f: f.value <= 300)
         fig.note = (
             f"click on the row -> the log view holds the tail ({shown} characters of 100 MB; the page also "
             f"loads the detail, events and config); baseline: fetch() of the same tail route, median of 5"
         )
         heap.value = (after - before) / 2**20
-        heap.met = heap.value <= 20
+        heap.judge(lambda f: f.value <= 20)
         heap.note = "performance.memory.usedJSHeapSize after gc(), before the click and once the tail shows"
     finally:
         if server is not None:
@@ -328,7 +328,7 @@ def run_p13() -> Figure:
             via, direct, floor = asyncio.run(measure())
         fig.value, fig.baseline = median(via) * 1000, median(direct) * 1000
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.ratio is not None and fig.ratio <= 1.5
+        fig.judge(lambda f: f.ratio is not None and f.ratio <= 1.5)
         p90 = statistics.quantiles(via, n=10)[-1] * 1000
         fig.note = (
             f"one character sent -> echoed by the task's shell, {len(via)} keystrokes each way in 3 "

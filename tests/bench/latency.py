@@ -49,7 +49,7 @@ def p1_submit_to_start() -> Figure:
                 bases.append((bare - b0) * 1000)
     fig.value, fig.baseline = median(values), median(bases)
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 1.5 * fig.baseline + 10
+    fig.judge(lambda f: f.value <= 1.5 * f.baseline + 10)
     fig.note = (
         f"median of {len(values)} one-task jobs (min {min(values):.1f}, max {max(values):.1f} ms); "
         f"the 202 answer came {median(answers):.1f} ms after the POST (median), i.e. the task is spawned "
@@ -86,12 +86,12 @@ def p3_log_latency() -> Figure:
         state = d.wait(job)
     if not lat:
         fig.note = f"no timestamped line reached the client (job {state})"
-        fig.met = False
+        fig.judge(lambda f: False)
         return fig
     lat_sorted = sorted(lat)
     p90 = lat_sorted[min(len(lat) - 1, int(0.9 * len(lat)))]
     fig.value = median(lat)
-    fig.met = fig.value <= 50
+    fig.judge(lambda f: f.value <= 50)
     fig.note = (
         f"{got}/{P3_LINES} lines, ~100 ms apart, followed over GET .../logs/stream?stream=stdout; "
         f"min {lat_sorted[0]:.1f}, p90 {p90:.1f}, max {lat_sorted[-1]:.1f} ms; no baseline (absolute target)"
@@ -119,7 +119,7 @@ def p6_idle_rss() -> Figure:
         bare.kill()
         bare.wait()
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 80
+    fig.judge(lambda f: f.value <= 80)
     fig.note = (
         f"psutil RSS of the daemon pid from runtime.json after one GET /api/v2/jobs (USS {uss:.1f} MB); "
         f'baseline: `{Path(sys.executable).name} -c "import time; time.sleep(5)"`, for scale'

@@ -226,7 +226,7 @@ def p2_throughput() -> Figure:
     first_start = min(it["launchedTime"] for it in jobs) / 1000
     fig.value = max(it["completedTime"] for it in jobs) / 1000 - opened
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 1.5 * fig.baseline
+    fig.judge(lambda f: f.ratio is not None and f.ratio <= 1.5)
     fig.note = (
         f"{P2_JOBS / fig.value:.0f} jobs/s vs {P2_JOBS / fig.baseline:.0f} jobs/s for the durable floor "
         f"and {P2_JOBS / bare:.0f} jobs/s for the bare loop ({bare:.2f} s; the daemon is "
@@ -325,12 +325,12 @@ def p4_list() -> Figure:
         f"state.db + json.dumps in-process (no HTTP)"
     )
     if n_jobs >= P4_JOBS + 1:
-        fig.met = fig.value <= 100
+        fig.judge(lambda f: f.value <= 100)
     else:
         # a line through the fastest list at each size (the least disturbed by other load on the machine)
         slope = max(late_min - early_min, 0.0) / max(listed - early_n, 1)
         est = late_min + slope * (P4_JOBS - listed)
-        fig.met = est <= 100
+        fig.judge(lambda f: est <= 100)
         note = (
             f"REDUCED to {listed} jobs: filling stopped at the {P4_FILL_BUDGET_S:.0f} s budget; fastest list of "
             f"{early_n} items {early_min:.1f} ms, of {listed} {late_min:.1f} ms -> 10,000 extrapolated "

@@ -52,7 +52,7 @@ def p7_load_ext() -> Figure:
     fig.value = median([float(s["load"]) for s in samples])  # type: ignore[arg-type]
     fig.baseline = median([float(s["shell"]) for s in samples])  # type: ignore[arg-type]
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 0.5
+    fig.judge(lambda f: f.value <= 0.5)
     heavy = sorted({m for s in samples for m in s["heavy"]})  # type: ignore[attr-defined]
     first = median([float(s["first_magic"]) for s in samples])  # type: ignore[arg-type]
     fig.note = (

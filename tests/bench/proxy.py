@@ -105,7 +105,7 @@ def run_p5() -> tuple[Figure, Figure]:
             bound = m_direct + m_floor + 0.5
             lat.value, lat.baseline = median(b), median(peer)
             lat.ratio = ratio(lat.value, lat.baseline)
-            lat.met = lat.value <= lat.baseline and lat.value <= bound
+            lat.judge(lambda f: f.value <= f.baseline and f.value <= bound)
             lat.note = (
                 f"median of {P5_REQUESTS} GET data/runs each way, alternating, keep-alive clients; "
                 f"baseline: the same request through jupyter-server-proxy's own /proxy/{{port}}/ route on "
@@ -136,7 +136,7 @@ def run_p5() -> tuple[Figure, Figure]:
                 rates_proxied.append(P5_BODY / 1e6 / t_proxied)
             thr.value, thr.baseline = median(rates_proxied[1:]), median(rates_direct[1:])
             thr.ratio = ratio(thr.value, thr.baseline)
-            thr.met = thr.value >= 200
+            thr.judge(lambda f: f.value >= 200)
             thr.note = (
                 f"median of {P5_BODIES} GETs of a {P5_BODY // 10**6} MB file served by the task's Jupyter "
                 f"(files/), body read to the last byte (proxied min {min(rates_proxied[1:]):.0f}, max "

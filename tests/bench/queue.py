@@ -94,7 +94,7 @@ def p18_schedule_pass() -> Figure:
     passes, pure, cold, setup = _measured()
     fig.value, fig.baseline = median(passes) * 1000, median(pure) * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= TARGET_MS
+    fig.judge(lambda f: f.value <= TARGET_MS)
     fig.note = (
         f"median of {PASSES} passes of Cluster.schedule, 1 CPU free, none fits (max {max(passes) * 1000:.1f} ms); "
         f"the first pass after a restart, reading each job's view from the store: {cold * 1000:.0f} ms; "
@@ -112,6 +112,6 @@ def p18c_first_pass() -> Figure:
     passes, _, cold, _ = _measured(shared=True)
     fig.value, fig.baseline = cold * 1000, median(passes) * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= COLD_TARGET_MS
+    fig.judge(lambda f: f.value <= COLD_TARGET_MS)
     fig.note = "Cluster.schedule with the queue's views and the model cache emptied; baseline: a warm pass (P18)"
     return fig

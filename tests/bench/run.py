@@ -81,7 +81,7 @@ def d1_daemon_ready() -> Figure:
         bare.append(time.perf_counter() - t0)
     fig.value, fig.baseline = median([s for _, s in starts]), median(bare)
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.value <= 1.0
+    fig.judge(lambda f: f.value <= 1.0)
     each = ", ".join(f"{k} {s:.2f}" for k, s in starts)
     fig.note = (
         f"median of the {len(starts)} daemon starts in this run ({each}"

@@ -43,7 +43,7 @@ def p20_sidebar_poll() -> Figure:
         one, per_job = asyncio.run(_poll_times(d.home))
     fig.value, fig.baseline = median(one) * 1000, median(per_job) * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.ratio is not None and fig.ratio <= 0.5
+    fig.judge(lambda f: f.ratio is not None and f.ratio <= 0.5)
     fig.note = (
         f"median of {POLLS} polls (listed_jobs + job_row, in-process AsyncClient): 1 daemon request; "
         f"baseline: the per-job path (1 + {2 * JOBS} requests, concurrent), polls interleaved"

@@ -112,7 +112,7 @@ def p15_submit_to_running() -> Figure:
                     bases.append(base)
         fig.value, fig.baseline = median(values), median(bases)
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.value <= 1.2 * fig.baseline + 0.2
+        fig.judge(lambda f: f.value <= 1.2 * f.baseline + 0.2)
         fig.note = (
             f"median of {P15_RUNS} (after a warm-up): REST submit -> the command's own `date` on its node; baseline "
             "`sbatch --wrap` of the same command (Slurm's 1 s scheduler tick dominates both)"
@@ -149,7 +149,7 @@ def p16_gang_job() -> Figure:
                     bases.append(base)
         fig.value, fig.baseline = median(values), median(bases)
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.value <= 1.2 * fig.baseline
+        fig.judge(lambda f: f.ratio is not None and f.ratio <= 1.2)
         fig.note = (
             f"median of {P16_RUNS}: ps x1 + worker x2 (`true`) to SUCCEEDED over REST (rendezvous of all three "
             "included); baseline: the same allocation and steps as a hand-written sbatch script, until squeue "
@@ -192,7 +192,7 @@ def p17_drain() -> Figure:
                     values.append(ours(dm, round_))
         fig.value, fig.baseline = min(values), min(bases)
         fig.ratio = ratio(fig.value, fig.baseline)
-        fig.met = fig.value <= 1.2 * fig.baseline
+        fig.judge(lambda f: f.ratio is not None and f.ratio <= 1.2)
         each = ", ".join(f"{v:.1f}/{b:.1f}" for v, b in zip(values, bases, strict=True))
         fig.note = (
             f"best of {P17_ROUNDS} rounds (alternating; ours/baseline s: {each}): {P17_JOBS} REST submits of `true` "

@@ -65,7 +65,7 @@ def p19_sweep_overhead() -> Figure:
     done = sum(t["state"] == "SUCCEEDED" for t in sweep.trials)
     fig.value, fig.baseline = swept / TRIALS * 1000, bare / TRIALS * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.ratio is not None and fig.ratio <= 1.3 and done == TRIALS
+    fig.judge(lambda f: f.ratio is not None and f.ratio <= 1.3 and done == TRIALS)
     fig.note = (
         f"{done}/{TRIALS} trials succeeded with their objective read back; best of {ROUNDS} interleaved rounds: "
         f"sweep {swept:.2f} s, bare submit loop {bare:.2f} s (same jobs, same client, both poll every "

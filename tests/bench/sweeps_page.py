@@ -60,7 +60,7 @@ def p21_sweeps_refresh() -> Figure:
         one, old = asyncio.run(_refresh_times(d.home, jobs))
     fig.value, fig.baseline = median(one) * 1000, median(old) * 1000
     fig.ratio = ratio(fig.value, fig.baseline)
-    fig.met = fig.ratio is not None and fig.ratio <= 0.5
+    fig.judge(lambda f: f.ratio is not None and f.ratio <= 0.5)
     fig.note = (
         f"median of {REFRESHES} refreshes (sweeps_page, in-process AsyncClient): 3 daemon requests; "
         f"baseline: a state per sweep, a detail and the reports per live trial (2 + {2 * TRIALS} requests, "
