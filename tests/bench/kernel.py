@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -148,7 +149,9 @@ def _measure_tunnel() -> dict[str, Any]:
         user = d.http.get("/api/v2/info").json()["user"]
         upsert_profile(Profile(name="tunnelled", url=d.url, username=user, token=d.token))
         install("pai-bench", memory_mb=1024)
-        install("pai-bench-tunnel", memory_mb=1024, profile="tunnelled", tunnel="always")
+        # a profile remote for the provisioner runs the image's python, here the host's plain python3 (tasks get a
+        # system PATH), which has no ipykernel: the workbench's python, as tests/integration/test_kernel.py does
+        install("pai-bench-tunnel", memory_mb=1024, profile="tunnelled", tunnel="always", python=sys.executable)
         tunnel, direct = [], []
         for _ in range(RUNS):
             tunnel.append(asyncio.run(_sample("pai-bench-tunnel", tmp))[:2])
