@@ -144,6 +144,9 @@ class Jobs:
         be missing from an answer given before (a task that wrote its exit status at once)."""
         loop = asyncio.get_running_loop()
         since, until = time.monotonic(), loop.time() + within
+        seen = await self._one(job_id)  # asked now, not the shared answer of up to POLL_S ago: its tasks just ended
+        if seen is not None and (seen.state in FINAL or seen.state in ending):
+            return True
         while True:
             seen = await self.get(job_id)
             if seen is None and self._seen_at >= since:
@@ -161,6 +164,22 @@ class Jobs:
         if me is None:
             return None
         return me, ahead_of(job_id, self._seen) if me.state == "PENDING" else 0
+    async def _one(self, job_id: str) -> JobState | None:
+        """This job's state asked of Slurm now (one ``squeue -j``); None when the answer says nothing of it."""
+        proc = await asyncio.create_subprocess_exec(
+            "squeue",
+            "-h",
+            "-t",
+            "all",
+            "-j",
+            job_id,
+            "-o",
+            FORMAT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await proc.communicate()
+        return parse_squeue(out.decode()).get(job_id) if proc.returncode == 0 else None
 
     def why(self, job_id: str) -> str:
         """Why a pending job (seen by the last ``get``) waits, in Slurm's words, with its place in the queue."""
