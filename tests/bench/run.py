@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .common import Daemon, Figure, Table, combined, median, ratio
 from .containers import p8_docker_submit_to_running
+from .hubslurm import p22s_hub_spawn_on_slurm
 from .kernel import p14_kernel_start, p14_round_trip, p14_tunnel_round_trip, p14_tunnel_start
 from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_tail, p13_terminal_echo
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
@@ -67,6 +68,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
     ("P20", "sidebar poll: job list with tasks, 20 running jobs", p20_sidebar_poll),
     ("P21", "Sweeps page refresh, 20 running trials", p21_sweeps_refresh),
+    ("P22S", "Hub spawn on Slurm: click -> Lab ready, beside batchspawner", p22s_hub_spawn_on_slurm),
 ]
 
 

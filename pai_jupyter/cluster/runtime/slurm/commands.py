@@ -164,6 +164,7 @@ class Jobs:
         if me is None:
             return None
         return me, ahead_of(job_id, self._seen) if me.state == "PENDING" else 0
+
     async def _one(self, job_id: str) -> JobState | None:
         """This job's state asked of Slurm now (one ``squeue -j``); None when the answer says nothing of it."""
         proc = await asyncio.create_subprocess_exec(
