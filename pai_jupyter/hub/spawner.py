@@ -47,7 +47,8 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         "",
         config=True,
         help="The cluster's REST URL as a user's server reaches it from its task (on a batch system's node: an "
-        "address that node reaches). Empty: cluster_url's.",
+        "address that node reaches). Empty: the embedded cluster's URL for its runtime's nodes where it announces "
+        "one (nodesUrl in local/runtime.json: Slurm's nodes are other hosts), else cluster_url's.",
     )
     service_name = Unicode(
         "pai", config=True, help="The workbench's service on the Hub: users need access:services!service=<name>."
@@ -117,6 +118,18 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         if not info.get("url"):
             raise RuntimeError(f"the embedded cluster of {pai_home()} is not running (pai cluster start)")
         return str(info["url"])
+
+    def server_url(self) -> str:
+        """The cluster's REST URL as the user's server reaches it from its task: ``server_cluster_url``; else, for
+        the embedded cluster, the address its daemon listens at for its runtime's nodes (``nodesUrl``: this host's
+        address on the route to them, daemon.listen_for_nodes); else ``base_url()``. Read at each start."""
+        if self.server_cluster_url:
+            return str(self.server_cluster_url).rstrip("/")
+        if not self.cluster_url:
+            nodes_url = (read_runtime(pai_home()) or {}).get("nodesUrl")
+            if nodes_url:
+                return str(nodes_url).rstrip("/")
+        return self.base_url()
 
     def token(self) -> str:
         """The user's Hub token for the cluster: the server's own while this Hub started it, else one minted for an
@@ -210,7 +223,7 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         extension, the magics and ``pai`` in its terminals use (client/profiles.py)."""
         env = {k: str(v) for k, v in self.get_env().items()}
         env.pop("JUPYTERHUB_SERVICE_URL", None)  # its address is the task's: the job's command sets it
-        env[HUB_URL_ENV] = str(self.server_cluster_url or self.base_url()).rstrip("/")
+        env[HUB_URL_ENV] = self.server_url()
         env["PAI_PROFILE"] = HUB
         socket = self.server_socket()
         if socket:

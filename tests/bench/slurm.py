@@ -8,6 +8,7 @@ munge``); the row says why where they are missing."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -35,19 +36,35 @@ def _missing() -> str | None:
     return f"Slurm is not installed ({', '.join(gone)} missing)" if gone else None
 
 
+_shared: list[Path] = []  # the run's one test cluster, started by the first Slurm figure (a start costs seconds)
+
+
 @contextlib.contextmanager
 def _cluster() -> Iterator[Path]:
-    """A fresh two-node cluster in a temp dir (SLURM_CONF set while it runs); a shared dir for stamps."""
-    d = Path(tempfile.mkdtemp(prefix="pai-bench-slurm-"))
-    d.chmod(0o755)
+    """The run's two-node test cluster in a temp dir (SLURM_CONF set while a figure uses it; started once, stopped
+    at the end of the run: ``stop_cluster``); yields a fresh dir of that one for the figure's stamps."""
+    if not _shared:
+        d = Path(tempfile.mkdtemp(prefix="pai-bench-slurm-"))
+        d.chmod(0o755)
+        _shared.append(d)
+        atexit.register(stop_cluster)  # (also when the run is interrupted)
+        subprocess.run(["bash", str(CLUSTER), "start", str(d)], check=True, capture_output=True, timeout=60)
+    d = _shared[0]
+    stamps = Path(tempfile.mkdtemp(prefix="stamps-", dir=d))  # each figure's own (a round's stamp is never read again)
+    stamps.chmod(0o755)
     old = os.environ.get("SLURM_CONF")
     try:
-        subprocess.run(["bash", str(CLUSTER), "start", str(d)], check=True, capture_output=True, timeout=60)
         os.environ["SLURM_CONF"] = str(d / "etc" / "slurm.conf")
-        yield d
+        yield stamps
     finally:
-        subprocess.run(["bash", str(CLUSTER), "stop", str(d)], capture_output=True, timeout=60)
         os.environ.pop("SLURM_CONF", None) if old is None else os.environ.__setitem__("SLURM_CONF", old)
+
+
+def stop_cluster() -> None:
+    """Stop the run's test cluster, if a figure started one."""
+    while _shared:
+        d = _shared.pop()
+        subprocess.run(["bash", str(CLUSTER), "stop", str(d)], capture_output=True, timeout=60)
         shutil.rmtree(d, ignore_errors=True)
 
 
