@@ -5,7 +5,8 @@ REST at this host's address on that bridge with nothing configured for it; the p
 node's address. While a gang job holds every CPU the spawn page shows the place in Slurm's line, Slurm's reason
 and Slurm's expected start (``squeue --start``); Stop cancels the pending job. Then JupyterLab served from the
 node, the PAI sidebar with only that person's jobs, a job submitted from a cell, Stop from the Hub; the other
-person sees none of it. The daemon and the Hub listen on loopback and the nodes' network only."""
+person sees none of it. The daemon and the Hub listen on loopback and the nodes' network only; the owner's token
+is refused there."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 
@@ -136,6 +138,10 @@ def test_the_daemon_and_the_hub_listen_on_loopback_and_the_nodes_network_only(hu
     hub_pid = int((hub.folder / "hub.pid").read_text())
     assert listening(hub_pid) == {bridge}  # the Hub's own port, where servers on the nodes call its API
     assert "c.JupyterHub.hub_ip = " + repr(bridge) in (hub.folder / "jupyterhub_config.py").read_text()
+    # the cluster owner's token, presented where the nodes reach the daemon (a task there that somehow holds it)
+    owner = httpx.get(f"{info['nodesUrl']}/api/v2/jobs", headers={"Authorization": f"Bearer {admin.token}"}, timeout=30)
+    assert owner.status_code == 403 and "this machine only" in owner.text, owner.text
+    assert admin.http.get("/api/v2/jobs").status_code == 200  # (the owner's own clients: the socket, loopback)
 
 
 @pytest.fixture(autouse=True)
