@@ -101,7 +101,9 @@ def test_two_people_wait_in_slurms_queue_cancel_and_get_their_own_lab_on_a_node(
         )
         done = admin.wait("alice~from-a-cell", timeout=120)
         assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
-        listed = outputs.filter(has_text="SUBMITTED").filter(has_text="from-a-cell")  # `pai jobs`: hers, as her
+        listed = outputs.filter(has_text=mine).filter(
+            has_text="from-a-cell"
+        )  # `pai jobs`: hers, as her (not the cell's own "submitted")
         listed.first.wait_for(timeout=60_000)
         assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
 
