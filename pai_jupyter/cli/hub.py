@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 import httpx
+import psutil
 
 from ..cluster import control
 from ..cluster.paths import pai_home
@@ -32,11 +33,13 @@ def hub() -> None:
 
 
 def _pid(path: Path) -> int | None:
-    """The pid in ``path`` when that process is alive."""
+    """The pid in ``path`` when that process is alive: not a zombie, which ``kill(pid, 0)`` still finds (a Hub
+    killed where nothing reaps the orphans, a container's PID 1, would block every later start)."""
     try:
         pid = int(path.read_text().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return None
+    except (OSError, ValueError, psutil.Error):
         return None
     return pid
 
@@ -111,7 +114,10 @@ def start(
     in_containers = runs.startswith("docker")
     python = "" if in_containers else hubsetup.server_python(server_python, os.geteuid() == 0)
     hub_ip = hubsetup.hub_address(info)
-    chosen = hubsetup.settings(home, ip, port, authenticator, list(admins), python, hub_ip)
+    last = hubsetup.saved_settings(home)
+    if _pid(proxy_pid) is not None and (last.get("ip"), last.get("port")) != (ip, port):
+        _stop(proxy_pid)  # the last start's proxy (the Hub died alone) on another address: a new one below
+    chosen = hubsetup.settings(home, ip, port, authenticator, list(admins), python, hub_ip, _pid(proxy_pid) is not None)
     config, env = hubsetup.prepare(home, chosen)
     if _pid(proxy_pid) is None:
         proxy_cmd = [chp, "--ip", ip, "--port", str(port), "--api-ip", "127.0.0.1"]

@@ -85,19 +85,35 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def settings(
-    home: Path, ip: str, port: int, authenticator: str, admins: list[str], python: str, hub_ip: str = "127.0.0.1"
-) -> HubSettings:
-    """This start's settings, reusing the internal ports of the last start while they are free."""
-    saved: dict[str, Any] = {}
-    make_private_dir(hub_dir(home))  # (the home itself is the cluster's: its mode is the daemon's to set)
+def saved_settings(home: Path) -> dict[str, Any]:
+    """What the last start chose (``hub/hub.json``), or nothing."""
     with_file = hub_dir(home) / "hub.json"
-    if with_file.exists():
-        saved = json.loads(with_file.read_text())
-    ports = [saved.get("hub_port"), saved.get("proxy_api_port")]
-    hub_port, api_port = (p if isinstance(p, int) and _free(p, hub_ip) else free_port() for p in ports)
+    return dict(json.loads(with_file.read_text())) if with_file.exists() else {}
+
+
+def settings(
+    home: Path,
+    ip: str,
+    port: int,
+    authenticator: str,
+    admins: list[str],
+    python: str,
+    hub_ip: str = "127.0.0.1",
+    proxy_running: bool = False,
+) -> HubSettings:
+    """This start's settings, reusing the internal ports of the last start while they are free; with the last
+    start's proxy still running (the Hub died alone), its API port, which that proxy holds."""
+    make_private_dir(hub_dir(home))  # (the home itself is the cluster's: its mode is the daemon's to set)
+    saved = saved_settings(home)
+    hub_port, api_port = (
+        p if isinstance(p, int) and (_free(p, host) or kept) else free_port()
+        for p, host, kept in (
+            (saved.get("hub_port"), hub_ip, False),
+            (saved.get("proxy_api_port"), "127.0.0.1", proxy_running),
+        )
+    )
     chosen = HubSettings(ip, port, hub_port, api_port, authenticator, admins, python, hub_ip)
-    write_private(with_file, json.dumps(asdict(chosen), indent=2))
+    write_private(hub_dir(home) / "hub.json", json.dumps(asdict(chosen), indent=2))
     return chosen
 
 
