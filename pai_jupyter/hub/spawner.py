@@ -108,7 +108,6 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         super().__init__(**kwargs)
         self._minted: tuple[float, str] | None = None
         self._lost_start = False  # state loaded with a job whose start() never returned (the Hub died meanwhile)
-        self._found: tuple[str, int] | None = None  # where that job's server answered: get_url() says so
 
     # ---- the cluster, as this user -------------------------------------------------------------------------------
     def base_url(self) -> str:
@@ -209,7 +208,7 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         super().clear_state()
         self.job = ""
         self.started = False
-        self._lost_start, self._found = False, None
+        self._lost_start = False
 
     def _save_state(self) -> None:
         """Write the state to the Hub's database now: the Hub itself does so only once start() returns, and a Hub
@@ -308,27 +307,16 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         return None
 
     # ---- a start the Hub lost --------------------------------------------------------------------------------------
-    async def _lost(self, detail: JobDetail) -> int | None:
+    async def _lost(self, detail: JobDetail) -> int:
         """The restarted Hub checks a server whose start() it never saw return (it died meanwhile; the job was in
-        the state saved at its submit): one that answers now is taken up (get_url says where), any other is stopped,
-        since nobody waits for it any more; the Hub then stops the server, and the person starts it again."""
+        the state saved at its submit): nobody waits for it any more, and its server cannot be taken up (the Hub
+        never routed it, and jupyterhub-singleuser gives up on a Hub that does not answer within about 30 s), so
+        the job is stopped and the person starts again. (While the Hub starts, the cluster cannot check its
+        tokens: the Hub's own check of the server's URL then fails, and it stops the server the same way.)"""
         self._lost_start = False
-        where = address(detail)
-        if where is not None and await answers(*where):
-            self.log.info("%s: job %s of a start the Hub lost answers: taken up", self._log_name, self.job)
-            self._found, self.started = where, True
-            self._save_state()
-            return None
         self.log.warning("%s: job %s of a start the Hub lost is stopped (%s)", self._log_name, self.job, detail.state)
         await self._stop_job()
         return 1
-
-    async def get_url(self) -> str:
-        """The URL of a lost start's server that answered (above); else the Hub's own record."""
-        if self._found is None or self.server is None:
-            return str(await super().get_url())
-        host, port = self._found
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}{self.server.base_url}"
 
     async def stop(self, now: bool = False) -> None:
         """Stop the job and wait (up to a minute) until it ended."""
