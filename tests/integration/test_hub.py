@@ -99,6 +99,31 @@ def server_job(admin: Api, user: str, state: str) -> str:
     return wait_for(found, 180, lambda: f"{user}'s server job {state}: {jobs_of(admin, user)}")
 
 
+def a_cells_job_and_pai_jobs(page: Any, hub: HubServer, admin: Api, user: str, server: str) -> None:
+    """In ``user``'s Lab: a notebook whose cells submit a job (``%%pai_submit --wait``) and run ``pai jobs``, as
+    them; the job succeeds, and ``pai jobs`` lists their server's job and not the holder's (another user's)."""
+    home = Path(admin.home) / "local" / "users" / user / "home"  # their server's HOME (their account's)
+    cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
+    notebook = write_notebook(home / "submit.ipynb", *cells)
+    account = account_of(admin.home, user)
+    os.chown(notebook, account.pw_uid, account.pw_gid)
+    page.goto(f"{hub.url}user/{user}/lab/tree/submit.ipynb")
+    page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+    run_all_cells(page)
+    outputs = page.locator(".jp-OutputArea-output")
+    job = f"{user}~from-a-cell"
+    wait_for(
+        lambda: admin.http.get(f"/api/v2/jobs/{job}").status_code == 200 or None,
+        120,
+        lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
+    )
+    done = admin.wait(job, timeout=120)
+    assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log(job)
+    listed = outputs.filter(has_text=server).filter(has_text="from-a-cell")  # `pai jobs` (not the cell's own line)
+    listed.first.wait_for(timeout=60_000)
+    assert "holder" not in listed.first.inner_text()
+
+
 def sign_in(page: Any, hub: HubServer, name: str) -> None:
     page.goto(hub.url + "hub/login")
     page.fill("#username_input", name)
@@ -171,25 +196,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
         assert "holder" not in row_names(panel)
 
-        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (her account's)
-        cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
-        notebook = write_notebook(home / "submit.ipynb", *cells)
-        account = account_of(admin.home, "alice")
-        os.chown(notebook, account.pw_uid, account.pw_gid)
-        page.goto(f"{hub.url}user/alice/lab/tree/submit.ipynb")
-        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
-        run_all_cells(page)
-        outputs = page.locator(".jp-OutputArea-output")
-        wait_for(
-            lambda: admin.http.get("/api/v2/jobs/alice~from-a-cell").status_code == 200 or None,
-            120,
-            lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
-        )
-        done = admin.wait("alice~from-a-cell", timeout=120)
-        assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
-        listed = outputs.filter(has_text="SUBMITTED").filter(has_text="from-a-cell")  # `pai jobs`: hers, as her
-        listed.first.wait_for(timeout=60_000)
-        assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
+        a_cells_job_and_pai_jobs(page, hub, admin, "alice", mine)
 
         with opened(browser, "hub-bob", viewport=(1400, 900)) as bob:
             sign_in(bob.page, hub, "bob")

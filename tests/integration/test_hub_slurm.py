@@ -11,9 +11,7 @@ is refused there."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,11 +23,20 @@ import pytest
 from tests.polling import wait_for
 
 from ..slurm.fixture import node_addrs
-from .browser import SHOTS, opened, run_all_cells
-from .conftest import Api, account_of, v1
-from .jupyter_fixture import write_notebook
+from .browser import opened
+from .conftest import Api, v1
 from .servers import HubServer, servers
-from .test_hub import hub_home, jobs_of, lab_of, row_names, server_job, sign_in, start_from_form
+from .test_hub import (  # and its autouse fixture: the Hub's and the daemon's logs beside a failure's screenshot
+    _hub_log_on_failure,  # noqa: F401
+    a_cells_job_and_pai_jobs,
+    hub_home,
+    jobs_of,
+    lab_of,
+    row_names,
+    server_job,
+    sign_in,
+    start_from_form,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -85,27 +92,7 @@ def test_two_people_wait_in_slurms_queue_cancel_and_get_their_own_lab_on_a_node(
         panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
         assert "holder" not in row_names(panel)
 
-        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (her account's)
-        cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
-        notebook = write_notebook(home / "submit.ipynb", *cells)
-        account = account_of(admin.home, "alice")
-        os.chown(notebook, account.pw_uid, account.pw_gid)
-        page.goto(f"{hub.url}user/alice/lab/tree/submit.ipynb")
-        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
-        run_all_cells(page)
-        outputs = page.locator(".jp-OutputArea-output")
-        wait_for(
-            lambda: admin.http.get("/api/v2/jobs/alice~from-a-cell").status_code == 200 or None,
-            120,
-            lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
-        )
-        done = admin.wait("alice~from-a-cell", timeout=120)
-        assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
-        listed = outputs.filter(has_text=mine).filter(
-            has_text="from-a-cell"
-        )  # `pai jobs`: hers, as her (not the cell's own "submitted")
-        listed.first.wait_for(timeout=60_000)
-        assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
+        a_cells_job_and_pai_jobs(page, hub, admin, "alice", mine)
 
         with opened(browser, "hub-slurm-bob", viewport=(1400, 900)) as bob:
             sign_in(bob.page, hub, "bob")
@@ -144,16 +131,3 @@ def test_the_daemon_and_the_hub_listen_on_loopback_and_the_nodes_network_only(hu
     owner = httpx.get(f"{info['nodesUrl']}/api/v2/jobs", headers={"Authorization": f"Bearer {admin.token}"}, timeout=30)
     assert owner.status_code == 403 and "this machine only" in owner.text, owner.text
     assert admin.http.get("/api/v2/jobs").status_code == 200  # (the owner's own clients: the socket, loopback)
-
-
-@pytest.fixture(autouse=True)
-def _hub_log_on_failure(request: pytest.FixtureRequest, hubbed: tuple[Api, HubServer]) -> Iterator[None]:
-    """A failed test leaves the Hub's, the proxy's and the daemon's logs beside its screenshot."""
-    failed = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed:
-        SHOTS.mkdir(exist_ok=True)
-        (SHOTS / f"{request.node.name}.hub.log").write_text(hubbed[1].log_text()[-20000:])
-        log = Path(hubbed[0].home) / "local" / "daemon.log"
-        if log.exists():
-            shutil.copy(log, SHOTS / f"{request.node.name}.daemon.log")
