@@ -103,7 +103,12 @@ def _batchspawner_venv(tools: Path) -> Path:
 
 @contextlib.contextmanager
 def _account(name: str, home: Path) -> Iterator[pwd.struct_passwd]:
-    """An OS account for batchspawner's person (it runs sbatch as them; the nodes share this host's accounts)."""
+    """An OS account for batchspawner's person (it runs sbatch as them; the nodes share this host's accounts); the
+    bench's own, so one an interrupted run left is removed first."""
+    with contextlib.suppress(KeyError):
+        pwd.getpwnam(name)
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", name], check=True, capture_output=True)
     subprocess.run(["useradd", "--system", "-M", "-d", str(home), "-s", "/bin/sh", name], check=True)
     try:
         account = pwd.getpwnam(name)

@@ -40,8 +40,9 @@ from .sweeps_page import p21_sweeps_refresh
 
 ROOT = Path(__file__).resolve().parents[2]
 # measured once a run whatever --runs says: their figure is already a median or best of several inside one run, and a
-# run of theirs takes a minute or more (P4 fills 10,000 jobs; P17 drains 100 jobs twice each way on Slurm)
-ONCE = {"P4", "P17"}
+# run of theirs takes a minute or more (P4 fills 10,000 jobs; P17 drains 100 jobs twice each way on Slurm; P22 and
+# P22S spawn JupyterLab through two Hubs three times each)
+ONCE = {"P4", "P17", "P22", "P22S"}
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P1", "REST submit -> task process started", p1_submit_to_start),
     ("P2", "200 queued jobs `true` on 2 slots", p2_throughput),
