@@ -10,9 +10,10 @@ server runs on another host), and two JupyterHubs in front of it, each with its 
 
 Each round, in Chromium, one person per Hub (signed in before) starts their server, from the click until JupyterLab
 shows its launcher (the same jupyterhub-singleuser and JupyterLab on the node for both: the Python of
-``PAI_TEST_HUB_TOOLS``, else ``PAI_TEST_TASK_TOOLS``, else /opt/pai-task-tools; batchspawner's side adds a venv
-under /tmp with batchspawner 1.3.0 from PyPI, made once, that reads the same tools); then the Hub stops it. The
-Hubs alternate who goes first. Figure: PAISpawner's median; baseline: batchspawner's; target: no slower.
+``PAI_TEST_HUB_TOOLS``, else ``PAI_TEST_TASK_TOOLS``, else /opt/pai-task-tools; batchspawner 1.3.0 from PyPI sits
+in a venv under /tmp, made once, which its Hub runs from and the servers' Python finds on its PYTHONPATH); then the
+Hub stops it. The Hubs alternate who goes first. Figure: PAISpawner's median; baseline: batchspawner's; target: no
+slower.
 """
 
 from __future__ import annotations
@@ -54,13 +55,18 @@ c.JupyterHub.spawner_class = "batchspawner.SlurmSpawner"
 c.JupyterHub.hub_ip = "{bridge}"  # the Hub's API where the nodes reach it (this host on their bridge)
 c.SlurmSpawner.exec_prefix = "runuser -u {{username}} --"  # sbatch as the user (no sudo on this machine)
 c.Spawner.env_keep = ["PATH", "LANG", "SLURM_CONF"]  # how sbatch finds the cluster
-c.SlurmSpawner.batchspawner_singleuser_cmd = "{bs_bin}/batchspawner-singleuser"
+c.SlurmSpawner.batchspawner_singleuser_cmd = "{tools_bin}/python3 -m batchspawner.singleuser"
 c.Spawner.cmd = ["{tools_bin}/jupyterhub-singleuser"]
 c.SlurmSpawner.req_nprocs = "1"
 c.SlurmSpawner.req_memory = "1024M"
 c.SlurmSpawner.state_exechost_re = r"\\s+n(\\d+)$"  # squeue names the node (n1); the proxy needs its address
 c.SlurmSpawner.state_exechost_exp = r"{prefix}1\\1"
 c.Spawner.default_url = "/lab"
+"""
+# not counted: the bench's batchspawner lives in its own venv, not in the servers' Python as a site would install it
+# (run there by batchspawner-singleuser's interpreter, JupyterLab would find neither its config nor its assets)
+BENCH_ONLY_CONFIG = """\
+c.Spawner.environment = {{"PYTHONPATH": "{bs_site}"}}  # the servers' Python finds batchspawner.singleuser there
 """
 # the same for either Hub: where people open it, the sign-in, the bench's own API token
 COMMON_CONFIG = """\
@@ -237,7 +243,7 @@ def p22s_hub_spawn_on_slurm() -> Figure:
             hubs.append(pai)
             bridge = str(d.info["nodesUrl"]).split("//")[1].rsplit(":", 1)[0]
             admin_config = BATCHSPAWNER_CONFIG.format(
-                bridge=bridge, bs_bin=bs_bin, tools_bin=tools / "bin", prefix=bridge[: -len("1")]
+                bridge=bridge, tools_bin=tools / "bin", prefix=bridge[: -len("1")]
             )
             (tmp / "bs").mkdir()
             port = free_port()
@@ -249,7 +255,8 @@ def p22s_hub_spawn_on_slurm() -> Figure:
                 password=BS_PASSWORD,
                 token=SERVICE_TOKEN,
             )
-            bs = BatchHub(tmp / "bs", port, common + admin_config)
+            bs_site = next((BS_VENV / "lib").glob("python3*/site-packages"))
+            bs = BatchHub(tmp / "bs", port, common + admin_config + BENCH_ONLY_CONFIG.format(bs_site=bs_site))
             bs.start(bs_bin / "python3")
             hubs.append(bs)
             pai_token = pai.token(pai.admin)
