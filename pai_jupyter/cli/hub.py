@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 import httpx
+import psutil
 
 from ..cluster import control
 from ..cluster.paths import pai_home
@@ -32,11 +33,13 @@ def hub() -> None:
 
 
 def _pid(path: Path) -> int | None:
-    """The pid in ``path`` when that process is alive."""
+    """The pid in ``path`` when that process is alive: not a zombie, which ``kill(pid, 0)`` still finds (a Hub
+    killed where nothing reaps the orphans, a container's PID 1, would block every later start)."""
     try:
         pid = int(path.read_text().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return None
+    except (OSError, ValueError, psutil.Error):
         return None
     return pid
 
@@ -76,8 +79,19 @@ def _tail(log: Path, lines: int = 15) -> str:
 @click.option("--admin", "admins", multiple=True, help="A Hub admin (also the workbench's admin); repeatable.")
 @click.option("--server-python", help="The Python users' servers run with (default: $PAI_JUPYTER_TASK_TOOLS's).")
 @click.option("--proxy", help="configurable-http-proxy to run (default: on PATH, else the checkout's).")
+@click.option(
+    "--backend",
+    help="The cluster's runtime when this starts it (as pai cluster start --backend: slurm runs each server as a "
+    "Slurm job on a node); default: the cluster's own choice.",
+)
 def start(
-    port: int, ip: str, authenticator: str, admins: tuple[str, ...], server_python: str | None, proxy: str | None
+    port: int,
+    ip: str,
+    authenticator: str,
+    admins: tuple[str, ...],
+    server_python: str | None,
+    proxy: str | None,
+    backend: str | None,
 ) -> None:
     """Start the cluster (if it is not running), JupyterHub and its proxy in the background; returns once the
     Hub answers, and prints its URL."""
@@ -89,18 +103,26 @@ def start(
         return
     chp = hubsetup.find_proxy(proxy)
     try:
-        info = control.start(home)
+        info = control.start(home, runtime=backend or "auto")
     except control.DaemonError as exc:
         click.echo(f"pai hub: the cluster could not start: {exc}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    in_containers = str(info.get("runtime", "")).startswith("docker")
+    runs = str(info.get("runtime", "")).split(" ")[0]
+    if backend and runs != backend:
+        click.echo(f"pai hub: the cluster runs on the {runs} runtime, not {backend}: pai cluster stop first", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    in_containers = runs.startswith("docker")
     python = "" if in_containers else hubsetup.server_python(server_python, os.geteuid() == 0)
-    chosen = hubsetup.settings(home, ip, port, authenticator, list(admins), python)
+    hub_ip = hubsetup.hub_address(info)
+    last = hubsetup.saved_settings(home)
+    if _pid(proxy_pid) is not None and (last.get("ip"), last.get("port")) != (ip, port):
+        _stop(proxy_pid)  # the last start's proxy (the Hub died alone) on another address: a new one below
+    chosen = hubsetup.settings(home, ip, port, authenticator, list(admins), python, hub_ip, _pid(proxy_pid) is not None)
     config, env = hubsetup.prepare(home, chosen)
     if _pid(proxy_pid) is None:
         proxy_cmd = [chp, "--ip", ip, "--port", str(port), "--api-ip", "127.0.0.1"]
         proxy_cmd += ["--api-port", str(chosen.proxy_api_port)]
-        proxy_cmd += ["--error-target", f"http://127.0.0.1:{chosen.hub_port}/hub/error"]
+        proxy_cmd += ["--error-target", f"{chosen.hub_url}/hub/error"]
         _spawn(proxy_cmd, env, folder / "proxy.log", proxy_pid, folder)
     proc = _spawn([sys.executable, "-m", "jupyterhub", "-f", str(config)], env, folder / "hub.log", None, folder)
     deadline = time.monotonic() + READY_SECONDS
@@ -112,6 +134,10 @@ def start(
             sys.exit(EXIT_UNAVAILABLE)
         time.sleep(0.2)
     click.echo(f"JupyterHub at {chosen.url} (cluster at {info['url']}, authenticator {authenticator})")
+    if hub_ip != "127.0.0.1":
+        click.echo(
+            f"  users' servers on the {runs} nodes reach the Hub at {chosen.hub_url}, the cluster at {info['nodesUrl']}"
+        )
     if authenticator == "dummy":
         password = (folder / "dummy-password").read_text().strip()
         click.echo(f"FOR TRYING ONLY: sign in with any name and the password {password}")

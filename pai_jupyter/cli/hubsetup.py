@@ -13,6 +13,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -37,6 +38,7 @@ class HubSettings:
     authenticator: str
     admins: list[str]
     server_python: str
+    hub_ip: str = "127.0.0.1"  # where the Hub's own port listens: users' servers call its API there (hub_address)
 
     @property
     def url(self) -> str:
@@ -44,8 +46,22 @@ class HubSettings:
         return f"http://{host}:{self.port}/"
 
     @property
+    def hub_url(self) -> str:
+        return f"http://{f'[{self.hub_ip}]' if ':' in self.hub_ip else self.hub_ip}:{self.hub_port}"
+
+    @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.hub_port}/hub/api"
+        return f"{self.hub_url}/hub/api"
+
+
+def hub_address(cluster: dict[str, Any]) -> str:
+    """Where the Hub listens for users' servers (its API: OAuth, activity) and the proxy and the daemon call it:
+    loopback while servers run on this host; this host's address on the nodes' network where the cluster's runtime
+    runs them on other hosts (the daemon's ``nodesUrl``: the route to Slurm's nodes, daemon.listen_for_nodes), so
+    a server on a node reaches it with nothing for the admin to set, and no other interface hears it."""
+    nodes_url = cluster.get("nodesUrl")
+    host = urlsplit(str(nodes_url)).hostname if nodes_url else None
+    return host or "127.0.0.1"
 
 
 def hub_dir(home: Path) -> Path:
@@ -69,27 +85,45 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def settings(home: Path, ip: str, port: int, authenticator: str, admins: list[str], python: str) -> HubSettings:
-    """This start's settings, reusing the internal ports of the last start while they are free."""
-    saved: dict[str, Any] = {}
-    make_private_dir(hub_dir(home))  # (the home itself is the cluster's: its mode is the daemon's to set)
+def saved_settings(home: Path) -> dict[str, Any]:
+    """What the last start chose (``hub/hub.json``), or nothing."""
     with_file = hub_dir(home) / "hub.json"
-    if with_file.exists():
-        saved = json.loads(with_file.read_text())
-    ports = [saved.get("hub_port"), saved.get("proxy_api_port")]
-    hub_port, api_port = (p if isinstance(p, int) and _free(p) else free_port() for p in ports)
-    chosen = HubSettings(ip, port, hub_port, api_port, authenticator, admins, python)
-    write_private(with_file, json.dumps(asdict(chosen), indent=2))
+    return dict(json.loads(with_file.read_text())) if with_file.exists() else {}
+
+
+def settings(
+    home: Path,
+    ip: str,
+    port: int,
+    authenticator: str,
+    admins: list[str],
+    python: str,
+    hub_ip: str = "127.0.0.1",
+    proxy_running: bool = False,
+) -> HubSettings:
+    """This start's settings, reusing the internal ports of the last start while they are free; with the last
+    start's proxy still running (the Hub died alone), its API port, which that proxy holds."""
+    make_private_dir(hub_dir(home))  # (the home itself is the cluster's: its mode is the daemon's to set)
+    saved = saved_settings(home)
+    hub_port, api_port = (
+        p if isinstance(p, int) and (_free(p, host) or kept) else free_port()
+        for p, host, kept in (
+            (saved.get("hub_port"), hub_ip, False),
+            (saved.get("proxy_api_port"), "127.0.0.1", proxy_running),
+        )
+    )
+    chosen = HubSettings(ip, port, hub_port, api_port, authenticator, admins, python, hub_ip)
+    write_private(hub_dir(home) / "hub.json", json.dumps(asdict(chosen), indent=2))
     return chosen
 
 
-def _free(port: int) -> bool:
+def _free(port: int, host: str = "127.0.0.1") -> bool:
     import socket
 
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the Hub binds: a port in TIME_WAIT is free
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -102,7 +136,7 @@ def find_proxy(given: str | None) -> str:
         raise SystemExit(f"pai hub: --proxy {given} is not a program this account can run")
     for candidate in (given, shutil.which(PROXY), str(REPO_PROXY) if REPO_PROXY.exists() else None):
         if candidate and os.access(candidate, os.X_OK):
-            return candidate
+            return os.path.abspath(candidate)  # (it runs in the Hub's folder)
     raise SystemExit(
         "pai hub: configurable-http-proxy (JupyterHub's proxy, an npm package) is not installed: `make hub` "
         "installs it in the checkout, or `npm install -g configurable-http-proxy`, or name it with --proxy"
@@ -167,7 +201,8 @@ def write_config(home: Path, chosen: HubSettings) -> Path:
         "",
         f"c.JupyterHub.ip = {chosen.ip!r}",
         f"c.JupyterHub.port = {chosen.port}",
-        "c.JupyterHub.hub_ip = '127.0.0.1'",
+        "# the Hub's API: where users' servers reach it (on a batch system's nodes: this host's address there)",
+        f"c.JupyterHub.hub_ip = {chosen.hub_ip!r}",
         f"c.JupyterHub.hub_port = {chosen.hub_port}",
         f"c.JupyterHub.db_url = {'sqlite:///' + str(folder / 'jupyterhub.sqlite')!r}",
         f"c.JupyterHub.cookie_secret_file = {str(folder / 'cookie_secret')!r}",

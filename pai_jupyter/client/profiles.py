@@ -3,9 +3,10 @@ and socket (a daemon on this machine: its unix socket, which the client sends th
 
 The ``local`` profile always exists and means the embedded daemon: its url, socket and admin token come from
 ``local/runtime.json``, and it is started on first use when nothing answers. Inside a JupyterHub user's server that
-PAISpawner started (docs/hub.md), the ``hub`` profile exists too: the cluster's url from ``PAI_HUB_CLUSTER_URL``,
-the server's own Hub token (``JUPYTERHUB_API_TOKEN``) as its token, never written to clusters.yaml; the spawner
-makes it the one used (``PAI_PROFILE=hub``). Tokens are never printed.
+PAISpawner started (docs/hub.md), the ``hub`` profile exists too: the cluster's url from ``PAI_HUB_CLUSTER_URL``
+(and, for a server on the daemon's own machine, its unix socket from ``PAI_HUB_CLUSTER_SOCKET``: a daemon restarted
+on another port is still found there), the server's own Hub token (``JUPYTERHUB_API_TOKEN``) as its token, never
+written to clusters.yaml; the spawner makes it the one used (``PAI_PROFILE=hub``). Tokens are never printed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ LOCAL = "local"
 FIELDS = ("name", "url", "username", "token", "token_file", "default", "socket")  # of an entry in clusters.yaml
 HUB = "hub"
 HUB_URL_ENV = "PAI_HUB_CLUSTER_URL"  # set by PAISpawner in a Hub user's server: the cluster as the server reaches it
+HUB_SOCKET_ENV = "PAI_HUB_CLUSTER_SOCKET"  # and, on the daemon's machine, its unix socket (common/channel.py)
 HUB_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # the server's Hub token, which the cluster takes as its user's
 
 
@@ -101,7 +103,9 @@ def hub_profile() -> Profile | None:
     url = os.environ.get(HUB_URL_ENV)
     if not url:
         return None
-    return Profile(name=HUB, url=url, username=os.environ.get("JUPYTERHUB_USER", ""), token_env=HUB_TOKEN_ENV)
+    user = os.environ.get("JUPYTERHUB_USER", "")
+    socket = os.environ.get(HUB_SOCKET_ENV) or None
+    return Profile(name=HUB, url=url, username=user, token_env=HUB_TOKEN_ENV, socket=socket)
 
 
 def save_profiles(profiles: list[Profile], home: Path | None = None) -> None:

@@ -1,7 +1,8 @@
 """The embedded cluster daemon: ``python -m pai_jupyter.cluster.daemon`` (started by ``pai cluster start``).
 
 Serves the REST API on a loopback port and on a unix socket (``local/api.sock``, where local clients send their
-tokens: ``common/channel.py``), recovers running tasks from the database at start, checks job time limits every
+tokens: ``common/channel.py``), and where the runtime's tasks run on other hosts (Slurm) on this host's address
+towards them too (``nodesUrl``), recovers running tasks from the database at start, checks job time limits every
 second, and writes ``runtime.json`` (url, socket, admin token, pid; mode 0600) once it answers.
 """
 
@@ -134,6 +135,25 @@ def admin_token(cluster: Cluster, local: Path) -> str:
     return cluster.store.new_token(user, OWNER)
 
 
+def listen_for_nodes(runtime: Runtime, host: str, port: int, sockets: list[socket.socket]) -> str | None:
+    """A daemon on loopback whose runtime runs tasks on other hosts (Slurm's nodes) also listens, on the same
+    port, at this host's address on the route to each node (``Runtime.listen_addresses``: the nodes' network,
+    never every interface), where a task on a node reaches its REST; the first such URL, else None."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None  # (the admin chose where it listens)
+    urls = []
+    for address in runtime.listen_addresses():
+        try:
+            sockets.extend(tornado.netutil.bind_sockets(port, address=address))
+        except OSError as exc:
+            log.warning("not listening for the nodes at %s:%d: %s", address, port, exc)
+            continue
+        urls.append(f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}")
+    if urls:
+        log.info("the REST API also listens for the runtime's nodes at %s", ", ".join(urls))
+    return urls[0] if urls else None
+
+
 async def serve(args: argparse.Namespace) -> None:
     from .core.gpuidle import gpu_idle
     from .core.hub import HubLink
@@ -158,6 +178,7 @@ async def serve(args: argparse.Namespace) -> None:
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
     port = sockets[0].getsockname()[1]
+    nodes_url = listen_for_nodes(runtime, args.host, port, sockets)
     api_socket = socket_file(home)
     sockets.append(bind_api_socket(api_socket))
     leases = Leases(cluster)
@@ -175,6 +196,7 @@ async def serve(args: argparse.Namespace) -> None:
         "user": os_user(),
         "runtime": runtime.describe(),
         "runtimeChoice": why,  # `pai cluster start` and `status` say it
+        **({"nodesUrl": nodes_url} if nodes_url else {}),  # the REST as a node's task reaches it (docs/hub.md)
         "started": time.time(),
     }
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))

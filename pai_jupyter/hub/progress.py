@@ -31,17 +31,30 @@ def submitted(job: str, vc: str) -> Event:
     return Event(SUBMITTED, f"Job {job} submitted to virtual cluster {vc!r}")
 
 
-def _when(estimate_ms: int | float | None, now: float) -> str:
+SCHEDULERS = {"slurm": "Slurm"}  # a queue entry's ``heldBy``: the batch system whose scheduler holds the job
+
+
+def _when(estimate_ms: int | float | None, now: float, held_by: str | None = None) -> str:
+    """The start estimate: the embedded cluster's reservation bounds the start (docs/queue.md); a batch system's
+    own estimate (Slurm's backfill plan, ``squeue --start``) is its expectation, which later jobs of higher
+    priority may push back."""
+    scheduler = SCHEDULERS.get(held_by or "", held_by)
     if estimate_ms is None:
+        if scheduler:
+            return f"no start estimate from {scheduler} yet"
         return "no start estimate yet: what it waits for has no max run time"
     left = estimate_ms / 1000 - now
     at = time.strftime("%H:%M:%S UTC", time.gmtime(estimate_ms / 1000))
-    return f"starts by {at} at the latest" + (f" (in {duration(left)})" if left > 0 else " (any moment now)")
+    soon = f" (in {duration(left)})" if left > 0 else " (any moment now)"
+    if scheduler:
+        return f"{scheduler} expects it to start at {at}{soon}"
+    return f"starts by {at} at the latest{soon}"
 
 
 def waiting(job: str, queued: dict[str, Any] | None, reason: str | None, now: float | None = None) -> Event:
     """The job waits: ``queued`` is its entry in the cluster's queue (``ahead``, ``waitingReason``,
-    ``startEstimate``), None where the cluster has none for it (a batch system that queues it itself);
+    ``startEstimate``; ``heldBy``: the batch system whose scheduler holds it, whose line and estimate those are),
+    None where the cluster has none for it (not handed to its scheduler yet);
     ``reason``: the detail's ``waitingReason``."""
     now = time.time() if now is None else now
     if queued is None:
@@ -53,10 +66,12 @@ def waiting(job: str, queued: dict[str, Any] | None, reason: str | None, now: fl
         else (f"{ahead} job{'s' * (ahead != 1)} ahead" if isinstance(ahead, int) else "in line")
     )
     why: str | None = queued.get("waitingReason") or reason
-    parts = [f"Waiting in the queue: {place}"]
+    held_by = queued.get("heldBy")
+    line = f"{SCHEDULERS.get(held_by, held_by)}'s queue" if held_by else "the queue"
+    parts = [f"Waiting in {line}: {place}"]
     if why:
         parts.append(f"why: {why}")
-    parts.append(_when(queued.get("startEstimate"), now))
+    parts.append(_when(queued.get("startEstimate"), now, held_by))
     return Event(WAITING, "; ".join(parts))
 
 

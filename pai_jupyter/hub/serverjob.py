@@ -70,16 +70,18 @@ FIND_PYTHON = (
 
 def commands(python: str | None) -> list[str]:
     port = f"$PAI_PORT_LIST_{ROLE}_0_{PORT}"
+    # asked only once the server failed: a probe before it would cost every start a second import of
+    # jupyterhub.singleuser (2-3 s on a loaded 2-core machine, the larger part of a warm start on Slurm)
     missing = (
-        'if ! "$PY" -c "import jupyterhub.singleuser" 2>/dev/null; then echo "[pai_jupyter hub] $PY cannot run '
-        'jupyterhub-singleuser (pip install jupyterhub jupyterlab pai_jupyter there; docs/hub.md)" >&2; exit 127; fi'
+        'code=$?; if ! "$PY" -c "import jupyterhub.singleuser" 2>/dev/null; then echo "[pai_jupyter hub] $PY cannot '
+        'run jupyterhub-singleuser (pip install jupyterhub jupyterlab pai_jupyter there; docs/hub.md)" >&2; exit 127; '
+        "fi; exit $code"
     )
     return [
         "umask 077",
         "eval \"$(printf %s '<% $secrets.hubEnv %>' | base64 -d)\"",
         *([f"PAI_HUB_PYTHON={shlex.quote(python)}"] if python else []),
         FIND_PYTHON,
-        missing,
         # the server's terminals and kernels find jupyter and pai beside that Python (the user's tools)
         'case "$PY" in /*) PATH="${PY%/*}:$PATH"; export PATH;; esac',
         HOME,
@@ -87,8 +89,8 @@ def commands(python: str | None) -> list[str]:
         # where the server listens, as the Hub's proxy reaches it: the task's address and port (IPv6 bracketed)
         f'ip="$PAI_CONTAINER_HOST_IP"; case "$ip" in *:*) host="[$ip]";; *) host="$ip";; esac; port="{port}"',
         'export JUPYTERHUB_SERVICE_URL="http://$host:$port${JUPYTERHUB_SERVICE_PREFIX:-/}"',
-        'exec "$PY" -m jupyterhub.singleuser --ip="$ip" --port="$port" --ServerApp.root_dir="$HOME" '
-        "--PaiJupyter.enable_inside_tasks=True",
+        '"$PY" -m jupyterhub.singleuser --ip="$ip" --port="$port" --ServerApp.root_dir="$HOME" '
+        "--PaiJupyter.enable_inside_tasks=True || { " + missing + "; }",
     ]
 
 

@@ -19,11 +19,12 @@ from urllib.parse import quote
 
 import httpx
 from jupyterhub.spawner import Spawner
-from traitlets import Dict, Float, Unicode, default
+from traitlets import Bool, Dict, Float, Unicode, default
 
 from ..client import AsyncClient, JobNotFound, PaiError
 from ..client.models import JobDetail
-from ..client.profiles import HUB, HUB_URL_ENV
+from ..client.profiles import HUB, HUB_SOCKET_ENV, HUB_URL_ENV, Profile
+from ..common import channel
 from ..common.home import pai_home, read_runtime
 from ..common.states import FINAL
 from . import form
@@ -46,7 +47,8 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         "",
         config=True,
         help="The cluster's REST URL as a user's server reaches it from its task (on a batch system's node: an "
-        "address that node reaches). Empty: cluster_url's.",
+        "address that node reaches). Empty: the embedded cluster's URL for its runtime's nodes where it announces "
+        "one (nodesUrl in local/runtime.json: Slurm's nodes are other hosts), else cluster_url's.",
     )
     service_name = Unicode(
         "pai", config=True, help="The workbench's service on the Hub: users need access:services!service=<name>."
@@ -100,10 +102,12 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         return PAISpawner.check_options
 
     job = Unicode("", help="The server's job (user~name) while it runs or waits: the spawner's state.")
+    started = Bool(False, help="Whether start() returned for that job (state): without, the Hub lost its start.")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._minted: tuple[float, str] | None = None
+        self._lost_start = False  # state loaded with a job whose start() never returned (the Hub died meanwhile)
 
     # ---- the cluster, as this user -------------------------------------------------------------------------------
     def base_url(self) -> str:
@@ -113,6 +117,18 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         if not info.get("url"):
             raise RuntimeError(f"the embedded cluster of {pai_home()} is not running (pai cluster start)")
         return str(info["url"])
+
+    def server_url(self) -> str:
+        """The cluster's REST URL as the user's server reaches it from its task: ``server_cluster_url``; else, for
+        the embedded cluster, the address its daemon listens at for its runtime's nodes (``nodesUrl``: this host's
+        address on the route to them, daemon.listen_for_nodes); else ``base_url()``. Read at each start."""
+        if self.server_cluster_url:
+            return str(self.server_cluster_url).rstrip("/")
+        if not self.cluster_url:
+            nodes_url = (read_runtime(pai_home()) or {}).get("nodesUrl")
+            if nodes_url:
+                return str(nodes_url).rstrip("/")
+        return self.base_url()
 
     def token(self) -> str:
         """The user's Hub token for the cluster: the server's own while this Hub started it, else one minted for an
@@ -125,8 +141,14 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
             self._minted = (time.monotonic() + 3000, minted)
         return self._minted[1]
 
+    def local_socket(self) -> str | None:
+        """The embedded cluster's unix socket (None for a cluster_url): the Hub's calls with people's tokens, and
+        those of their servers on this machine, go there rather than over loopback TCP (common/channel.py)."""
+        return None if self.cluster_url else channel.announced(read_runtime(pai_home()) or {})
+
     def client(self) -> AsyncClient:
-        return AsyncClient(url=self.base_url(), token=self.token(), username=self.user.name, auto_start=False)
+        where = Profile(name="(hub)", url=self.base_url(), username=self.user.name, socket=self.local_socket())
+        return AsyncClient(where, token=self.token(), auto_start=False)
 
     # ---- the spawn page ------------------------------------------------------------------------------------------
     async def render_form(self) -> str:
@@ -173,24 +195,48 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         state: dict[str, Any] = super().get_state()
         if self.job:
             state["job"] = self.job
+            state["started"] = self.started
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         super().load_state(state)
         self.job = state.get("job", "")
+        self.started = bool(state.get("started", True))  # (a state saved before "started" existed: a started one)
+        self._lost_start = bool(self.job) and not self.started
 
     def clear_state(self) -> None:
         super().clear_state()
         self.job = ""
+        self.started = False
+        self._lost_start = False
+
+    def _save_state(self) -> None:
+        """Write the state to the Hub's database now: the Hub itself does so only once start() returns, and a Hub
+        that dies before would leave the job running unknown to it (JupyterHub commits what start() changed)."""
+        if self.orm_spawner is not None:
+            self.orm_spawner.state = self.get_state()
+            self.db.commit()
 
     def server_env(self) -> dict[str, str]:
         """The server's environment: the Hub's (its token, OAuth client, URLs), and the ``hub`` profile the
         extension, the magics and ``pai`` in its terminals use (client/profiles.py)."""
         env = {k: str(v) for k, v in self.get_env().items()}
         env.pop("JUPYTERHUB_SERVICE_URL", None)  # its address is the task's: the job's command sets it
-        env[HUB_URL_ENV] = str(self.server_cluster_url or self.base_url()).rstrip("/")
+        env[HUB_URL_ENV] = self.server_url()
         env["PAI_PROFILE"] = HUB
+        socket = self.server_socket()
+        if socket:
+            env[HUB_SOCKET_ENV] = socket
         return env
+
+    def server_socket(self) -> str | None:
+        """The daemon's unix socket for a server that runs on its machine (the embedded cluster's process runtime;
+        not in a container, not on a batch system's node): found there by that stable name, a daemon restarted on
+        another port keeps serving it, and its Hub token never crosses loopback TCP."""
+        if self.server_cluster_url or self.cluster_url:
+            return None
+        info = read_runtime(pai_home()) or {}
+        return channel.announced(info) if str(info.get("runtime", "")).startswith("process") else None
 
     async def start(self) -> tuple[str, int]:
         opts = form.server_options(self.user_options or {}, self.form_defaults)
@@ -206,7 +252,10 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
             self.job = await pai.submit(job)
             self.log.info("%s: job %s submitted", self._log_name, self.job)
             try:
-                return await self._until_answering(pai)
+                self._save_state()
+                where = await self._until_answering(pai)
+                self.started = True
+                return where
             except BaseException:  # cancelled (the pending page's Stop), failed, timed out: no job is left behind
                 await asyncio.shield(self._stop_job())
                 raise
@@ -253,7 +302,21 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
             return None
         if detail.state in FINAL:
             return int(detail.exit_code) if detail.exit_code else (0 if detail.state == "SUCCEEDED" else 1)
+        if self._lost_start:
+            return await self._lost(detail)
         return None
+
+    # ---- a start the Hub lost --------------------------------------------------------------------------------------
+    async def _lost(self, detail: JobDetail) -> int:
+        """The restarted Hub checks a server whose start() it never saw return (it died meanwhile; the job was in
+        the state saved at its submit): nobody waits for it any more, and its server cannot be taken up (the Hub
+        never routed it, and jupyterhub-singleuser gives up on a Hub that does not answer within about 30 s), so
+        the job is stopped and the person starts again. (While the Hub starts, the cluster cannot check its
+        tokens: the Hub's own check of the server's URL then fails, and it stops the server the same way.)"""
+        self._lost_start = False
+        self.log.warning("%s: job %s of a start the Hub lost is stopped (%s)", self._log_name, self.job, detail.state)
+        await self._stop_job()
+        return 1
 
     async def stop(self, now: bool = False) -> None:
         """Stop the job and wait (up to a minute) until it ended."""
@@ -313,7 +376,9 @@ class PAISpawner(Spawner):  # type: ignore[misc]  # (JupyterHub ships no types)
         try:
             with open(self.service_token_file) as f:
                 token = f.read().strip()
-            async with httpx.AsyncClient(timeout=120) as http:
+            socket = self.local_socket()
+            over = channel.async_transport(socket) if socket else None
+            async with httpx.AsyncClient(timeout=120, transport=over, trust_env=over is None) as http:
                 r = await http.delete(
                     f"{self.base_url()}/api/v2/local/hub/users/{quote(name, safe='')}",
                     headers={"Authorization": f"token {token}"},

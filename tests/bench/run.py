@@ -24,6 +24,8 @@ from pathlib import Path
 
 from .common import Daemon, Figure, Table, combined, median, ratio
 from .containers import p8_docker_submit_to_running
+from .hub import p22_hub_spawn
+from .hubslurm import p22s_hub_spawn_on_slurm
 from .kernel import p14_kernel_start, p14_round_trip, p14_tunnel_round_trip, p14_tunnel_start
 from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_tail, p13_terminal_echo
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
@@ -38,8 +40,9 @@ from .sweeps_page import p21_sweeps_refresh
 
 ROOT = Path(__file__).resolve().parents[2]
 # measured once a run whatever --runs says: their figure is already a median or best of several inside one run, and a
-# run of theirs takes a minute or more (P4 fills 10,000 jobs; P17 drains 100 jobs twice each way on Slurm)
-ONCE = {"P4", "P17"}
+# run of theirs takes a minute or more (P4 fills 10,000 jobs; P17 drains 100 jobs twice each way on Slurm; P22 and
+# P22S spawn JupyterLab through two Hubs three times each)
+ONCE = {"P4", "P17", "P22", "P22S"}
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P1", "REST submit -> task process started", p1_submit_to_start),
     ("P2", "200 queued jobs `true` on 2 slots", p2_throughput),
@@ -67,6 +70,8 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
     ("P20", "sidebar poll: job list with tasks, 20 running jobs", p20_sidebar_poll),
     ("P21", "Sweeps page refresh, 20 running trials", p21_sweeps_refresh),
+    ("P22", "JupyterHub: spawn click -> JupyterLab ready", p22_hub_spawn),
+    ("P22S", "Hub spawn on Slurm: click -> Lab ready, beside batchspawner", p22s_hub_spawn_on_slurm),
 ]
 
 

@@ -53,6 +53,7 @@ class HubServer:
     port: int
     python: str
     admin: str = "hubadmin"
+    backend: str | None = None  # pai hub start --backend (the daemon already runs on it)
     clients: list[httpx.Client] = field(default_factory=list)
 
     @property
@@ -70,6 +71,7 @@ class HubServer:
 
     def start(self) -> None:
         args = ["--authenticator", "dummy", "--port", str(self.port), "--admin", self.admin]
+        args += ["--backend", self.backend] if self.backend else []
         done = self.pai("start", *args, "--server-python", self.python, "--proxy", str(CHP_IN_CHECKOUT))
         assert done.returncode == 0, done.stdout + done.stderr
 
@@ -123,10 +125,10 @@ class Servers:
         self.jupyters.append(server)
         return server
 
-    def hub(self, home: Path | None = None) -> HubServer:
+    def hub(self, home: Path | None = None, backend: str | None = None) -> HubServer:
         """JupyterHub in front of the daemon in ``home`` (default ``self.home``; start it first with ``daemon``), as
-        ``pai hub start`` runs it; skips where users' servers cannot run here (hub_or_skip)."""
-        started = HubServer(home or self.home, free_port(), hub_or_skip())
+        ``pai hub start [--backend]`` runs it; skips where users' servers cannot run here (hub_or_skip)."""
+        started = HubServer(home or self.home, free_port(), hub_or_skip(), backend=backend)
         self.hubs.append(started)
         started.start()
         return started

@@ -2,7 +2,10 @@
 by ``pai hub start`` (shared-password sign-in), a root daemon on the process runtime, users' servers as jobs run by
 their own accounts, Chromium. Two people sign in, pick resources, wait in the queue and cancel, get JupyterLab with
 only their own jobs, submit from a cell, stop from the Hub; a person removed from the Hub is offboarded; Hub tokens
-act only as their own user (the attacks of docs/security.md); a restarted Hub finds its running servers."""
+act only as their own user (the attacks of docs/security.md); a restarted Hub finds its running servers, and ends
+the jobs of starts it lost when killed; a server outlives a daemon restarted on another port; GPU-idle release ends a
+server whose GPU is idle (the daemon's two GPUs are fake: a sampler the test steers, as tests/integration/
+test_gpu_idle.py's); a named server's refused form shows its problems."""
 
 from __future__ import annotations
 
@@ -10,31 +13,63 @@ import json
 import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 import yaml
 
+from pai_jupyter.cluster import control
+from pai_jupyter.common.localserver import free_port
 from tests.polling import wait_for
 
 from .browser import SHOTS, opened, run_all_cells, sidebar_at
-from .conftest import Api, account_of, home_accounts, v1
+from .conftest import Api, account_of, home_accounts, start_daemon, v1
 from .jupyter_fixture import write_notebook
 from .servers import HubServer, servers
+from .test_gpu_idle import FAKE, Fake
 
 pytestmark = [pytest.mark.slow]
 SERVER_SCOPES = ["users:activity!user", "access:services!service=pai"]  # a server's token's, less its own server
 
 
+DAEMON = {"cpus": 4, "memory_mb": 8192, "gpus": 2}
+GPU_IDLE = {
+    "afterMinutes": 0.05,
+    "warnMinutes": 0.03,
+    "underPercent": 5,
+    "everySeconds": 1,
+    "sampler": "fake_gpus:sample",
+}
+
+
 @pytest.fixture(scope="module")
 def hubbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, HubServer]]:
-    """A root daemon of 4 CPUs and JupyterHub in front of it."""
-    with servers(tmp_path_factory.mktemp("hub")) as s:
-        admin = s.daemon(cpus=4, memory_mb=8192)
+    """A root daemon of 4 CPUs and 2 fake GPUs (GPU-idle release on: idle 3 s, by a sampler that says 90% busy
+    until ``gpus`` says otherwise) and JupyterHub in front of it."""
+    tmp = tmp_path_factory.mktemp("hub")
+    (tmp / "fakes").mkdir()
+    (tmp / "fakes" / "fake_gpus.py").write_text(FAKE)
+    Fake(tmp / "gpus.json").set(g0=90, g1=90)
+    (tmp / "home" / "local").mkdir(parents=True)
+    (tmp / "home" / "local" / "cluster.yaml").write_text(yaml.safe_dump({"gpuIdle": GPU_IDLE}))
+    with pytest.MonkeyPatch.context() as env, servers(tmp) as s:
+        env.setenv("PYTHONPATH", os.pathsep.join([str(tmp / "fakes"), os.environ.get("PYTHONPATH", "")]))
+        env.setenv("PAI_TEST_FAKE_GPUS", str(tmp / "gpus.json"))
+        admin = s.daemon(**DAEMON)
         yield admin, s.hub()
+
+
+@pytest.fixture
+def gpus(hubbed: tuple[Api, HubServer]) -> Iterator[Fake]:
+    """The fake GPUs' utilisation, busy again after the test."""
+    fake = Fake(Path(hubbed[0].home).parent / "gpus.json")
+    yield fake
+    fake.set(g0=90, g1=90)
 
 
 def hub_user(hub: HubServer, admin_token: str, name: str, scopes: list[str] | None = None) -> str:
@@ -62,6 +97,31 @@ def server_job(admin: Api, user: str, state: str) -> str:
         return f"{user}~{named[0]['name']}" if named else None
 
     return wait_for(found, 180, lambda: f"{user}'s server job {state}: {jobs_of(admin, user)}")
+
+
+def a_cells_job_and_pai_jobs(page: Any, hub: HubServer, admin: Api, user: str, server: str) -> None:
+    """In ``user``'s Lab: a notebook whose cells submit a job (``%%pai_submit --wait``) and run ``pai jobs``, as
+    them; the job succeeds, and ``pai jobs`` lists their server's job and not the holder's (another user's)."""
+    home = Path(admin.home) / "local" / "users" / user / "home"  # their server's HOME (their account's)
+    cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
+    notebook = write_notebook(home / "submit.ipynb", *cells)
+    account = account_of(admin.home, user)
+    os.chown(notebook, account.pw_uid, account.pw_gid)
+    page.goto(f"{hub.url}user/{user}/lab/tree/submit.ipynb")
+    page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+    run_all_cells(page)
+    outputs = page.locator(".jp-OutputArea-output")
+    job = f"{user}~from-a-cell"
+    wait_for(
+        lambda: admin.http.get(f"/api/v2/jobs/{job}").status_code == 200 or None,
+        120,
+        lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
+    )
+    done = admin.wait(job, timeout=120)
+    assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log(job)
+    listed = outputs.filter(has_text=server).filter(has_text="from-a-cell")  # `pai jobs` (not the cell's own line)
+    listed.first.wait_for(timeout=60_000)
+    assert "holder" not in listed.first.inner_text()
 
 
 def sign_in(page: Any, hub: HubServer, name: str) -> None:
@@ -136,25 +196,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
         assert "holder" not in row_names(panel)
 
-        home = Path(admin.home) / "local" / "users" / "alice" / "home"  # her server's HOME (her account's)
-        cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
-        notebook = write_notebook(home / "submit.ipynb", *cells)
-        account = account_of(admin.home, "alice")
-        os.chown(notebook, account.pw_uid, account.pw_gid)
-        page.goto(f"{hub.url}user/alice/lab/tree/submit.ipynb")
-        page.get_by_text("| Idle").first.wait_for(timeout=120_000)
-        run_all_cells(page)
-        outputs = page.locator(".jp-OutputArea-output")
-        wait_for(
-            lambda: admin.http.get("/api/v2/jobs/alice~from-a-cell").status_code == 200 or None,
-            120,
-            lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
-        )
-        done = admin.wait("alice~from-a-cell", timeout=120)
-        assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log("alice~from-a-cell")
-        listed = outputs.filter(has_text="SUBMITTED").filter(has_text="from-a-cell")  # `pai jobs`: hers, as her
-        listed.first.wait_for(timeout=60_000)
-        assert mine in listed.first.inner_text() and "holder" not in listed.first.inner_text()
+        a_cells_job_and_pai_jobs(page, hub, admin, "alice", mine)
 
         with opened(browser, "hub-bob", viewport=(1400, 900)) as bob:
             sign_in(bob.page, hub, "bob")
@@ -288,6 +330,116 @@ def test_a_server_at_its_max_run_time_ends_and_the_hub_sees_it(hubbed: tuple[Api
     ended = admin.wait(job, timeout=120)["jobStatus"]
     assert ended["state"] == "STOPPED" and "max run time" in str(ended["appExitDiagnostics"]), ended
     wait_for(lambda: not api.get("/users/erin").json()["servers"], 60, "the Hub to see erin's server ended")
+
+
+def ready_server(api: httpx.Client, user: str, name: str = "") -> dict[str, Any] | None:
+    """``user``'s server ``name`` as the Hub's API shows it once it is ready, else None."""
+    server = (api.get(f"/users/{user}").json().get("servers") or {}).get(name)
+    return server if server and server.get("ready") else None
+
+
+def through_the_hub(hub: HubServer, user: str, path: str, name: str = "") -> httpx.Response:
+    """GET ``path`` of ``user``'s server through the Hub's proxy, with a token of theirs for that server."""
+    token = hub_user(hub, hub.token(hub.admin), user, [f"access:servers!server={user}/{name}"])
+    url = f"{hub.url}user/{user}/{name + '/' if name else ''}{path}"
+    return httpx.get(url, headers={"Authorization": f"token {token}"}, timeout=60)
+
+
+def test_a_start_the_hub_lost_when_killed_leaves_no_job_behind_and_the_hub_starts_again(
+    hubbed: tuple[Api, HubServer],
+) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    holder = admin.submit_ok(v1("holder-lost", "sleep 600", taskNumber=2, cpuNumber=2))  # all 4 CPUs
+    admin.wait(holder, {"RUNNING"})
+    for user, cpus in (("frank", 1), ("grace", 4)):
+        hub_user(hub, hub.token(hub.admin), user)
+        r = api.post(f"/users/{user}/server", json={"cpu": cpus, "memoryMB": 1024})
+        assert r.status_code in (201, 202), r.text
+    franks, graces = server_job(admin, "frank", "WAITING"), server_job(admin, "grace", "WAITING")
+    os.kill(int((hub.folder / "hub.pid").read_text()), signal.SIGKILL)  # the Hub dies while both starts wait
+    try:
+        admin.stop(holder)
+        admin.wait(holder)
+        # frank's job runs, with no Hub to answer its server; grace's (4 CPUs, frank holds 1) waits on
+        server_job(admin, "frank", "RUNNING")
+        assert admin.detail(graces)["jobStatus"]["state"] == "WAITING"
+    finally:
+        hub.start()  # (the proxy of the killed Hub still runs: the new Hub must use it)
+    api = hub.api(hub.token(hub.admin))
+    # nobody waits for either start any more: the restarted Hub ends both jobs (they were in its database)
+    assert admin.wait(graces, timeout=240)["jobStatus"]["state"] == "STOPPED"
+    assert admin.wait(franks, timeout=240)["jobStatus"]["state"] in ("STOPPED", "FAILED")
+    for user in ("frank", "grace"):
+        wait_for(lambda u=user: not api.get(f"/users/{u}").json()["servers"], 120, f"the Hub to drop {user}'s start")
+    r = api.post("/users/frank/server", json={"cpu": 1, "memoryMB": 1024})  # and starts servers again
+    assert r.status_code in (201, 202), r.text
+    wait_for(lambda: ready_server(api, "frank"), 240, "frank's server ready")
+    assert through_the_hub(hub, "frank", "api/status").status_code == 200
+    assert api.delete("/users/frank/server").status_code in (202, 204)
+
+
+def test_a_server_whose_gpu_idles_is_released_and_the_hub_sees_it_end(
+    hubbed: tuple[Api, HubServer], gpus: Fake
+) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    hub_user(hub, hub.token(hub.admin), "heidi")
+    r = api.post("/users/heidi/server", json={"cpu": 1, "memoryMB": 1024, "gpu": 1})
+    assert r.status_code in (201, 202), r.text
+    wait_for(lambda: ready_server(api, "heidi"), 240, "heidi's server ready")
+    job = server_job(admin, "heidi", "RUNNING")
+    assert admin.detail(job)["taskRoles"]["server"]["taskStatuses"][0]["containerGpus"]  # (it holds one)
+    gpus.set(g0=1, g1=1)  # idle: released after 3 s
+    ended = admin.wait(job, timeout=120)["jobStatus"]
+    assert ended["state"] == "STOPPED" and "GPUs stayed under 5% utilisation" in str(ended["appExitDiagnostics"])
+    wait_for(lambda: not api.get("/users/heidi").json()["servers"], 60, "the Hub to see heidi's server ended")
+
+
+def test_a_named_servers_refused_form_shows_its_problems_and_starts_that_server(
+    hubbed: tuple[Api, HubServer], browser: Any
+) -> None:
+    admin, hub = hubbed
+    with opened(browser, "hub-ivy", viewport=(1400, 900)) as ivy:
+        page = ivy.page
+        sign_in(page, hub, "ivy")
+        page.goto(hub.url + "hub/spawn/ivy/notes")
+        page.fill("#pai-memory", "50")
+        page.fill("#pai-cpu", "1")
+        page.locator("#spawn_form button[type=submit]").click()
+        memory = page.locator(".pai-field[data-field=memory]")
+        memory.locator(".pai-error", has_text="50 is below the minimum 100").wait_for(timeout=30_000)
+        assert page.input_value("#pai-memory") == "50" and urlsplit(page.url).path == "/hub/spawn/ivy/notes"
+        page.fill("#pai-memory", "1024")
+        page.locator("#spawn_form button[type=submit]").click()
+        page.wait_for_url(re.compile(r".*/user/ivy/notes/lab.*"), timeout=240_000)
+    job = server_job(admin, "ivy", "RUNNING")
+    assert "jupyterhub-notes-" in job and admin.detail(job)["taskRoles"]["server"]["taskStatuses"]
+    api = hub.api(hub.token(hub.admin))
+    assert api.delete("/users/ivy/servers/notes").status_code in (202, 204)
+    admin.wait(job)
+
+
+def test_a_server_keeps_the_cluster_when_the_daemon_restarts_on_another_port(hubbed: tuple[Api, HubServer]) -> None:
+    admin, hub = hubbed
+    api = hub.api(hub.token(hub.admin))
+    hub_user(hub, hub.token(hub.admin), "judy")
+    r = api.post("/users/judy/server", json={"cpu": 1, "memoryMB": 1024})
+    assert r.status_code in (201, 202), r.text
+    wait_for(lambda: ready_server(api, "judy"), 240, "judy's server ready")
+    job = server_job(admin, "judy", "RUNNING")
+    before = through_the_hub(hub, "judy", "pai/api/jobs")
+    assert before.status_code == 200 and job in {f"{j['username']}~{j['name']}" for j in before.json()["jobs"]}
+    old = admin.url
+    control.stop(admin.home)  # its tasks keep running, re-attached at the next start
+    again = start_daemon(Path(admin.home), port=free_port(), **DAEMON)
+    admin.__init__(again.url, again.token, again.home, again.socket)  # type: ignore[misc]  # (the module's caller)
+    assert admin.url != old and admin.detail(job)["jobStatus"]["state"] == "RUNNING"
+    after = through_the_hub(hub, "judy", "pai/api/jobs")  # the sidebar's list, as judy's server asks the cluster
+    assert after.status_code == 200, after.text
+    assert after.json()["user"] == "judy" and job in {f"{j['username']}~{j['name']}" for j in after.json()["jobs"]}
+    assert api.delete("/users/judy/server").status_code in (202, 204)
+    assert admin.wait(job)["jobStatus"]["state"] == "STOPPED"
 
 
 @pytest.fixture(autouse=True)

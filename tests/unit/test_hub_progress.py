@@ -55,3 +55,21 @@ def test_the_steps_rise_until_the_server_answers() -> None:
     ]
     assert [s.progress for s in steps] == sorted({s.progress for s in steps})
     assert steps[2].to_dict() == {"progress": 60, "message": "The job runs on 10.203.0.11: starting Jupyter"}
+
+
+def test_a_job_slurm_holds_says_its_place_in_slurms_line_and_slurms_expected_start() -> None:
+    entry = {
+        "job": JOB,
+        "ahead": 0,
+        "waitingReason": "pending in Slurm as job 12 (Resources)",
+        "startEstimate": (NOW + 1800) * 1000,
+        "heldBy": "slurm",
+    }
+    message = progress.waiting(JOB, progress.find_queued(queue(entry), JOB), None, now=NOW).message
+    assert message == (
+        "Waiting in Slurm's queue: first in line; why: pending in Slurm as job 12 (Resources); "
+        "Slurm expects it to start at 12:30:00 UTC (in 30m00s)"
+    )
+    unbounded = progress.waiting(JOB, {**entry, "startEstimate": None, "ahead": 3}, None, now=NOW).message
+    assert unbounded.startswith("Waiting in Slurm's queue: 3 jobs ahead;")
+    assert unbounded.endswith("no start estimate from Slurm yet")

@@ -100,3 +100,36 @@ def test_the_hub_links_config_says_what_is_wrong() -> None:
     ]:
         with pytest.raises(ValueError, match=words):
             HubConfig.parse(bad, "hub.yaml")
+
+
+def run_server_commands(
+    tmp_path: Path, server_exit: int, import_exit: int
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The job's commands under bash errexit (as the shim runs them), with a stand-in Python that records how it
+    was called: ``-m`` (the server) exits ``server_exit``, ``-c`` (an import) ``import_exit``."""
+    log = tmp_path / "calls"
+    python = tmp_path / "python3"
+    python.write_text(
+        f'#!/bin/sh\necho "$1 $2" >> {log}\ncase "$1" in -m) exit {server_exit};; -c) exit {import_exit};; esac\n'
+    )
+    python.chmod(0o755)
+    script = "\n".join(job().task_roles[0].commands).replace("<% $secrets.hubEnv %>", env_script({}))
+    script = script.replace("/opt/tools/bin/python3", str(python))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PAI_CONTAINER_HOST_IP": "127.0.0.1"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        env={**env, "PAI_PORT_LIST_server_0_http": "1"},
+    )
+    return done, log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_server_starts_without_a_probe_first_and_a_python_that_cannot_run_it_says_so(tmp_path: Path) -> None:
+    done, calls = run_server_commands(tmp_path, 0, 0)
+    assert done.returncode == 0 and calls == ["-m jupyterhub.singleuser"], calls  # one Python start, not two
+    done, calls = run_server_commands(tmp_path, 1, 1)
+    assert done.returncode == 127 and "cannot run jupyterhub-singleuser" in done.stderr, done.stderr
+    (tmp_path / "calls").unlink()
+    done, calls = run_server_commands(tmp_path, 3, 0)  # the server failed on its own: its status, no notice
+    assert done.returncode == 3 and "cannot run" not in done.stderr and calls[-1].startswith("-c")

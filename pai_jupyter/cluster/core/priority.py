@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ...common.states import ACTIVE_TASK
 from ...protocol import Job
@@ -116,4 +116,39 @@ def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[s
             )
         if line:
             out[vc] = line
+    if cluster.state.runtime.gang_submit:
+        _held_lines(cluster, user, admin, limit, out)
     return out
+
+
+def _held_lines(cluster: Queued, user: str, admin: bool, limit: int, out: dict[str, list[dict[str, Any]]]) -> None:
+    """The waiting jobs a batch system's runtime holds (``gang_submit``: handed to its scheduler at once, so not in
+    the daemon's queue): their place in that scheduler's line and the start it expects (``Runtime.held``),
+    ``heldBy`` naming it; each line in that scheduler's order."""
+    runtime, store = cluster.state.runtime, cluster.state.store
+    held: dict[str, list[tuple[int, float, dict[str, Any]]]] = {}
+    queued = cluster.state.queue.where
+    for row in store.jobs_in_state("WAITING"):
+        if (not admin and row["user"] != user) or row["execution_type"] != "START" or row["id"] in queued:
+            continue
+        handles = [t["handle"] for t in store.tasks(row["id"], row["attempt"]) if t["handle"]]
+        where = runtime.held(TaskHandle.from_dict(loads(handles[0]))) if handles else None
+        if where is None:  # (being handed over, or starting)
+            continue
+        entry = {
+            "job": f"{row['user']}~{row['name']}",
+            "username": row["user"],
+            "name": row["name"],
+            "ahead": where.ahead,
+            "jobPriority": store.priorities_of([row["id"]]).get(row["id"]) or "default",
+            "waitingReason": cluster.waiting_reason(cast("JobCore", row)),
+            "submissionTime": row["submission_time"],
+            "startEstimate": _ms(where.start_estimate),
+            "heldBy": runtime.name,
+        }
+        held.setdefault(row["vc"], []).append((where.ahead, row["submission_time"], entry))
+    for vc, entries in held.items():
+        line = out.setdefault(vc, [])
+        line += [e for _, _, e in sorted(entries, key=lambda x: (x[0], x[1]))][: max(0, limit - len(line))]
+        if not line:
+            del out[vc]

@@ -8,10 +8,14 @@ local account is 127.0.0.1). The daemon uses it where it changes something:
   file), and the log says who has it. Root and the owner's account may use it.
 - failed logins are counted per account, not per address: one local account guessing passwords over the socket
   locks out itself, not every local user (they all share 127.0.0.1 over TCP).
+- the owner's token is refused on a listener that is not loopback (the nodes' network, where the daemon listens for
+  tasks on other hosts: ``nodesUrl``): the owner's own clients are on this machine, and nothing on a node ever has a
+  reason to hold it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -45,8 +49,22 @@ def client_key(request: tornado.httputil.HTTPServerRequest) -> str:
     return f"uid {uid}" if uid is not None else request.remote_ip or "?"
 
 
+def from_network(request: tornado.httputil.HTTPServerRequest) -> bool:
+    """The request came to a TCP listener of the daemon on an address that is not loopback."""
+    sock = getattr(getattr(request.connection, "stream", None), "socket", None)
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    try:
+        return not ipaddress.ip_address(str(sock.getsockname()[0]).split("%")[0]).is_loopback
+    except (OSError, ValueError):
+        return True
+
+
 def refuse_a_leaked_owner_token(request: tornado.httputil.HTTPServerRequest, store: Store, token: str) -> None:
-    """403 when another account than the daemon's (or root) presents the owner's token over the socket."""
+    """403 when another account than the daemon's (or root) presents the owner's token over the socket, or anyone
+    presents it on a listener that is not loopback."""
+    if from_network(request) and store.token_label(token) == OWNER:
+        raise ForbiddenUserError("the cluster owner's token is accepted on this machine only (its socket, loopback)")
     uid = peer_uid(request)
     if uid is None or uid in (0, os.geteuid()) or store.token_label(token) != OWNER:
         return

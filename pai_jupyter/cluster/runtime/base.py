@@ -231,6 +231,12 @@ class Runtime(abc.ABC):
         OpenPAI's default): tell that scheduler. Default: nothing (the daemon's queue orders the others)."""
         return None
 
+    def held(self, handle: TaskHandle) -> Held | None:
+        """A ``gang_submit`` runtime: where its scheduler holds the job of ``handle`` while it is pending there (its
+        place in that scheduler's line, the start that scheduler expects), as the runtime last saw it, without
+        asking (the queue's answer, docs/queue.md). None: not pending there, or not known. Default: None."""
+        return None
+
     def resources(self) -> tuple[int, int, int] | None:
         """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
         cluster): the daemon's capacity where no flag sets it. None: this machine's."""
@@ -241,6 +247,14 @@ class Runtime(abc.ABC):
         None: this machine alone, with the daemon's capacity."""
         return None
 
+    def listen_addresses(self) -> list[str]:
+        """This host's addresses, besides loopback, at which the machines of ``nodes()`` reach it (another host's
+        task calls the daemon's REST there: a JupyterHub user's server, docs/hub.md): this host's address on the
+        route to each node (``reach.py``), never every interface. Blocking. Default: none (tasks run here)."""
+        from .reach import toward
+
+        return toward(n.address for n in self.nodes() or [])
+
     def begin(self) -> None:
         """The daemon answers requests now: background work of the runtime's own may start; default: none."""
         return None
@@ -248,6 +262,15 @@ class Runtime(abc.ABC):
     def close(self) -> None:
         """Free what the runtime holds for itself (not its tasks, which outlive the daemon); default: nothing."""
         return None
+
+
+@dataclass(frozen=True)
+class Held:
+    """A job pending in a batch system's scheduler (``Runtime.held``): how many jobs that scheduler considers
+    before it, and when it expects to start it (epoch s; None: it has no estimate, nothing bounds the start)."""
+
+    ahead: int
+    start_estimate: float | None = None
 
 
 @dataclass

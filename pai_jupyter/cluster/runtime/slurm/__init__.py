@@ -32,6 +32,7 @@ from .. import taskdir
 from ..base import (
     EXIT_LOST,
     EXIT_START_FAILED,
+    Held,
     Node,
     Runtime,
     TaskExit,
@@ -119,6 +120,15 @@ class SlurmRuntime(Runtime):
                 run(["scontrol", "update", f"JobId={job_id}", f"Nice={batch.nice(priority)}"], env=self._submit_env)
             except SlurmError as exc:  # ended meanwhile: nothing to reorder
                 log.info("Slurm job %s kept its priority: %s", job_id, exc)
+
+    def held(self, handle: TaskHandle) -> Held | None:
+        """A pending Slurm job's place in its partition's line and Slurm's expected start (squeue's ``%S``, what
+        ``squeue --start`` shows: planned by the backfill scheduler; later jobs of higher priority may push it
+        back, jobs that end early bring it forward), from the squeue answer the job's waiter keeps fresh."""
+        found = self.jobs.seen(handle.id)
+        if found is None or found[0].state != "PENDING":
+            return None
+        return Held(found[1], found[0].start)
 
     def resources(self) -> tuple[int, int, int] | None:
         """The Slurm cluster's nodes, summed (sinfo): what a job may at most ask for, checked at submit."""

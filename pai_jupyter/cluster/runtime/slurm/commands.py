@@ -30,7 +30,7 @@ WHY = {
 """What a final state says when the task itself left no exit status."""
 POLL_S = 0.5
 LOOK_S = 0.05  # (``ended``: how often it asks; squeue itself runs at most every POLL_S)
-FORMAT = "%A|%T|%r|%N|%P|%Q"
+FORMAT = "%A|%T|%r|%N|%P|%Q|%S"  # %S: a pending job's expected start (``squeue --start``'s START_TIME)
 GLOSS = {
     "Resources": "the nodes lack the free CPUs, memory or GPUs it asks for",
     "Priority": "jobs of higher priority go first",
@@ -66,6 +66,17 @@ class JobState:
     nodes: str
     partition: str = ""
     priority: int = 0
+    start: float | None = None  # a pending job's expected start (epoch s), once Slurm's backfill planned one
+
+
+def expected_start(text: str) -> float | None:
+    """squeue's ``%S`` of a pending job (``2026-05-01T12:03:05``, in the local time zone squeue printed it in) as
+    epoch seconds; None for ``N/A``, ``Unknown`` (nothing bounds its start: the jobs it waits for have no time
+    limit) or anything else."""
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except (ValueError, OverflowError):
+        return None
 
 
 def parse_squeue(text: str) -> dict[str, JobState]:
@@ -73,22 +84,29 @@ def parse_squeue(text: str) -> dict[str, JobState]:
     out = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 6:
+        if len(parts) == 7:
             prio = int(parts[5]) if parts[5].isdigit() else 0
-            out[parts[0]] = JobState(parts[1], parts[2], parts[3], parts[4], prio)
+            start = expected_start(parts[6]) if parts[1] == "PENDING" else None
+            out[parts[0]] = JobState(parts[1], parts[2], parts[3], parts[4], prio, start)
     return out
 
 
-def why_pending(job_id: str, seen: dict[str, JobState]) -> str:
-    """A pending job's "why waiting": Slurm's reason and how many pending jobs of its partition Slurm will consider
-    first (higher priority, or the same priority and submitted earlier: Slurm's own order)."""
+def ahead_of(job_id: str, seen: dict[str, JobState]) -> int:
+    """How many pending jobs of its partition Slurm will consider before this one (higher priority, or the same
+    priority and submitted earlier: Slurm's own order)."""
     me = seen[job_id]
     key = (-me.priority, int(job_id))
-    ahead = sum(
+    return sum(
         1
         for jid, j in seen.items()
         if j.state == "PENDING" and j.partition == me.partition and (-j.priority, int(jid)) < key
     )
+
+
+def why_pending(job_id: str, seen: dict[str, JobState]) -> str:
+    """A pending job's "why waiting": Slurm's reason and its place in its partition's line (``ahead_of``)."""
+    me = seen[job_id]
+    ahead = ahead_of(job_id, seen)
     gloss = GLOSS.get(me.reason)
     reason = f"{me.reason}: {gloss}" if gloss else me.reason
     if me.reason in ("None", ""):
@@ -138,6 +156,14 @@ class Jobs:
             if loop.time() >= until:
                 return False
             await asyncio.sleep(LOOK_S)
+
+    def seen(self, job_id: str) -> tuple[JobState, int] | None:
+        """The job as the last ``get`` saw it and, pending, its place in its partition's line (no squeue of its
+        own: the waiters' ``get`` keeps the answer fresh while any job waits)."""
+        me = self._seen.get(job_id)
+        if me is None:
+            return None
+        return me, ahead_of(job_id, self._seen) if me.state == "PENDING" else 0
 
     async def _one(self, job_id: str) -> JobState | None:
         """This job's state asked of Slurm now (one ``squeue -j``); None when the answer says nothing of it."""
