@@ -189,7 +189,11 @@ def _attack_job(name: str, output: str, swap: str, target: Path) -> str:
     import json
 
     ml = '"${PAI_OUTPUT_LOGS%/output/logs/}"'
-    command = f"mv {ml}/{swap} {ml}/{swap}.away && ln -s {target} {ml}/{swap} && ls -la {ml}/output"
+    # again until the link stays: the task's TensorBoard, starting beside the command, makes its logdir when it is
+    # missing, and a directory made between the mv and the ln took the link inside it
+    swapped = f"mv {ml}/{swap} {ml}/{swap}.away.$i && ln -s {target} {ml}/{swap}"
+    stays = f"[ -L {ml}/{swap} ] && sleep 0.2 && [ -L {ml}/{swap} ]"
+    command = f"for i in $(seq 50); do {swapped}; {stays} && break; done; {stays} && ls -la {ml}/output"
     doc = json.loads(v1(name, command))
     doc["extras"] = {
         "com.pai_jupyter.estimator": {},
