@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..common.home import pai_home
-from ..common.localserver import answers, die_with_parent, free_port
+from ..common.localserver import die_with_parent, free_port, serves
 from ..common.routes import service_tasks
 from ..common.states import FINAL, TaskState
 from .display import base_url, esc, link_html, service_url
@@ -202,14 +202,14 @@ class LocalTensorBoard:
         return proxy_url(self.port)
 
     def alive(self) -> bool:
-        """Our TensorBoard still runs there: the pid is a tensorboard for this logdir, and the port answers."""
+        """Our TensorBoard still runs there: the pid is a tensorboard for this logdir, and it listens on the port."""
         import psutil
 
         try:
             cmd = " ".join(psutil.Process(self.pid).cmdline())
         except (psutil.Error, OSError):
             return False
-        return "tensorboard" in cmd and self.logdir in cmd and answers(self.port)
+        return "tensorboard" in cmd and self.logdir in cmd and serves(self.pid, self.port)
 
     def embed(self, height: int = 600) -> Any:
         return iframe(self.url, height, note=logdir_note(self.logdir, has_runs(f"http://127.0.0.1:{self.port}/")))
@@ -267,7 +267,7 @@ def local(
             preexec_fn=die_with_parent if tied and sys.platform == "linux" else None,
         )
     deadline = time.monotonic() + timeout
-    while not answers(port):
+    while not serves(proc.pid, port):  # (not answers(): another process may have taken the port meanwhile)
         if proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"TensorBoard exited with {proc.returncode} before serving {path}:\n{tail}")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..common.localserver import answers, die_with_parent, free_port
+from ..common.localserver import die_with_parent, free_port, serves
 from .common import PaiHTTPError
 
 START_TIMEOUT = 60.0
@@ -194,9 +194,18 @@ class EndedBoards:
         return "127.0.0.1", board.port, board.token
 
     async def _start(self, found: Logdir) -> Board:
-        """Spawned from the event loop's thread (PR_SET_PDEATHSIG follows the spawning thread), then awaited."""
+        """Spawned from the event loop's thread (PR_SET_PDEATHSIG follows the spawning thread), then awaited; on
+        another free port when another process took the first before TensorBoard bound it."""
+        for _ in range(2):
+            board = await self._start_on(found, free_port())
+            if board is not None:
+                return board
+        raise PaiHTTPError(503, "the TensorBoard over the ended task's logs did not start", code="Starting")
+
+    async def _start_on(self, found: Logdir, port: int) -> Board | None:
+        """TensorBoard on ``port``; None when it ended before serving there (the port was taken meanwhile)."""
         path, run_as = found.path, found.run_as
-        port, token = free_port(), secrets.token_hex(24)
+        token = secrets.token_hex(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PAI_", "JUPYTER"))}
         env["PAI_SERVICE_TOKEN_TENSORBOARD"] = token
         argv = [sys.executable, "-m", GUARD_MODULE, "--logdir", str(path), "--host", "127.0.0.1"]
@@ -214,8 +223,10 @@ class EndedBoards:
             extra_groups=[] if run_as else None,
         )
         deadline = time.monotonic() + START_TIMEOUT
-        while not answers(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
+        while not serves(proc.pid, port):
+            if proc.poll() is not None:
+                return None
+            if time.monotonic() > deadline:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 raise PaiHTTPError(503, "the TensorBoard over the ended task's logs did not start", code="Starting")
