@@ -18,19 +18,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def answers(port: int) -> bool:
-    """Does something accept connections on 127.0.0.1:``port``?"""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 def serves(pid: int, port: int) -> bool:
     """Does process ``pid`` itself listen on ``port``? A port ``free_port`` found free may be taken by another
-    process before the helper binds it (its start then fails), and ``answers`` alone would take that other
-    process for the helper: a request meant for it, and its token, would go there."""
+    process before the helper binds it (its start then fails), and a check that something answers there would
+    take that other process for the helper: a request meant for it, and its token, would go there."""
     import psutil  # (here: the notebook's %load_ext imports this module and stays light)
 
     try:
