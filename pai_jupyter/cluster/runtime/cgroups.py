@@ -93,6 +93,21 @@ class TaskCgroup:
 
     version: int
     dirs: list[Path]  # dirs[0] holds the memory controller (v1: then cpu and pids, where the task has them)
+    # each dir's inode when it was made: once the task's cgroup is removed, another task may get a cgroup of the
+    # same name (task keys repeat: a job submitted again, the tests' runtimes), which a late remove() of this one
+    # (a job deleted after its task ended) must neither kill nor remove. None: not known (an older handle).
+    inodes: list[int] | None = None
+
+    def _current(self) -> list[Path]:
+        """The dirs that are still this task's own."""
+        if self.inodes is None or len(self.inodes) != len(self.dirs):
+            return list(self.dirs)
+        mine = []
+        for d, ino in zip(self.dirs, self.inodes, strict=True):
+            with contextlib.suppress(OSError):
+                if d.stat().st_ino == ino:
+                    mine.append(d)
+        return mine
 
     @property
     def memory_dir(self) -> Path:
@@ -103,7 +118,7 @@ class TaskCgroup:
 
     def pids(self) -> set[int]:
         found: set[int] = set()
-        for d in self.dirs:
+        for d in self._current():
             with contextlib.suppress(OSError, ValueError):
                 found.update(int(x) for x in (d / "cgroup.procs").read_text().split())
         return found
@@ -138,7 +153,7 @@ class TaskCgroup:
     def remove(self, timeout: float = 1.0) -> bool:
         """SIGKILL what is left, then rmdir; a dying process leaves its cgroup a moment after the signal."""
         deadline = time.monotonic() + timeout
-        for d in self.dirs:
+        for d in self._current():
             while True:
                 try:
                     d.rmdir()
@@ -160,6 +175,7 @@ class TaskCgroup:
             "cgroup": str(self.memory_dir),
             "cgroup_dirs": [str(d) for d in self.dirs],
             "cgroup_version": self.version,
+            **({"cgroup_inodes": self.inodes} if self.inodes is not None else {}),
         }
 
     @classmethod
@@ -173,7 +189,9 @@ class TaskCgroup:
         dirs = info.get("cgroup_dirs") or ([info["cgroup"]] if info.get("cgroup") else [])
         if not dirs or not isinstance(dirs, list):
             return None
-        return cls(version=int(str(info.get("cgroup_version") or 1)), dirs=[Path(str(d)) for d in dirs])
+        inodes = info.get("cgroup_inodes")
+        known = [int(str(i)) for i in inodes] if isinstance(inodes, list) else None
+        return cls(version=int(str(info.get("cgroup_version") or 1)), dirs=[Path(str(d)) for d in dirs], inodes=known)
 
 
 class CgroupManager:
@@ -284,7 +302,7 @@ class CgroupManager:
                 except OSError:
                     TaskCgroup(self.version, dirs).remove(0)
                     raise
-        return TaskCgroup(self.version, dirs)
+        return TaskCgroup(self.version, dirs, [d.stat().st_ino for d in dirs])
 
     def _dir_under(self, cgroup: TaskCgroup, parent: Path | None) -> Path | None:
         """The task's cgroup of the hierarchy ``parent`` is in (v2: the one directory)."""
