@@ -124,6 +124,19 @@ def a_cells_job_and_pai_jobs(page: Any, hub: HubServer, admin: Api, user: str, s
     assert "holder" not in listed.first.inner_text()
 
 
+def bobs_lab_has_only_his_own(page: Any, hub: HubServer, admin: Api, hers: str) -> None:
+    """Bob's Lab (his server just started) lists his server's job and none of alice's (``hers``, her cell's job),
+    in the sidebar and in its server's answer; then the Hub stops his server."""
+    bobs = lab_of(page, hub, "bob")
+    his = server_job(admin, "bob", "RUNNING")
+    bobs.locator(".pai-JobRow-name", has_text=his.split("~")[1]).wait_for(timeout=60_000)
+    assert not {"from-a-cell", hers.split("~")[1]} & set(row_names(bobs)), row_names(bobs)
+    answer = page.request.get(f"{hub.url}user/bob/pai/api/jobs").json()
+    assert answer["user"] == "bob" and {j["username"] for j in answer["jobs"]} == {"bob"}, answer
+    assert hub.api(hub.token(hub.admin)).delete("/users/bob/server").status_code in (202, 204)
+    admin.wait(his)
+
+
 def sign_in(page: Any, hub: HubServer, name: str) -> None:
     page.goto(hub.url + "hub/login")
     page.fill("#username_input", name)
@@ -202,14 +215,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
             sign_in(bob.page, hub, "bob")
             bob.page.goto(hub.url + "hub/spawn")
             bob.page.locator("#spawn_form button[type=submit]").click()  # the defaults
-            bobs = lab_of(bob.page, hub, "bob")
-            his = server_job(admin, "bob", "RUNNING")
-            bobs.locator(".pai-JobRow-name", has_text=his.split("~")[1]).wait_for(timeout=60_000)
-            assert not {"from-a-cell", mine.split("~")[1]} & set(row_names(bobs)), row_names(bobs)
-            answer = bob.page.request.get(f"{hub.url}user/bob/pai/api/jobs").json()
-            assert answer["user"] == "bob" and {j["username"] for j in answer["jobs"]} == {"bob"}, answer
-            assert hub_admin.delete("/users/bob/server").status_code in (202, 204)
-            admin.wait(his)
+            bobs_lab_has_only_his_own(bob.page, hub, admin, mine)
 
         home = hub_home(browser, page, hub)
         home.click("#stop")  # the Hub stops her server: its job ends
@@ -296,12 +302,7 @@ def test_a_restarted_hub_finds_its_running_servers(hubbed: tuple[Api, HubServer]
     hub_user(hub, hub.token(hub.admin), "dave")
     r = api.post("/users/dave/server", json={"cpu": 1, "memoryMB": 1024})
     assert r.status_code in (201, 202), r.text
-
-    def ready() -> dict[str, Any] | None:
-        server = (api.get("/users/dave").json().get("servers") or {}).get("")
-        return server if server and server.get("ready") else None
-
-    before = wait_for(ready, 240, "dave's server ready")
+    before = wait_for(lambda: ready_server(api, "dave"), 240, "dave's server ready")
     job = server_job(admin, "dave", "RUNNING")
     hub.stop()
     assert hub.pai("status").returncode != 0  # (stopped)
@@ -309,7 +310,7 @@ def test_a_restarted_hub_finds_its_running_servers(hubbed: tuple[Api, HubServer]
     status = hub.pai("status")
     assert status.returncode == 0 and "JupyterHub: running" in status.stdout, status.stdout + status.stderr
     api = hub.api(hub.token(hub.admin))
-    after = wait_for(ready, 60, "dave's server found again")
+    after = wait_for(lambda: ready_server(api, "dave"), 60, "dave's server found again")
     assert after["url"] == before["url"] and admin.detail(job)["jobStatus"]["state"] == "RUNNING"
     assert [j["name"] for j in jobs_of(admin, "dave")] == [job.split("~")[1]]
     dave = hub_user(hub, hub.token(hub.admin), "dave", ["access:servers!server=dave/"])

@@ -29,6 +29,7 @@ from .servers import HubServer, servers
 from .test_hub import (  # and its autouse fixture: the Hub's and the daemon's logs beside a failure's screenshot
     _hub_log_on_failure,  # noqa: F401
     a_cells_job_and_pai_jobs,
+    bobs_lab_has_only_his_own,
     hub_home,
     jobs_of,
     lab_of,
@@ -97,14 +98,7 @@ def test_two_people_wait_in_slurms_queue_cancel_and_get_their_own_lab_on_a_node(
         with opened(browser, "hub-slurm-bob", viewport=(1400, 900)) as bob:
             sign_in(bob.page, hub, "bob")
             start_from_form(bob.page, hub)
-            bobs = lab_of(bob.page, hub, "bob")
-            his = server_job(admin, "bob", "RUNNING")
-            bobs.locator(".pai-JobRow-name", has_text=his.split("~")[1]).wait_for(timeout=60_000)
-            assert not {"from-a-cell", mine.split("~")[1]} & set(row_names(bobs)), row_names(bobs)
-            answer = bob.page.request.get(f"{hub.url}user/bob/pai/api/jobs").json()
-            assert answer["user"] == "bob" and {j["username"] for j in answer["jobs"]} == {"bob"}, answer
-            assert hub_admin.delete("/users/bob/server").status_code in (202, 204)
-            admin.wait(his)
+            bobs_lab_has_only_his_own(bob.page, hub, admin, mine)
 
         home_page = hub_home(browser, page, hub)
         home_page.click("#stop")  # the Hub stops her server: its job (and its Slurm job) ends
