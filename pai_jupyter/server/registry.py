@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
@@ -39,6 +39,7 @@ class Target:
     port: int
     base_path: str = "/"
     token: str | None = None
+    stamp: str = ""  # the job's stamp (``Registry.stamp``), read after host and port: the job they belong to
 
 
 @dataclass
@@ -112,17 +113,22 @@ class Registry:
     async def stamp(self, user: str, name: str) -> str:
         """Which job ``user~name`` is: its submission time (a job deleted and submitted again under the same name is
         another job). A capability for a task page is bound to it, as the daemon binds a log token to the job's row.
-        Asked again after ``resolve_cache_seconds``, as a service's host and port are; 404 for a missing job."""
-        job, now = self.job_id(user, name), time.monotonic()
+        Asked again after ``resolve_cache_seconds``, and whenever a service's host and port are; 404 for a missing
+        job."""
+        job = self.job_id(user, name)
         cached = self.stamps.get(job)
-        if cached is not None and now - cached[0] < self.config.resolve_cache_seconds:
+        if cached is not None and time.monotonic() - cached[0] < self.config.resolve_cache_seconds:
             return cached[1]
+        return await self._read_stamp(job)
+
+    async def _read_stamp(self, job: str) -> str:
         try:
             status = (await self.client.detail(job)).job_status
         except PaiError as exc:
             raise unavailable(exc) from None
         when = status.submission_time or status.created_time
         stamp = str(round(when.timestamp() * 1000)) if when else ""
+        now = time.monotonic()
         if len(self.stamps) > 1000:
             self.stamps = {k: v for k, v in self.stamps.items() if now - v[0] < self.config.resolve_cache_seconds}
         self.stamps[job] = (now, stamp)
@@ -145,7 +151,11 @@ class Registry:
         raise not_found()
 
     async def resolve(self, user: str, name: str, role: str, index: int, service: str) -> tuple[Key, Target]:
-        """The running service, started first when it was stopped (culled); 503 while it is still starting."""
+        """The running service, started first when it was stopped (culled); 503 while it is still starting.
+
+        The job's stamp is read again after each lookup and kept with the target: a capability is checked against
+        the job the address it is forwarded to belongs to (were the stamp older than the address, a capability of
+        a deleted job would open the job submitted again under its name)."""
         key: Key = (self.job_id(user, name), role, index, service)
         if service not in SERVICES:
             raise not_found()
@@ -155,7 +165,8 @@ class Registry:
             async with entry.lock:
                 if not self._fresh(entry):
                     try:
-                        entry.target = await self._running(key)
+                        target = await self._running(key)
+                        entry.target = replace(target, stamp=await self._read_stamp(key[0]))
                     except PaiHTTPError as exc:
                         if exc.status_code == 404:
                             self.entries.pop(key, None)

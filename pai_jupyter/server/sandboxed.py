@@ -27,6 +27,10 @@ def allow_unauthenticated(method: Method) -> Method:
     return mark(method) if mark is not None else method
 
 
+def expired() -> PaiHTTPError:
+    return PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
+
+
 class SandboxedProxyHandler(ServiceProxyHandler):
     """A service under a capability, ``…/{jupyter|tensorboard}/~<cap>/…``: the sandboxed page's own requests and
     websockets, from its opaque origin, without cookies. The capability stands for the login, the XSRF check and
@@ -56,7 +60,16 @@ class SandboxedProxyHandler(ServiceProxyHandler):
             prefix = self.request.path[: raw.start("cap")] if raw else ""
             self.redirect(f"{prefix}{sandbox.issue(route)}{rest}{query}")
             return
-        raise PaiHTTPError(403, "this link has expired: open the service again from the job list", code="Expired")
+        raise expired()
+
+    async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
+        """As the signed-in proxy's, and the capability checked again against the job the target found belongs to
+        (``Target.stamp``): the job may have been deleted and submitted again since ``prepare`` checked it."""
+        path = await super()._resolve(user, name, role, index, service, rest)
+        assert self.target is not None and self.cap is not None
+        if not sandbox.valid(sandbox.route(self.path_kwargs, self.target.stamp), self.cap):
+            raise expired()
+        return path
 
     def check_origin(self, origin: str | None = None) -> bool:
         return True  # the page's origin is opaque ("null"); the capability is the credential

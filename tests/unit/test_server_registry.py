@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,6 +20,7 @@ from pai_jupyter.server.registry import Registry, Target, unavailable
 
 JOB = "alice~train"
 KEY = (JOB, "main", 0, "tensorboard")
+STAMP = 1767323045000  # 2026-01-02 03:04:05 UTC in ms: MemoryClient's job's submission time
 
 
 class MemoryClient:
@@ -57,6 +59,7 @@ class MemoryClient:
         self.action_error: PaiError | None = None
         self.start_makes = "running"
         self.task_state = "RUNNING"
+        self.submitted = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
     async def services(self, job: str) -> list[dict[str, Any]]:
         self.calls.append(("services", job))
@@ -79,7 +82,10 @@ class MemoryClient:
         self.calls.append(("detail", job))
         if job not in self.items:
             raise JobNotFound(f"job {job} was not found", status=404)
-        return SimpleNamespace(tasks=[SimpleNamespace(role="main", task_index=0, task_state=self.task_state)])
+        return SimpleNamespace(
+            tasks=[SimpleNamespace(role="main", task_index=0, task_state=self.task_state)],
+            job_status=SimpleNamespace(submission_time=self.submitted, created_time=None),
+        )
 
     async def terminal_endpoint(self, job: str, role: str, index: int) -> tuple[str, dict[str, str]]:
         return f"ws://127.0.0.1:1/api/v2/local/jobs/{job}/terminals/{role}/{index}", {"Authorization": "Bearer x"}
@@ -116,7 +122,7 @@ async def refused(coro: Awaitable[Any]) -> PaiHTTPError:
 def test_resolve_finds_the_declared_service_and_caches_it() -> None:
     async def body(reg: Registry, client: MemoryClient) -> None:
         key, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
-        assert key == KEY and target == Target("127.0.0.1", 6006, "/tb/", None)
+        assert key == KEY and target == Target("127.0.0.1", 6006, "/tb/", None, stamp=str(STAMP))
         _, jp = await reg.resolve("alice", "train", "main", 0, "jupyter")
         assert jp.token == "t0k" and jp.port == 8890
         await reg.resolve("alice", "train", "main", 0, "tensorboard")
@@ -124,6 +130,25 @@ def test_resolve_finds_the_declared_service_and_caches_it() -> None:
         reg.forget(KEY)
         await reg.resolve("alice", "train", "main", 0, "tensorboard")
         assert client.services_calls() == 3
+
+    run(body)
+
+
+def test_a_target_keeps_the_stamp_of_the_job_it_was_found_in_and_the_stamp_cache_follows() -> None:
+    """The job deleted and submitted again under its name while its stamp was cached: the target found again
+    (its old address refused) must carry, and leave in the cache, the new job's stamp, never the old one."""
+
+    async def body(reg: Registry, client: MemoryClient) -> None:
+        assert await reg.stamp("alice", "train") == str(STAMP)
+        _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert target.stamp == str(STAMP)
+        client.submitted += timedelta(seconds=3)  # submitted again; its TensorBoard on another port
+        client.items[JOB][0]["port"] = 7007
+        assert (await reg.resolve("alice", "train", "main", 0, "tensorboard"))[1] == target  # cached, as before
+        reg.forget(KEY)  # the proxy's connection to 6006 was refused
+        _, again = await reg.resolve("alice", "train", "main", 0, "tensorboard")
+        assert (again.port, again.stamp) == (7007, str(STAMP + 3000))
+        assert await reg.stamp("alice", "train") == str(STAMP + 3000)  # not the old job's, still cached
 
     run(body)
 
@@ -229,7 +254,7 @@ def test_cull_once_stops_idle_services_closes_their_sockets_and_idle_terminals()
         assert term.closed is not None and fresh_term.closed is None and list(reg.terminals) == [fresh_term]
         # the next request starts it again
         _, target = await reg.resolve("alice", "train", "main", 0, "tensorboard")
-        assert target.port == 6006 and client.calls[-2][-1] == "start"
+        assert target.port == 6006 and client.calls[-3][-1] == "start"  # then services, then the stamp (detail)
 
     run(body, idle_timeout_minutes=1.0)
 
