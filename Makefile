@@ -27,7 +27,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "== installing pai_jupyter into $(VENV): the Python packages, then npm builds the JupyterLab extension"
 	@echo "   (the first time takes several minutes; 'Building editable for pai_jupyter' is the npm build)"
-	$(BIN)/python -m pip install --progress-bar on -e '.[test,lab,hub]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,lab,hub,mlflow]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv install: $(STAMP)

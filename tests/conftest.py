@@ -4,6 +4,7 @@ suite (``make test`` runs ``-n 4 --dist loadgroup``)."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 
@@ -19,6 +20,10 @@ settings.register_profile("quick", max_examples=QUICK)
 settings.load_profile(PROFILE)
 
 SLURM_GROUP = "slurm"
+
+# Every daemon a test starts would start an MLflow server of its own (the default where mlflow is installed: seconds
+# of CPU and 200 MB each); the tracking tests (test_tracking.py) ask for one with --mlflow on.
+os.environ.setdefault("PAI_JUPYTER_MLFLOW", "off")
 
 # A run started in the background (`nohup make test &`, a CI runner's job) inherits SIGINT ignored, and Python then
 # never raises KeyboardInterrupt, nor do the `pai` and kernels the tests start (an ignored signal stays ignored across

@@ -14,6 +14,7 @@ from .kernel import kernel
 from .notebookjob import COMMANDS as NOTEBOOK_COMMANDS
 from .profile import profile
 from .ssh import COMMANDS as SSH_COMMANDS
+from .tracking import mlflow
 from .validate import validate
 
 
@@ -28,6 +29,7 @@ main.add_command(cluster)
 main.add_command(hub)
 main.add_command(profile)
 main.add_command(kernel)
+main.add_command(mlflow)
 for _command in JOB_COMMANDS:
     main.add_command(_command)
 for _command in SSH_COMMANDS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -41,6 +42,12 @@ def cluster() -> None:
 @click.option("--smtp", metavar="HOST[:PORT]", help="Mail job notifications through this SMTP server.")
 @click.option("--mail-from", metavar="ADDR", help="The sender of notification mails (default pai@localhost).")
 @click.option("--notify-webhook", metavar="URL", help="POST job notifications here (jobs may name their own).")
+@click.option(
+    "--mlflow",
+    type=click.Choice(["auto", "on", "off"]),
+    help="Make every job an MLflow run on the cluster's own tracking server: auto (the default) where mlflow is "
+    "installed (pip install 'pai_jupyter[mlflow]') and tasks run on this host; on: refuse to start without it.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
 def start(
     port: int,
@@ -52,6 +59,7 @@ def start(
     smtp: str | None,
     mail_from: str | None,
     notify_webhook: str | None,
+    mlflow: str | None,
     quiet: bool,
 ) -> None:
     """Start the daemon in the background; returns once it answers. Job notifications
@@ -59,6 +67,7 @@ def start(
     the home's local/cluster.yaml."""
     already = control.running()
     flags = {"--min-free-mb": min_free_mb, "--smtp": smtp, "--mail-from": mail_from, "--notify-webhook": notify_webhook}
+    flags["--mlflow"] = mlflow
     extra = [str(x) for flag, value in flags.items() if value is not None for x in (flag, value)]
     if already is None:
         control.remember_start(None, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus)
@@ -71,6 +80,9 @@ def start(
         click.echo(f"local cluster started at {info['url']} (runtime {info['runtime']}, pid {info['pid']})")
         if info.get("runtimeChoice"):
             click.echo(f"  runtime {str(info['runtime']).split(' ')[0]}: {info['runtimeChoice']}")
+        if info.get("mlflow"):
+            click.echo(f"  every job is an MLflow run at {info['mlflow']} (experiment pai/<user>; docs/tracking.md)")
+            _wait_for_mlflow(str(info["mlflow"]))
         return
     given = {"--port": port or None, "--runtime": None if runtime == "auto" else runtime, "--cpus": cpus}
     given |= {"--memory-mb": memory_mb, "--gpus": gpus, **flags}
@@ -84,6 +96,31 @@ def start(
             f"pai cluster stop && pai cluster start {' '.join(ignored)}",
             err=True,
         )
+
+
+def _wait_for_mlflow(url: str, timeout: float = 180.0) -> None:
+    """Wait for the cluster's MLflow server to answer (its first start makes its databases: up to a minute on a
+    busy machine), saying so; a submission meanwhile waits for it too, but not this long."""
+    import httpx
+
+    deadline, said = time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                if said:
+                    click.echo("  MLflow is up")
+                return
+        except httpx.HTTPError:
+            pass
+        if not said:
+            click.echo("  waiting for the MLflow server to start (the first time takes up to a minute)...")
+            said = True
+        time.sleep(0.5)
+    click.echo(
+        f"  the MLflow server did not answer within {timeout:.0f} s; jobs are submitted without a run until it "
+        "does (see local/mlflow-server.log in the cluster's home)",
+        err=True,
+    )
 
 
 def _same(flag: str, value: object, info: dict[str, Any]) -> bool:
@@ -132,6 +169,11 @@ def status(output: str) -> None:
         click.echo(f"  note:     {differs}")
     click.echo(f"  in use:   {used['cpu']} CPU, {used['memoryMB']} MB memory, {used['gpu']} GPU")
     click.echo(f"  virtual clusters: {', '.join(data['virtualClusters'])}")
+    click.echo(
+        f"  MLflow:   every job is a run at {info['mlflow']} (experiment pai/<user>)"
+        if info.get("mlflow")
+        else "  MLflow:   off (pai cluster start --mlflow on; pip install 'pai_jupyter[mlflow]')"
+    )
 
 
 def capacity_note(cap: dict[str, int]) -> str:

@@ -156,6 +156,10 @@ class AsyncClient(Calls):
     async def metrics(self, job: JobRef) -> dict[str, Any]:
         return await self._drive(self._metrics(job))
 
+    async def tracking(self) -> dict[str, Any]:
+        """Where this user's jobs are MLflow runs, and their own MLflow credentials (embedded cluster only)."""
+        return await self._drive(self._tracking())
+
     async def virtual_clusters(self) -> list[str]:
         """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
         return await self._drive(self._virtual_clusters())

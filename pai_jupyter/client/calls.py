@@ -292,6 +292,15 @@ class Calls(ClientBase):
             yield Sleep(delay)
             delay = min(delay * 1.3, 1.0)
 
+    def _tracking(self) -> Op[dict[str, Any]]:
+        """Where this user's jobs are MLflow runs: the server's ``url``, their ``experiment`` (and its id), and
+        their own MLflow ``username`` and ``password``; NotSupported where the cluster tracks nothing."""
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"MLflow tracking needs the embedded cluster; {self.where} is an OpenPAI server")
+        resp = yield Req("GET", "/api/v2/local/tracking")
+        return json_object(resp)
+
     def _local_path(self, job: JobRef, what: str) -> Op[str]:
         """The path of a local-only route, or NotSupported on a server that is not an embedded cluster."""
         local = yield from self._is_local_server()

@@ -158,6 +158,10 @@ class Client(Calls):
     def metrics(self, job: JobRef) -> dict[str, Any]:
         return self._drive(self._metrics(job))
 
+    def tracking(self) -> dict[str, Any]:
+        """Where this user's jobs are MLflow runs, and their own MLflow credentials (embedded cluster only)."""
+        return self._drive(self._tracking())
+
     def virtual_clusters(self) -> list[str]:
         """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
         return self._drive(self._virtual_clusters())

@@ -42,6 +42,8 @@ from .paths import (
 )
 from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
+from .tracking.server import SERVICE_USER, EmbeddedServer, installed
+from .tracking.tracker import Tracker, TrackingConfig
 
 if TYPE_CHECKING:
     from .core.service import Cluster
@@ -154,6 +156,37 @@ def listen_for_nodes(runtime: Runtime, host: str, port: int, sockets: list[socke
     return urls[0] if urls else None
 
 
+def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, mode: str) -> EmbeddedServer | None:
+    """The cluster's MLflow server, started (or found running from before) and the tracker that makes each job
+    a run, per ``--mlflow``; None when tracking is off. ``on`` without what it needs stops the daemon."""
+    if mode == "off":
+        return None
+    missing = installed()
+    if missing is None and runtime.gang_submit:
+        missing = "the runtime's tasks run on other hosts, which the cluster's own MLflow server (loopback) is not on"
+    if missing is not None:
+        if mode == "on":
+            raise SystemExit(f"--mlflow on: tracking cannot start: {missing}")
+        log.info("jobs are not tracked in MLflow: %s", missing)
+        return None
+    server = EmbeddedServer(local, run_as=lambda: cluster.state.accounts.run_as(SERVICE_USER))
+    url = server.start()
+    users_key = server.secrets()["users_key"].encode()
+    cluster.state.tracker = Tracker(cluster.store, TrackingConfig(url, url, server.admin(), users_key))
+    return server
+
+
+async def stop_tracking(cluster: Cluster, server: EmbeddedServer) -> None:
+    tracker = cluster.state.tracker
+    if tracker is not None:
+        try:  # the updates under way get their chance
+            await asyncio.wait_for(tracker.drain(), timeout=15)
+        except TimeoutError:
+            log.warning("MLflow updates still pending when the daemon stopped were dropped")
+        await tracker.close()
+    await asyncio.to_thread(server.stop)
+
+
 async def serve(args: argparse.Namespace) -> None:
     from .core.gpuidle import gpu_idle
     from .core.hub import HubLink
@@ -186,6 +219,7 @@ async def serve(args: argparse.Namespace) -> None:
     server = tornado.httpserver.HTTPServer(make_app(cluster, leases, hub), idle_connection_timeout=3600)
     server.add_sockets(sockets)
     cluster.recover()
+    mlflow = start_tracking(cluster, local, runtime, args.mlflow)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{port}"
     about = {
@@ -197,6 +231,7 @@ async def serve(args: argparse.Namespace) -> None:
         "runtime": runtime.describe(),
         "runtimeChoice": why,  # `pai cluster start` and `status` say it
         **({"nodesUrl": nodes_url} if nodes_url else {}),  # the REST as a node's task reaches it (docs/hub.md)
+        **({"mlflow": mlflow.url} if mlflow is not None else {}),  # the cluster's MLflow server (docs/tracking.md)
         "started": time.time(),
     }
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
@@ -240,6 +275,8 @@ async def serve(args: argparse.Namespace) -> None:
         await asyncio.wait_for(cluster.notifier.drain(), timeout=15)
     except TimeoutError:
         log.warning("notifications still being sent when the daemon stopped were dropped")
+    if mlflow is not None:
+        await stop_tracking(cluster, mlflow)
     info = read_runtime(home)
     if info and info.get("pid") == os.getpid():
         runtime_file(home).unlink(missing_ok=True)
@@ -296,12 +333,21 @@ def main(argv: list[str] | None = None) -> None:
         "--notify-webhook", metavar="URL", help="POST job notifications here when a job names no webhook of its own"
     )
     p.add_argument("--stop-grace", type=float, default=3.0, help="seconds between SIGTERM and SIGKILL on stop")
+    p.add_argument(
+        "--mlflow",
+        choices=("auto", "on", "off"),
+        default=os.environ.get("PAI_JUPYTER_MLFLOW", "auto"),
+        help="make every job an MLflow run on the cluster's own tracking server (docs/tracking.md): auto (the "
+        "default, $PAI_JUPYTER_MLFLOW) where mlflow is installed and tasks run on this host, on (refuse to start "
+        "without it), off",
+    )
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # (a line per call to the MLflow server)
     asyncio.run(serve(args))
 
 

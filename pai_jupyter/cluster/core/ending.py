@@ -180,10 +180,10 @@ class Ending:
                 row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, retries=row["retries"] + 1
             )
             self.store.add_event(row["id"], "Warning", "JobRetry", retry)
-            self.state.notifier.changed(row, job, "RETRIED")
+            self.state.job_changed(row, job, "RETRIED")
             return
         self.store.set_job(row, state=state, sub_state="Completed", completed_time=now)
-        self.state.notifier.changed(row, job, state)
+        self.state.job_changed(row, job, state)
         self.store.add_event(
             row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
         )
@@ -269,7 +269,7 @@ class Ending:
             exit_diagnostics=reason,
         )
         self.store.add_event(row["id"], "Normal", "JobStopped", reason)
-        self.state.notifier.changed(row, self.state.job_model(row), "STOPPED")
+        self.state.job_changed(row, self.state.job_model(row), "STOPPED")
 
     def check_deadlines(self) -> None:
         now = time.time()

@@ -203,7 +203,7 @@ class Launcher:
                 self.state.ports.release(ports)
             raise
         if running:
-            self.state.notifier.changed(row, job, "RUNNING")
+            self.state.job_changed(row, job, "RUNNING")
         for t in tasks:
             t.update(
                 {"services": fresh[(t["role"], t["idx"])]["services"], "ports": fresh[(t["role"], t["idx"])]["ports"]}

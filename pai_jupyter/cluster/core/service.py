@@ -42,6 +42,7 @@ from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
 from .state import ClusterState
 from .store import JobCore, JobWithConfig, Store, TaskRow, now_ms
+from .store.tracking import TrackedRun, save_run
 
 MAX_TASKS = 1000  # per job: every task is a row, a process or container, and a line in each detail
 MAX_PORTS_PER_TASK = 100
@@ -223,8 +224,17 @@ class Cluster:
         others: the process runtime of a daemon that is not root (see core/accounts.py)."""
         self.accounts.admission(name, self.store.user_names())
 
-    def submit(self, user: str, body: bytes, *, admin: bool = False, job: Job | None = None) -> dict[str, Any]:
-        """``job``: ``body`` already parsed (the API parses off the event loop)."""
+    def submit(
+        self,
+        user: str,
+        body: bytes,
+        *,
+        admin: bool = False,
+        job: Job | None = None,
+        run: TrackedRun | str | None = None,
+    ) -> dict[str, Any]:
+        """``job``: ``body`` already parsed (the API parses off the event loop); ``run``: its MLflow run, made
+        before (``tracking.tracker``) and recorded with it, or why tracking could not make one (an event)."""
         try:
             job = job if job is not None else Job.from_text(body)
         except JobValidationError as exc:
@@ -278,6 +288,10 @@ class Cluster:
                 if job_priority(job) is not None:
                     self.store.set_priority(job_id, job_priority(job), None)
                 self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+                if isinstance(run, TrackedRun):
+                    save_run(self.store, job_id, run)
+                elif run is not None:
+                    self.store.add_event(job_id, "Warning", "NotTracked", f"this job has no MLflow run: {run}")
                 if unused := unused_images(self.runtime, job):
                     self.store.add_event(job_id, "Warning", "ImageNotUsed", unused)
                 make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)

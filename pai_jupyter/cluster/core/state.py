@@ -9,7 +9,7 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
@@ -28,6 +28,9 @@ from .queue import JobQueue
 from .scheduler import Capacity, PortAllocator, Resources
 from .space import DEFAULT_FLOOR_MB, Space
 from .store import JobCore, JobWithConfig, Store, TaskRow
+
+if TYPE_CHECKING:
+    from ..tracking.tracker import Tracker
 
 JOB_CACHE = 512
 
@@ -53,6 +56,7 @@ class ClusterState:
         self.space = Space(local_dir, min_free_mb)
         self.store: Final = Store(local_dir / "state.db")  # (Final: the parts hold these four by name too)
         self.notifier = Notifier(self.store, notify)
+        self.tracker: Tracker | None = None  # every job an MLflow run, where the daemon turned it on
         self.runtime: Final = runtime
         self.capacity: Final = capacity
         self.ports = PortAllocator()
@@ -134,11 +138,18 @@ class ClusterState:
         spec = job.extras.get(ESTIMATOR_KEY)
         return Layout(self.job_dir(row["user"], row["name"]) / "ml", spec) if isinstance(spec, dict) else None
 
+    def job_changed(self, row: JobCore, job: Job, state: str) -> None:
+        """Job ``row`` became ``state`` (RUNNING, RETRIED, SUCCEEDED, FAILED, STOPPED): what the job asked to be
+        told of is sent, and its MLflow run follows."""
+        self.notifier.changed(row, job, state)
+        if self.tracker is not None:
+            self.tracker.changed(row, state)
+
     def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
-        """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout): the
-        same when the task starts and when a service or terminal inside it is started later."""
+        """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout, its
+        MLflow run): the same when the task starts and when a service or terminal inside it is started later."""
         run_as = self.accounts.run_as(row["user"])
-        return task_spec(
+        spec = task_spec(
             row,
             job,
             t,
@@ -149,6 +160,9 @@ class ClusterState:
             host_paths=self.is_admin(row["user"]),
             key_group=run_as[1] if run_as else None,
         )
+        if self.tracker is not None:
+            spec.env.update(self.tracker.task_env(row))
+        return spec
 
     def waiting_reason(self, row: JobCore) -> str | None:
         """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for

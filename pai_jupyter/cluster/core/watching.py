@@ -135,4 +135,4 @@ class Watcher:
                 job = self.state.job_model(row)
                 job_running(self.state, row, job, now_ms())
         if job is not None:
-            self.state.notifier.changed(row, job, "RUNNING")
+            self.state.job_changed(row, job, "RUNNING")

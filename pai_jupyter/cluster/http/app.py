@@ -1,6 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
 the local extensions under /api/v2/local/ (joblist.py, tasks.py, ssh.py, maxruntime.py, priority.py, users.py,
-lease.py, sweeps.py, hub.py), described in ``openapi.yaml``.
+lease.py, sweeps.py, hub.py, tracking.py), described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -17,7 +17,22 @@ from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.hub import HubLink
 from ..core.service import Cluster
-from . import hub, inventory, joblist, jobs, lease, logs, maxruntime, openpai, priority, ssh, sweeps, tasks, users
+from . import (
+    hub,
+    inventory,
+    joblist,
+    jobs,
+    lease,
+    logs,
+    maxruntime,
+    openpai,
+    priority,
+    ssh,
+    sweeps,
+    tasks,
+    tracking,
+    users,
+)
 from .base import HUB, JOB, Base
 
 
@@ -48,6 +63,7 @@ def make_app(
         *lease.routes(local_job, args, leases),
         *sweeps.routes(local_job, args),
         *hub.routes(args),
+        *tracking.routes(args),
     ]
     settings: dict[str, Any] = {HUB: hub_link}
     return PaiApplication(

@@ -11,11 +11,13 @@ from typing import Any
 import tornado.httputil
 import tornado.web
 
+from ...protocol import Job
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
 from ..core.hub import HubLink
 from ..core.service import Cluster
 from ..core.space import is_full
 from ..core.store import APPLICATION, JobWithConfig, TokenUser
+from ..core.store.tracking import TrackedRun
 from . import peer
 from .hubauth import hub_user
 
@@ -127,6 +129,18 @@ class Base(tornado.web.RequestHandler):
 
     def own_job(self, user: str, name: str) -> JobWithConfig:
         return visible_job(self.cluster, self.user, user, name)
+
+    async def submit(self, body: bytes, job: Job) -> dict[str, Any]:
+        """Submit ``job`` as this user, with its MLflow run made first where tracking is on (a run whose
+        submission is then refused is deleted)."""
+        tracker = self.cluster.state.tracker
+        run = await tracker.open_run(self.user["name"], job) if tracker is not None else None
+        try:
+            return self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job, run=run)
+        except Exception:
+            if tracker is not None and isinstance(run, TrackedRun):
+                await tracker.discard(run)
+            raise
 
     def json_body(self) -> dict[str, Any]:
         try:

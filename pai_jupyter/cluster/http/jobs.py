@@ -63,8 +63,7 @@ class Jobs(Base):
             job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
-        result = self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job)
-        self.write_json(result, 202)
+        self.write_json(await self.submit(body, job), 202)
 
     def get(self) -> None:
         with_total = self.get_argument("withTotalCount", "false").lower() == "true"
@@ -153,7 +152,7 @@ class Clone(Base):
             job = await tornado.ioloop.IOLoop.current().run_in_executor(None, Job.from_text, body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
-        self.write_json(self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job), 202)
+        self.write_json(await self.submit(body, job), 202)
 
 
 class Config(Base):

@@ -117,6 +117,8 @@ class Reports(SweepBase):
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         table.add_reports(self.cluster.store, row["id"], [report])
+        if self.cluster.state.tracker is not None:  # and into the job's MLflow run
+            self.cluster.state.tracker.metrics(row["id"], report["step"], report["metrics"], report["time"])
         self.write_json({"message": f"reported for {row['user']}~{row['name']}", **report}, 201)
 
 

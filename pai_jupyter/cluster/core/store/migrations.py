@@ -37,6 +37,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS hub_users ("
         "user TEXT PRIMARY KEY REFERENCES users(name) ON DELETE CASCADE, created REAL NOT NULL)",
     ),
+    Migration(
+        3,
+        "each job's MLflow run (cluster/tracking/): made at the submission, told the job's states, given to its tasks",
+        "CREATE TABLE IF NOT EXISTS tracking_runs ("
+        "job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE, "
+        "run_id TEXT NOT NULL, experiment_id TEXT NOT NULL)",
+    ),
 )
 
 

@@ -1,0 +1,24 @@
+"""Which MLflow run is each job's (``tracking_runs``, migration 3): one run per job, kept across its attempts."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .db import Database
+
+
+class TrackedRun(NamedTuple):
+    run_id: str
+    experiment_id: str
+
+
+def save_run(store: Database, job_id: int, run: TrackedRun) -> None:
+    store.db.execute(
+        "INSERT OR REPLACE INTO tracking_runs (job_id, run_id, experiment_id) VALUES (?, ?, ?)",
+        (job_id, run.run_id, run.experiment_id),
+    )
+
+
+def run_of(store: Database, job_id: int) -> TrackedRun | None:
+    row = store.db.execute("SELECT run_id, experiment_id FROM tracking_runs WHERE job_id = ?", (job_id,)).fetchone()
+    return TrackedRun(str(row[0]), str(row[1])) if row else None

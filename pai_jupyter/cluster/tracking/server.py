@@ -1,0 +1,241 @@
+"""The cluster's own MLflow tracking server: started by the daemon when tracking is on and no site server is named,
+on SQLite and an artifact root in the cluster's home (``local/mlflow/``), with MLflow's basic-auth app so that one
+user's runs are refused to another (``tracker.py`` makes the accounts and grants).
+
+It listens on loopback only, at a port kept in ``server.json``; it outlives a daemon killed with -9 (its own
+session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
+tasks keep logging meanwhile. A daemon that stops cleanly stops it. Where the daemon is root, the server runs as
+an account of its own (``pai-_mlflow``: the home's data are that account's, root's files never are), so a flaw in
+MLflow's handling of what users send is not root's.
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ...common.localserver import free_port
+from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
+
+log = logging.getLogger("pai_jupyter.cluster")
+DIR = "mlflow"
+ADMIN = "pai-jupyter-admin"  # MLflow's admin account: only the daemon knows its password (auth.ini, 0600)
+SERVICE_USER = "_mlflow"  # the platform-side name of the server's own OS account (no platform user has a leading _)
+START_TIMEOUT_S = 180.0  # MLflow's first start makes two SQLite schemas; on a busy 2-core machine that took 33 s
+
+
+def installed() -> str | None:
+    """None when this Python can run an MLflow server with its auth app, else what to install."""
+    for module, extra in (("mlflow", "mlflow"), ("flask_wtf", "Flask-WTF (mlflow[auth])")):
+        if importlib.util.find_spec(module) is None:
+            return f"pip install 'pai_jupyter[mlflow]' (this Python has no {extra})"
+    return None
+
+
+@dataclass(frozen=True)
+class Admin:
+    username: str
+    password: str
+
+
+class EmbeddedServer:
+    """Starts, finds and stops the server of one cluster home (``local``); ``run_as``: (uid, gid) to run it as."""
+
+    def __init__(self, local: Path, run_as: Callable[[], tuple[int, int] | None] = lambda: None) -> None:
+        self.local = local
+        self.dir = local / DIR
+        self.run_as = run_as
+        self.url: str | None = None
+        self.pid: int | None = None
+
+    @property
+    def record(self) -> Path:
+        return self.local / "mlflow-server.json"
+
+    def secrets(self) -> dict[str, str]:
+        """Root's own file of the server's secrets (made once, 0600, beside the server's directory, never in it):
+        the admin password, the Flask key and the key users' MLflow passwords are derived from (``tracker.py``)."""
+        path = self.local / "mlflow-secrets.json"
+        try:
+            return dict(json.loads(path.read_text()))
+        except FileNotFoundError:
+            made = {name: secrets.token_urlsafe(32) for name in ("admin_password", "flask_key", "users_key")}
+            _write_private(path, json.dumps(made))
+            return made
+
+    def admin(self) -> Admin:
+        return Admin(ADMIN, self.secrets()["admin_password"])
+
+    def start(self) -> str:
+        """The server's URL: the one still running from before (the daemon was restarted), else a new one, started
+        in the background (the tracker waits for it to answer)."""
+        found = self._running()
+        if found is not None:
+            self.url, self.pid = found
+            log.info("MLflow tracking server at %s (pid %d, still running from before)", self.url, self.pid)
+            return self.url
+        python, owner = _python(self._prepare())
+        port = free_port()
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.dir),
+            "LANG": "C.UTF-8",
+            "MLFLOW_AUTH_CONFIG_PATH": str(self.dir / "auth.ini"),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": self.secrets()["flask_key"],
+        }
+        argv = [
+            python,
+            "-m",
+            "mlflow",
+            "server",
+            "--app-name",
+            "basic-auth",
+            "--backend-store-uri",
+            f"sqlite:///{self.dir / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(self.dir / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ]
+        log_fd = os.open(
+            self.local / "mlflow-server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+        )
+        with open(log_fd, "ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                env=env,
+                start_new_session=True,
+                user=owner[0] if owner else None,
+                group=owner[1] if owner else None,
+                extra_groups=[] if owner else None,
+            )
+        self.url, self.pid = f"http://127.0.0.1:{port}", proc.pid
+        started = psutil.Process(proc.pid).create_time()
+        rec = {"url": self.url, "pid": proc.pid, "port": port, "started": started}
+        tmp = self.record.with_suffix(".tmp")
+        tmp.unlink(missing_ok=True)
+        _write_private(tmp, json.dumps(rec))
+        os.replace(tmp, self.record)
+        log.info(
+            "MLflow tracking server starting at %s (pid %d; log %s)", self.url, proc.pid, "local/mlflow-server.log"
+        )
+        return self.url
+
+    def _prepare(self) -> tuple[int, int] | None:
+        """The server's directory and its auth.ini (written once, when the directory is new: root writes nothing
+        in it after the server's account owns it); returns that account (None: the daemon's own)."""
+        owner = self.run_as()
+        if not self.dir.exists():
+            os.mkdir(self.dir, 0o700)
+            os.mkdir(self.dir / "artifacts", 0o700)
+            parser = configparser.ConfigParser()
+            parser["mlflow"] = {
+                "default_permission": "NO_PERMISSIONS",  # a run is its owner's; grants are made per experiment
+                "database_uri": f"sqlite:///{self.dir / 'auth.db'}",
+                "admin_username": ADMIN,
+                "admin_password": self.secrets()["admin_password"],
+                "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+                # a password checked once is not hashed again (scrypt) for 10 minutes: 0.2-0.7 s a call without it
+                "auth_cache_ttl_seconds": "600",
+            }
+            with open(
+                os.open(self.dir / "auth.ini", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w"
+            ) as f:
+                parser.write(f)
+            if owner is not None:
+                for path in (self.dir / "auth.ini", self.dir / "artifacts", self.dir):
+                    os.chown(path, *owner, follow_symlinks=False)
+        return owner
+
+    def _running(self) -> tuple[str, int] | None:
+        """(url, pid) of the server recorded in server.json when that very process still listens at its port."""
+        try:
+            rec = json.loads(self.record.read_text())
+            proc = psutil.Process(int(rec["pid"]))
+            if abs(proc.create_time() - float(rec["started"])) > 0.01:
+                return None
+            if not _listens(proc, int(rec["port"])):
+                return None
+            return str(rec["url"]), int(rec["pid"])
+        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            return None
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (its whole process group) and forget it."""
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+        self.record.unlink(missing_ok=True)
+        self.pid = None
+        self.url = None
+
+
+def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]:
+    """The Python to run the server with, and the account to run it as: where the daemon is root, one with MLflow
+    that the server's own account can run (the task tools, ``PAI_JUPYTER_TASK_TOOLS``, or the workbench's); only
+    without one does the server run as root (said in the log)."""
+    if owner is None:
+        return sys.executable, None
+    for bin_dir in (service_bin(), os.path.dirname(sys.executable)):
+        python = os.path.join(bin_dir, "python3")
+        if usable_by_others(python) and os.path.exists(os.path.join(bin_dir, "mlflow")):
+            return python, owner
+    log.warning(
+        "the MLflow server runs as root: no Python with mlflow that another account can run (set %s to a "
+        "virtualenv every account can use, with pai_jupyter[mlflow] in it)",
+        TASK_TOOLS,
+    )
+    return sys.executable, None
+
+
+def _listens(proc: psutil.Process, port: int) -> bool:
+    """Does ``proc`` or a process it started listen on ``port`` (MLflow serves from a uvicorn child)?"""
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in p.net_connections("tcp")):
+                return True
+    return False
+
+
+def _write_private(path: Path, text: str) -> None:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
+        f.write(text)

@@ -1,0 +1,308 @@
+"""Every job an MLflow run, with no code change (docs/tracking.md).
+
+At the submission the daemon makes the job's run in its owner's experiment (``pai/<user>``), as MLflow's admin:
+the owner's MLflow account first (a password derived from a secret only the daemon keeps, so nothing is stored),
+the experiment and the owner's MANAGE grant on it, then the run with the job's tags and its ``parameters`` as
+params, in state SCHEDULED. Its tasks get ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID`` and
+the owner's credentials, so ``mlflow.log_*`` and ``mlflow.autolog()`` in unchanged code log into that run. The
+job's states (RUNNING, a retry, its end with the exit code) and what ``pai_jupyter.report()`` sends are written to
+the run in the background, in order, by one worker: a slow or absent tracking server never holds up the event loop
+nor changes a job, and what it refused is logged and recorded as the job's ``TrackingFailed`` event.
+
+One run per job: a retried attempt goes on in the same run (the curve is not cut; ``pai.attempt`` says which
+attempt is running) rather than a run per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ...protocol import Job
+from ..core.store import JobCore, Store
+from ..core.store.tracking import TrackedRun, run_of, save_run
+from .server import Admin
+
+log = logging.getLogger("pai_jupyter.cluster")
+TIMEOUT_S = 10.0
+SUBMIT_WAIT_S = 15.0  # how long a submission waits for a server still starting (a client gives up after 30 s)
+END_STATUS = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "STOPPED": "KILLED"}
+MAX_PARAM = 6000  # MLflow's limit on a param's value (characters)
+QUEUE_BOUND = 10_000  # updates waiting for the server; past it the oldest are dropped (and said so in the log)
+
+
+def experiment_name(user: str) -> str:
+    return f"pai/{user}"
+
+
+def user_password(key: bytes, user: str) -> str:
+    """``user``'s MLflow password: derived from the daemon's key, never stored; the same after a restart."""
+    return hmac.new(key, f"mlflow-user:{user}".encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Where runs go: ``url`` of the tracking server as the daemon reaches it, ``task_url`` as tasks do, the admin
+    account the daemon works as, and the secret users' passwords are derived from."""
+
+    url: str
+    task_url: str
+    admin: Admin
+    secret: bytes
+
+
+class Tracker:
+    """The daemon's side of MLflow: accounts, experiments and runs, and the ordered updates of runs."""
+
+    def __init__(self, store: Store, config: TrackingConfig) -> None:
+        self.store, self.config = store, config
+        self._http: httpx.AsyncClient | None = None
+        self._users: dict[str, str] = {}  # user -> their experiment's id (made or checked once per daemon)
+        self._queue: asyncio.Queue[tuple[int, str, dict[str, Any]]] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()  # set once the server answered (``wait_ready``)
+
+    # ---- accounts ---------------------------------------------------------------------------------------------
+    def password(self, user: str) -> str:
+        return user_password(self.config.secret, user)
+
+    def task_env(self, row: JobCore) -> dict[str, str]:
+        """What a task of job ``row`` needs to log into the job's run; {} for a job without one."""
+        run = run_of(self.store, row["id"])
+        if run is None:
+            return {}
+        return {
+            "MLFLOW_TRACKING_URI": self.config.task_url,
+            "MLFLOW_RUN_ID": run.run_id,  # (mlflow's client removes it from the environment once it used it)
+            "PAI_MLFLOW_RUN_ID": run.run_id,  # (so pai_jupyter.report() still finds it then)
+            "MLFLOW_EXPERIMENT_ID": run.experiment_id,
+            "MLFLOW_TRACKING_USERNAME": row["user"],
+            "MLFLOW_TRACKING_PASSWORD": self.password(row["user"]),
+        }
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.config.url,
+                auth=(self.config.admin.username, self.config.admin.password),
+                timeout=TIMEOUT_S,
+                trust_env=False,
+            )
+        return self._http
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        as_user: tuple[str, str] | None = None,
+        **params: Any,
+    ) -> Any:
+        """One call of MLflow's REST API, as its admin (or ``as_user``: (name, password))."""
+        auth = httpx.BasicAuth(*as_user) if as_user else httpx.USE_CLIENT_DEFAULT
+        r = await self.http.request(method, f"/api/2.0/mlflow/{path}", json=body, params=params or None, auth=auth)
+        if r.status_code >= 400:
+            raise TrackingError(r.status_code, _error_code(r), r.text[:300])
+        return r.json() if r.content else {}
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for the server to answer; True once it has."""
+        deadline = time.monotonic() + timeout
+        while not self.ready.is_set():
+            try:
+                if (await self.http.get("/health", timeout=2.0)).status_code == 200:
+                    self.ready.set()
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
+
+    async def experiment_of(self, user: str) -> str:
+        """The id of ``user``'s experiment (``pai/<user>``, theirs alone), with their account made first."""
+        if user in self._users:
+            return self._users[user]
+        try:
+            await self._call("POST", "users/create", {"username": user, "password": self.password(user)})
+        except TrackingError as exc:
+            if exc.code != "RESOURCE_ALREADY_EXISTS":
+                raise  # made before (by this daemon, or the user changed it): the daemon's derivation wins
+            await self._call("PATCH", "users/update-password", {"username": user, "password": self.password(user)})
+        try:
+            found = await self._call("GET", "experiments/get-by-name", experiment_name=experiment_name(user))
+            experiment = str(found["experiment"]["experiment_id"])
+        except TrackingError as exc:
+            if exc.code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            # made as the user: MLflow gives an experiment's creator MANAGE on it, and no one else anything
+            made = await self._call(
+                "POST", "experiments/create", {"name": experiment_name(user)}, as_user=(user, self.password(user))
+            )
+            experiment = str(made["experiment_id"])
+        self._users[user] = experiment
+        return experiment
+
+    # ---- runs -------------------------------------------------------------------------------------------------
+    async def open_run(self, user: str, job: Job, wait_s: float = SUBMIT_WAIT_S) -> TrackedRun | str:
+        """The new job's run (SCHEDULED), or why the server could not make it (the job is submitted without one
+        rather than refused, and its events say why)."""
+        if not await self.wait_ready(wait_s):
+            why = f"the MLflow server did not answer within {wait_s:.0f} s (starting? see local/mlflow-server.log)"
+            log.warning("job %s~%s has no MLflow run: %s", user, job.name, why)
+            return why
+        try:
+            experiment = await self.experiment_of(user)
+            tags = [{"key": k, "value": v} for k, v in run_tags(user, job).items()]
+            made = await self._call(
+                "POST",
+                "runs/create",
+                {
+                    "experiment_id": experiment,
+                    "user_id": user,
+                    "run_name": job.name,
+                    "start_time": int(time.time() * 1000),
+                    "tags": tags,
+                },
+            )
+            run_id = str(made["run"]["info"]["run_id"])
+            params = [{"key": str(k)[:250], "value": _param(v)} for k, v in job.parameters.items()]
+            if params:
+                await self._call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
+            await self._call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
+        except (TrackingError, httpx.HTTPError, KeyError) as exc:
+            log.warning("job %s~%s has no MLflow run: %s", user, job.name, exc)
+            return f"the MLflow server refused it: {exc}"
+        return TrackedRun(run_id, experiment)
+
+    async def discard(self, run: TrackedRun) -> None:
+        """Delete a run made for a submission that was then refused (its name taken, the disk full...)."""
+        try:
+            await self._call("POST", "runs/delete", {"run_id": run.run_id})
+        except (TrackingError, httpx.HTTPError) as exc:
+            log.warning("could not delete MLflow run %s of a refused submission: %s", run.run_id, exc)
+
+    def attach(self, job_id: int, run: TrackedRun) -> None:
+        """Record ``run`` as job ``job_id``'s (in the submission's transaction)."""
+        save_run(self.store, job_id, run)
+
+    def changed(self, row: JobCore, state: str) -> None:
+        """Job ``row`` became ``state`` (as the notifier hears it): the run's status follows, in the background."""
+        if state in ("RUNNING", "RETRIED"):  # (a retry waits for its next attempt, in the same run)
+            status = "RUNNING" if state == "RUNNING" else "SCHEDULED"
+            tags = {"pai.attempt": str(row["attempt"]), "pai.state": "RUNNING" if state == "RUNNING" else "WAITING"}
+            self._put(row["id"], "update", {"status": status, "tags": tags})
+        elif state in END_STATUS:
+            tags = {"pai.state": state, "pai.attempt": str(row["attempt"])}
+            if row["exit_code"] is not None:
+                tags["pai.exitCode"] = str(row["exit_code"])
+            self._put(
+                row["id"], "update", {"status": END_STATUS[state], "end_time": int(time.time() * 1000), "tags": tags}
+            )
+
+    def metrics(self, job_id: int, step: int | None, metrics: dict[str, float], when_ms: int) -> None:
+        """What ``pai_jupyter.report()`` sent for the job, logged into its run too."""
+        self._put(job_id, "metrics", {"step": step or 0, "metrics": metrics, "time": when_ms})
+
+    def _put(self, job_id: int, kind: str, what: dict[str, Any]) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # (a tool that opens the store sends nothing)
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._worker = asyncio.ensure_future(self._work())
+        if self._queue.qsize() >= QUEUE_BOUND:
+            dropped = self._queue.get_nowait()
+            log.warning("MLflow updates pile up; dropped one for job %s", dropped[0])
+        self._queue.put_nowait((job_id, kind, what))
+
+    async def _work(self) -> None:
+        assert self._queue is not None
+        while True:
+            job_id, kind, what = await self._queue.get()
+            try:
+                run = run_of(self.store, job_id)
+                if run is not None:
+                    await self._send(run, kind, what)
+            except Exception as exc:  # (one update lost is logged; the next is tried)
+                log.warning("updating the MLflow run of job %s failed: %s", job_id, exc)
+                self._record(job_id, f"the MLflow run was not updated ({kind}): {exc}")
+            finally:
+                self._queue.task_done()
+
+    async def _send(self, run: TrackedRun, kind: str, what: dict[str, Any]) -> None:
+        if kind == "update":
+            tags = [{"key": k, "value": v} for k, v in what.pop("tags", {}).items()]
+            if tags:
+                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
+            await self._call("POST", "runs/update", {"run_id": run.run_id, **what})
+        else:
+            metrics = [
+                {"key": str(k)[:250], "value": float(v), "timestamp": what["time"], "step": int(what["step"])}
+                for k, v in what["metrics"].items()
+            ]
+            for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
+                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
+
+    async def drain(self) -> None:
+        """Wait for the updates under way (tests; a stopping daemon)."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _record(self, job_id: int, message: str) -> None:
+        try:
+            with self.store.tx():
+                if self.store.job_core(job_id) is not None:
+                    self.store.add_event(job_id, "Warning", "TrackingFailed", message)
+        except Exception:
+            log.exception("recording a tracking failure of job %s failed", job_id)
+
+
+class TrackingError(RuntimeError):
+    def __init__(self, status: int, code: str, text: str) -> None:
+        super().__init__(f"MLflow answered {status} {code}: {text}")
+        self.status, self.code = status, code
+
+
+def run_tags(user: str, job: Job) -> dict[str, str]:
+    """The tags the platform gives a job's run: who, which job, where, with what image."""
+    tags = {
+        "mlflow.user": user,
+        "mlflow.runName": job.name,
+        "mlflow.source.type": "JOB",
+        "mlflow.source.name": f"{user}~{job.name}",
+        "pai.user": user,
+        "pai.job": f"{user}~{job.name}",
+        "pai.virtualCluster": job.virtual_cluster,
+    }
+    image = job.image
+    if image:
+        tags["pai.image"] = image
+    return tags
+
+
+def _param(value: Any) -> str:
+    return str(value)[:MAX_PARAM]
+
+
+def _error_code(r: httpx.Response) -> str:
+    try:
+        return str(r.json().get("error_code") or "")
+    except ValueError:
+        return ""

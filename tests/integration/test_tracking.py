@@ -1,0 +1,277 @@
+"""Every job an MLflow run (cluster/tracking/, docs/tracking.md), against the real thing: the daemon starts its own
+MLflow server (basic-auth app, SQLite), a job's unchanged code logs with the real ``mlflow`` client into the run the
+platform made, and another user's credentials are refused by MLflow itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import yaml
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import local_dir
+from pai_jupyter.cluster.tracking.server import ADMIN
+from pai_jupyter.cluster.tracking.tracker import user_password
+from pai_jupyter.common.home import read_runtime
+from tests.polling import wait_for
+
+from .conftest import Api, kill_leftovers, start_daemon
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Env:
+    home: Path
+    api: Api
+    alice: Api
+    bob: Api
+    url: str
+
+
+TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: mlflow in it too
+PYTHON = f"{TASK_TOOLS}/bin/python3"  # what the users' tasks run (a user's image with mlflow in it)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    if not Path(TASK_TOOLS, "bin", "mlflow").exists():
+        pytest.skip(f"no mlflow in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
+    home = tmp_path_factory.mktemp("tracking") / "pai-home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)  # the daemon's: its MLflow server runs from there
+        api = start_daemon(home, extra_args=["--mlflow", "on"])
+        info = read_runtime(home)
+        assert info is not None and info.get("mlflow"), info
+        wait_for(lambda: answers(str(info["mlflow"])), 180, "the MLflow server answering (its first start)")
+        yield Env(home, api, api.new_user("alice"), api.new_user("bob"), str(info["mlflow"]))
+        control.stop(home)
+        kill_leftovers(home)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def secrets_of(home: Path) -> dict[str, str]:
+    return dict(json.loads((local_dir(home) / "mlflow-secrets.json").read_text()))
+
+
+class UserClient:
+    """An MLflow client that calls with one user's credentials (those the daemon gives the user's tasks); MLflow's
+    client reads them from the environment at each call, so each call sets them."""
+
+    def __init__(self, url: str, user: str, password: str) -> None:
+        self.client, self.user, self.password = MlflowClient(tracking_uri=url), user, password
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = self.user, self.password
+            return method(*args, **kwargs)
+
+        return call
+
+
+def client_as(env: Env, user: str) -> UserClient:
+    return UserClient(env.url, user, user_password(secrets_of(env.home)["users_key"].encode(), user))
+
+
+def admin_http(env: Env) -> httpx.Client:
+    return httpx.Client(base_url=env.url, auth=(ADMIN, secrets_of(env.home)["admin_password"]), timeout=30)
+
+
+def job(name: str, script: str, parameters: dict[str, object] | None = None) -> str:
+    """A v2 job running ``script`` with the task tools' Python (mlflow and pai_jupyter in it, as in a user's image)."""
+    command = f"{PYTHON} -c {shlex.quote(textwrap.dedent(script))}"
+    doc = {
+        "protocolVersion": 2,
+        "name": name,
+        "type": "job",
+        "parameters": parameters or {},
+        "prerequisites": [{"type": "dockerimage", "name": "image", "uri": "busybox"}],
+        "taskRoles": {
+            "main": {
+                "instances": 1,
+                "dockerImage": "image",
+                "resourcePerInstance": {"cpu": 1, "memoryMB": 1024, "gpu": 0},
+                "commands": [command],
+            }
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def run_of(env: Env, user: str, name: str) -> str:
+    """The job's run id, as its task saw it (the job prints MLFLOW_RUN_ID first)."""
+    out = env.api.log(f"{user}~{name}", name="stdout")
+    for line in out.splitlines():
+        if line.startswith("RUN "):
+            return line.split()[1]
+    raise AssertionError(f"no RUN line in {user}~{name}'s output: {out[-500:]}")
+
+
+def test_a_job_is_a_run_its_unchanged_code_logs_into(env: Env) -> None:
+    """The platform made the run (tags, params, SCHEDULED -> RUNNING -> FINISHED); the job's own code, which
+    names no server, run or experiment, logged into it with the real client, and report() did too."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        import mlflow
+        mlflow.log_param("lr", 0.1)
+        for step, loss in enumerate([0.5, 0.25, 0.125]):
+            mlflow.log_metric("loss", loss, step=step)
+        from pai_jupyter import report
+        report(step=7, accuracy=0.9)
+    """
+    name = env.alice.submit_ok(job("fit", script, {"epochs": 3, "batch": "32"})).split("~")[1]
+    done = env.alice.wait(f"alice~{name}", timeout=180)
+    assert done["jobStatus"]["state"] == "SUCCEEDED", done["jobStatus"]
+    run_id = run_of(env, "alice", name)
+    client = client_as(env, "alice")
+
+    def finished() -> object:
+        run = client.get_run(run_id)
+        return run if run.info.status == "FINISHED" and "accuracy" in run.data.metrics else None
+
+    run = wait_for(finished, 30, "the run finished, with the report's metric")
+    assert client.get_experiment(run.info.experiment_id).name == "pai/alice"
+    tags = run.data.tags
+    assert tags["pai.user"] == "alice" and tags["pai.job"] == "alice~fit" and tags["mlflow.user"] == "alice"
+    assert tags["pai.state"] == "SUCCEEDED" and tags["pai.exitCode"] == "0" and tags["pai.virtualCluster"]
+    assert run.info.run_name == "fit"
+    assert run.data.params == {"epochs": "3", "batch": "32", "lr": "0.1"}
+    history = client.get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.25), (2, 0.125)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "accuracy")] == [(7, 0.9)]
+
+
+def test_a_failed_job_ends_its_run_failed_with_its_exit_code(env: Env) -> None:
+    script = """
+        import os, sys
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        sys.exit(3)
+    """
+    env.alice.submit_ok(job("fails", script))
+    assert env.alice.wait("alice~fails", timeout=120)["jobStatus"]["state"] == "FAILED"
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "fails")
+    run = wait_for(lambda: (r := client.get_run(run_id)).info.status == "FAILED" and r, 30, "the run failed")
+    assert run.data.tags["pai.exitCode"] == "3" and run.data.tags["pai.state"] == "FAILED"
+    assert run.info.end_time is not None
+
+
+def test_another_user_can_neither_read_nor_write_a_run(env: Env) -> None:
+    """Bob holds his own MLflow credentials (his tasks get them): with them, and from a task of his that names
+    Alice's run, MLflow refuses every read and write of her run and her experiment; without any, the server and
+    its UI answer 401."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    env.alice.submit_ok(job("private", script))
+    assert env.alice.wait("alice~private", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    run_id = run_of(env, "alice", "private")
+    # from a task of Bob's that names Alice's run (its own MLFLOW_* credentials are Bob's)
+    attack = f"""
+        import mlflow
+        try:
+            mlflow.MlflowClient().log_metric("{run_id}", "planted", 1.0)
+            print("PLANTED")
+        except Exception as exc:
+            print("REFUSED", type(exc).__name__, str(exc)[:200])
+    """
+    env.bob.submit_ok(job("attack", attack))
+    env.bob.wait("bob~attack", timeout=120)
+    out = env.api.log("bob~attack", name="stdout")
+    assert "REFUSED" in out and "PLANTED" not in out, out[-500:]
+    alice = client_as(env, "alice")
+    experiment = alice.get_run(run_id).info.experiment_id
+    bob = client_as(env, "bob")
+    for attempt in (
+        lambda: bob.get_run(run_id),
+        lambda: bob.log_metric(run_id, "planted", 1.0),
+        lambda: bob.set_tag(run_id, "planted", "yes"),
+        lambda: bob.get_experiment(experiment),
+        lambda: bob.delete_run(run_id),
+    ):
+        with pytest.raises(MlflowException) as refused:
+            attempt()
+        assert "PERMISSION_DENIED" in str(refused.value) or "403" in str(refused.value), refused.value
+    assert bob.search_runs([experiment]) == []
+    assert "planted" not in alice.get_run(run_id).data.metrics and "planted" not in alice.get_run(run_id).data.tags
+    for path in ("/", "/api/2.0/mlflow/experiments/search", "/ajax-api/2.0/mlflow/runs/get"):
+        assert httpx.get(env.url + path, params={"run_id": run_id}).status_code == 401, path
+
+
+def test_the_server_is_loopback_only_and_not_root(env: Env) -> None:
+    """The server listens on loopback only, and where the daemon is root it is not: its own account runs it."""
+    rec = json.loads((local_dir(env.home) / "mlflow-server.json").read_text())
+    tree = [psutil.Process(rec["pid"]), *psutil.Process(rec["pid"]).children(recursive=True)]
+    listening = {c.laddr.ip for p in tree for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    assert listening == {"127.0.0.1"}, listening
+    if os.geteuid() == 0:
+        assert all(p.uids().effective != 0 for p in tree), [(p.pid, p.uids()) for p in tree]
+    with admin_http(env) as http:  # the admin account is the daemon's alone: its password is in root's file
+        assert http.get("/api/2.0/mlflow/users/get", params={"username": "alice"}).status_code == 200
+
+
+def test_a_daemon_killed_and_started_again_takes_the_running_server_over(env: Env) -> None:
+    """Tasks keep logging while the daemon restarts: the server outlives a daemon killed with -9, and the next
+    daemon uses that one (same process, same address) and makes runs there."""
+    before = read_runtime(env.home)
+    assert before is not None
+    server_pid = json.loads((local_dir(env.home) / "mlflow-server.json").read_text())["pid"]
+    os.kill(int(before["pid"]), signal.SIGKILL)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
+        api = start_daemon(env.home, extra_args=["--mlflow", "on"])
+    after = read_runtime(env.home)
+    assert after is not None and after["mlflow"] == before["mlflow"]
+    assert json.loads((local_dir(env.home) / "mlflow-server.json").read_text())["pid"] == server_pid
+    env.api.http = api.http
+    alice = api.as_user(env.alice.token)
+    env.alice = alice
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    alice.submit_ok(job("after-restart", script))
+    assert alice.wait("alice~after-restart", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "after-restart")
+    wait_for(lambda: client.get_run(run_id).info.status == "FINISHED" or None, 30, "the run finished")
+
+
+def test_a_user_gets_their_own_tracking_and_sees_only_their_runs_with_it(env: Env) -> None:
+    """``GET /api/v2/local/tracking`` (``pai mlflow env``) gives the caller their own credentials: with Alice's,
+    MLflow lists her experiment's runs; with Bob's, his experiment and none of hers."""
+    mine = env.alice.http.get("/api/v2/local/tracking")
+    assert mine.status_code == 200 and mine.headers["Cache-Control"] == "no-store"
+    alice = mine.json()
+    assert alice["username"] == "alice" and alice["experiment"] == "pai/alice" and alice["url"] == env.url
+    theirs = env.bob.http.get("/api/v2/local/tracking").json()
+    assert theirs["username"] == "bob" and theirs["password"] != alice["password"]
+    as_alice = UserClient(env.url, alice["username"], alice["password"])
+    names = {r.info.run_name for r in as_alice.search_runs([alice["experimentId"]])}
+    assert {"fit", "fails", "private"} <= names, names
+    as_bob = UserClient(env.url, theirs["username"], theirs["password"])
+    assert as_bob.get_experiment_by_name("pai/bob") is not None
+    assert [e.name for e in as_bob.search_experiments()] == ["pai/bob"]
