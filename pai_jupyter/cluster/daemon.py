@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import tornado.httpserver
 import tornado.netutil
@@ -176,6 +176,18 @@ def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, mode: str) -
     return server
 
 
+async def restart_tracking(cluster: Cluster, server: EmbeddedServer, about: dict[str, Any], home: Path) -> None:
+    """The MLflow server exited: start it again (at its port when that is free; runtime.json says where)."""
+    log.warning("the MLflow tracking server exited (see local/mlflow-server.log); starting it again")
+    server.reap()
+    url = await asyncio.to_thread(server.start)
+    if cluster.state.tracker is not None:
+        await cluster.state.tracker.moved(url)
+    if about.get("mlflow") != url:
+        about["mlflow"] = url
+        cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
+
+
 async def stop_tracking(cluster: Cluster, server: EmbeddedServer) -> None:
     tracker = cluster.state.tracker
     if tracker is not None:
@@ -261,6 +273,8 @@ async def serve(args: argparse.Namespace) -> None:
                     cluster.watch_lost()  # a task that ended with its end unrecorded (recovery.watch_lost)
                 if seconds % 30 == 0:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
+                if mlflow is not None and seconds % 5 == 0 and not mlflow.alive():
+                    await restart_tracking(cluster, mlflow, about, home)
                 if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
                     await idle_gpus.check()
                 hub.tick()

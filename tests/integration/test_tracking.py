@@ -10,6 +10,7 @@ import shlex
 import signal
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,66 @@ def test_a_user_gets_their_own_tracking_and_sees_only_their_runs_with_it(env: En
     as_bob = UserClient(env.url, theirs["username"], theirs["password"])
     assert as_bob.get_experiment_by_name("pai/bob") is not None
     assert [e.name for e in as_bob.search_experiments()] == ["pai/bob"]
+
+
+def test_a_new_users_first_jobs_submitted_together_are_all_runs(env: Env) -> None:
+    """A sweep's first trials come at once: the user's MLflow account and experiment are made once, and every job
+    has its run (no ``NotTracked`` event)."""
+    carol = env.api.new_user("carol")
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    with ThreadPoolExecutor(4) as pool:
+        jobs = list(pool.map(lambda i: carol.submit_ok(job(f"trial-{i}", script, {"i": i})), range(4)))
+    for name in jobs:
+        assert carol.wait(name, timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+        events = carol.http.get(f"/api/v2/jobs/{name}/events").json()["data"]
+        assert {e["reason"] for e in events} >= {"Submitted"} and "NotTracked" not in {e["reason"] for e in events}
+    client = client_as(env, "carol")
+    experiment = client.get_experiment_by_name("pai/carol")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == [f"trial-{i}" for i in range(4)]
+    assert {r.data.params["i"] for r in runs} == {"0", "1", "2", "3"}
+
+
+def test_a_user_who_deleted_their_experiment_gets_it_back_with_their_next_run(env: Env) -> None:
+    alice = client_as(env, "alice")
+    experiment = alice.get_experiment_by_name("pai/alice")
+    alice.delete_experiment(experiment.experiment_id)
+    assert alice.get_experiment(experiment.experiment_id).lifecycle_stage == "deleted"
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    env.alice.submit_ok(job("after-delete", script))
+    assert env.alice.wait("alice~after-delete", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    run = alice.get_run(run_of(env, "alice", "after-delete"))
+    assert run.info.experiment_id == experiment.experiment_id
+    assert alice.get_experiment(experiment.experiment_id).lifecycle_stage == "active"
+
+
+def test_a_job_submitted_while_the_server_is_down_runs_untracked_and_the_server_comes_back(env: Env) -> None:
+    """The MLflow server killed: a job submitted then still runs, with a ``NotTracked`` event that says why, and
+    the daemon starts the server again at the same address, where the next job is a run."""
+    record = local_dir(env.home) / "mlflow-server.json"
+    before = json.loads(record.read_text())
+    os.killpg(before["pid"], signal.SIGKILL)
+    wait_for(lambda: not answers(env.url), 30, "the server gone")
+    script = """
+        import os
+        print("TRACKING", os.environ.get("MLFLOW_RUN_ID", "none"), flush=True)
+    """
+    env.alice.submit_ok(job("while-down", script))
+    assert env.alice.wait("alice~while-down", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    assert "TRACKING none" in env.api.log("alice~while-down", name="stdout")
+    events = env.alice.http.get("/api/v2/jobs/alice~while-down/events").json()["data"]
+    said = [e["message"] for e in events if e["reason"] == "NotTracked"]
+    assert said and "MLflow" in said[0], events
+    wait_for(lambda: answers(env.url), 180, "the server started again at its address")
+    assert json.loads(record.read_text())["pid"] != before["pid"]
+    env.alice.submit_ok(job("back-up", "import os\nprint('RUN', os.environ['MLFLOW_RUN_ID'], flush=True)"))
+    assert env.alice.wait("alice~back-up", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "back-up")
+    wait_for(lambda: client.get_run(run_id).info.status == "FINISHED" or None, 30, "the run finished")

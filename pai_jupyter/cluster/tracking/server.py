@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -89,7 +90,7 @@ class EmbeddedServer:
             log.info("MLflow tracking server at %s (pid %d, still running from before)", self.url, self.pid)
             return self.url
         python, owner = _python(self._prepare())
-        port = free_port()
+        port = self._port()
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.dir),
@@ -169,6 +170,17 @@ class EmbeddedServer:
                     os.chown(path, *owner, follow_symlinks=False)
         return owner
 
+    def _port(self) -> int:
+        """The port the server had before, when it is free (the tasks running have its URL), else a free one."""
+        try:
+            port = int(json.loads(self.record.read_text())["port"])
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it (TIME_WAITs stay)
+                s.bind(("127.0.0.1", port))
+            return port
+        except (OSError, ValueError, KeyError, TypeError):
+            return free_port()
+
     def _running(self) -> tuple[str, int] | None:
         """(url, pid) of the server recorded in server.json when that very process still listens at its port."""
         try:
@@ -188,6 +200,12 @@ class EmbeddedServer:
         with contextlib.suppress(psutil.Error):
             return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
         return False
+
+    def reap(self) -> None:
+        """Collect the exit of a server this process started (not one taken over from an earlier daemon)."""
+        if self.pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (its whole process group) and forget it."""

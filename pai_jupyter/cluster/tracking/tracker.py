@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -65,6 +65,7 @@ class Tracker:
         self.store, self.config = store, config
         self._http: httpx.AsyncClient | None = None
         self._users: dict[str, str] = {}  # user -> their experiment's id (made or checked once per daemon)
+        self._locks: dict[str, asyncio.Lock] = {}
         self._queue: asyncio.Queue[tuple[int, str, dict[str, Any]]] | None = None
         self._worker: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()  # set once the server answered (``wait_ready``)
@@ -113,6 +114,15 @@ class Tracker:
             raise TrackingError(r.status_code, _error_code(r), r.text[:300])
         return r.json() if r.content else {}
 
+    async def moved(self, url: str) -> None:
+        """The server was started again (it had exited) at ``url``: ask there from now on."""
+        self.ready.clear()
+        if url != self.config.url:
+            self.config = replace(self.config, url=url, task_url=url)
+            if self._http is not None:
+                await self._http.aclose()
+                self._http = None
+
     async def wait_ready(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) for the server to answer; True once it has."""
         deadline = time.monotonic() + timeout
@@ -129,9 +139,16 @@ class Tracker:
         return True
 
     async def experiment_of(self, user: str) -> str:
-        """The id of ``user``'s experiment (``pai/<user>``, theirs alone), with their account made first."""
+        """The id of ``user``'s experiment (``pai/<user>``, theirs alone), with their account made first; one at a
+        time per user (a sweep's first trials come together)."""
         if user in self._users:
             return self._users[user]
+        async with self._locks.setdefault(user, asyncio.Lock()):
+            if user not in self._users:
+                self._users[user] = await self._make_experiment(user)
+        return self._users[user]
+
+    async def _make_experiment(self, user: str) -> str:
         try:
             await self._call("POST", "users/create", {"username": user, "password": self.password(user)})
         except TrackingError as exc:
@@ -139,8 +156,9 @@ class Tracker:
                 raise  # made before (by this daemon, or the user changed it): the daemon's derivation wins
             await self._call("PATCH", "users/update-password", {"username": user, "password": self.password(user)})
         try:
-            found = await self._call("GET", "experiments/get-by-name", experiment_name=experiment_name(user))
-            experiment = str(found["experiment"]["experiment_id"])
+            found = (await self._call("GET", "experiments/get-by-name", experiment_name=experiment_name(user)))[
+                "experiment"
+            ]
         except TrackingError as exc:
             if exc.code != "RESOURCE_DOES_NOT_EXIST":
                 raise
@@ -148,9 +166,10 @@ class Tracker:
             made = await self._call(
                 "POST", "experiments/create", {"name": experiment_name(user)}, as_user=(user, self.password(user))
             )
-            experiment = str(made["experiment_id"])
-        self._users[user] = experiment
-        return experiment
+            return str(made["experiment_id"])
+        if found.get("lifecycle_stage") == "deleted":  # the user deleted it: their next runs bring it back
+            await self._call("POST", "experiments/restore", {"experiment_id": found["experiment_id"]})
+        return str(found["experiment_id"])
 
     # ---- runs -------------------------------------------------------------------------------------------------
     async def open_run(self, user: str, job: Job, wait_s: float = SUBMIT_WAIT_S) -> TrackedRun | str:
@@ -161,27 +180,34 @@ class Tracker:
             log.warning("job %s~%s has no MLflow run: %s", user, job.name, why)
             return why
         try:
-            experiment = await self.experiment_of(user)
-            tags = [{"key": k, "value": v} for k, v in run_tags(user, job).items()]
-            made = await self._call(
-                "POST",
-                "runs/create",
-                {
-                    "experiment_id": experiment,
-                    "user_id": user,
-                    "run_name": job.name,
-                    "start_time": int(time.time() * 1000),
-                    "tags": tags,
-                },
-            )
-            run_id = str(made["run"]["info"]["run_id"])
-            params = [{"key": str(k)[:250], "value": _param(v)} for k, v in job.parameters.items()]
-            if params:
-                await self._call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
-            await self._call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
+            return await self._new_run(user, job)
         except (TrackingError, httpx.HTTPError, KeyError) as exc:
             log.warning("job %s~%s has no MLflow run: %s", user, job.name, exc)
-            return f"the MLflow server refused it: {exc}"
+            return f"the MLflow server did not make it: {exc}"
+
+    async def _new_run(self, user: str, job: Job) -> TrackedRun:
+        tags = [{"key": k, "value": v} for k, v in run_tags(user, job).items()]
+        for again in (False, True):
+            experiment = await self.experiment_of(user)
+            body = {
+                "experiment_id": experiment,
+                "user_id": user,
+                "run_name": job.name,
+                "start_time": int(time.time() * 1000),
+                "tags": tags,
+            }
+            try:
+                made = await self._call("POST", "runs/create", body)
+                break
+            except TrackingError:
+                if again:
+                    raise
+                self._users.pop(user, None)  # the user deleted their experiment meanwhile: look it up again
+        run_id = str(made["run"]["info"]["run_id"])
+        params = [{"key": str(k)[:250], "value": _param(v)} for k, v in job.parameters.items()]
+        if params:
+            await self._call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
+        await self._call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
         return TrackedRun(run_id, experiment)
 
     async def discard(self, run: TrackedRun) -> None:
@@ -223,6 +249,7 @@ class Tracker:
             self._worker = asyncio.ensure_future(self._work())
         if self._queue.qsize() >= QUEUE_BOUND:
             dropped = self._queue.get_nowait()
+            self._queue.task_done()
             log.warning("MLflow updates pile up; dropped one for job %s", dropped[0])
         self._queue.put_nowait((job_id, kind, what))
 
