@@ -22,11 +22,13 @@ import yaml
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.server import ADMIN
 from pai_jupyter.cluster.tracking.tracker import user_password
 from pai_jupyter.common.home import read_runtime
+from pai_jupyter.sweep import Sweep
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon
@@ -247,9 +249,8 @@ def test_a_daemon_killed_and_started_again_takes_the_running_server_over(env: En
     after = read_runtime(env.home)
     assert after is not None and after["mlflow"] == before["mlflow"]
     assert json.loads((local_dir(env.home) / "mlflow-server.json").read_text())["pid"] == server_pid
-    env.api.http = api.http
-    alice = api.as_user(env.alice.token)
-    env.alice = alice
+    env.api, env.alice, env.bob = api, api.as_user(env.alice.token), api.as_user(env.bob.token)
+    alice = env.alice
     script = """
         import os
         print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
@@ -339,3 +340,53 @@ def test_a_job_submitted_while_the_server_is_down_runs_untracked_and_the_server_
     client = client_as(env, "alice")
     run_id = run_of(env, "alice", "back-up")
     wait_for(lambda: client.get_run(run_id).info.status == "FINISHED" or None, 30, "the run finished")
+
+
+TRIAL = Path(__file__).resolve().parents[2] / "notebooks" / "scripts" / "sweep_trial.py"  # reports its loss
+
+
+def test_a_sweep_is_a_parent_run_whose_best_child_is_the_sweeps_best_trial(env: Env, tmp_path: Path) -> None:
+    """A sweep driven as Alice: each trial is a run (its parameters as params, its reported loss curve), all
+    children of the sweep's own run, which is FINISHED once the sweep is done; MLflow's best by loss is
+    ``Sweep.best()``."""
+    command = f"{PYTHON} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps 3"
+    template = yaml.safe_dump(
+        {
+            "protocolVersion": 2,
+            "name": "trial",
+            "type": "job",
+            "prerequisites": [{"type": "dockerimage", "name": "img", "uri": "python:3.11"}],
+            "taskRoles": {
+                "main": {
+                    "instances": 1,
+                    "dockerImage": "img",
+                    "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
+                    "commands": [command],
+                }
+            },
+        }
+    )
+    home = tmp_path / "alice-home"
+    upsert_profile(Profile(name="alice", url=env.api.url, username="alice", token=env.alice.token), home)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAI_JUPYTER_HOME", str(home))
+        sweep = Sweep("grid", template, {"x": [0.0, 0.3, 0.6], "lr": [0.01]}, profile="alice", poll=0.05)
+        sweep.run(timeout=240)
+    best = sweep.best()
+    assert sweep.status == "done" and best is not None
+    client = client_as(env, "alice")
+    experiment = client.get_experiment_by_name("pai/alice").experiment_id
+
+    def parent_done() -> Any:
+        found = [r for r in client.search_runs([experiment]) if r.info.run_name == "grid"]
+        return found[0] if found and found[0].info.status == "FINISHED" else None
+
+    parent = wait_for(parent_done, 60, "the sweep's run FINISHED")
+    assert parent.data.tags["pai.sweep"] == "alice~grid"
+    children = client.search_runs(
+        [experiment], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", order_by=["metrics.loss ASC"]
+    )
+    assert sorted(r.info.run_name for r in children) == ["grid-0000", "grid-0001", "grid-0002"]
+    assert children[0].info.run_name == best["job"].split("~", 1)[1]
+    assert children[0].data.params["x"] == str(best["params"]["x"])
+    assert [m.step for m in client.get_metric_history(children[0].info.run_id, "loss")] == [0, 1, 2]

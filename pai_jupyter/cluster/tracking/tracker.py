@@ -27,7 +27,7 @@ import httpx
 
 from ...protocol import Job
 from ..core.store import JobCore, Store
-from ..core.store.tracking import TrackedRun, run_of, save_run
+from ..core.store.tracking import TrackedRun, run_of, save_run, save_sweep_run, sweep_run
 from .server import Admin
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -235,6 +235,16 @@ class Tracker:
                 row["id"], "update", {"status": END_STATUS[state], "end_time": int(time.time() * 1000), "tags": tags}
             )
 
+    def sweep(self, user: str, sweep: str, trials: list[int], status: object) -> None:
+        """Sweep ``user~sweep`` stored its state (``status``) with these trials: their runs become children of the
+        sweep's parent run (made with the first), which is RUNNING until the sweep is done."""
+        if trials or status == "done":  # (a driver stores its state at every change: most add nothing here)
+            self._put(
+                trials[0] if trials else 0,
+                "sweep",
+                {"user": user, "sweep": sweep, "trials": trials, "status": str(status)},
+            )
+
     def metrics(self, job_id: int, step: int | None, metrics: dict[str, float], when_ms: int) -> None:
         """What ``pai_jupyter.report()`` sent for the job, logged into its run too."""
         self._put(job_id, "metrics", {"step": step or 0, "metrics": metrics, "time": when_ms})
@@ -258,8 +268,9 @@ class Tracker:
         while True:
             job_id, kind, what = await self._queue.get()
             try:
-                run = run_of(self.store, job_id)
-                if run is not None:
+                if kind == "sweep":
+                    await self._sweep(**what)
+                elif (run := run_of(self.store, job_id)) is not None:
                     await self._send(run, kind, what)
             except Exception as exc:  # (one update lost is logged; the next is tried)
                 log.warning("updating the MLflow run of job %s failed: %s", job_id, exc)
@@ -280,6 +291,42 @@ class Tracker:
             ]
             for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
                 await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
+
+    async def _sweep(self, user: str, sweep: str, trials: list[int], status: str) -> None:
+        parent = sweep_run(self.store, user, sweep)
+        if parent is None and not trials:
+            return
+        if parent is None:
+            made = await self._call(
+                "POST",
+                "runs/create",
+                {
+                    "experiment_id": await self.experiment_of(user),
+                    "user_id": user,
+                    "run_name": sweep,
+                    "start_time": int(time.time() * 1000),
+                    "tags": [
+                        {"key": "mlflow.user", "value": user},
+                        {"key": "mlflow.runName", "value": sweep},
+                        {"key": "pai.user", "value": user},
+                        {"key": "pai.sweep", "value": f"{user}~{sweep}"},
+                    ],
+                },
+            )
+            parent = str(made["run"]["info"]["run_id"])
+            with self.store.tx():
+                save_sweep_run(self.store, user, sweep, parent)
+        for job_id in trials:
+            run = run_of(self.store, job_id)
+            if run is not None:
+                tags = [
+                    {"key": "mlflow.parentRunId", "value": parent},
+                    {"key": "pai.sweep", "value": f"{user}~{sweep}"},
+                ]
+                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
+        done = status == "done"
+        update = {"run_id": parent, "status": "FINISHED" if done else "RUNNING"}
+        await self._call("POST", "runs/update", {**update, **({"end_time": int(time.time() * 1000)} if done else {})})
 
     async def drain(self) -> None:
         """Wait for the updates under way (tests; a stopping daemon)."""

@@ -39,10 +39,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         3,
-        "each job's MLflow run (cluster/tracking/): made at the submission, told the job's states, given to its tasks",
+        "each job's MLflow run (cluster/tracking/): made at the submission, told the job's states, given to its "
+        "tasks; and each sweep's parent run",
         "CREATE TABLE IF NOT EXISTS tracking_runs ("
         "job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE, "
-        "run_id TEXT NOT NULL, experiment_id TEXT NOT NULL)",
+        "run_id TEXT NOT NULL, experiment_id TEXT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS tracking_sweeps ("
+        "user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, sweep TEXT NOT NULL, "
+        "run_id TEXT NOT NULL, PRIMARY KEY (user, sweep))",
     ),
 )
 

@@ -1,4 +1,5 @@
-"""Which MLflow run is each job's (``tracking_runs``, migration 3): one run per job, kept across its attempts."""
+"""Which MLflow run is each job's (``tracking_runs``, migration 3): one run per job, kept across its attempts; and
+each sweep's parent run (``tracking_sweeps``)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,14 @@ def save_run(store: Database, job_id: int, run: TrackedRun) -> None:
 def run_of(store: Database, job_id: int) -> TrackedRun | None:
     row = store.db.execute("SELECT run_id, experiment_id FROM tracking_runs WHERE job_id = ?", (job_id,)).fetchone()
     return TrackedRun(str(row[0]), str(row[1])) if row else None
+
+
+def sweep_run(store: Database, user: str, sweep: str) -> str | None:
+    row = store.db.execute("SELECT run_id FROM tracking_sweeps WHERE user = ? AND sweep = ?", (user, sweep)).fetchone()
+    return str(row[0]) if row else None
+
+
+def save_sweep_run(store: Database, user: str, sweep: str, run_id: str) -> None:
+    store.db.execute(
+        "INSERT OR REPLACE INTO tracking_sweeps (user, sweep, run_id) VALUES (?, ?, ?)", (user, sweep, run_id)
+    )
