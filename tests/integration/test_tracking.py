@@ -103,7 +103,10 @@ def admin_http(env: Env) -> httpx.Client:
 
 def job(name: str, script: str, parameters: dict[str, object] | None = None) -> str:
     """A v2 job running ``script`` with the task tools' Python (mlflow and pai_jupyter in it, as in a user's image)."""
-    command = f"{PYTHON} -c {shlex.quote(textwrap.dedent(script))}"
+    return job_of(name, f"{PYTHON} -c {shlex.quote(textwrap.dedent(script))}", parameters)
+
+
+def job_of(name: str, command: str, parameters: dict[str, object] | None = None) -> str:
     doc = {
         "protocolVersion": 2,
         "name": name,
@@ -350,22 +353,7 @@ def test_a_sweep_is_a_parent_run_whose_best_child_is_the_sweeps_best_trial(env: 
     children of the sweep's own run, which is FINISHED once the sweep is done; MLflow's best by loss is
     ``Sweep.best()``."""
     command = f"{PYTHON} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps 3"
-    template = yaml.safe_dump(
-        {
-            "protocolVersion": 2,
-            "name": "trial",
-            "type": "job",
-            "prerequisites": [{"type": "dockerimage", "name": "img", "uri": "python:3.11"}],
-            "taskRoles": {
-                "main": {
-                    "instances": 1,
-                    "dockerImage": "img",
-                    "resourcePerInstance": {"cpu": 1, "memoryMB": 256, "gpu": 0},
-                    "commands": [command],
-                }
-            },
-        }
-    )
+    template = job_of("trial", command)
     home = tmp_path / "alice-home"
     upsert_profile(Profile(name="alice", url=env.api.url, username="alice", token=env.alice.token), home)
     with pytest.MonkeyPatch.context() as mp:

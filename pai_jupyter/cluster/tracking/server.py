@@ -1,12 +1,12 @@
-"""The cluster's own MLflow tracking server: started by the daemon when tracking is on and no site server is named,
-on SQLite and an artifact root in the cluster's home (``local/mlflow/``), with MLflow's basic-auth app so that one
-user's runs are refused to another (``tracker.py`` makes the accounts and grants).
+"""The cluster's own MLflow tracking server: started by the daemon when tracking is on, on
+SQLite and an artifact root in the cluster's home (``local/mlflow/``), with MLflow's basic-auth app so that one user's
+runs are refused to another (``tracker.py`` makes the accounts and grants).
 
-It listens on loopback only, at a port kept in ``server.json``; it outlives a daemon killed with -9 (its own
-session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
-tasks keep logging meanwhile. A daemon that stops cleanly stops it. Where the daemon is root, the server runs as
-an account of its own (``pai-_mlflow``: the home's data are that account's, root's files never are), so a flaw in
-MLflow's handling of what users send is not root's.
+It listens on loopback only, at a port kept in ``local/mlflow-server.json``; it outlives a daemon killed with -9 (its
+own session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
+tasks keep logging meanwhile; one that exited is started again at that port. A daemon that stops cleanly stops it.
+Where the daemon is root, the server runs as an account of its own (``pai-_mlflow``: the home's data are that
+account's, root's files never are), so a flaw in MLflow's handling of what users send is not root's.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 
 log = logging.getLogger("pai_jupyter.cluster")
 DIR = "mlflow"
-ADMIN = "pai-jupyter-admin"  # MLflow's admin account: only the daemon knows its password (auth.ini, 0600)
+ADMIN = "pai-jupyter-admin"  # MLflow's admin account: its password is in root's mlflow-secrets.json (and auth.ini)
 SERVICE_USER = "_mlflow"  # the platform-side name of the server's own OS account (no platform user has a leading _)
-START_TIMEOUT_S = 180.0  # MLflow's first start makes two SQLite schemas; on a busy 2-core machine that took 33 s
 
 
 def installed() -> str | None:

@@ -1,16 +1,17 @@
 """Every job an MLflow run, with no code change (docs/tracking.md).
 
-At the submission the daemon makes the job's run in its owner's experiment (``pai/<user>``), as MLflow's admin:
-the owner's MLflow account first (a password derived from a secret only the daemon keeps, so nothing is stored),
-the experiment and the owner's MANAGE grant on it, then the run with the job's tags and its ``parameters`` as
-params, in state SCHEDULED. Its tasks get ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID`` and
-the owner's credentials, so ``mlflow.log_*`` and ``mlflow.autolog()`` in unchanged code log into that run. The
-job's states (RUNNING, a retry, its end with the exit code) and what ``pai_jupyter.report()`` sends are written to
-the run in the background, in order, by one worker: a slow or absent tracking server never holds up the event loop
-nor changes a job, and what it refused is logged and recorded as the job's ``TrackingFailed`` event.
+At the submission the daemon makes the job's run in its owner's experiment (``pai/<user>``), as MLflow's admin: the
+owner's MLflow account first (a password derived from a secret only the daemon keeps, so nothing is stored), their
+experiment (made with their credentials: MLflow grants its creator MANAGE on it, and no one else anything), then the
+run with the job's tags and its ``parameters`` as params, in state SCHEDULED. Its tasks get ``MLFLOW_TRACKING_URI``,
+``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID`` and the owner's credentials, so ``mlflow.log_*`` and ``mlflow.autolog()``
+in unchanged code log into that run. The job's states (RUNNING, a retry, its end with the exit code) and what
+``pai_jupyter.report()`` sends are written to the run in the background, in order, by one worker: a slow or absent
+tracking server never holds up the event loop nor changes a job, and what it refused is logged and recorded as the
+job's ``TrackingFailed`` event.
 
-One run per job: a retried attempt goes on in the same run (the curve is not cut; ``pai.attempt`` says which
-attempt is running) rather than a run per attempt.
+One run per job: a retried attempt goes on in the same run (the curve is not cut; ``pai.attempt`` says which attempt
+is running) rather than a run per attempt.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import httpx
 
 from ...protocol import Job
 from ..core.store import JobCore, Store
-from ..core.store.tracking import TrackedRun, run_of, save_run, save_sweep_run, sweep_run
+from ..core.store.tracking import TrackedRun, run_of, save_sweep_run, sweep_run
 from .server import Admin
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -216,10 +217,6 @@ class Tracker:
             await self._call("POST", "runs/delete", {"run_id": run.run_id})
         except (TrackingError, httpx.HTTPError) as exc:
             log.warning("could not delete MLflow run %s of a refused submission: %s", run.run_id, exc)
-
-    def attach(self, job_id: int, run: TrackedRun) -> None:
-        """Record ``run`` as job ``job_id``'s (in the submission's transaction)."""
-        save_run(self.store, job_id, run)
 
     def changed(self, row: JobCore, state: str) -> None:
         """Job ``row`` became ``state`` (as the notifier hears it): the run's status follows, in the background."""
