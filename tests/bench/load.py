@@ -157,9 +157,7 @@ async def _durable_loop(store: Store, root: Path, n: int, slots: int, cgroups: C
                         cwd=td,
                         start_new_session=True,
                     )
-                    for path in cgroup.procs_paths():
-                        with open(path, "w") as f:
-                            f.write(str(proc.pid))
+                    cgroup.enter(proc.pid)
                     assert proc.stdin is not None
                     proc.stdin.close()
             handle = json.dumps({"runtime": "process", "id": str(proc.pid), "info": {"memory": "none"}})

@@ -116,6 +116,11 @@ class TaskCgroup:
     def procs_paths(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
+    def enter(self, pid: int) -> None:
+        """Move process ``pid`` into the task's cgroup(s) (on v1 each move waits for an RCU grace period)."""
+        for path in self.procs_paths():
+            _write(Path(path), str(pid))
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for d in self._current():

@@ -108,9 +108,7 @@ def spawn_shim(shim_path: str, directory: Path, cgroup: TaskCgroup | None, *, re
     shim = WaitingShim(popen, directory, cgroup)
     try:
         if cgroup is not None:
-            for path in cgroup.procs_paths():
-                with open(path, "w") as f:
-                    f.write(str(popen.pid))
+            cgroup.enter(popen.pid)
         if ready:
             assert popen.stdout is not None
             with popen.stdout:

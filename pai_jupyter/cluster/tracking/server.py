@@ -29,7 +29,8 @@ from pathlib import Path
 
 import psutil
 
-from ...common.localserver import free_port
+from ...common.localserver import free_port, serves
+from ..paths import write_private_json
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -74,7 +75,7 @@ class EmbeddedServer:
             return dict(json.loads(path.read_text()))
         except FileNotFoundError:
             made = {name: secrets.token_urlsafe(32) for name in ("admin_password", "flask_key", "users_key")}
-            _write_private(path, json.dumps(made))
+            write_private_json(path, made)
             return made
 
     def admin(self) -> Admin:
@@ -133,11 +134,7 @@ class EmbeddedServer:
             )
         self.url, self.pid = f"http://127.0.0.1:{port}", proc.pid
         started = psutil.Process(proc.pid).create_time()
-        rec = {"url": self.url, "pid": proc.pid, "port": port, "started": started}
-        tmp = self.record.with_suffix(".tmp")
-        tmp.unlink(missing_ok=True)
-        _write_private(tmp, json.dumps(rec))
-        os.replace(tmp, self.record)
+        write_private_json(self.record, {"url": self.url, "pid": proc.pid, "port": port, "started": started})
         log.info(
             "MLflow tracking server starting at %s (pid %d; log %s)", self.url, proc.pid, "local/mlflow-server.log"
         )
@@ -246,13 +243,4 @@ def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]
 
 def _listens(proc: psutil.Process, port: int) -> bool:
     """Does ``proc`` or a process it started listen on ``port`` (MLflow serves from a uvicorn child)?"""
-    for p in [proc, *proc.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in p.net_connections("tcp")):
-                return True
-    return False
-
-
-def _write_private(path: Path, text: str) -> None:
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
-        f.write(text)
+    return any(serves(p.pid, port) for p in [proc, *proc.children(recursive=True)])
