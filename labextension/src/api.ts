@@ -74,6 +74,7 @@ export interface JobDetail {
   totalTaskNumber: number;
   tasks: TaskDetail[];
   metricsUrl: string;
+  mlflowPage: string | null; // the job's MLflow run through this server; null: it has none
   events?: { time?: string; type?: string; reason?: string; message?: string }[];
   eventsMessage?: string;
 }
@@ -336,4 +337,11 @@ export function getCapacity(): Promise<Capacity> {
 export interface JobNotification {
   id: string;
   states: string[];
+}
+
+/** MLflow's compare view of these jobs' runs (server/mlflow_proxy.py): its page through this server, and the jobs
+ *  left out for having no run. */
+export function compareInMlflow(jobs: string[]): Promise<{ url: string; without: string[] }> {
+  const query = jobs.map(j => `job=${encodeURIComponent(j)}`).join('&');
+  return request(`api/mlflow/compare?${query}`);
 }

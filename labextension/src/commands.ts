@@ -14,7 +14,9 @@ export const CommandIDs = {
   runNotebook: 'pai:run-notebook',
   openExecutedNotebook: 'pai:open-executed-notebook',
   showQueue: 'pai:show-queue',
-  showSweeps: 'pai:show-sweeps'
+  showSweeps: 'pai:show-sweeps',
+  openMlflow: 'pai:open-mlflow',
+  compareInMlflow: 'pai:compare-in-mlflow'
 } as const;
 
 export type CommandID = (typeof CommandIDs)[keyof typeof CommandIDs];

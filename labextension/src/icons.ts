@@ -54,3 +54,11 @@ export const sweepIcon = new LabIcon({
       '<circle cx="15" cy="5" r="2"/><circle cx="12" cy="13" r="3"/>'
   )
 });
+
+/** The MLflow tab: a run's rising curve. */
+export const mlflowIcon = new LabIcon({
+  name: 'pai-jupyter:mlflow',
+  svgstr: svg(
+    '<path d="M3 19h18v2H3zM4 16.5 9 11l3.5 3L19 6.5 20.5 8 12.7 17 9.1 13.9 5.5 17.9z"/>'
+  )
+});

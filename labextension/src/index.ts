@@ -13,6 +13,7 @@ import { paiIcon } from './icons';
 import { registerFileCommands } from './plugin/files';
 import { registerForm } from './plugin/form';
 import { registerJobPages } from './plugin/jobpages';
+import { registerMlflow } from './plugin/mlflow';
 import { registerSettings } from './plugin/settings';
 import { registerSidebar } from './plugin/sidebar';
 import { registerStatus } from './plugin/status';
@@ -55,6 +56,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     registerFileCommands(app, browsers, panel, openJob);
     registerQueueView(app, panel, paiIcon, palette);
     registerSweeps(app, panel, palette, launcher);
+    registerMlflow(app, palette, launcher);
     registerStatus(app, panel, statusBar, openJob);
     registerSettings(PLUGIN_ID, panel, settings);
     void panel.refresh();

@@ -6,7 +6,7 @@ import { Widget } from '@lumino/widgets';
 import { CommandRegistry } from '@lumino/commands';
 import { getConfig, getJob, getLogTail, fullLogUrl, JobDetail, TaskDetail } from './api';
 import { copyIcon, editIcon, refreshIcon, stopIcon } from '@jupyterlab/ui-components';
-import { serviceIcon } from './icons';
+import { mlflowIcon, serviceIcon } from './icons';
 import { button, BUTTON_CLASS, el, section, toolButton } from './dom';
 import { selectBox } from './selectbox';
 import { duration, emptyLog, rowTitle, when } from './format';
@@ -53,6 +53,15 @@ export class JobPage extends Widget {
         () => void this.commands.execute(CommandIDs.newJob, { from: jobId })
       )
     );
+    this.mlflowButton = toolButton(
+      'MLflow run',
+      "Open this job's MLflow run",
+      mlflowIcon,
+      () =>
+        void this.commands.execute(CommandIDs.openMlflow, { url: this.current?.mlflowPage ?? '' })
+    );
+    this.mlflowButton.hidden = true; // shown once the job's detail names its run
+    bar.append(this.mlflowButton);
     addNotebookButton(jobId, commands, bar); // a notebook job: its executed notebook
     this.summary = section('Summary', 'pai-Summary');
     this.tasks = section('Tasks', 'pai-Tasks');
@@ -113,6 +122,7 @@ export class JobPage extends Widget {
       this.current = detail;
       this.error.textContent = '';
       this.stopButton.disabled = detail.final;
+      this.mlflowButton.hidden = !detail.mlflowPage;
       this.stopButton.title = detail.final
         ? `The job has ended (${detail.state})`
         : 'Stop this job';
@@ -405,6 +415,7 @@ export class JobPage extends Widget {
   private logLoaded = false;
   private stick = true;
   private readonly stopButton: HTMLButtonElement;
+  private readonly mlflowButton: HTMLButtonElement;
   private readonly charts: JobMetrics;
   private readonly tools: JobTools;
   private readonly error = el('p', 'pai-Error');

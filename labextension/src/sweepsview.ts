@@ -149,7 +149,15 @@ export class SweepsView extends Widget {
       return tr;
     });
     table.replaceChildren(head, ...rows);
-    this.detail.replaceChildren(title, about, table);
+    const jobs = sweep.trials.map(t => t.job).filter(Boolean);
+    const compare = button(
+      'Compare in MLflow',
+      `Compare the runs of the ${jobs.length} trials of ${sweep.name} in MLflow`,
+      () => void this.commands.execute(CommandIDs.compareInMlflow, { jobs })
+    );
+    compare.classList.add('pai-CompareTrials');
+    compare.hidden = jobs.length < 2;
+    this.detail.replaceChildren(title, about, compare, table);
   }
 
   private readonly statusNode: HTMLElement;

@@ -186,6 +186,8 @@ class JobStatus(JobSummary):
     app_exit_trigger_task_role_name: str | None = Field(None, alias="appExitTriggerTaskRoleName")
     app_exit_trigger_task_index: int | None = Field(None, alias="appExitTriggerTaskIndex")
     waiting_reason: str | None = Field(None, alias="waitingReason")
+    mlflow_run_id: str | None = Field(None, alias="mlflowRunId")  # the job's MLflow run (embedded cluster)
+    mlflow_experiment_id: str | None = Field(None, alias="mlflowExperimentId")
 
 
 class JobDetail(_Api):

@@ -36,6 +36,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
     from .lab_sweeps import route_specs as lab_sweeps_routes
     from .lab_tools import route_specs as lab_tools_routes
     from .metrics import MetricsSocket
+    from .mlflow_proxy import route_specs as mlflow_routes
     from .notebookjobs import route_specs as notebook_job_routes
     from .proxy import SERVICE_RE, PaiNotFound, ServiceProxyHandler
     from .sandboxed import SANDBOXED_RE, SandboxedProxyHandler
@@ -61,6 +62,7 @@ def routes(base_url: str, registry: Any) -> list[tuple[str, type, dict[str, Any]
         *lab_profiles_routes(pai, args),
         *lab_queue_routes(pai, args),
         *lab_sweeps_routes(pai, args),
+        *mlflow_routes(pai, args),
         (pai + "/jobs/" + TERMINAL_RE, TaskTerminalHandler, args),  # web SSH on a remote OpenPAI
         *terminal_page_routes(pai, args),
         novnc_route,

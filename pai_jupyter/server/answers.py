@@ -98,6 +98,7 @@ class JobDetail(TypedDict):
     totalTaskNumber: int
     tasks: list[TaskDetail]
     metricsUrl: str
+    mlflowPage: str | None  # the job's MLflow run in the UI through this server; null: the job has none
     events: NotRequired[list[Event]]
     eventsMessage: NotRequired[str]
 

@@ -25,6 +25,7 @@ from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
 from .ended_tensorboard import local_logdir
 from .lab_base import LabHandler
 from .lab_form import placed
+from .mlflow_proxy import run_page
 
 STREAMS = ("all", "stdout", "stderr")
 
@@ -94,6 +95,7 @@ def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | Non
         "totalTaskNumber": s.total_task_number,
         "tasks": tasks,
         "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
+        "mlflowPage": run_page(base_url, s.mlflow_experiment_id, s.mlflow_run_id),
     }
 
 

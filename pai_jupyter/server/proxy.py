@@ -137,13 +137,23 @@ class ServiceProxyHandler(TaskProxyBase):
 
     target: Target | None = None
     route_re = SERVICE_RE
+    under = "/pai/jobs/"  # where route_re starts below base_url
     cap: str | None = None  # the capability in the path (SandboxedProxyHandler)
+
+    def raw_match(self, route_re: str) -> re.Match[str] | None:
+        """``route_re`` matched against the request's path as it came (its own percent-escapes kept)."""
+        return re.match(re.escape(self.base_url.rstrip("/")) + self.under + route_re, self.request.path)
+
+    async def capability_route(self) -> str:
+        """What a capability for this request is bound to (``sandbox.route``)."""
+        kw = self.path_kwargs
+        return sandbox.route(kw, await self.registry.stamp(kw["user"], kw["name"]))
 
     async def _resolve(self, user: str, name: str, role: str, index: str, service: str, rest: str | None) -> str:
         """Find the service (404/409/503 before any upgrade) and return the path to ask it for."""
         self.key, target = await self.registry.resolve(user, name, role, int(index), service)
         self.target = target
-        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + self.route_re, self.request.path)
+        raw = self.raw_match(self.route_re)
         raw_rest = raw.group("rest") if raw else rest
         self.proxy_base = self.request.path[len(self.base_url) : len(self.request.path) - len(raw_rest or "")]
         self.absolute_url = target.base_path != "/"
@@ -250,14 +260,13 @@ class ServiceProxyHandler(TaskProxyBase):
         capability, so that the page's own requests, which carry no cookie, are let through."""
         if self.cap or self.request.headers.get("Sec-Fetch-Mode") != "navigate":
             return False
-        raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SERVICE_RE, self.request.path)
+        raw = self.raw_match(self.route_re)
         if raw is None or raw.group("rest") is None:
             return False  # .../tensorboard: to .../tensorboard/ first (_forward)
         path, at = self.request.path, raw.start("rest")
         query = without_token(self.request.query)  # the page can read its URL: not this server's token
         query = f"?{query}" if query else ""
-        kw = self.path_kwargs
-        route = sandbox.route(kw, await self.registry.stamp(kw["user"], kw["name"]))
+        route = await self.capability_route()
         self.redirect(f"{path[:at]}/~{sandbox.issue(route)}{path[at:]}{query}")
         return True
 

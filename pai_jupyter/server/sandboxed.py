@@ -44,7 +44,7 @@ class SandboxedProxyHandler(ServiceProxyHandler):
         if self._finished:
             return
         kw = self.path_kwargs
-        route = sandbox.route(kw, await self.registry.stamp(kw["user"], kw["name"]))
+        route = await self.capability_route()
         if sandbox.valid(route, kw["cap"]):
             self.cap = kw["cap"]
             return
@@ -53,7 +53,7 @@ class SandboxedProxyHandler(ServiceProxyHandler):
             and self.request.method == "GET"
             and self.request.headers.get("Sec-Fetch-Mode") == "navigate"
         ):  # expired, or issued before this server restarted: a fresh one
-            raw = re.match(re.escape(self.base_url.rstrip("/")) + "/pai/jobs/" + SANDBOXED_RE, self.request.path)
+            raw = self.raw_match(self.route_re)
             rest = raw.group("rest") if raw and raw.group("rest") else "/"
             query = without_token(self.request.query)
             query = f"?{query}" if query else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import textwrap
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 import psutil
@@ -31,7 +33,9 @@ from pai_jupyter.common.home import read_runtime
 from pai_jupyter.sweep import Sweep
 from tests.polling import wait_for
 
+from .browser import lab_page, run_from_palette
 from .conftest import Api, kill_leftovers, start_daemon
+from .jupyter_fixture import JupyterServer, start_jupyter
 
 pytestmark = pytest.mark.slow
 
@@ -378,3 +382,101 @@ def test_a_sweep_is_a_parent_run_whose_best_child_is_the_sweeps_best_trial(env: 
     assert children[0].info.run_name == best["job"].split("~", 1)[1]
     assert children[0].data.params["x"] == str(best["params"]["x"])
     assert [m.step for m in client.get_metric_history(children[0].info.run_id, "loss")] == [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def alice_home(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PAI_JUPYTER_HOME whose profile ``alice`` is Alice's on the test's cluster."""
+    home = tmp_path_factory.mktemp("alice") / "pai-home"
+    upsert_profile(Profile(name="alice", url=env.api.url, username="alice", token=env.alice.token), home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def alice_lab(alice_home: Path) -> Iterator[JupyterServer]:
+    """Alice's Jupyter server (JupyterLab's pages on) with the extension, on her own profile."""
+    server = start_jupyter(alice_home.parent / "jupyter", alice_home, {"profile": "alice"}, lab=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def alice_page(alice_lab: JupyterServer, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from lab_page(browser, alice_lab, request)
+
+
+def test_the_mlflow_ui_opens_through_the_extension_sandboxed_with_the_users_own_runs(
+    env: Env, alice_lab: JupyterServer
+) -> None:
+    """``pai/mlflow/``: a navigation signed in to Jupyter goes to the UI under a capability; served sandboxed, with
+    MLflow's own page; its API calls carry Alice's credentials (added by the extension, never the browser's) and
+    answer her runs, not Bob's; without the login or the capability nothing is served; the job page links the run."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    for user, api in (("alice", env.alice), ("bob", env.bob)):
+        api.submit_ok(job("ui-run", script))
+        assert api.wait(f"{user}~ui-run", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    alices, bobs = run_of(env, "alice", "ui-run"), run_of(env, "bob", "ui-run")
+    http = alice_lab.http()
+    detail = http.get("pai/api/jobs/alice~ui-run").json()
+    experiment = client_as(env, "alice").get_run(alices).info.experiment_id
+    assert detail["mlflowPage"].endswith(f"/pai/mlflow/#/experiments/{experiment}/runs/{alices}"), detail
+    nav = {"Sec-Fetch-Mode": "navigate", "Accept": "text/html"}
+    to_cap = http.get("pai/mlflow/", headers=nav)
+    assert to_cap.status_code == 302, to_cap.text[:300]
+    page_url = to_cap.headers["Location"]
+    assert "/pai/mlflow/~" in page_url
+    anonymous = httpx.Client(base_url=alice_lab.url, timeout=60)  # the sandboxed page's own requests: no login
+    page = anonymous.get(page_url)
+    assert page.status_code == 200 and "<title>MLflow</title>" in page.text, page.text[:300]
+    assert page.headers["Content-Security-Policy"].startswith("sandbox") and "~pai-sandbox.js" in page.text
+    path = urlsplit(page_url).path.rstrip("/") + "/ajax-api/2.0/mlflow/runs/search"
+    found = anonymous.post(path, json={"experiment_ids": [experiment]})
+    assert found.status_code == 200, found.text[:300]
+    assert alices in {r["info"]["run_id"] for r in found.json().get("runs", [])}
+    bob_experiment = client_as(env, "bob").get_run(bobs).info.experiment_id
+    theirs = anonymous.post(path, json={"experiment_ids": [bob_experiment]})  # MLflow filters what it may not show
+    assert theirs.status_code == 200 and not theirs.json().get("runs"), theirs.text[:300]
+    get_run = path.replace("runs/search", "runs/get")
+    assert anonymous.get(get_run, params={"run_id": bobs}).status_code == 403
+    assert anonymous.get(get_run, params={"run_id": alices}).status_code == 200
+    forged = re.sub(r"\.[0-9a-f]{32}/", "." + "0" * 32 + "/", urlsplit(page_url).path)
+    assert forged != urlsplit(page_url).path and anonymous.get(forged).status_code == 403
+    bare = urlsplit(alice_lab.url).path + "pai/mlflow/ajax-api/2.0/mlflow/experiments/search"
+    assert anonymous.get(bare).status_code in (302, 403)  # not signed in: Jupyter's login, never MLflow
+    compared = http.get("pai/api/mlflow/compare", params=[("job", "alice~ui-run"), ("job", "alice~fit")])
+    assert compared.status_code == 200, compared.text
+    assert "compare-runs?runs=" in compared.json()["url"] and alices in unquote(compared.json()["url"])
+    assert http.get("pai/api/mlflow/compare", params=[("job", "bob~ui-run")]).status_code == 404
+
+
+def test_the_lab_opens_a_jobs_run_and_compares_a_sweeps_trials_in_its_mlflow_tab(
+    env: Env, alice_home: Path, alice_page: Any
+) -> None:
+    """In Alice's Lab: the job page's "MLflow run" opens the MLflow tab on that run; the Sweeps page's "Compare in
+    MLflow" opens MLflow's compare view of the sweep's two trials."""
+    template = job_of("pair", f"{PYTHON} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps 2")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAI_JUPYTER_HOME", str(alice_home))
+        sweep = Sweep("pair", template, {"x": [0.1, 0.7], "lr": [0.01]}, profile="alice", poll=0.05)
+        sweep.run(timeout=240)
+    assert sweep.status == "done"
+    page = alice_page
+    row = page.locator("#pai-jobs-panel .pai-JobRow").filter(has=page.locator(".pai-JobRow-name", has_text="pair-0000"))
+    row.click(timeout=60_000)  # (once the sidebar's refresh lists it)
+    button = page.get_by_role("button", name="Open this job's MLflow run")
+    button.wait_for(state="visible", timeout=30_000)
+    button.click()
+    frame = page.frame_locator("#pai-mlflow iframe")
+    frame.get_by_text("pair-0000").first.wait_for(state="visible", timeout=90_000)  # the run's page
+    run_from_palette(page, "PAI sweeps", ".pai-SweepsView")
+    view = page.locator(".pai-SweepsView")
+    view.locator(".pai-SweepName", has_text="pair").first.click()
+    view.locator(".pai-TrialRow").nth(1).wait_for(state="visible", timeout=30_000)
+    view.locator(".pai-CompareTrials").click()
+    compared = page.frame_locator("#pai-mlflow iframe")
+    for trial in ("pair-0000", "pair-0001"):
+        compared.get_by_text(trial).first.wait_for(state="visible", timeout=90_000)
+    assert "compare-runs" in page.locator("#pai-mlflow iframe").get_attribute("src")

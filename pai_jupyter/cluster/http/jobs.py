@@ -23,6 +23,7 @@ from ..core.errors import (
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
 )
+from ..core.store.tracking import run_of
 from ..task.estimator import OUTPUTS
 from . import views
 from .base import JOB, Base, Route
@@ -113,6 +114,9 @@ class JobDetail(Base):
         layout = self.cluster.layout(row, job)
         if layout is not None:
             body["jobStatus"]["outputDirs"] = {o: str(layout.output(o)) for o in OUTPUTS}
+        run = run_of(self.cluster.store, row["id"])
+        if run is not None:  # the job's MLflow run (docs/tracking.md)
+            body["jobStatus"].update(mlflowRunId=run.run_id, mlflowExperimentId=run.experiment_id)
         self.write_json(body)
 
     def delete(self, user: str, name: str) -> None:
