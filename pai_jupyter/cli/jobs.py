@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,6 +15,7 @@ import click
 if TYPE_CHECKING:
     from ..client import Client, JobDetail
 from ..common.format import duration
+from ..common.origin import gather
 from ..common.states import JobState
 from .common import (
     EXIT_BAD_INPUT,
@@ -77,7 +79,8 @@ def submit(file: str, wait: bool, follow: bool, params: tuple[str, ...], name: s
     """Submit a job FILE (v2 YAML or v1 JSON; - reads stdin) and print its id."""
     text = sys.stdin.read() if file == "-" else click.open_file(file, encoding="utf-8").read()
     client = client_for(profile)
-    job_id = client.submit(text, name=name, params=_params(params) or None)
+    origin = gather("cli", code=Path(file).resolve().parent if file != "-" else Path.cwd())
+    job_id = client.submit(text, name=name, params=_params(params) or None, origin=origin)
     with _keeps_running(job_id):  # from the moment the id is out: Ctrl-C then may come at any point
         click.echo(job_id)
         from ..protocol.containerpaths import submit_notes

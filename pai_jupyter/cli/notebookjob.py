@@ -54,6 +54,7 @@ def run_notebook(
 ) -> None:
     """Run NOTEBOOK as a job with papermill and print the job's id; the executed notebook is written to the
     job's output after each cell (open it in Lab from the job page, or read it with ``pai status``)."""
+    from ..common.origin import gather
     from ..protocol.notebookjob import notebook_job
 
     path = Path(notebook).resolve()
@@ -83,7 +84,7 @@ def run_notebook(
             err=True,
         )
         raise SystemExit(EXIT_BAD_INPUT)
-    job_id = client.submit(job)
+    job_id = client.submit(job, origin=gather("notebook", notebook=str(path), code=folder))
     click.echo(job_id)
     if wait:
         with _keeps_running(job_id):

@@ -105,9 +105,14 @@ class AsyncClient(Calls):
         return await self._drive(self._locality())
 
     async def submit(
-        self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None
+        self,
+        job: Job | str | Path,
+        *,
+        name: str | None = None,
+        params: dict[str, Any] | None = None,
+        origin: dict[str, Any] | None = None,
     ) -> str:
-        return await self._drive(self._submit(job, name=name, params=params))
+        return await self._drive(self._submit(job, name=name, params=params, origin=origin))
 
     async def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
         return await self._drive(self._list_jobs(**kw))

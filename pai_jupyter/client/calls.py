@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, TypeAlias, TypedDict
 from urllib.parse import parse_qs, quote, urlsplit
 
+from ..common.origin import HEADER as ORIGIN_HEADER
+from ..common.origin import encode as encode_origin
 from ..protocol import Job, JobValidationError, load_document
 from ..protocol.edit import rename_text, with_parameters
 from ..protocol.load import withholds_secrets
@@ -128,7 +130,12 @@ class Calls(ClientBase):
         return found.embedded
 
     def _submit(
-        self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None
+        self,
+        job: Job | str | Path,
+        *,
+        name: str | None = None,
+        params: dict[str, Any] | None = None,
+        origin: dict[str, Any] | None = None,
     ) -> Op[str]:
         text, fmt, job_name = as_job_text(job, name=name, params=params)
         local = yield from self._is_local_server()
@@ -136,9 +143,10 @@ class Calls(ClientBase):
             text, ctype = Job.from_text(text).to_yaml(), "text/yaml"
         else:
             ctype = "application/json" if text.lstrip().startswith("{") else "text/yaml"
-        resp = yield Req(
-            "POST", "/api/v2/jobs", content=text.encode("utf-8"), headers={"Content-Type": ctype}, idempotent=False
-        )
+        headers = {"Content-Type": ctype}
+        if origin and local:  # (beside the document, which stays as written: common/origin.py)
+            headers[ORIGIN_HEADER] = encode_origin(origin)
+        resp = yield Req("POST", "/api/v2/jobs", content=text.encode("utf-8"), headers=headers, idempotent=False)
         body = json_object(resp) if resp.content else {}
         return f"{body.get('username') or self.username}~{body.get('name') or job_name}"
 

@@ -106,9 +106,17 @@ class Client(Calls):
         """Whether the server is an embedded cluster and whether it is this machine's (see ``client.locality``)."""
         return self._drive(self._locality())
 
-    def submit(self, job: Job | str | Path, *, name: str | None = None, params: dict[str, Any] | None = None) -> str:
-        """Submit a Job, v2 YAML / v1 JSON text, or a file path; returns the job id ``user~name``."""
-        return self._drive(self._submit(job, name=name, params=params))
+    def submit(
+        self,
+        job: Job | str | Path,
+        *,
+        name: str | None = None,
+        params: dict[str, Any] | None = None,
+        origin: dict[str, Any] | None = None,
+    ) -> str:
+        """Submit a Job, v2 YAML / v1 JSON text, or a file path; returns the job id ``user~name``. ``origin``
+        (``common.origin.gather``): where it came from, for its MLflow run's tags."""
+        return self._drive(self._submit(job, name=name, params=params, origin=origin))
 
     def list_jobs(self, **kw: Unpack[ListArgs]) -> JobList:
         """Jobs as a JobList (``state``, ``user``, ``all_users``, ``keyword``, ``limit``, ``order``)."""

@@ -362,7 +362,12 @@ class JobForm(DocumentFields, W.VBox):
         self._hide_confirm()
         try:
             client = self._client(self.profile.value)
-            self.job_id = client.submit(self.to_json())
+            from pathlib import Path
+
+            from ..common.origin import gather, kernel_notebook
+
+            origin = gather("form", notebook=kernel_notebook(), code=Path.cwd())
+            self.job_id = client.submit(self.to_json(), origin=origin)
         except PaiError as exc:
             problems = [(p.get("path", ""), p.get("message", "")) for p in getattr(exc, "problems", [])]
             if not problems:  # a refusal without a path: beside the field it is about where there is one

@@ -112,7 +112,14 @@ class PaiMagics(Magics):
         client = self.client(args.profile)
         with deferred_interrupt() as held:
             try:
-                job_id = client.submit(text, name=args.name, params=params or None)
+                from pathlib import Path
+
+                from ..common.origin import gather, kernel_notebook
+
+                origin = gather(
+                    "magic", notebook=kernel_notebook(), cell=f"%%pai_submit {line}\n{cell}", code=Path.cwd()
+                )
+                job_id = client.submit(text, name=args.name, params=params or None, origin=origin)
             except Exception as exc:
                 self.last_failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise

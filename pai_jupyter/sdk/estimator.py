@@ -18,6 +18,7 @@ from typing import Any
 
 from ..client import Client, JobDetail
 from ..client.profiles import LOCAL
+from ..common.origin import gather, kernel_notebook
 from ..common.states import JobState
 from ..protocol import Job, Prerequisite, TaskRole
 from ..protocol.model import DEFAULT_IMAGE_PREREQ
@@ -159,7 +160,8 @@ class Estimator:
     ) -> JobDetail | str:
         """Submit the job; with ``wait`` block until it ends (streaming logs with ``logs``) and return its detail."""
         job = self.build_job(inputs, job_name)
-        self.job = self.client.submit(job)
+        code = self.source_dir or Path.cwd()
+        self.job = self.client.submit(job, origin=gather("sdk", notebook=kernel_notebook(), code=code))
         if not wait:
             return self.job
         if logs:

@@ -25,6 +25,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
 from ..common import safeio
+from ..common.origin import gather
 from ..protocol import job_from_text
 from ..protocol.notebookjob import NOTEBOOK_KEY, notebook_job
 from .common import JOB_RE, PaiHTTPError
@@ -141,7 +142,8 @@ class NotebookJobHandler(LabHandler):
             job = notebook_job(path.name, str(path.parent), parameters)
         except ValueError as exc:
             raise PaiHTTPError(400, str(exc), code="BadRequest") from None
-        job_id = await self.call(f"submit of {path.name}", self.client.submit(job))
+        origin = gather("notebook", notebook=body["path"].lstrip("/"), code=path.parent)  # (the user's own folder)
+        job_id = await self.call(f"submit of {path.name}", self.client.submit(job, origin=origin))
         self.send({"id": job_id}, status=202)
 
 

@@ -4,11 +4,14 @@ platform made, and another user's credentials are refused by MLflow itself."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shlex
 import signal
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +38,7 @@ from tests.polling import wait_for
 
 from .browser import lab_page, run_from_palette
 from .conftest import Api, kill_leftovers, start_daemon
-from .jupyter_fixture import JupyterServer, start_jupyter
+from .jupyter_fixture import JupyterServer, start_jupyter, write_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -480,3 +483,81 @@ def test_the_lab_opens_a_jobs_run_and_compares_a_sweeps_trials_in_its_mlflow_tab
     for trial in ("pair-0000", "pair-0001"):
         compared.get_by_text(trial).first.wait_for(state="visible", timeout=90_000)
     assert "compare-runs" in page.locator("#pai-mlflow iframe").get_attribute("src")
+
+
+def git_repo(folder: Path) -> str:
+    """``folder`` as a git repository with one commit (a tracked file and a uv.lock), then a tracked file changed;
+    the commit's id."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.py").write_text("print('v1')\n")
+    (folder / "uv.lock").write_text("version = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(folder)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run([*git, *args], check=True)
+    (folder / "train.py").write_text("print('v2')\n")  # dirty
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_pai_submit_cells_run_names_its_notebook_cell_commit_and_lock(
+    env: Env, alice_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``%%pai_submit`` in a notebook's kernel: the run says which notebook and cell submitted it (MLflow's source
+    and note too), the commit of the notebook's repository and that it had changes, and the lock file's hash."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from pai_jupyter.notebook.magics import PaiMagics
+
+    repo = tmp_path / "repo"
+    commit = git_repo(repo)
+    notebook = str(repo / "explore.ipynb")
+    monkeypatch.setenv("PAI_JUPYTER_HOME", str(alice_home))
+    monkeypatch.setenv("JPY_SESSION_NAME", notebook)  # what Jupyter gives a notebook's kernel
+    monkeypatch.chdir(repo)
+    shell = InteractiveShell.instance()
+    magics = PaiMagics(shell)
+    shell.register_magics(magics)
+    cell = job("from-cell", "import os\nprint('RUN', os.environ['MLFLOW_RUN_ID'], flush=True)")
+    try:
+        with capture_output() as out:
+            shell.run_cell_magic("pai_submit", "--profile alice", cell)
+    finally:
+        magics.close()
+    assert "alice~from-cell" in str([o.data for o in out.outputs]), out.stdout + out.stderr
+    assert env.alice.wait("alice~from-cell", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    tags = client_as(env, "alice").get_run(run_of(env, "alice", "from-cell")).data.tags
+    assert tags["pai.submittedVia"] == "magic" and tags["pai.notebook"] == notebook
+    assert tags["mlflow.source.name"] == notebook and tags["mlflow.source.type"] == "NOTEBOOK"
+    assert tags["pai.cell"].startswith("%%pai_submit --profile alice\n") and "from-cell" in tags["pai.cell"]
+    assert "%%pai_submit" in tags["mlflow.note.content"]
+    assert tags["mlflow.source.git.commit"] == commit and tags["pai.git.dirty"] == "true"
+    lock = hashlib.sha256((repo / "uv.lock").read_bytes()).hexdigest()
+    assert tags["pai.envLock"] == f"uv.lock:sha256:{lock}"
+
+
+def test_a_notebook_job_is_a_run_with_its_notebook_parameters_and_commit(env: Env, tmp_path: Path) -> None:
+    """``pai run-notebook`` (the cluster's owner: the notebook's folder travels with the job): the run names the
+    notebook, has its papermill parameters as params and its repository's commit."""
+    repo = tmp_path / "nbrepo"
+    commit = git_repo(repo)
+    import nbformat
+
+    parameters = nbformat.v4.new_code_cell("lr = 0.01")
+    parameters.metadata["tags"] = ["parameters"]
+    write_notebook(repo / "train.ipynb", parameters, "print('lr', lr)")
+    pai = [sys.executable, "-m", "pai_jupyter.cli"]
+    out = subprocess.run(
+        [*pai, "run-notebook", str(repo / "train.ipynb"), "-p", "lr", "0.2", "--name", "nb-run"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PAI_JUPYTER_HOME": str(env.home)},
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    owner = out.stdout.strip().split("~")[0]
+    assert env.api.wait(f"{owner}~nb-run", timeout=180)["jobStatus"]["state"] in ("SUCCEEDED", "FAILED")
+    run_id = env.api.http.get(f"/api/v2/jobs/{owner}~nb-run").json()["jobStatus"]["mlflowRunId"]
+    run = client_as(env, owner).get_run(run_id)
+    assert run.data.tags["pai.submittedVia"] == "notebook" and run.data.tags["pai.notebook"].endswith("train.ipynb")
+    assert run.data.tags["mlflow.source.git.commit"] == commit
+    assert run.data.params["lr"] == "0.2"

@@ -206,9 +206,10 @@ class Submitter:
     def __init__(self, error: Exception | None = None):
         self.error, self.sent = error, []
 
-    def submit(self, text: str) -> str:
+    def submit(self, text: str, origin: dict[str, object] | None = None) -> str:
         if self.error:
             raise self.error
+        assert origin is not None and origin["via"] == "form"
         self.sent.append(text)
         return "me~" + json.loads(text)["jobName"]
 

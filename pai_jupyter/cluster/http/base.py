@@ -11,6 +11,8 @@ from typing import Any
 import tornado.httputil
 import tornado.web
 
+from ...common.origin import HEADER as ORIGIN_HEADER
+from ...common.origin import decode as decode_origin
 from ...protocol import Job
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
 from ..core.hub import HubLink
@@ -134,7 +136,8 @@ class Base(tornado.web.RequestHandler):
         """Submit ``job`` as this user, with its MLflow run made first where tracking is on (a run whose
         submission is then refused is deleted)."""
         tracker = self.cluster.state.tracker
-        run = await tracker.open_run(self.user["name"], job) if tracker is not None else None
+        origin = decode_origin(self.request.headers.get(ORIGIN_HEADER))  # where it came from: the run's tags
+        run = await tracker.open_run(self.user["name"], job, origin) if tracker is not None else None
         try:
             return self.cluster.submit(self.user["name"], body, admin=self.is_admin, job=job, run=run)
         except Exception:

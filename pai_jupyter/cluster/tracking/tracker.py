@@ -29,13 +29,13 @@ import httpx
 from ...protocol import Job
 from ..core.store import JobCore, Store
 from ..core.store.tracking import TrackedRun, run_of, save_sweep_run, sweep_run
+from .runinfo import param_value, run_params, run_tags
 from .server import Admin
 
 log = logging.getLogger("pai_jupyter.cluster")
 TIMEOUT_S = 10.0
 SUBMIT_WAIT_S = 15.0  # how long a submission waits for a server still starting (a client gives up after 30 s)
 END_STATUS = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "STOPPED": "KILLED"}
-MAX_PARAM = 6000  # MLflow's limit on a param's value (characters)
 QUEUE_BOUND = 10_000  # updates waiting for the server; past it the oldest are dropped (and said so in the log)
 
 
@@ -173,21 +173,23 @@ class Tracker:
         return str(found["experiment_id"])
 
     # ---- runs -------------------------------------------------------------------------------------------------
-    async def open_run(self, user: str, job: Job, wait_s: float = SUBMIT_WAIT_S) -> TrackedRun | str:
+    async def open_run(
+        self, user: str, job: Job, origin: dict[str, Any] | None = None, wait_s: float = SUBMIT_WAIT_S
+    ) -> TrackedRun | str:
         """The new job's run (SCHEDULED), or why the server could not make it (the job is submitted without one
-        rather than refused, and its events say why)."""
+        rather than refused, and its events say why). ``origin``: where the job came from (``common/origin.py``)."""
         if not await self.wait_ready(wait_s):
             why = f"the MLflow server did not answer within {wait_s:.0f} s (starting? see local/mlflow-server.log)"
             log.warning("job %s~%s has no MLflow run: %s", user, job.name, why)
             return why
         try:
-            return await self._new_run(user, job)
+            return await self._new_run(user, job, origin or {})
         except (TrackingError, httpx.HTTPError, KeyError) as exc:
             log.warning("job %s~%s has no MLflow run: %s", user, job.name, exc)
             return f"the MLflow server did not make it: {exc}"
 
-    async def _new_run(self, user: str, job: Job) -> TrackedRun:
-        tags = [{"key": k, "value": v} for k, v in run_tags(user, job).items()]
+    async def _new_run(self, user: str, job: Job, origin: dict[str, Any]) -> TrackedRun:
+        tags = [{"key": k, "value": v} for k, v in run_tags(user, job, origin).items()]
         for again in (False, True):
             experiment = await self.experiment_of(user)
             body = {
@@ -205,7 +207,7 @@ class Tracker:
                     raise
                 self._users.pop(user, None)  # the user deleted their experiment meanwhile: look it up again
         run_id = str(made["run"]["info"]["run_id"])
-        params = [{"key": str(k)[:250], "value": _param(v)} for k, v in job.parameters.items()]
+        params = [{"key": str(k)[:250], "value": param_value(v)} for k, v in run_params(job).items()]
         if params:
             await self._call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
         await self._call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
@@ -349,27 +351,6 @@ class TrackingError(RuntimeError):
     def __init__(self, status: int, code: str, text: str) -> None:
         super().__init__(f"MLflow answered {status} {code}: {text}")
         self.status, self.code = status, code
-
-
-def run_tags(user: str, job: Job) -> dict[str, str]:
-    """The tags the platform gives a job's run: who, which job, where, with what image."""
-    tags = {
-        "mlflow.user": user,
-        "mlflow.runName": job.name,
-        "mlflow.source.type": "JOB",
-        "mlflow.source.name": f"{user}~{job.name}",
-        "pai.user": user,
-        "pai.job": f"{user}~{job.name}",
-        "pai.virtualCluster": job.virtual_cluster,
-    }
-    image = job.image
-    if image:
-        tags["pai.image"] = image
-    return tags
-
-
-def _param(value: Any) -> str:
-    return str(value)[:MAX_PARAM]
 
 
 def _error_code(r: httpx.Response) -> str:
