@@ -43,6 +43,8 @@ from .paths import (
 from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
 from .tracking.server import SERVICE_USER, EmbeddedServer, installed
+from .tracking.system import SystemMetrics
+from .tracking.system import interval as system_interval
 from .tracking.tracker import Tracker, TrackingConfig
 
 if TYPE_CHECKING:
@@ -261,6 +263,8 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
+    system = SystemMetrics(cluster) if mlflow is not None and (every := system_interval()) else None
+
     async def tick() -> None:
         seconds = 0
         while True:
@@ -275,6 +279,8 @@ async def serve(args: argparse.Namespace) -> None:
                     cluster.space.keep_reserve()  # space came back: hold a reserve again
                 if mlflow is not None and seconds % 5 == 0 and not mlflow.alive():
                     await restart_tracking(cluster, mlflow, about, home)
+                if system is not None and seconds % every == 0:
+                    system.start()
                 if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
                     await idle_gpus.check()
                 hub.tick()

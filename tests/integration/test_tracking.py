@@ -63,6 +63,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     home = tmp_path_factory.mktemp("tracking") / "pai-home"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)  # the daemon's: its MLflow server runs from there
+        mp.setenv("PAI_JUPYTER_MLFLOW_SYSTEM_SECONDS", "1")  # (10 by default: a test job is over sooner)
         api = start_daemon(home, extra_args=["--mlflow", "on"])
         info = read_runtime(home)
         assert info is not None and info.get("mlflow"), info
@@ -561,3 +562,42 @@ def test_a_notebook_job_is_a_run_with_its_notebook_parameters_and_commit(env: En
     assert run.data.tags["pai.submittedVia"] == "notebook" and run.data.tags["pai.notebook"].endswith("train.ipynb")
     assert run.data.tags["mlflow.source.git.commit"] == commit
     assert run.data.params["lr"] == "0.2"
+
+
+def test_an_ended_jobs_outputs_are_its_runs_artifacts_and_its_use_its_system_metrics(env: Env) -> None:
+    """An Estimator-layout job with hyperparameters: they are the run's params; what it wrote to its model and logs
+    outputs is the run's artifacts once it ended — but not a symlink it planted there (to a file only root may read),
+    nor a FIFO (named as left out); while it ran, its CPU and memory use were logged as MLflow's system metrics."""
+    script = """
+        import os, time
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        model, logs = os.environ["PAI_OUTPUT_MODEL"], os.environ["PAI_OUTPUT_LOGS"]
+        os.makedirs(os.path.join(model, "sub"), exist_ok=True)
+        open(os.path.join(model, "weights.txt"), "w").write("w=1\\n")
+        open(os.path.join(model, "sub", "config.json"), "w").write("{}")
+        open(os.path.join(logs, "train.log"), "w").write("epoch 1\\n")
+        os.symlink("/etc/shadow", os.path.join(model, "stolen"))
+        os.mkfifo(os.path.join(logs, "pipe"))
+        end = time.time() + 6
+        while time.time() < end:  # busy: CPU to sample
+            sum(range(10000))
+    """
+    doc = yaml.safe_load(job("outputs", script))
+    doc["extras"] = {"com.pai_jupyter.estimator": {"hyperparameters": {"lr": 0.3}}}
+    env.alice.submit_ok(yaml.safe_dump(doc, sort_keys=False))
+    assert env.alice.wait("alice~outputs", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "outputs")
+    run = wait_for(lambda: (r := client.get_run(run_id)).data.tags.get("pai.artifacts") and r, 60, "the artifacts")
+    assert run.data.params["lr"] == "0.3"
+    listed = {a.path for a in client.list_artifacts(run_id, "outputs/model")}
+    assert listed == {"outputs/model/weights.txt", "outputs/model/sub"}, listed
+    assert {a.path for a in client.list_artifacts(run_id, "outputs/logs")} == {"outputs/logs/train.log"}
+    local = client.download_artifacts(run_id, "outputs/model/weights.txt", str(env.home.parent / "dl"))
+    assert Path(local).read_text() == "w=1\n"
+    said = run.data.tags["pai.artifacts"]
+    assert said.startswith("3 files") and "logs/pipe (not a regular file)" in said and "model/stolen" in said
+    system = {k for k in run.data.metrics if k.startswith("system/")}
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= system, system
+    cpu = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
+    assert max(m.value for m in cpu) > 20 and all(m.step >= 0 for m in cpu), [(m.step, m.value) for m in cpu]

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ...common.states import FINAL
 from ...protocol import Job
 from ...protocol.rules import ESTIMATOR_KEY
 from ..paths import os_user
@@ -18,7 +19,7 @@ from ..runtime import taskdir
 from ..runtime.base import Runtime, TaskSpec
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 from ..task.env import Placement
-from ..task.estimator import Layout
+from ..task.estimator import OUTPUTS, Layout
 from ..task.taskspec import task_spec
 from .accounts import Accounts
 from .backfill import Waiting
@@ -143,7 +144,12 @@ class ClusterState:
         told of is sent, and its MLflow run follows."""
         self.notifier.changed(row, job, state)
         if self.tracker is not None:
-            self.tracker.changed(row, state)
+            layout = self.layout(row, job) if state in FINAL else None
+            outputs = None
+            if layout is not None:  # an ended job's outputs: what of them becomes its run's artifacts
+                base = layout.root.parent
+                outputs = (base, {o: layout.output(o).relative_to(base).as_posix() for o in OUTPUTS})
+            self.tracker.changed(row, state, outputs)
 
     def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
         """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout, its

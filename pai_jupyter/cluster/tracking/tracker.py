@@ -22,13 +22,17 @@ import hmac
 import logging
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from ...protocol import Job
 from ..core.store import JobCore, Store
 from ..core.store.tracking import TrackedRun, run_of, save_sweep_run, sweep_run
+from . import artifacts
+from .artifacts import budget_bytes
 from .runinfo import param_value, run_params, run_tags
 from .server import Admin
 
@@ -220,13 +224,17 @@ class Tracker:
         except (TrackingError, httpx.HTTPError) as exc:
             log.warning("could not delete MLflow run %s of a refused submission: %s", run.run_id, exc)
 
-    def changed(self, row: JobCore, state: str) -> None:
-        """Job ``row`` became ``state`` (as the notifier hears it): the run's status follows, in the background."""
+    def changed(self, row: JobCore, state: str, outputs: tuple[Path, dict[str, str]] | None = None) -> None:
+        """Job ``row`` became ``state`` (as the notifier hears it): the run's status follows, in the background;
+        an ended job's ``outputs`` ((its directory, {output: directory beneath it})) become the run's artifacts."""
         if state in ("RUNNING", "RETRIED"):  # (a retry waits for its next attempt, in the same run)
             status = "RUNNING" if state == "RUNNING" else "SCHEDULED"
             tags = {"pai.attempt": str(row["attempt"]), "pai.state": "RUNNING" if state == "RUNNING" else "WAITING"}
             self._put(row["id"], "update", {"status": status, "tags": tags})
         elif state in END_STATUS:
+            if outputs is not None and budget_bytes() > 0:
+                uploaded = {o: d for o, d in outputs[1].items() if o in artifacts.UPLOADED}
+                self._put(row["id"], "artifacts", {"base": outputs[0], "outputs": uploaded})
             tags = {"pai.state": state, "pai.attempt": str(row["attempt"])}
             if row["exit_code"] is not None:
                 tags["pai.exitCode"] = str(row["exit_code"])
@@ -278,7 +286,9 @@ class Tracker:
                 self._queue.task_done()
 
     async def _send(self, run: TrackedRun, kind: str, what: dict[str, Any]) -> None:
-        if kind == "update":
+        if kind == "artifacts":
+            await self._artifacts(run, what["base"], what["outputs"])
+        elif kind == "update":
             tags = [{"key": k, "value": v} for k, v in what.pop("tags", {}).items()]
             if tags:
                 await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
@@ -290,6 +300,23 @@ class Tracker:
             ]
             for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
                 await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
+
+    async def _artifacts(self, run: TrackedRun, base: Path, outputs: dict[str, str]) -> None:
+        """Upload what of ``outputs`` fits (``artifacts.py``) through the server's artifact API, as its admin; the
+        run's ``pai.artifacts`` tag says what was uploaded and what was left out."""
+        found = await asyncio.to_thread(artifacts.listing, base, outputs, budget_bytes())
+        info = (await self._call("GET", "runs/get", run_id=run.run_id))["run"]["info"]
+        root = str(info.get("artifact_uri") or "").removeprefix("mlflow-artifacts:").lstrip("/")
+        if not root:
+            raise TrackingError(0, "NO_ARTIFACT_ROOT", f"the run's artifact_uri is {info.get('artifact_uri')!r}")
+        for name, path, size in found.files:
+            data = await asyncio.to_thread(artifacts.read, base, path, size)
+            inside = f"outputs/{name}/{path[len(outputs[name]) + 1 :]}"
+            r = await self.http.put(f"/api/2.0/mlflow-artifacts/artifacts/{quote(root)}/{quote(inside)}", content=data)
+            if r.status_code >= 400:
+                raise TrackingError(r.status_code, _error_code(r), r.text[:300])
+        tag = {"key": "pai.artifacts", "value": artifacts.summary(found)}
+        await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": [tag]})
 
     async def _sweep(self, user: str, sweep: str, trials: list[int], status: str) -> None:
         parent = sweep_run(self.store, user, sweep)
