@@ -601,3 +601,63 @@ def test_an_ended_jobs_outputs_are_its_runs_artifacts_and_its_use_its_system_met
     assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= system, system
     cpu = client.get_metric_history(run_id, "system/cpu_utilization_percentage")
     assert max(m.value for m in cpu) > 20 and all(m.step >= 0 for m in cpu), [(m.step, m.value) for m in cpu]
+
+
+def test_a_retried_jobs_attempts_log_one_unbroken_curve_in_its_one_run(env: Env, tmp_path: Path) -> None:
+    """A job whose first attempt fails is retried in the same run: the second attempt's points follow the first's
+    in one curve, and the run ends FINISHED with the attempt that succeeded."""
+    marker = Path("/tmp") / f"pai-retry-{tmp_path.name}-{os.getpid()}"  # (the task's account can write /tmp)
+    script = f"""
+        import os, sys, mlflow
+        print("RUN", os.environ["PAI_MLFLOW_RUN_ID"], flush=True)
+        first = not os.path.exists("{marker}")
+        open("{marker}", "a").close()
+        start = 0 if first else 3
+        for step in range(start, start + 3):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+        sys.exit(1 if first else 0)
+    """
+    doc = yaml.safe_load(job("retried", script))
+    doc["jobRetryCount"] = 1
+    try:
+        env.alice.submit_ok(yaml.safe_dump(doc, sort_keys=False))
+        done = env.alice.wait("alice~retried", timeout=180)
+    finally:
+        marker.unlink(missing_ok=True)
+    assert done["jobStatus"]["state"] == "SUCCEEDED" and done["jobStatus"]["retries"] == 1, done["jobStatus"]
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "retried")
+    run = wait_for(lambda: (r := client.get_run(run_id)).info.status == "FINISHED" and r, 30, "the run finished")
+    assert [m.step for m in client.get_metric_history(run_id, "loss")] == [0, 1, 2, 3, 4, 5]
+    assert run.data.tags["pai.attempt"] == str(done["jobStatus"]["attemptId"]) and run.data.tags["pai.exitCode"] == "0"
+    experiment = run.info.experiment_id
+    assert [r.info.run_id for r in client.search_runs([experiment], "attributes.run_name = 'retried'")] == [run_id]
+
+
+def test_unchanged_autolog_code_logs_its_fit_into_the_jobs_run(env: Env) -> None:
+    """``mlflow.autolog()`` and a scikit-learn fit, in code that names no server nor run: the fit's params,
+    training metrics and model are in the job's own run (no other run is made)."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        import mlflow
+        from sklearn.datasets import load_iris
+        from sklearn.linear_model import LogisticRegression
+
+        mlflow.autolog()
+        X, y = load_iris(return_X_y=True)
+        LogisticRegression(max_iter=300, C=0.5).fit(X, y)
+    """
+    env.alice.submit_ok(job("autolog", script, {"dataset": "iris"}))
+    done = env.alice.wait("alice~autolog", timeout=300)
+    assert done["jobStatus"]["state"] == "SUCCEEDED", env.api.log("alice~autolog", name="stderr")[-2000:]
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "autolog")
+    run = wait_for(lambda: (r := client.get_run(run_id)).data.tags.get("pai.state") == "SUCCEEDED" and r, 30, "end")
+    assert run.data.params["C"] == "0.5" and run.data.params["dataset"] == "iris"
+    assert run.data.metrics["training_accuracy_score"] > 0.9
+    assert "model" in {a.path for a in client.list_artifacts(run_id)} or client.search_logged_models(
+        experiment_ids=[run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'"
+    )
+    experiment = run.info.experiment_id
+    assert [r.info.run_id for r in client.search_runs([experiment], "attributes.run_name = 'autolog'")] == [run_id]
