@@ -42,7 +42,7 @@ from .paths import (
 )
 from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
-from .tracking.server import SERVICE_USER, EmbeddedServer, installed
+from .tracking.server import LOOPBACK, SERVICE_USER, EmbeddedServer, installed
 from .tracking.system import SystemMetrics
 from .tracking.system import interval as system_interval
 from .tracking.tracker import Tracker, TrackingConfig
@@ -164,14 +164,14 @@ def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, mode: str) -
     if mode == "off":
         return None
     missing = installed()
-    if missing is None and runtime.gang_submit:
-        missing = "the runtime's tasks run on other hosts, which the cluster's own MLflow server (loopback) is not on"
     if missing is not None:
         if mode == "on":
             raise SystemExit(f"--mlflow on: tracking cannot start: {missing}")
         log.info("jobs are not tracked in MLflow: %s", missing)
         return None
-    server = EmbeddedServer(local, run_as=lambda: cluster.state.accounts.run_as(SERVICE_USER))
+    # where tasks run on other hosts, the server listens where they reach this host (the nodes' network) instead
+    host = next(iter(runtime.listen_addresses()), LOOPBACK)
+    server = EmbeddedServer(local, run_as=lambda: cluster.state.accounts.run_as(SERVICE_USER), host=host)
     url = server.start()
     users_key = server.secrets()["users_key"].encode()
     cluster.state.tracker = Tracker(cluster.store, TrackingConfig(url, url, server.admin(), users_key))

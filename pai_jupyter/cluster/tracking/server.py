@@ -2,7 +2,9 @@
 SQLite and an artifact root in the cluster's home (``local/mlflow/``), with MLflow's basic-auth app so that one user's
 runs are refused to another (``tracker.py`` makes the accounts and grants).
 
-It listens on loopback only, at a port kept in ``local/mlflow-server.json``; it outlives a daemon killed with -9 (its
+It listens on loopback only (where tasks run on other hosts, Slurm's nodes: at this host's address on the route to
+them instead, ``Runtime.listen_addresses``, never every interface), at a port kept in ``local/mlflow-server.json``;
+it outlives a daemon killed with -9 (its
 own session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
 tasks keep logging meanwhile; one that exited is started again at that port. A daemon that stops cleanly stops it.
 Where the daemon is root, the server runs as an account of its own (``pai-_mlflow``: the home's data are that
@@ -36,6 +38,7 @@ from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 log = logging.getLogger("pai_jupyter.cluster")
 DIR = "mlflow"
 ADMIN = "pai-jupyter-admin"  # MLflow's admin account: its password is in root's mlflow-secrets.json (and auth.ini)
+LOOPBACK = "127.0.0.1"
 SERVICE_USER = "_mlflow"  # the platform-side name of the server's own OS account (no platform user has a leading _)
 
 
@@ -56,8 +59,11 @@ class Admin:
 class EmbeddedServer:
     """Starts, finds and stops the server of one cluster home (``local``); ``run_as``: (uid, gid) to run it as."""
 
-    def __init__(self, local: Path, run_as: Callable[[], tuple[int, int] | None] = lambda: None) -> None:
+    def __init__(
+        self, local: Path, run_as: Callable[[], tuple[int, int] | None] = lambda: None, host: str = LOOPBACK
+    ) -> None:
         self.local = local
+        self.host = host  # loopback, or (tasks on other hosts) this host's address on the nodes' network
         self.dir = local / DIR
         self.run_as = run_as
         self.url: str | None = None
@@ -110,7 +116,7 @@ class EmbeddedServer:
             "--artifacts-destination",
             str(self.dir / "artifacts"),
             "--host",
-            "127.0.0.1",
+            self.host,
             "--port",
             str(port),
             "--workers",
@@ -132,9 +138,11 @@ class EmbeddedServer:
                 group=owner[1] if owner else None,
                 extra_groups=[] if owner else None,
             )
-        self.url, self.pid = f"http://127.0.0.1:{port}", proc.pid
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url, self.pid = f"http://{host}:{port}", proc.pid
         started = psutil.Process(proc.pid).create_time()
-        write_private_json(self.record, {"url": self.url, "pid": proc.pid, "port": port, "started": started})
+        record = {"url": self.url, "host": self.host, "pid": proc.pid, "port": port, "started": started}
+        write_private_json(self.record, record)
         log.info(
             "MLflow tracking server starting at %s (pid %d; log %s)", self.url, proc.pid, "local/mlflow-server.log"
         )
@@ -172,7 +180,7 @@ class EmbeddedServer:
             port = int(json.loads(self.record.read_text())["port"])
             with socket.socket() as s:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it (TIME_WAITs stay)
-                s.bind(("127.0.0.1", port))
+                s.bind((self.host, port))
             return port
         except (OSError, ValueError, KeyError, TypeError):
             return free_port()
@@ -184,7 +192,7 @@ class EmbeddedServer:
             proc = psutil.Process(int(rec["pid"]))
             if abs(proc.create_time() - float(rec["started"])) > 0.01:
                 return None
-            if not _listens(proc, int(rec["port"])):
+            if not _listens(proc, int(rec["port"])) or rec.get("host", LOOPBACK) != self.host:
                 return None
             return str(rec["url"]), int(rec["pid"])
         except (OSError, ValueError, KeyError, TypeError, psutil.Error):
