@@ -357,16 +357,19 @@ TRIAL = Path(__file__).resolve().parents[2] / "notebooks" / "scripts" / "sweep_t
 
 
 def test_a_sweep_is_a_parent_run_whose_best_child_is_the_sweeps_best_trial(env: Env, tmp_path: Path) -> None:
-    """A sweep driven as Alice: each trial is a run (its parameters as params, its reported loss curve), all
-    children of the sweep's own run, which is FINISHED once the sweep is done; MLflow's best by loss is
-    ``Sweep.best()``."""
+    """A 10-trial Optuna sweep driven as Alice: each trial is a run (its parameters as params, its reported loss
+    curve, its trial number), all children of the sweep's own run (the search as params, Optuna's study as tags),
+    which is FINISHED once the sweep is done with the best objective; MLflow's best by loss is ``Sweep.best()``."""
     command = f"{PYTHON} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps 3"
     template = job_of("trial", command)
     home = tmp_path / "alice-home"
     upsert_profile(Profile(name="alice", url=env.api.url, username="alice", token=env.alice.token), home)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAI_JUPYTER_HOME", str(home))
-        sweep = Sweep("grid", template, {"x": [0.0, 0.3, 0.6], "lr": [0.01]}, profile="alice", poll=0.05)
+        space = {"x": [round(0.1 * i, 1) for i in range(10)], "lr": [0.01]}
+        sweep = Sweep(
+            "study", template, space, search="optuna", max_trials=10, concurrency=4, profile="alice", poll=0.05
+        )
         sweep.run(timeout=240)
     best = sweep.best()
     assert sweep.status == "done" and best is not None
@@ -374,18 +377,28 @@ def test_a_sweep_is_a_parent_run_whose_best_child_is_the_sweeps_best_trial(env: 
     experiment = client.get_experiment_by_name("pai/alice").experiment_id
 
     def parent_done() -> Any:
-        found = [r for r in client.search_runs([experiment]) if r.info.run_name == "grid"]
+        found = [r for r in client.search_runs([experiment]) if r.info.run_name == "study"]
         return found[0] if found and found[0].info.status == "FINISHED" else None
 
     parent = wait_for(parent_done, 60, "the sweep's run FINISHED")
-    assert parent.data.tags["pai.sweep"] == "alice~grid"
+    assert parent.data.tags["pai.sweep"] == "alice~study"
     children = client.search_runs(
         [experiment], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", order_by=["metrics.loss ASC"]
     )
-    assert sorted(r.info.run_name for r in children) == ["grid-0000", "grid-0001", "grid-0002"]
-    assert children[0].info.run_name == best["job"].split("~", 1)[1]
-    assert children[0].data.params["x"] == str(best["params"]["x"])
-    assert [m.step for m in client.get_metric_history(children[0].info.run_id, "loss")] == [0, 1, 2]
+    assert sorted(r.info.run_name for r in children) == [f"study-{i:04d}" for i in range(10)]
+    succeeded = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`pai.state` = 'SUCCEEDED'"
+    top = client.search_runs([experiment], filter_string=succeeded, order_by=["metrics.loss ASC"], max_results=1)[0]
+    assert top.info.run_name == best["job"].split("~", 1)[1]  # (a pruned trial was stopped: not SUCCEEDED)
+    assert top.data.params["x"] == str(best["params"]["x"])
+    assert [m.step for m in client.get_metric_history(top.info.run_id, "loss")] == [0, 1, 2]
+    assert sorted(int(r.data.tags["pai.trial"]) for r in children) == list(range(10))
+    params = parent.data.params
+    assert params["search"] == "optuna" and params["objective"] == "loss" and params["max_trials"] == "10"
+    assert json.loads(params["space.x"])["values"] == space["x"], params
+    assert parent.data.tags["pai.optuna.sampler"].startswith("TPESampler(seed=0")
+    assert parent.data.tags["pai.optuna.direction"] == "minimize"
+    assert parent.data.tags["pai.sweep.best"] == best["job"]
+    assert parent.data.metrics["best_loss"] == pytest.approx(best["value"])
 
 
 @pytest.fixture(scope="module")

@@ -190,7 +190,7 @@ class Sweep(SweepBase):
         for row in trials:  # the trials are ordinary jobs, tagged with their sweep
             self.cluster.store.add_tag(row["id"], f"sweep:{name}")
         if self.cluster.state.tracker is not None:  # and children of its MLflow run
-            self.cluster.state.tracker.sweep(user, name, [row["id"] for row in trials], state.get("status"))
+            self.cluster.state.tracker.sweep(user, name, [row["id"] for row in trials], state)
         self.write_json({"revision": new})
 
     def delete(self, user: str, name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...protocol import Job
@@ -65,3 +66,25 @@ def notebook_of(job: Job) -> str | None:
 
 def param_value(value: Any) -> str:
     return str(value)[:MAX_PARAM]
+
+
+def sweep_params(state: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's parent run's params: how it searches (its stored state) and its space, one param per dimension."""
+    keys = ("search", "objective", "mode", "max_trials", "concurrency", "seed", "prune")
+    out: dict[str, Any] = {k: state[k] for k in keys if state.get(k) is not None}
+    for name, dimension in (state.get("space") or {}).items():
+        out[f"space.{name}"] = json.dumps(dimension, sort_keys=True)
+    return out
+
+
+def sweep_tags(user: str, sweep: str, state: dict[str, Any]) -> dict[str, str]:
+    """The parent run's own tags: which sweep, how it searches; with Optuna, the study's sampler and pruner (the
+    driver's ``OptunaSearch``: TPE seeded, the median pruner when ``prune``)."""
+    tags = {"pai.sweep": f"{user}~{sweep}", "pai.sweep.search": str(state.get("search") or "")}
+    if state.get("search") == "optuna":
+        tags["pai.optuna.sampler"] = f"TPESampler(seed={state.get('seed', 0)}, n_startup_trials=8)"
+        tags["pai.optuna.pruner"] = (
+            "MedianPruner(n_startup_trials=5, n_warmup_steps=1)" if state.get("prune", True) else "NopPruner()"
+        )
+        tags["pai.optuna.direction"] = "minimize" if state.get("mode", "min") == "min" else "maximize"
+    return tags

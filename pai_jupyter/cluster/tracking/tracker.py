@@ -28,12 +28,13 @@ from urllib.parse import quote
 
 import httpx
 
+from ...common.sweepstate import best_trial
 from ...protocol import Job
 from ..core.store import JobCore, Store
 from ..core.store.tracking import TrackedRun, run_of, save_sweep_run, sweep_run
 from . import artifacts
 from .artifacts import budget_bytes
-from .runinfo import param_value, run_params, run_tags
+from .runinfo import param_value, run_params, run_tags, sweep_params, sweep_tags
 from .server import Admin
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -242,14 +243,13 @@ class Tracker:
                 row["id"], "update", {"status": END_STATUS[state], "end_time": int(time.time() * 1000), "tags": tags}
             )
 
-    def sweep(self, user: str, sweep: str, trials: list[int], status: object) -> None:
-        """Sweep ``user~sweep`` stored its state (``status``) with these trials: their runs become children of the
-        sweep's parent run (made with the first), which is RUNNING until the sweep is done."""
-        if trials or status == "done":  # (a driver stores its state at every change: most add nothing here)
+    def sweep(self, user: str, sweep: str, trials: list[int], state: dict[str, Any]) -> None:
+        """Sweep ``user~sweep`` stored its ``state`` with these trials: their runs become children of the sweep's
+        parent run (made with the first: the search as its params and tags, Optuna's sampler and pruner named),
+        which is RUNNING until the sweep is done, then has the best trial's objective."""
+        if trials or state.get("status") == "done":  # (a driver stores its state at every change: most add nothing)
             self._put(
-                trials[0] if trials else 0,
-                "sweep",
-                {"user": user, "sweep": sweep, "trials": trials, "status": str(status)},
+                trials[0] if trials else 0, "sweep", {"user": user, "sweep": sweep, "trials": trials, "state": state}
             )
 
     def metrics(self, job_id: int, step: int | None, metrics: dict[str, float], when_ms: int) -> None:
@@ -318,11 +318,12 @@ class Tracker:
         tag = {"key": "pai.artifacts", "value": artifacts.summary(found)}
         await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": [tag]})
 
-    async def _sweep(self, user: str, sweep: str, trials: list[int], status: str) -> None:
+    async def _sweep(self, user: str, sweep: str, trials: list[int], state: dict[str, Any]) -> None:
         parent = sweep_run(self.store, user, sweep)
         if parent is None and not trials:
             return
         if parent is None:
+            tags = {"mlflow.user": user, "mlflow.runName": sweep, "pai.user": user, **sweep_tags(user, sweep, state)}
             made = await self._call(
                 "POST",
                 "runs/create",
@@ -331,26 +332,31 @@ class Tracker:
                     "user_id": user,
                     "run_name": sweep,
                     "start_time": int(time.time() * 1000),
-                    "tags": [
-                        {"key": "mlflow.user", "value": user},
-                        {"key": "mlflow.runName", "value": sweep},
-                        {"key": "pai.user", "value": user},
-                        {"key": "pai.sweep", "value": f"{user}~{sweep}"},
-                    ],
+                    "tags": [{"key": k, "value": v} for k, v in tags.items()],
                 },
             )
             parent = str(made["run"]["info"]["run_id"])
             with self.store.tx():
                 save_sweep_run(self.store, user, sweep, parent)
+            params = [{"key": k, "value": param_value(v)} for k, v in sweep_params(state).items()]
+            await self._call("POST", "runs/log-batch", {"run_id": parent, "params": params[:100]})
+        numbers = {str(t.get("job")): t.get("number") for t in state.get("trials") or []}
         for job_id in trials:
             run = run_of(self.store, job_id)
-            if run is not None:
-                tags = [
-                    {"key": "mlflow.parentRunId", "value": parent},
-                    {"key": "pai.sweep", "value": f"{user}~{sweep}"},
-                ]
-                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
-        done = status == "done"
+            row = self.store.job_core(job_id)
+            if run is not None and row is not None:
+                tags = {"mlflow.parentRunId": parent, "pai.sweep": f"{user}~{sweep}"}
+                if (number := numbers.get(f"{row['user']}~{row['name']}")) is not None:
+                    tags["pai.trial"] = str(number)
+                batch = [{"key": k, "value": v} for k, v in tags.items()]
+                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": batch})
+        done = state.get("status") == "done"
+        if done and (best := best_trial(state)) is not None:
+            metric = {"key": f"best_{state.get('objective') or 'value'}"[:250], "value": float(best["value"])}
+            now = int(time.time() * 1000)
+            best_tag = {"key": "pai.sweep.best", "value": str(best.get("job"))}
+            result = {"run_id": parent, "metrics": [{**metric, "timestamp": now, "step": 0}], "tags": [best_tag]}
+            await self._call("POST", "runs/log-batch", result)
         update = {"run_id": parent, "status": "FINISHED" if done else "RUNNING"}
         await self._call("POST", "runs/update", {**update, **({"end_time": int(time.time() * 1000)} if done else {})})
 
