@@ -42,6 +42,7 @@ from .paths import (
 )
 from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
+from .tracking.reconcile import after_start
 from .tracking.server import LOOPBACK, SERVICE_USER, EmbeddedServer, installed
 from .tracking.system import SystemMetrics
 from .tracking.system import interval as system_interval
@@ -288,8 +289,12 @@ async def serve(args: argparse.Namespace) -> None:
                 log.exception("deadline check failed")
 
     ticker = asyncio.ensure_future(tick())
+    if cluster.state.tracker is not None:  # runs whose updates a killed daemon never sent
+        settling = asyncio.ensure_future(after_start(cluster.state.tracker))
     await stop.wait()
     ticker.cancel()
+    if cluster.state.tracker is not None:
+        settling.cancel()
     server.stop()
     try:  # what is being sent gets its chance (each delivery gives up after its own timeout)
         await asyncio.wait_for(cluster.notifier.drain(), timeout=15)

@@ -247,20 +247,27 @@ def test_the_server_is_loopback_only_and_not_root(env: Env) -> None:
         assert http.get("/api/2.0/mlflow/users/get", params={"username": "alice"}).status_code == 200
 
 
+def kill_and_restart(env: Env) -> None:
+    """The daemon killed with -9 and started again on the same home (its MLflow server left running)."""
+    before = read_runtime(env.home)
+    assert before is not None
+    os.kill(int(before["pid"]), signal.SIGKILL)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
+        api = start_daemon(env.home, extra_args=["--mlflow", "on"])
+    env.api, env.alice, env.bob = api, api.as_user(env.alice.token), api.as_user(env.bob.token)
+
+
 def test_a_daemon_killed_and_started_again_takes_the_running_server_over(env: Env) -> None:
     """Tasks keep logging while the daemon restarts: the server outlives a daemon killed with -9, and the next
     daemon uses that one (same process, same address) and makes runs there."""
     before = read_runtime(env.home)
     assert before is not None
     server_pid = json.loads((local_dir(env.home) / "mlflow-server.json").read_text())["pid"]
-    os.kill(int(before["pid"]), signal.SIGKILL)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
-        api = start_daemon(env.home, extra_args=["--mlflow", "on"])
+    kill_and_restart(env)
     after = read_runtime(env.home)
     assert after is not None and after["mlflow"] == before["mlflow"]
     assert json.loads((local_dir(env.home) / "mlflow-server.json").read_text())["pid"] == server_pid
-    env.api, env.alice, env.bob = api, api.as_user(env.alice.token), api.as_user(env.bob.token)
     alice = env.alice
     script = """
         import os
@@ -674,3 +681,28 @@ def test_unchanged_autolog_code_logs_its_fit_into_the_jobs_run(env: Env) -> None
     )
     experiment = run.info.experiment_id
     assert [r.info.run_id for r in client.search_runs([experiment], "attributes.run_name = 'autolog'")] == [run_id]
+
+
+def test_runs_a_killed_daemon_left_open_are_brought_up_to_their_jobs_after_its_restart(env: Env) -> None:
+    """Updates a daemon had queued when it was killed never reach MLflow: after the restart, a run still RUNNING
+    whose job ended gets the job's end, and one whose job was deleted meanwhile is ended KILLED (GONE)."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+    """
+    for name in ("lost-end", "gone"):
+        env.alice.submit_ok(job(name, script))
+        assert env.alice.wait(f"alice~{name}", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    client = client_as(env, "alice")
+    ended, gone = run_of(env, "alice", "lost-end"), run_of(env, "alice", "gone")
+    for run_id in (ended, gone):
+        wait_for(lambda r=run_id: client.get_run(r).info.status == "FINISHED" or None, 30, "the run finished")
+    with admin_http(env) as http:  # as if the daemon had been killed before it sent their ends
+        for run_id in (ended, gone):
+            assert http.post("/api/2.0/mlflow/runs/update", json={"run_id": run_id, "status": "RUNNING"}).is_success
+    assert env.alice.http.delete("/api/v2/jobs/alice~gone").status_code == 200
+    kill_and_restart(env)
+    run = wait_for(lambda: (r := client.get_run(ended)).info.status == "FINISHED" and r, 60, "the end sent again")
+    assert run.data.tags["pai.state"] == "SUCCEEDED" and run.data.tags["pai.exitCode"] == "0"
+    run = wait_for(lambda: (r := client.get_run(gone)).info.status == "KILLED" and r, 60, "the deleted job's run")
+    assert run.data.tags["pai.state"] == "GONE"

@@ -105,7 +105,7 @@ class Tracker:
             )
         return self._http
 
-    async def _call(
+    async def call(
         self,
         method: str,
         path: str,
@@ -156,25 +156,25 @@ class Tracker:
 
     async def _make_experiment(self, user: str) -> str:
         try:
-            await self._call("POST", "users/create", {"username": user, "password": self.password(user)})
+            await self.call("POST", "users/create", {"username": user, "password": self.password(user)})
         except TrackingError as exc:
             if exc.code != "RESOURCE_ALREADY_EXISTS":
                 raise  # made before (by this daemon, or the user changed it): the daemon's derivation wins
-            await self._call("PATCH", "users/update-password", {"username": user, "password": self.password(user)})
+            await self.call("PATCH", "users/update-password", {"username": user, "password": self.password(user)})
         try:
-            found = (await self._call("GET", "experiments/get-by-name", experiment_name=experiment_name(user)))[
+            found = (await self.call("GET", "experiments/get-by-name", experiment_name=experiment_name(user)))[
                 "experiment"
             ]
         except TrackingError as exc:
             if exc.code != "RESOURCE_DOES_NOT_EXIST":
                 raise
             # made as the user: MLflow gives an experiment's creator MANAGE on it, and no one else anything
-            made = await self._call(
+            made = await self.call(
                 "POST", "experiments/create", {"name": experiment_name(user)}, as_user=(user, self.password(user))
             )
             return str(made["experiment_id"])
         if found.get("lifecycle_stage") == "deleted":  # the user deleted it: their next runs bring it back
-            await self._call("POST", "experiments/restore", {"experiment_id": found["experiment_id"]})
+            await self.call("POST", "experiments/restore", {"experiment_id": found["experiment_id"]})
         return str(found["experiment_id"])
 
     # ---- runs -------------------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class Tracker:
                 "tags": tags,
             }
             try:
-                made = await self._call("POST", "runs/create", body)
+                made = await self.call("POST", "runs/create", body)
                 break
             except TrackingError:
                 if again:
@@ -214,14 +214,14 @@ class Tracker:
         run_id = str(made["run"]["info"]["run_id"])
         params = [{"key": str(k)[:250], "value": param_value(v)} for k, v in run_params(job).items()]
         if params:
-            await self._call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
-        await self._call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
+            await self.call("POST", "runs/log-batch", {"run_id": run_id, "params": params[:100]})
+        await self.call("POST", "runs/update", {"run_id": run_id, "status": "SCHEDULED"})
         return TrackedRun(run_id, experiment)
 
     async def discard(self, run: TrackedRun) -> None:
         """Delete a run made for a submission that was then refused (its name taken, the disk full...)."""
         try:
-            await self._call("POST", "runs/delete", {"run_id": run.run_id})
+            await self.call("POST", "runs/delete", {"run_id": run.run_id})
         except (TrackingError, httpx.HTTPError) as exc:
             log.warning("could not delete MLflow run %s of a refused submission: %s", run.run_id, exc)
 
@@ -239,9 +239,8 @@ class Tracker:
             tags = {"pai.state": state, "pai.attempt": str(row["attempt"])}
             if row["exit_code"] is not None:
                 tags["pai.exitCode"] = str(row["exit_code"])
-            self._put(
-                row["id"], "update", {"status": END_STATUS[state], "end_time": int(time.time() * 1000), "tags": tags}
-            )
+            end = row["completed_time"] or int(time.time() * 1000)
+            self._put(row["id"], "update", {"status": END_STATUS[state], "end_time": end, "tags": tags})
 
     def sweep(self, user: str, sweep: str, trials: list[int], state: dict[str, Any]) -> None:
         """Sweep ``user~sweep`` stored its ``state`` with these trials: their runs become children of the sweep's
@@ -291,21 +290,21 @@ class Tracker:
         elif kind == "update":
             tags = [{"key": k, "value": v} for k, v in what.pop("tags", {}).items()]
             if tags:
-                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
-            await self._call("POST", "runs/update", {"run_id": run.run_id, **what})
+                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
+            await self.call("POST", "runs/update", {"run_id": run.run_id, **what})
         else:
             metrics = [
                 {"key": str(k)[:250], "value": float(v), "timestamp": what["time"], "step": int(what["step"])}
                 for k, v in what["metrics"].items()
             ]
             for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
-                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
+                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
 
     async def _artifacts(self, run: TrackedRun, base: Path, outputs: dict[str, str]) -> None:
         """Upload what of ``outputs`` fits (``artifacts.py``) through the server's artifact API, as its admin; the
         run's ``pai.artifacts`` tag says what was uploaded and what was left out."""
         found = await asyncio.to_thread(artifacts.listing, base, outputs, budget_bytes())
-        info = (await self._call("GET", "runs/get", run_id=run.run_id))["run"]["info"]
+        info = (await self.call("GET", "runs/get", run_id=run.run_id))["run"]["info"]
         root = str(info.get("artifact_uri") or "").removeprefix("mlflow-artifacts:").lstrip("/")
         if not root:
             raise TrackingError(0, "NO_ARTIFACT_ROOT", f"the run's artifact_uri is {info.get('artifact_uri')!r}")
@@ -316,7 +315,7 @@ class Tracker:
             if r.status_code >= 400:
                 raise TrackingError(r.status_code, _error_code(r), r.text[:300])
         tag = {"key": "pai.artifacts", "value": artifacts.summary(found)}
-        await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": [tag]})
+        await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": [tag]})
 
     async def _sweep(self, user: str, sweep: str, trials: list[int], state: dict[str, Any]) -> None:
         parent = sweep_run(self.store, user, sweep)
@@ -324,7 +323,7 @@ class Tracker:
             return
         if parent is None:
             tags = {"mlflow.user": user, "mlflow.runName": sweep, "pai.user": user, **sweep_tags(user, sweep, state)}
-            made = await self._call(
+            made = await self.call(
                 "POST",
                 "runs/create",
                 {
@@ -339,7 +338,7 @@ class Tracker:
             with self.store.tx():
                 save_sweep_run(self.store, user, sweep, parent)
             params = [{"key": k, "value": param_value(v)} for k, v in sweep_params(state).items()]
-            await self._call("POST", "runs/log-batch", {"run_id": parent, "params": params[:100]})
+            await self.call("POST", "runs/log-batch", {"run_id": parent, "params": params[:100]})
         numbers = {str(t.get("job")): t.get("number") for t in state.get("trials") or []}
         for job_id in trials:
             run = run_of(self.store, job_id)
@@ -349,16 +348,16 @@ class Tracker:
                 if (number := numbers.get(f"{row['user']}~{row['name']}")) is not None:
                     tags["pai.trial"] = str(number)
                 batch = [{"key": k, "value": v} for k, v in tags.items()]
-                await self._call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": batch})
+                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": batch})
         done = state.get("status") == "done"
         if done and (best := best_trial(state)) is not None:
             metric = {"key": f"best_{state.get('objective') or 'value'}"[:250], "value": float(best["value"])}
             now = int(time.time() * 1000)
             best_tag = {"key": "pai.sweep.best", "value": str(best.get("job"))}
             result = {"run_id": parent, "metrics": [{**metric, "timestamp": now, "step": 0}], "tags": [best_tag]}
-            await self._call("POST", "runs/log-batch", result)
+            await self.call("POST", "runs/log-batch", result)
         update = {"run_id": parent, "status": "FINISHED" if done else "RUNNING"}
-        await self._call("POST", "runs/update", {**update, **({"end_time": int(time.time() * 1000)} if done else {})})
+        await self.call("POST", "runs/update", {**update, **({"end_time": int(time.time() * 1000)} if done else {})})
 
     async def drain(self) -> None:
         """Wait for the updates under way (tests; a stopping daemon)."""

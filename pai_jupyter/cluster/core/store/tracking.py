@@ -34,3 +34,16 @@ def save_sweep_run(store: Database, user: str, sweep: str, run_id: str) -> None:
     store.db.execute(
         "INSERT OR REPLACE INTO tracking_sweeps (user, sweep, run_id) VALUES (?, ?, ?)", (user, sweep, run_id)
     )
+
+
+def jobs_of_runs(store: Database, run_ids: list[str]) -> dict[str, int]:
+    """run id -> job id of those of ``run_ids`` that are a job's run."""
+    out: dict[str, int] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for run_id, job_id in store.db.execute(
+            f"SELECT run_id, job_id FROM tracking_runs WHERE run_id IN ({marks})", chunk
+        ).fetchall():
+            out[str(run_id)] = int(job_id)
+    return out
