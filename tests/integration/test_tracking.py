@@ -479,8 +479,8 @@ def test_the_mlflow_ui_opens_through_the_extension_sandboxed_with_the_users_own_
 def test_the_lab_opens_a_jobs_run_and_compares_a_sweeps_trials_in_its_mlflow_tab(
     env: Env, alice_home: Path, alice_page: Any
 ) -> None:
-    """In Alice's Lab: the job page's "MLflow run" opens the MLflow tab on that run; the Sweeps page's "Compare in
-    MLflow" opens MLflow's compare view of the sweep's two trials."""
+    """In Alice's Lab: the Sweeps page's "Compare in MLflow" opens MLflow's compare view of the sweep's two trials
+    in the MLflow tab; a trial's job page's "MLflow run" opens that run's page there."""
     template = job_of("pair", f"{PYTHON} {TRIAL} --x <% $parameters.x %> --lr <% $parameters.lr %> --steps 2")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAI_JUPYTER_HOME", str(alice_home))
@@ -488,22 +488,23 @@ def test_the_lab_opens_a_jobs_run_and_compares_a_sweeps_trials_in_its_mlflow_tab
         sweep.run(timeout=240)
     assert sweep.status == "done"
     page = alice_page
-    row = page.locator("#pai-jobs-panel .pai-JobRow").filter(has=page.locator(".pai-JobRow-name", has_text="pair-0000"))
-    row.click(timeout=60_000)  # (once the sidebar's refresh lists it)
-    button = page.get_by_role("button", name="Open this job's MLflow run")
-    button.wait_for(state="visible", timeout=30_000)
-    button.click()
-    frame = page.frame_locator("#pai-mlflow iframe")
-    frame.get_by_text("pair-0000").first.wait_for(state="visible", timeout=90_000)  # the run's page
     run_from_palette(page, "PAI sweeps", ".pai-SweepsView")
     view = page.locator(".pai-SweepsView")
     view.locator(".pai-SweepName", has_text="pair").first.click()
     view.locator(".pai-TrialRow").nth(1).wait_for(state="visible", timeout=30_000)
     view.locator(".pai-CompareTrials").click()
-    compared = page.frame_locator("#pai-mlflow iframe")
+    frame = page.frame_locator("#pai-mlflow iframe")
     for trial in ("pair-0000", "pair-0001"):
-        compared.get_by_text(trial).first.wait_for(state="visible", timeout=90_000)
+        frame.get_by_text(trial).first.wait_for(state="visible", timeout=90_000)
     assert "compare-runs" in page.locator("#pai-mlflow iframe").get_attribute("src")
+    run_from_palette(page, "PAI sweeps", ".pai-SweepsView")  # (back to the Sweeps tab)
+    view.locator(".pai-TrialRow[data-trial='0'] .pai-TrialJob").click()  # the trial's job page
+    button = page.get_by_role("button", name="Open this job's MLflow run")
+    button.wait_for(state="visible", timeout=30_000)
+    button.click()
+    run_id = env.alice.http.get("/api/v2/jobs/alice~pair-0000").json()["jobStatus"]["mlflowRunId"]
+    wait_for(lambda: run_id in (page.locator("#pai-mlflow iframe").get_attribute("src") or ""), 30, "the run's page")
+    frame.get_by_text("Overview").first.wait_for(state="visible", timeout=90_000)  # MLflow's run page
 
 
 def git_repo(folder: Path) -> str:
@@ -706,3 +707,27 @@ def test_runs_a_killed_daemon_left_open_are_brought_up_to_their_jobs_after_its_r
     assert run.data.tags["pai.state"] == "SUCCEEDED" and run.data.tags["pai.exitCode"] == "0"
     run = wait_for(lambda: (r := client.get_run(gone)).info.status == "KILLED" and r, 60, "the deleted job's run")
     assert run.data.tags["pai.state"] == "GONE"
+
+
+def test_an_experiment_made_beforehand_under_a_users_name_never_holds_their_runs(env: Env) -> None:
+    """Bob makes an experiment called ``pai/dave`` before Dave's first job (any account may name one so, and its
+    maker could read what is logged there): Dave's runs go to an experiment of his own, which Bob cannot read."""
+    assert env.bob.http.get("/api/v2/local/tracking").status_code == 200  # (Bob's MLflow account exists)
+    bob = client_as(env, "bob")
+    squatted = bob.create_experiment("pai/dave")
+    dave = env.api.new_user("dave")
+    script = """
+        import os, mlflow
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        mlflow.log_metric("secret", 42.0)
+    """
+    dave.submit_ok(job("mine", script))
+    assert dave.wait("dave~mine", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    run_id = run_of(env, "dave", "mine")
+    run = client_as(env, "dave").get_run(run_id)
+    assert run.info.experiment_id != squatted and run.data.metrics["secret"] == 42.0
+    with pytest.raises(MlflowException):
+        bob.get_run(run_id)
+    assert bob.search_runs([squatted]) == []
+    mine = dave.http.get("/api/v2/local/tracking").json()
+    assert mine["experimentId"] == run.info.experiment_id and mine["experiment"].startswith("pai/dave-"), mine

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import NoApiError
-from ..tracking.tracker import experiment_name
 from .base import Base, Route
 
 
@@ -24,10 +23,10 @@ class Tracking(Base):
         self.write_json(
             {
                 "url": tracker.config.task_url,
-                "experiment": experiment_name(user),
+                "experiment": tracker.experiment_name_of(user),
                 "experimentId": experiment,
-                "username": user,
-                "password": tracker.password(user),
+                "username": tracker.account(user),
+                **({"password": tracker.password(user)} if tracker.config.admin is not None else {}),
             }
         )
 

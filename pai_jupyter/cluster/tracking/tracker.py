@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import secrets
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +32,14 @@ import httpx
 from ...common.sweepstate import best_trial
 from ...protocol import Job
 from ..core.store import JobCore, Store
-from ..core.store.tracking import TrackedRun, run_of, save_sweep_run, sweep_run
+from ..core.store.tracking import (
+    TrackedRun,
+    run_of,
+    save_sweep_run,
+    save_user_experiment,
+    sweep_run,
+    user_experiment,
+)
 from . import artifacts
 from .artifacts import budget_bytes
 from .runinfo import param_value, run_params, run_tags, sweep_params, sweep_tags
@@ -56,12 +64,15 @@ def user_password(key: bytes, user: str) -> str:
 @dataclass(frozen=True)
 class TrackingConfig:
     """Where runs go: ``url`` of the tracking server as the daemon reaches it, ``task_url`` as tasks do, the admin
-    account the daemon works as, and the secret users' passwords are derived from."""
+    account the daemon works as (None: a site's server without authentication, where nobody has an account), the
+    secret users' passwords are derived from, and what their MLflow account names start with (``pai-`` on a site's
+    server, whose own accounts the platform never touches)."""
 
     url: str
     task_url: str
-    admin: Admin
+    admin: Admin | None
     secret: bytes
+    prefix: str = ""
 
 
 class Tracker:
@@ -77,8 +88,18 @@ class Tracker:
         self.ready = asyncio.Event()  # set once the server answered (``wait_ready``)
 
     # ---- accounts ---------------------------------------------------------------------------------------------
+    def account(self, user: str) -> str:
+        """``user``'s MLflow account name."""
+        return self.config.prefix + user
+
     def password(self, user: str) -> str:
-        return user_password(self.config.secret, user)
+        return user_password(self.config.secret, self.account(user))
+
+    def credentials(self, user: str) -> dict[str, str]:
+        """``user``'s MLflow credentials as MLflow's client reads them; none on a server without authentication."""
+        if self.config.admin is None:
+            return {}
+        return {"MLFLOW_TRACKING_USERNAME": self.account(user), "MLFLOW_TRACKING_PASSWORD": self.password(user)}
 
     def task_env(self, row: JobCore) -> dict[str, str]:
         """What a task of job ``row`` needs to log into the job's run; {} for a job without one."""
@@ -90,8 +111,7 @@ class Tracker:
             "MLFLOW_RUN_ID": run.run_id,  # (mlflow's client removes it from the environment once it used it)
             "PAI_MLFLOW_RUN_ID": run.run_id,  # (so pai_jupyter.report() still finds it then)
             "MLFLOW_EXPERIMENT_ID": run.experiment_id,
-            "MLFLOW_TRACKING_USERNAME": row["user"],
-            "MLFLOW_TRACKING_PASSWORD": self.password(row["user"]),
+            **self.credentials(row["user"]),
         }
 
     @property
@@ -99,7 +119,7 @@ class Tracker:
         if self._http is None:
             self._http = httpx.AsyncClient(
                 base_url=self.config.url,
-                auth=(self.config.admin.username, self.config.admin.password),
+                auth=(self.config.admin.username, self.config.admin.password) if self.config.admin else None,
                 timeout=TIMEOUT_S,
                 trust_env=False,
             )
@@ -155,27 +175,49 @@ class Tracker:
         return self._users[user]
 
     async def _make_experiment(self, user: str) -> str:
-        try:
-            await self.call("POST", "users/create", {"username": user, "password": self.password(user)})
-        except TrackingError as exc:
-            if exc.code != "RESOURCE_ALREADY_EXISTS":
-                raise  # made before (by this daemon, or the user changed it): the daemon's derivation wins
-            await self.call("PATCH", "users/update-password", {"username": user, "password": self.password(user)})
-        try:
-            found = (await self.call("GET", "experiments/get-by-name", experiment_name=experiment_name(user)))[
-                "experiment"
-            ]
-        except TrackingError as exc:
-            if exc.code != "RESOURCE_DOES_NOT_EXIST":
-                raise
-            # made as the user: MLflow gives an experiment's creator MANAGE on it, and no one else anything
-            made = await self.call(
-                "POST", "experiments/create", {"name": experiment_name(user)}, as_user=(user, self.password(user))
-            )
-            return str(made["experiment_id"])
-        if found.get("lifecycle_stage") == "deleted":  # the user deleted it: their next runs bring it back
-            await self.call("POST", "experiments/restore", {"experiment_id": found["experiment_id"]})
-        return str(found["experiment_id"])
+        """The user's account (where the server has accounts), then their experiment: the one recorded as theirs,
+        else a new one made as them (MLflow gives its creator MANAGE on it). A name someone else took first (any
+        account may make an experiment called ``pai/<user>``, and would then read what is logged there) is never
+        used: the new one gets a suffix."""
+        account = self.account(user)
+        as_user = (account, self.password(user)) if self.config.admin is not None else None
+        if as_user is not None:
+            try:
+                await self.call("POST", "users/create", {"username": account, "password": as_user[1]})
+            except TrackingError as exc:
+                if exc.code != "RESOURCE_ALREADY_EXISTS":
+                    raise  # made before (by this daemon, or the user changed it): the daemon's derivation wins
+                await self.call("PATCH", "users/update-password", {"username": account, "password": as_user[1]})
+        recorded = user_experiment(self.store, user)
+        if recorded is not None:
+            try:
+                found = (await self.call("GET", "experiments/get", experiment_id=recorded[0]))["experiment"]
+            except TrackingError as exc:
+                if exc.code != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+            else:
+                if found.get("lifecycle_stage") == "deleted":  # the user deleted it: their next runs bring it back
+                    await self.call("POST", "experiments/restore", {"experiment_id": recorded[0]})
+                return recorded[0]
+        name = experiment_name(user)
+        for attempt in range(5):
+            try:
+                made = await self.call("POST", "experiments/create", {"name": name}, as_user=as_user)
+                break
+            except TrackingError as exc:
+                if exc.code != "RESOURCE_ALREADY_EXISTS" or attempt == 4:
+                    raise
+                log.warning("MLflow experiment %s exists and is not %s's: making another", name, user)
+                name = f"{experiment_name(user)}-{secrets.token_hex(3)}"
+        experiment = str(made["experiment_id"])
+        with self.store.tx():
+            save_user_experiment(self.store, user, experiment, name)
+        return experiment
+
+    def experiment_name_of(self, user: str) -> str:
+        """The name of ``user``'s experiment (``pai/<user>`` unless that was taken)."""
+        recorded = user_experiment(self.store, user)
+        return recorded[1] if recorded else experiment_name(user)
 
     # ---- runs -------------------------------------------------------------------------------------------------
     async def open_run(

@@ -48,6 +48,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, sweep TEXT NOT NULL, "
         "run_id TEXT NOT NULL, PRIMARY KEY (user, sweep))",
     ),
+    Migration(
+        4,
+        "each user's MLflow experiment, by id (cluster/tracking/): the one the daemon made as them, never another "
+        "that someone else made under the same name",
+        "CREATE TABLE IF NOT EXISTS tracking_users ("
+        "user TEXT PRIMARY KEY REFERENCES users(name) ON DELETE CASCADE, "
+        "experiment_id TEXT NOT NULL, name TEXT NOT NULL)",
+    ),
 )
 
 

@@ -1,5 +1,5 @@
-"""Which MLflow run is each job's (``tracking_runs``, migration 3): one run per job, kept across its attempts; and
-each sweep's parent run (``tracking_sweeps``)."""
+"""Which MLflow run is each job's (``tracking_runs``, migration 3): one run per job, kept across its attempts;
+each sweep's parent run (``tracking_sweeps``); and each user's experiment (``tracking_users``, migration 4)."""
 
 from __future__ import annotations
 
@@ -47,3 +47,16 @@ def jobs_of_runs(store: Database, run_ids: list[str]) -> dict[str, int]:
         ).fetchall():
             out[str(run_id)] = int(job_id)
     return out
+
+
+def user_experiment(store: Database, user: str) -> tuple[str, str] | None:
+    """(id, name) of the experiment the daemon made as ``user``."""
+    row = store.db.execute("SELECT experiment_id, name FROM tracking_users WHERE user = ?", (user,)).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def save_user_experiment(store: Database, user: str, experiment_id: str, name: str) -> None:
+    store.db.execute(
+        "INSERT OR REPLACE INTO tracking_users (user, experiment_id, name) VALUES (?, ?, ?)",
+        (user, experiment_id, name),
+    )
