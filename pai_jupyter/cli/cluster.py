@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -48,6 +49,13 @@ def cluster() -> None:
     help="Make every job an MLflow run on the cluster's own tracking server: auto (the default) where mlflow is "
     "installed (pip install 'pai_jupyter[mlflow]') and tasks run on this host; on: refuse to start without it.",
 )
+@click.option("--mlflow-uri", metavar="URL", help="Make jobs runs on this MLflow server of your site's instead.")
+@click.option(
+    "--mlflow-credentials",
+    metavar="FILE",
+    help='With --mlflow-uri: a chmod-600 JSON file {"username", "password"} of an admin of that server (users get '
+    "accounts pai-<user> there); without it the server is taken to have no authentication.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing when it is already running.")
 def start(
     port: int,
@@ -60,6 +68,8 @@ def start(
     mail_from: str | None,
     notify_webhook: str | None,
     mlflow: str | None,
+    mlflow_uri: str | None,
+    mlflow_credentials: str | None,
     quiet: bool,
 ) -> None:
     """Start the daemon in the background; returns once it answers. Job notifications
@@ -67,7 +77,8 @@ def start(
     the home's local/cluster.yaml."""
     already = control.running()
     flags = {"--min-free-mb": min_free_mb, "--smtp": smtp, "--mail-from": mail_from, "--notify-webhook": notify_webhook}
-    flags["--mlflow"] = mlflow
+    credentials = str(Path(mlflow_credentials).expanduser().resolve()) if mlflow_credentials else None
+    flags |= {"--mlflow": mlflow, "--mlflow-uri": mlflow_uri, "--mlflow-credentials": credentials}
     extra = [str(x) for flag, value in flags.items() if value is not None for x in (flag, value)]
     if already is None:
         control.remember_start(None, runtime=runtime, cpus=cpus, memory_mb=memory_mb, gpus=gpus)

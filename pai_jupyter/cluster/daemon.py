@@ -44,6 +44,7 @@ from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
 from .tracking.reconcile import after_start
 from .tracking.server import LOOPBACK, SERVICE_USER, EmbeddedServer, installed
+from .tracking.site import SITE_PREFIX, site_admin, site_url
 from .tracking.system import SystemMetrics
 from .tracking.system import interval as system_interval
 from .tracking.tracker import Tracker, TrackingConfig
@@ -159,10 +160,26 @@ def listen_for_nodes(runtime: Runtime, host: str, port: int, sockets: list[socke
     return urls[0] if urls else None
 
 
-def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, mode: str) -> EmbeddedServer | None:
-    """The cluster's MLflow server, started (or found running from before) and the tracker that makes each job
-    a run, per ``--mlflow``; None when tracking is off. ``on`` without what it needs stops the daemon."""
+def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, args: argparse.Namespace) -> EmbeddedServer | None:
+    """The tracker that makes each job a run, per ``--mlflow``: on a site's server (``--mlflow-uri``), else on the
+    cluster's own, started (or found running from before) and returned; None when there is no server of ours.
+    ``on`` without what it needs, or a site given wrongly, stops the daemon."""
+    mode = args.mlflow
     if mode == "off":
+        return None
+    if args.mlflow_uri:
+        try:
+            url = site_url(args.mlflow_uri)
+            admin = site_admin(Path(args.mlflow_credentials).expanduser()) if args.mlflow_credentials else None
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        key = EmbeddedServer(local).secrets()["users_key"].encode()
+        cluster.state.tracker = Tracker(cluster.store, TrackingConfig(url, url, admin, key, prefix=SITE_PREFIX))
+        log.info(
+            "every job is an MLflow run on the site's server %s (%s)",
+            url,
+            "accounts pai-<user>" if admin else "no authentication",
+        )
         return None
     missing = installed()
     if missing is not None:
@@ -191,7 +208,7 @@ async def restart_tracking(cluster: Cluster, server: EmbeddedServer, about: dict
         cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
 
 
-async def stop_tracking(cluster: Cluster, server: EmbeddedServer) -> None:
+async def stop_tracking(cluster: Cluster, server: EmbeddedServer | None) -> None:
     tracker = cluster.state.tracker
     if tracker is not None:
         try:  # the updates under way get their chance
@@ -199,7 +216,8 @@ async def stop_tracking(cluster: Cluster, server: EmbeddedServer) -> None:
         except TimeoutError:
             log.warning("MLflow updates still pending when the daemon stopped were dropped")
         await tracker.close()
-    await asyncio.to_thread(server.stop)
+    if server is not None:
+        await asyncio.to_thread(server.stop)
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -234,7 +252,8 @@ async def serve(args: argparse.Namespace) -> None:
     server = tornado.httpserver.HTTPServer(make_app(cluster, leases, hub), idle_connection_timeout=3600)
     server.add_sockets(sockets)
     cluster.recover()
-    mlflow = start_tracking(cluster, local, runtime, args.mlflow)
+    mlflow = start_tracking(cluster, local, runtime, args)
+    tracking = cluster.state.tracker
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{port}"
     about = {
@@ -246,7 +265,7 @@ async def serve(args: argparse.Namespace) -> None:
         "runtime": runtime.describe(),
         "runtimeChoice": why,  # `pai cluster start` and `status` say it
         **({"nodesUrl": nodes_url} if nodes_url else {}),  # the REST as a node's task reaches it (docs/hub.md)
-        **({"mlflow": mlflow.url} if mlflow is not None else {}),  # the cluster's MLflow server (docs/tracking.md)
+        **({"mlflow": tracking.config.url} if tracking is not None else {}),  # where jobs are runs (docs/tracking.md)
         "started": time.time(),
     }
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
@@ -264,7 +283,7 @@ async def serve(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    system = SystemMetrics(cluster) if mlflow is not None and (every := system_interval()) else None
+    system = SystemMetrics(cluster) if tracking is not None and (every := system_interval()) else None
 
     async def tick() -> None:
         seconds = 0
@@ -289,18 +308,18 @@ async def serve(args: argparse.Namespace) -> None:
                 log.exception("deadline check failed")
 
     ticker = asyncio.ensure_future(tick())
-    if cluster.state.tracker is not None:  # runs whose updates a killed daemon never sent
-        settling = asyncio.ensure_future(after_start(cluster.state.tracker))
+    if tracking is not None:  # runs whose updates a killed daemon never sent
+        settling = asyncio.ensure_future(after_start(tracking))
     await stop.wait()
     ticker.cancel()
-    if cluster.state.tracker is not None:
+    if tracking is not None:
         settling.cancel()
     server.stop()
     try:  # what is being sent gets its chance (each delivery gives up after its own timeout)
         await asyncio.wait_for(cluster.notifier.drain(), timeout=15)
     except TimeoutError:
         log.warning("notifications still being sent when the daemon stopped were dropped")
-    if mlflow is not None:
+    if tracking is not None:
         await stop_tracking(cluster, mlflow)
     info = read_runtime(home)
     if info and info.get("pid") == os.getpid():
@@ -365,6 +384,20 @@ def main(argv: list[str] | None = None) -> None:
         help="make every job an MLflow run on the cluster's own tracking server (docs/tracking.md): auto (the "
         "default, $PAI_JUPYTER_MLFLOW) where mlflow is installed and tasks run on this host, on (refuse to start "
         "without it), off",
+    )
+    p.add_argument(
+        "--mlflow-uri",
+        default=os.environ.get("PAI_JUPYTER_MLFLOW_URI") or None,
+        metavar="URL",
+        help="make jobs runs on this MLflow tracking server of the site's instead of the cluster's own "
+        "(default $PAI_JUPYTER_MLFLOW_URI)",
+    )
+    p.add_argument(
+        "--mlflow-credentials",
+        default=os.environ.get("PAI_JUPYTER_MLFLOW_CREDENTIALS") or None,
+        metavar="FILE",
+        help='with --mlflow-uri: a 0600 JSON file {"username", "password"} of an admin of the server\'s basic-auth '
+        "app; users get accounts pai-<user> there (without it: a server without authentication)",
     )
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
