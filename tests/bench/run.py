@@ -37,12 +37,13 @@ from .sidebar import p20_sidebar_poll
 from .slurm import p15_submit_to_running, p16_gang_job, p17_drain, stop_cluster
 from .sweep import p19_sweep_overhead
 from .sweeps_page import p21_sweeps_refresh
+from .tracking import p23_drain, p23m_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 # measured once a run whatever --runs says: their figure is already a median or best of several inside one run, and a
 # run of theirs takes a minute or more (P4 fills 10,000 jobs; P17 drains 100 jobs twice each way on Slurm; P22 and
-# P22S spawn JupyterLab through two Hubs three times each)
-ONCE = {"P4", "P17", "P22", "P22S"}
+# P22S spawn JupyterLab through two Hubs three times each; P23 drains 200 jobs three times and waits for their runs)
+ONCE = {"P4", "P17", "P22", "P22S", "P23"}
 BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P1", "REST submit -> task process started", p1_submit_to_start),
     ("P2", "200 queued jobs `true` on 2 slots", p2_throughput),
@@ -72,6 +73,8 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P21", "Sweeps page refresh, 20 running trials", p21_sweeps_refresh),
     ("P22", "JupyterHub: spawn click -> JupyterLab ready", p22_hub_spawn),
     ("P22S", "Hub spawn on Slurm: click -> Lab ready, beside batchspawner", p22s_hub_spawn_on_slurm),
+    ("P23", "200-job drain, every job an MLflow run", p23_drain),
+    ("P23M", "job logging 10,000 metric points to MLflow", p23m_metrics),
 ]
 
 
