@@ -75,6 +75,7 @@ export interface JobDetail {
   tasks: TaskDetail[];
   metricsUrl: string;
   mlflowPage: string | null; // the job's MLflow run through this server; null: it has none
+  mlflowHint?: string | null; // for a job without a run: how to turn tracking on, where the cluster has it off
   events?: { time?: string; type?: string; reason?: string; message?: string }[];
   eventsMessage?: string;
 }

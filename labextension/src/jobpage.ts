@@ -71,8 +71,10 @@ export class JobPage extends Widget {
     this.metrics = section('Resources', 'pai-Metrics');
     this.charts = new JobMetrics(this.metrics.body);
     this.tools = new JobTools(jobId, commands);
+    this.mlflowNote.hidden = true;
     this.node.append(
       bar,
+      this.mlflowNote,
       this.tools.node,
       this.summary.node,
       this.tasks.node,
@@ -123,6 +125,8 @@ export class JobPage extends Widget {
       this.error.textContent = '';
       this.stopButton.disabled = detail.final;
       this.mlflowButton.hidden = !detail.mlflowPage;
+      this.mlflowNote.textContent = detail.mlflowHint || '';
+      this.mlflowNote.hidden = !detail.mlflowHint;
       this.stopButton.title = detail.final
         ? `The job has ended (${detail.state})`
         : 'Stop this job';
@@ -416,6 +420,7 @@ export class JobPage extends Widget {
   private stick = true;
   private readonly stopButton: HTMLButtonElement;
   private readonly mlflowButton: HTMLButtonElement;
+  private readonly mlflowNote = el('div', 'pai-Muted pai-MlflowHint');
   private readonly charts: JobMetrics;
   private readonly tools: JobTools;
   private readonly error = el('p', 'pai-Error');

@@ -99,6 +99,7 @@ class JobDetail(TypedDict):
     tasks: list[TaskDetail]
     metricsUrl: str
     mlflowPage: str | None  # the job's MLflow run in the UI through this server; null: the job has none
+    mlflowHint: NotRequired[str | None]  # for a job without a run: how to turn tracking on, where it is off
     events: NotRequired[list[Event]]
     eventsMessage: NotRequired[str]
 

@@ -113,6 +113,7 @@ class JobHandler(LabHandler):
             except PaiError as exc:  # NotSupported on a remote OpenPAI: no service buttons, the terminal stays
                 self.log.info("pai: services of %s: %s", job, exc)
         out = detail_json(self.base_url, detail, services)
+        out["mlflowHint"] = None if out["mlflowPage"] else await self.registry.mlflow.hint()
         if out["final"]:
             await self.ended_tensorboards(job, out)
         if self.get_argument("events", "") == "1":

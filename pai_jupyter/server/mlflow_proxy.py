@@ -13,22 +13,18 @@ goes there. The upstream is only ever the address the cluster gave; the route ca
 
 from __future__ import annotations
 
-import base64
 import json
-import time
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from jupyter_server.auth.decorator import ws_authenticated
 from tornado import web
 
-from ..client import NotSupported, PaiError
 from .common import PaiHTTPError
 from .forward import UpstreamFailed
 from .lab_base import LabHandler
+from .mlflow_upstream import TrackingServer, Upstream
 from .proxy import ServiceProxyHandler, without_token
-from .registry import Registry, Target, unavailable
 from .sandbox import CAP_RE
 from .sandboxed import SandboxedProxyHandler, allow_unauthenticated
 
@@ -56,54 +52,6 @@ def compare_page(base_url: str, runs: list[tuple[str, str]]) -> str:
     return ui_page(base_url, f"/compare-runs?runs={quote(ids, safe='')}&experiments={quote(experiments, safe='')}")
 
 
-@dataclass(frozen=True)
-class Upstream:
-    """The cluster's MLflow server as the profile user reaches it."""
-
-    target: Target
-    username: str
-    authorization: str  # ``Basic …`` with the user's own MLflow password
-    experiment_id: str
-
-
-class TrackingServer:
-    """Where the profile user's MLflow server is, asked of the cluster once per ``resolve_cache_seconds``."""
-
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self._cached: tuple[float, str, Upstream] | None = None  # (when, profile, upstream)
-
-    async def upstream(self) -> Upstream:
-        """The server and the user's credentials; 404 where the cluster tracks nothing (with the cluster's words:
-        how to turn tracking on), 503 where the cluster is down."""
-        registry = self.registry
-        now = time.monotonic()
-        cached = self._cached
-        if cached and cached[1] == registry.current and now - cached[0] < registry.config.resolve_cache_seconds:
-            return cached[2]
-        try:
-            answer = await registry.client.tracking()
-        except PaiError as exc:
-            if exc.status == 404 or isinstance(exc, NotSupported):
-                raise PaiHTTPError(404, f"MLflow tracking is off: {exc.message}", code="NoTracking") from None
-            raise unavailable(exc) from None
-        url = urlsplit(str(answer["url"]))
-        if url.scheme != "http" or not url.hostname or not url.port:
-            raise PaiHTTPError(502, "the cluster named no MLflow server this server can reach", code="ClusterError")
-        basic = base64.b64encode(f"{answer['username']}:{answer['password']}".encode()).decode()
-        found = Upstream(
-            Target(url.hostname, url.port, "/", stamp=str(answer["username"])),
-            str(answer["username"]),
-            f"Basic {basic}",
-            str(answer.get("experimentId", "")),
-        )
-        self._cached = (now, registry.current, found)
-        return found
-
-    def forget(self) -> None:
-        self._cached = None
-
-
 class MlflowProxyHandler(ServiceProxyHandler):
     """``pai/mlflow/…``: a navigation goes to the same page under a capability; anything else signed in."""
 
@@ -111,9 +59,9 @@ class MlflowProxyHandler(ServiceProxyHandler):
     under = "/pai/"
     upstream: Upstream | None = None
 
-    def initialize(self, registry: Registry, tracking: TrackingServer) -> None:  # type: ignore[override]
-        super().initialize(registry)
-        self.tracking = tracking
+    @property
+    def tracking(self) -> TrackingServer:
+        return self.registry.mlflow
 
     async def capability_route(self) -> str:
         return f"mlflow@{(await self.tracking.upstream()).username}"
@@ -130,7 +78,9 @@ class MlflowProxyHandler(ServiceProxyHandler):
         return raw_rest or "/"
 
     def get_request_headers_override(self) -> dict[str, str]:
-        return {"Authorization": self.upstream.authorization} if self.upstream else {}
+        if self.upstream is None or self.upstream.authorization is None:
+            return {}
+        return {"Authorization": self.upstream.authorization}
 
     def proxy_request_headers(self) -> Any:
         headers = super().proxy_request_headers()
@@ -208,9 +158,8 @@ class CompareHandler(LabHandler):
 
 
 def route_specs(pai: str, args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
-    tracking = {**args, "tracking": TrackingServer(args["registry"])}
     return [
         (pai + "/api/mlflow/compare", CompareHandler, args),
-        (pai + "/" + SANDBOXED_MLFLOW_RE, SandboxedMlflowHandler, tracking),
-        (pai + "/" + MLFLOW_RE, MlflowProxyHandler, tracking),
+        (pai + "/" + SANDBOXED_MLFLOW_RE, SandboxedMlflowHandler, args),
+        (pai + "/" + MLFLOW_RE, MlflowProxyHandler, args),
     ]

@@ -21,6 +21,7 @@ from ..common.services import titles
 from .common import SERVICES, PaiHTTPError, not_found
 from .config import PaiJupyter
 from .ended_tensorboard import EndedBoards
+from .mlflow_upstream import TrackingServer
 
 Key = tuple[str, str, int, str]  # job id, role, task index, service
 TITLES = titles()
@@ -79,6 +80,7 @@ class Registry:
         self._culler: asyncio.Task[None] | None = None
         self.ended = EndedBoards()  # TensorBoards over ended tasks' logdirs
         self.stamps: dict[str, tuple[float, str]] = {}  # job id -> (when asked, its submission time)
+        self.mlflow = TrackingServer(self)  # the user's MLflow server (the Lab's MLflow tab, the job page's hint)
 
     @property
     def client(self) -> AsyncClient:

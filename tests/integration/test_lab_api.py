@@ -49,6 +49,8 @@ def test_detail_config_and_logs_of_an_own_job(env: Env) -> None:
     assert body["state"] == "SUCCEEDED" and body["final"] and body["tasks"][0]["role"] == "main"
     assert body["tasks"][0]["exitCode"] == 0 and body["tasks"][0]["terminalPage"] is None  # ended: no services
     assert isinstance(body["events"], list)
+    # a cluster that tracks nothing (the test daemons' default): no run, and the page says how to turn tracking on
+    assert body["mlflowPage"] is None and "pai_jupyter[mlflow]" in body["mlflowHint"], body
     yaml_text = http.get(f"pai/api/jobs/{env.done}/config").json()["text"]
     assert "jobName: api-done" in yaml_text
     as_json = json.loads(http.get(f"pai/api/jobs/{env.done}/config", params={"format": "json"}).json()["text"])

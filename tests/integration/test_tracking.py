@@ -439,9 +439,13 @@ def test_the_mlflow_ui_opens_through_the_extension_sandboxed_with_the_users_own_
         import os
         print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
     """
-    for user, api in (("alice", env.alice), ("bob", env.bob)):
-        api.submit_ok(job("ui-run", script))
-        assert api.wait(f"{user}~ui-run", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    for user, api, name in (
+        ("alice", env.alice, "ui-run"),
+        ("alice", env.alice, "ui-run-2"),
+        ("bob", env.bob, "ui-run"),
+    ):
+        api.submit_ok(job(name, script))
+        assert api.wait(f"{user}~{name}", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
     alices, bobs = run_of(env, "alice", "ui-run"), run_of(env, "bob", "ui-run")
     http = alice_lab.http()
     detail = http.get("pai/api/jobs/alice~ui-run").json()
@@ -470,7 +474,7 @@ def test_the_mlflow_ui_opens_through_the_extension_sandboxed_with_the_users_own_
     assert forged != urlsplit(page_url).path and anonymous.get(forged).status_code == 403
     bare = urlsplit(alice_lab.url).path + "pai/mlflow/ajax-api/2.0/mlflow/experiments/search"
     assert anonymous.get(bare).status_code in (302, 403)  # not signed in: Jupyter's login, never MLflow
-    compared = http.get("pai/api/mlflow/compare", params=[("job", "alice~ui-run"), ("job", "alice~fit")])
+    compared = http.get("pai/api/mlflow/compare", params=[("job", "alice~ui-run"), ("job", "alice~ui-run-2")])
     assert compared.status_code == 200, compared.text
     assert "compare-runs?runs=" in compared.json()["url"] and alices in unquote(compared.json()["url"])
     assert http.get("pai/api/mlflow/compare", params=[("job", "bob~ui-run")]).status_code == 404
