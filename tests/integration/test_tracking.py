@@ -735,3 +735,30 @@ def test_an_experiment_made_beforehand_under_a_users_name_never_holds_their_runs
     assert bob.search_runs([squatted]) == []
     mine = dave.http.get("/api/v2/local/tracking").json()
     assert mine["experimentId"] == run.info.experiment_id and mine["experiment"].startswith("pai/dave-"), mine
+
+
+def test_reports_the_server_missed_reach_the_run_when_the_job_ends(env: Env) -> None:
+    """``pai_jupyter.report()`` keeps each report in the task's file and sends it to the run; one the server did not
+    take (here: the task had it unreachable) reaches the run from the daemon's copy when the job ends, and a report
+    that did reach it is not doubled."""
+    script = """
+        import os
+        print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
+        from pai_jupyter import report
+        report(step=1, loss=0.5)
+        os.environ["MLFLOW_TRACKING_URI"] = "http://127.0.0.1:9"  # the server out of reach for the next two
+        report(step=2, loss=0.25)
+        report(step=3, loss=0.125)
+    """
+    env.alice.submit_ok(job("missed", script))
+    assert env.alice.wait("alice~missed", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
+    assert "did not take these metrics" in env.api.log("alice~missed", name="stderr")
+    client = client_as(env, "alice")
+    run_id = run_of(env, "alice", "missed")
+
+    def whole() -> object:
+        history = client.get_metric_history(run_id, "loss")
+        return history if len(history) >= 3 else None
+
+    history = wait_for(whole, 60, "the missed reports in the run")
+    assert [(m.step, m.value) for m in history] == [(1, 0.5), (2, 0.25), (3, 0.125)]

@@ -128,8 +128,8 @@ def test_jobs_are_runs_on_the_sites_server_with_accounts_of_their_own(
                 run = mine.get("/api/2.0/mlflow/runs/get", params={"run_id": run_id}).json()["run"]
                 return run if run["info"]["status"] == "FINISHED" else None
 
-            run = wait_for(finished, 60, "the run FINISHED on the site's server")
-            assert {m["key"]: m["value"] for m in run["data"]["metrics"]} == {"loss": 0.5}
+            run = wait_for(finished, 120, "the run FINISHED on the site's server")
+            assert {m["key"]: m["value"] for m in run["data"]["metrics"]}["loss"] == 0.5
             experiment = mine.get(
                 "/api/2.0/mlflow/experiments/get", params={"experiment_id": run["info"]["experiment_id"]}
             )

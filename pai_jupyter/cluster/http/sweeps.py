@@ -17,73 +17,20 @@ The same bearer auth as every route (an application token included); a user sees
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 from ...common import reports as rep
-from ...common import safeio, tfevents
 from ..core.errors import BadRequest, ConflictJobError, NoJobError, NotFoundError
-from ..core.service import Cluster
+from ..core.jobreports import job_reports
 from ..core.store import now_ms
 from ..core.store import sweeps as table
 from .base import Base, Route
 
 SWEEP = r"/api/v2/local/sweeps/([^/~]+)~([^/]+)"
 NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a trial is the job {sweep}-{n}
-MAX_FILE = 4 * 1024 * 1024  # of a task's reports file that is read
 MAX_STATE = 8 * 1024 * 1024  # a sweep's state document
-TENSORBOARD = "run/tensorboard"  # a task's default TensorBoard log dir (task/services.py), its runs one level down
-MAX_EVENT_FILES = 32
 MAX_JOBS = 1000  # in one request for several jobs' reports
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def _entries(task_dir: str, rel: str) -> list[tuple[str, bool]]:
-    """(name, is a directory) of the regular files and directories in ``task_dir/rel``, opened without following
-    links (a task writes there); none when it is missing or not a directory."""
-    try:
-        fd = safeio.open_beneath(task_dir, rel, _DIR)
-    except OSError:
-        return []
-    try:
-        with os.scandir(fd) as found:
-            items = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in found]
-    finally:
-        os.close(fd)
-    return sorted((name, is_dir) for name, is_dir, is_file in items if is_dir or is_file)
-
-
-def event_reports(task_dir: str) -> list[dict[str, Any]]:
-    """The scalars of the task's TensorBoard event files as reports; a run's tags are named ``run/tag``."""
-    files: list[tuple[str, str]] = []  # (path beneath the task dir, run)
-    for name, is_dir in _entries(task_dir, TENSORBOARD):
-        if is_dir:
-            inner = _entries(task_dir, f"{TENSORBOARD}/{name}")
-            files += [(f"{TENSORBOARD}/{name}/{f}", name) for f, d in inner if not d and "tfevents" in f]
-        elif "tfevents" in name:
-            files.append((f"{TENSORBOARD}/{name}", ""))
-    out = []
-    for path, run in files[:MAX_EVENT_FILES]:
-        for item in tfevents.scalars(safeio.read_beneath(task_dir, path, MAX_FILE) or b""):
-            if run:
-                item["metrics"] = {f"{run}/{tag}": v for tag, v in item["metrics"].items()}
-            out.append(item)
-    return out
-
-
-def file_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, Any]]:
-    """The reports each task of the attempt wrote to its reports file, then its TensorBoard scalars."""
-    out: list[dict[str, Any]] = []
-    for task in cluster.store.tasks(job_id, attempt):
-        if not task["task_dir"]:
-            continue
-        where = f"{task['role']}/{task['idx']}"
-        data = safeio.read_beneath(task["task_dir"], rep.FILE, MAX_FILE)
-        for item in rep.parse_lines(data.decode("utf-8", "replace") if data else ""):
-            out.append({**item, "source": where})
-        out += [{**item, "source": f"tensorboard:{where}"} for item in event_reports(task["task_dir"])]
-    return out
 
 
 class SweepBase(Base):
@@ -92,18 +39,10 @@ class SweepBase(Base):
         table.ensure_tables(self.cluster.store)
 
 
-def job_reports(cluster: Cluster, job_id: int, attempt: int) -> list[dict[str, Any]]:
-    """The job's reports: those posted, then those its tasks wrote, oldest first."""
-    stored = [{**r, "source": "api"} for r in table.reports(cluster.store, job_id)]
-    found = stored + file_reports(cluster, job_id, attempt)
-    found.sort(key=lambda r: r["time"])
-    return found
-
-
 class Reports(SweepBase):
     def get(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
-        self.write_json({"reports": job_reports(self.cluster, row["id"], row["attempt"])})
+        self.write_json({"reports": job_reports(self.cluster.store, row["id"], row["attempt"])})
 
     def post(self, user: str, name: str) -> None:
         row = self.own_job(user, name)
@@ -146,7 +85,7 @@ class ManyReports(SweepBase):
                 row = self.own_job(user, name)
             except NoJobError:  # missing, or not the caller's
                 continue
-            found[f"{row['user']}~{row['name']}"] = job_reports(self.cluster, row["id"], row["attempt"])
+            found[f"{row['user']}~{row['name']}"] = job_reports(self.cluster.store, row["id"], row["attempt"])
         self.write_json({"reports": found})
 
 

@@ -25,24 +25,21 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
-from ...common.sweepstate import best_trial
 from ...protocol import Job
 from ..core.store import JobCore, Store
 from ..core.store.tracking import (
     TrackedRun,
     run_of,
-    save_sweep_run,
     save_user_experiment,
-    sweep_run,
     user_experiment,
 )
-from . import artifacts
+from . import artifacts, updates
 from .artifacts import budget_bytes
-from .runinfo import param_value, run_params, run_tags, sweep_params, sweep_tags
+from .errors import TrackingError, error_code
+from .runinfo import param_value, run_params, run_tags
 from .server import Admin
 
 log = logging.getLogger("pai_jupyter.cluster")
@@ -143,7 +140,7 @@ class Tracker:
         auth = httpx.BasicAuth(*as_user) if as_user else httpx.USE_CLIENT_DEFAULT
         r = await self.http.request(method, f"/api/2.0/mlflow/{path}", json=body, params=params or None, auth=auth)
         if r.status_code >= 400:
-            raise TrackingError(r.status_code, _error_code(r), r.text[:300])
+            raise TrackingError(r.status_code, error_code(r), r.text[:300])
         return r.json() if r.content else {}
 
     async def moved(self, url: str) -> None:
@@ -281,6 +278,7 @@ class Tracker:
             tags = {"pai.attempt": str(row["attempt"]), "pai.state": "RUNNING" if state == "RUNNING" else "WAITING"}
             self._put(row["id"], "update", {"status": status, "tags": tags})
         elif state in END_STATUS:
+            self._put(row["id"], "backfill", {"attempts": int(row["attempt"])})
             if outputs is not None and budget_bytes() > 0:
                 uploaded = {o: d for o, d in outputs[1].items() if o in artifacts.UPLOADED}
                 self._put(row["id"], "artifacts", {"base": outputs[0], "outputs": uploaded})
@@ -335,9 +333,9 @@ class Tracker:
                 if kind == "update":
                     del self._newest[job_id]
                 if kind == "sweep":
-                    await self._sweep(**what)
+                    await updates.sweep(self, **what)
                 elif (run := run_of(self.store, job_id)) is not None:
-                    await self._send(run, kind, what)
+                    await updates.send(self, run, job_id, kind, what)
             except Exception as exc:  # (one update lost is logged; the next is tried)
                 log.warning("updating the MLflow run of job %s failed: %s", job_id, exc)
                 self._record(job_id, f"the MLflow run was not updated ({kind}): {exc}")
@@ -358,81 +356,6 @@ class Tracker:
                 return
             await asyncio.sleep(min(QUIET_S - quiet, MAX_DEFER_S - (now - queued)))
 
-    async def _send(self, run: TrackedRun, kind: str, what: dict[str, Any]) -> None:
-        if kind == "artifacts":
-            await self._artifacts(run, what["base"], what["outputs"])
-        elif kind == "update":
-            tags = [{"key": k, "value": v} for k, v in what.pop("tags", {}).items()]
-            if tags:
-                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": tags})
-            await self.call("POST", "runs/update", {"run_id": run.run_id, **what})
-        else:
-            metrics = [
-                {"key": str(k)[:250], "value": float(v), "timestamp": what["time"], "step": int(what["step"])}
-                for k, v in what["metrics"].items()
-            ]
-            for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
-                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "metrics": metrics[i : i + 1000]})
-
-    async def _artifacts(self, run: TrackedRun, base: Path, outputs: dict[str, str]) -> None:
-        """Upload what of ``outputs`` fits (``artifacts.py``) through the server's artifact API, as its admin; the
-        run's ``pai.artifacts`` tag says what was uploaded and what was left out."""
-        found = await asyncio.to_thread(artifacts.listing, base, outputs, budget_bytes())
-        info = (await self.call("GET", "runs/get", run_id=run.run_id))["run"]["info"]
-        root = str(info.get("artifact_uri") or "").removeprefix("mlflow-artifacts:").lstrip("/")
-        if not root:
-            raise TrackingError(0, "NO_ARTIFACT_ROOT", f"the run's artifact_uri is {info.get('artifact_uri')!r}")
-        for name, path, size in found.files:
-            data = await asyncio.to_thread(artifacts.read, base, path, size)
-            inside = f"outputs/{name}/{path[len(outputs[name]) + 1 :]}"
-            r = await self.http.put(f"/api/2.0/mlflow-artifacts/artifacts/{quote(root)}/{quote(inside)}", content=data)
-            if r.status_code >= 400:
-                raise TrackingError(r.status_code, _error_code(r), r.text[:300])
-        tag = {"key": "pai.artifacts", "value": artifacts.summary(found)}
-        await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": [tag]})
-
-    async def _sweep(self, user: str, sweep: str, trials: list[int], state: dict[str, Any]) -> None:
-        parent = sweep_run(self.store, user, sweep)
-        if parent is None and not trials:
-            return
-        if parent is None:
-            tags = {"mlflow.user": user, "mlflow.runName": sweep, "pai.user": user, **sweep_tags(user, sweep, state)}
-            made = await self.call(
-                "POST",
-                "runs/create",
-                {
-                    "experiment_id": await self.experiment_of(user),
-                    "user_id": user,
-                    "run_name": sweep,
-                    "start_time": int(time.time() * 1000),
-                    "tags": [{"key": k, "value": v} for k, v in tags.items()],
-                },
-            )
-            parent = str(made["run"]["info"]["run_id"])
-            with self.store.tx():
-                save_sweep_run(self.store, user, sweep, parent)
-            params = [{"key": k, "value": param_value(v)} for k, v in sweep_params(state).items()]
-            await self.call("POST", "runs/log-batch", {"run_id": parent, "params": params[:100]})
-        numbers = {str(t.get("job")): t.get("number") for t in state.get("trials") or []}
-        for job_id in trials:
-            run = run_of(self.store, job_id)
-            row = self.store.job_core(job_id)
-            if run is not None and row is not None:
-                tags = {"mlflow.parentRunId": parent, "pai.sweep": f"{user}~{sweep}"}
-                if (number := numbers.get(f"{row['user']}~{row['name']}")) is not None:
-                    tags["pai.trial"] = str(number)
-                batch = [{"key": k, "value": v} for k, v in tags.items()]
-                await self.call("POST", "runs/log-batch", {"run_id": run.run_id, "tags": batch})
-        done = state.get("status") == "done"
-        if done and (best := best_trial(state)) is not None:
-            metric = {"key": f"best_{state.get('objective') or 'value'}"[:250], "value": float(best["value"])}
-            now = int(time.time() * 1000)
-            best_tag = {"key": "pai.sweep.best", "value": str(best.get("job"))}
-            result = {"run_id": parent, "metrics": [{**metric, "timestamp": now, "step": 0}], "tags": [best_tag]}
-            await self.call("POST", "runs/log-batch", result)
-        update = {"run_id": parent, "status": "FINISHED" if done else "RUNNING"}
-        await self.call("POST", "runs/update", {**update, **({"end_time": int(time.time() * 1000)} if done else {})})
-
     async def drain(self) -> None:
         """Wait for the updates under way (tests; a stopping daemon)."""
         if self._queue is not None:
@@ -451,16 +374,3 @@ class Tracker:
                     self.store.add_event(job_id, "Warning", "TrackingFailed", message)
         except Exception:
             log.exception("recording a tracking failure of job %s failed", job_id)
-
-
-class TrackingError(RuntimeError):
-    def __init__(self, status: int, code: str, text: str) -> None:
-        super().__init__(f"MLflow answered {status} {code}: {text}")
-        self.status, self.code = status, code
-
-
-def _error_code(r: httpx.Response) -> str:
-    try:
-        return str(r.json().get("error_code") or "")
-    except ValueError:
-        return ""
