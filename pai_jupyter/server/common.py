@@ -15,6 +15,8 @@ from typing import Any
 
 from tornado import web
 
+from ..client import JobNotFound, NotSupported, PaiError
+from ..client.base import LOCAL_DOWN
 from ..common import services
 from ..common.routes import job_segment, task_route
 
@@ -117,3 +119,18 @@ def job_path(user: str, name: str) -> str:
 def task_prefix(base_url: str, user: str, name: str, role: str, index: int) -> str:
     """The public path of a task under this server: ``{base_url}pai/jobs/{user}~{name}/{role}/{index}/``."""
     return task_route(base_url, user, name, role, index)
+
+
+def unavailable(exc: PaiError) -> PaiHTTPError:
+    """The cluster's refusal, for the browser: 404 for a missing job, 501 where the cluster cannot do it, 503 with
+    the client's own words for a local cluster that is not running (how to start it); any other answer of the
+    cluster stays in the server's log."""
+    if isinstance(exc, JobNotFound):
+        return not_found()
+    if isinstance(exc, NotSupported):
+        return PaiHTTPError(501, f"not available on this cluster profile: {exc.message}", code="NotSupported")
+    if exc.code == LOCAL_DOWN:
+        return PaiHTTPError(503, exc.message, code=LOCAL_DOWN)
+    return PaiHTTPError(
+        502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
+    )

@@ -24,8 +24,8 @@ from ..client.base import LOCAL_DOWN
 from ..client.models import ListedTask
 from ..common.services import links
 from .answers import JobList, JobRow, TaskRow
-from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix
-from .registry import Registry, unavailable
+from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix, unavailable
+from .registry import Registry
 
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""

@@ -12,8 +12,8 @@ from jupyter_server.base.handlers import APIHandler
 
 from ..client import AsyncClient, InvalidJob, JobConflict, JobNotFound, NotSupported, PaiError
 from ..client.base import LOCAL_DOWN
-from .common import PaiHTTPError, SafeErrors, safe_json
-from .registry import Registry, unavailable
+from .common import PaiHTTPError, SafeErrors, safe_json, unavailable
+from .registry import Registry
 
 MAX_FORM_BYTES = 1 << 20  # a job document the form sends
 T = TypeVar("T")

@@ -25,6 +25,7 @@ from .forward import UpstreamFailed
 from .lab_base import LabHandler
 from .mlflow_upstream import TrackingServer, Upstream
 from .proxy import ServiceProxyHandler, without_token
+from .registry import Target
 from .sandbox import CAP_RE
 from .sandboxed import SandboxedProxyHandler, allow_unauthenticated
 
@@ -68,7 +69,7 @@ class MlflowProxyHandler(ServiceProxyHandler):
 
     async def _resolve(self, rest: str | None = None, **_: Any) -> str:  # type: ignore[override]
         self.upstream = await self.tracking.upstream()
-        self.target = self.upstream.target
+        self.target = Target(self.upstream.host, self.upstream.port, "/", stamp=self.upstream.username)
         raw = self.raw_match(self.route_re)
         raw_rest = raw.group("rest") if raw else rest
         self.proxy_base = self.request.path[len(self.base_url) : len(self.request.path) - len(raw_rest or "")]

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..client import NotSupported, PaiError
-from .common import PaiHTTPError
+from .common import PaiHTTPError, unavailable
 
 if TYPE_CHECKING:
-    from .registry import Registry, Target
+    from .registry import Registry
 
 TURN_ON = (
     "Jobs are not MLflow runs on this cluster. To make every job a run: pip install 'pai_jupyter[mlflow]', then "
@@ -26,7 +26,8 @@ TURN_ON = (
 class Upstream:
     """The cluster's MLflow server as the profile user reaches it."""
 
-    target: Target
+    host: str
+    port: int
     username: str
     authorization: str | None  # ``Basic …`` with the user's own MLflow password (None: a server without any)
     experiment_id: str
@@ -55,8 +56,6 @@ class TrackingServer:
                 raise PaiHTTPError(501, f"no MLflow here: {exc.message}", code="NotSupported") from None
             if exc.status == 404:
                 raise PaiHTTPError(404, f"MLflow tracking is off: {exc.message}", code="NoTracking") from None
-            from .registry import unavailable
-
             raise unavailable(exc) from None
         url = urlsplit(str(answer["url"]))
         if url.scheme != "http" or not url.hostname:
@@ -66,10 +65,9 @@ class TrackingServer:
         basic = None
         if answer.get("password"):  # (a site's server without authentication: none)
             basic = "Basic " + base64.b64encode(f"{answer['username']}:{answer['password']}".encode()).decode()
-        from .registry import Target
-
         found = Upstream(
-            Target(url.hostname, url.port or 80, "/", stamp=str(answer["username"])),
+            url.hostname,
+            url.port or 80,
             str(answer["username"]),
             basic,
             str(answer.get("experimentId", "")),

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
-from ..client.base import LOCAL_DOWN
 from ..common.services import titles
-from .common import SERVICES, PaiHTTPError, not_found
+from .common import SERVICES, PaiHTTPError, not_found, unavailable
 from .config import PaiJupyter
 from .ended_tensorboard import EndedBoards
 from .mlflow_upstream import TrackingServer
@@ -50,21 +49,6 @@ class Entry:
     last_used: float = field(default_factory=time.monotonic)
     sockets: set[Closable] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-def unavailable(exc: PaiError) -> PaiHTTPError:
-    """The cluster's refusal, for the browser: 404 for a missing job, 501 where the cluster cannot do it, 503 with
-    the client's own words for a local cluster that is not running (how to start it); any other answer of the
-    cluster stays in the server's log."""
-    if isinstance(exc, JobNotFound):
-        return not_found()
-    if isinstance(exc, NotSupported):
-        return PaiHTTPError(501, f"not available on this cluster profile: {exc.message}", code="NotSupported")
-    if exc.code == LOCAL_DOWN:
-        return PaiHTTPError(503, exc.message, code=LOCAL_DOWN)
-    return PaiHTTPError(
-        502, "the cluster did not answer as expected; see the Jupyter server's log", code="ClusterError"
-    )
 
 
 class Registry:

@@ -16,8 +16,8 @@ from jupyter_server.base.handlers import AuthenticatedFileHandler, JupyterHandle
 from tornado import web
 
 from ..client import PaiError
-from .common import TASK_RE, SafeErrors, not_found, safe_json, task_prefix
-from .registry import Registry, unavailable
+from .common import TASK_RE, SafeErrors, not_found, safe_json, task_prefix, unavailable
+from .registry import Registry
 
 STATIC = Path(__file__).parent / "static"
 TERMINAL_PAGE_RE = TASK_RE + r"/terminal/?"

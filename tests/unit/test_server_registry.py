@@ -14,9 +14,9 @@ import pytest
 
 from pai_jupyter.client import JobNotFound, NotSupported, PaiError, ServerUnavailable
 from pai_jupyter.client.base import LOCAL_DOWN
-from pai_jupyter.server.common import PaiHTTPError
+from pai_jupyter.server.common import PaiHTTPError, unavailable
 from pai_jupyter.server.config import PaiJupyter
-from pai_jupyter.server.registry import Registry, Target, unavailable
+from pai_jupyter.server.registry import Registry, Target
 
 JOB = "alice~train"
 KEY = (JOB, "main", 0, "tensorboard")
