@@ -8,11 +8,9 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +37,7 @@ from tests.polling import wait_for
 from .browser import lab_page, run_from_palette
 from .conftest import Api, kill_leftovers, start_daemon
 from .jupyter_fixture import JupyterServer, start_jupyter, write_notebook
+from .mlflow_jobs import PYTHON, TASK_TOOLS, answers, job, job_of
 
 pytestmark = pytest.mark.slow
 
@@ -50,10 +49,6 @@ class Env:
     alice: Api
     bob: Api
     url: str
-
-
-TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: mlflow in it too
-PYTHON = f"{TASK_TOOLS}/bin/python3"  # what the users' tasks run (a user's image with mlflow in it)
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +66,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         yield Env(home, api, api.new_user("alice"), api.new_user("bob"), str(info["mlflow"]))
         control.stop(home)
         kill_leftovers(home)
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health").status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def secrets_of(home: Path) -> dict[str, str]:
@@ -107,30 +95,6 @@ def client_as(env: Env, user: str) -> UserClient:
 
 def admin_http(env: Env) -> httpx.Client:
     return httpx.Client(base_url=env.url, auth=(ADMIN, secrets_of(env.home)["admin_password"]), timeout=30)
-
-
-def job(name: str, script: str, parameters: dict[str, object] | None = None) -> str:
-    """A v2 job running ``script`` with the task tools' Python (mlflow and pai_jupyter in it, as in a user's image)."""
-    return job_of(name, f"{PYTHON} -c {shlex.quote(textwrap.dedent(script))}", parameters)
-
-
-def job_of(name: str, command: str, parameters: dict[str, object] | None = None) -> str:
-    doc = {
-        "protocolVersion": 2,
-        "name": name,
-        "type": "job",
-        "parameters": parameters or {},
-        "prerequisites": [{"type": "dockerimage", "name": "image", "uri": "busybox"}],
-        "taskRoles": {
-            "main": {
-                "instances": 1,
-                "dockerImage": "image",
-                "resourcePerInstance": {"cpu": 1, "memoryMB": 1024, "gpu": 0},
-                "commands": [command],
-            }
-        },
-    }
-    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def run_of(env: Env, user: str, name: str) -> str:

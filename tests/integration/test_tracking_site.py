@@ -25,9 +25,9 @@ from pai_jupyter.common.localserver import free_port
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon
+from .mlflow_jobs import PYTHON, TASK_TOOLS, answers, job_of
 
 pytestmark = pytest.mark.slow
-TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +60,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, tuple[
         proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env, cwd=d, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _answers(url), 180, "the site's MLflow server answering")
+        wait_for(lambda: answers(url), 180, "the site's MLflow server answering")
         yield url, admin
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_jobs_are_runs_on_the_sites_server_with_accounts_of_their_own(
@@ -102,21 +95,8 @@ def test_jobs_are_runs_on_the_sites_server_with_accounts_of_their_own(
             print("RUN", os.environ["PAI_MLFLOW_RUN_ID"], os.environ["MLFLOW_TRACKING_USERNAME"], flush=True)
             mlflow.log_metric("loss", 0.5)
         """)
-        doc = {
-            "protocolVersion": 2,
-            "name": "on-site",
-            "type": "job",
-            "prerequisites": [{"type": "dockerimage", "name": "image", "uri": "busybox"}],
-            "taskRoles": {
-                "main": {
-                    "instances": 1,
-                    "dockerImage": "image",
-                    "resourcePerInstance": {"cpu": 1, "memoryMB": 1024, "gpu": 0},
-                    "commands": [f"{TASK_TOOLS}/bin/python3 -c {shlex.quote(script)}"],
-                }
-            },
-        }
-        alice.submit_ok(json.dumps(doc))
+        doc = job_of("on-site", f"{PYTHON} -c {shlex.quote(script)}")
+        alice.submit_ok(doc)
         assert alice.wait("alice~on-site", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"
         out = alice.log("alice~on-site", name="stdout")
         _, run_id, account = next(line for line in out.splitlines() if line.startswith("RUN ")).split()

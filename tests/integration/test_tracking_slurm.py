@@ -4,13 +4,11 @@ nodes reach this host, and the tasks of one job, on both nodes of the test clust
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
@@ -23,9 +21,9 @@ from tests.polling import wait_for
 
 from ..slurm.fixture import node_addrs
 from .conftest import Api, remove_accounts, start_daemon
+from .mlflow_jobs import PYTHON, TASK_TOOLS, answers, job_of
 
 pytestmark = pytest.mark.slow
-TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")
 
 
 @pytest.fixture
@@ -38,17 +36,10 @@ def tracked(slurm_cluster: str, pai_home: Path, monkeypatch: pytest.MonkeyPatch)
     info = read_runtime(pai_home)
     assert info is not None and info.get("mlflow"), info
     url = str(info["mlflow"])
-    wait_for(lambda: _answers(url), 180, "the MLflow server answering (its first start)")
+    wait_for(lambda: answers(url), 180, "the MLflow server answering (its first start)")
     yield api, url
     control.stop(pai_home)
     remove_accounts(pai_home)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_the_tasks_of_a_job_on_both_nodes_log_into_its_one_run(
@@ -67,20 +58,9 @@ def test_the_tasks_of_a_job_on_both_nodes_log_into_its_one_run(
         print("RUN", os.environ["PAI_MLFLOW_RUN_ID"], node, flush=True)
         mlflow.log_metric(f"from_{node}", 1.0)
     """)
-    role = {
-        "instances": 2,
-        "dockerImage": "image",
-        "resourcePerInstance": {"cpu": 2, "memoryMB": 1024, "gpu": 0},  # a node each (2 CPUs per node)
-        "commands": [f"{TASK_TOOLS}/bin/python3 -c {shlex.quote(script)}"],
-    }
-    doc = {
-        "protocolVersion": 2,
-        "name": "both-nodes",
-        "type": "job",
-        "prerequisites": [{"type": "dockerimage", "name": "image", "uri": "busybox"}],
-        "taskRoles": {"main": role},
-    }
-    alice.submit_ok(json.dumps(doc))
+    # a node each (2 CPUs per node)
+    doc = job_of("both-nodes", f"{PYTHON} -c {shlex.quote(script)}", instances=2, cpu=2)
+    alice.submit_ok(doc)
     done = alice.wait("alice~both-nodes", timeout=240)
     assert done["jobStatus"]["state"] == "SUCCEEDED", done["jobStatus"]
     lines = [alice.log("alice~both-nodes", index=i, name="stdout").split() for i in (0, 1)]

@@ -51,6 +51,25 @@ function serviceUrl(id: string, role: string, index: number, service: string): s
   );
 }
 
+/** A tab's frame of a page the server serves sandboxed (a task's service, the MLflow UI: an opaque origin
+ *  whatever the frame allows). */
+export function serviceFrame(url: string): IFrame {
+  const frame = new IFrame({
+    sandbox: [
+      'allow-scripts',
+      'allow-same-origin',
+      'allow-forms',
+      'allow-downloads',
+      'allow-popups',
+      'allow-modals'
+    ],
+    referrerPolicy: 'same-origin'
+  });
+  frame.url = url;
+  frame.addClass('pai-ServiceFrame');
+  return frame;
+}
+
 /** The job commands and the trackers of job pages and service tabs; returns how to open a job's page. */
 export function registerJobPages(app: JupyterFrontEnd, panel: JobsPanel): OpenJob {
   const { commands, shell } = app;
@@ -177,19 +196,9 @@ export function registerJobPages(app: JupyterFrontEnd, panel: JobsPanel): OpenJo
         shell.activateById(key);
         return;
       }
-      const frame = new IFrame({
-        sandbox: [
-          'allow-scripts',
-          'allow-same-origin',
-          'allow-forms',
-          'allow-downloads',
-          'allow-popups',
-          'allow-modals'
-        ],
-        referrerPolicy: 'same-origin'
-      });
-      frame.url = args.url ? String(args.url) : serviceUrl(id, role, index, service);
-      frame.addClass('pai-ServiceFrame');
+      const frame = serviceFrame(
+        args.url ? String(args.url) : serviceUrl(id, role, index, service)
+      );
       const main = new MainAreaWidget({ content: frame });
       main.id = key;
       main.title.label = `${title}: ${role}[${index}] ${id.split('~').slice(1).join('~')}`;

@@ -9,6 +9,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { compareInMlflow } from '../api';
 import { CommandIDs } from '../commands';
 import { mlflowIcon } from '../icons';
+import { serviceFrame } from './jobpages';
 
 const TAB_ID = 'pai-mlflow';
 
@@ -20,19 +21,7 @@ export function registerMlflow(
   let main: MainAreaWidget<IFrame> | null = null;
   const open = (url: string): void => {
     if (!main || main.isDisposed) {
-      // as a task service's tab: the server serves the UI sandboxed (an opaque origin) whatever the frame allows
-      const frame = new IFrame({
-        sandbox: [
-          'allow-scripts',
-          'allow-same-origin',
-          'allow-forms',
-          'allow-downloads',
-          'allow-popups',
-          'allow-modals'
-        ],
-        referrerPolicy: 'same-origin'
-      });
-      frame.addClass('pai-ServiceFrame');
+      const frame = serviceFrame(url);
       main = new MainAreaWidget({ content: frame });
       main.id = TAB_ID;
       main.title.label = 'MLflow';
@@ -41,7 +30,7 @@ export function registerMlflow(
       main.title.closable = true;
       app.shell.add(main, 'main');
     }
-    main.content.url = url;
+    main.content.url = url; // (again for the same url: back to that page from wherever the tab went)
     app.shell.activateById(main.id);
   };
   app.commands.addCommand(CommandIDs.openMlflow, {
