@@ -116,9 +116,8 @@ class PaiMagics(Magics):
 
                 from ..common.origin import gather, kernel_notebook
 
-                origin = gather(
-                    "magic", notebook=kernel_notebook(), cell=f"%%pai_submit {line}\n{cell}", code=Path.cwd()
-                )
+                source = shown_cell(f"%%pai_submit {line}", cell, text)
+                origin = gather("magic", notebook=kernel_notebook(), cell=source, code=Path.cwd())
                 job_id = client.submit(text, name=args.name, params=params or None, origin=origin)
             except Exception as exc:
                 self.last_failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -356,3 +355,18 @@ def unload_ipython_extension(ipython: Any) -> None:
         for kind in ("line", "cell"):
             for name in [n for n in ipython.magics_manager.magics[kind] if n.startswith("pai_")]:
                 ipython.magics_manager.magics[kind].pop(name)
+
+
+def shown_cell(magic: str, cell: str, submitted: str) -> str | None:
+    """The cell as its job's MLflow run shows it (``pai.cell``): its own text (``{name}`` placeholders rather than the
+    notebook's values), a ``secrets`` section masked as the job's config view masks it; the submitted text, masked,
+    where the cell itself is not a job document; None where neither is."""
+    from ..protocol.parse import load_document
+    from ..protocol.render import masked_text
+
+    for text in (cell, submitted):
+        try:
+            return f"{magic}\n{masked_text(text, load_document(text))}"
+        except Exception:  # (not a mapping, not YAML/JSON)
+            continue
+    return None

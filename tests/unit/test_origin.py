@@ -63,3 +63,15 @@ def test_what_travels_is_only_known_keys_bounded() -> None:
     }
     assert origin.decode("not base64 !") == {} and origin.decode(None) == {}
     assert origin.clean({"via": "elsewhere", "cell": 3}) == {}
+
+
+def test_a_cells_secrets_never_reach_its_runs_tags() -> None:
+    """``pai.cell`` shows the cell's own text, its ``secrets`` section masked as the job's config view masks it."""
+    from pai_jupyter.notebook.magics import shown_cell
+
+    cell = "protocolVersion: 2\nname: x\ntype: job\nsecrets:\n  token: hunter2\ntaskRoles: {}\n"
+    shown = shown_cell("%%pai_submit --wait", cell, cell)
+    assert shown is not None and shown.startswith("%%pai_submit --wait\n") and "hunter2" not in shown
+    plain = "protocolVersion: 2\nname: '{name}'\n"  # placeholders, not the notebook's values
+    assert shown_cell("%%pai_submit", plain, plain.replace("{name}", "real")) == f"%%pai_submit\n{plain}"
+    assert shown_cell("%%pai_submit", "[1, 2", "[1, 2") is None
