@@ -245,7 +245,7 @@ class ValidateHandler(LabHandler):
             self.answer({"valid": True, "problems": [], "name": job.name})
             return
         try:  # a valid job the cluster refuses ("refused"): a name taken, more than it has, no such cluster
-            job_id = await self.client.submit(text)
+            job_id = await self.client.submit(text, origin={"via": "lab"})
         except InvalidJob as exc:
             problems = exc.problems or [{"path": "", "message": exc.message}]
             self.answer({"valid": False, "refused": True, "problems": placed(problems)})

@@ -1,0 +1,79 @@
+"""Every job an MLflow run on the Docker runtime (docs/tracking.md): a container, on the host's network, gets the
+job's run and its owner's credentials in its environment and logs into that run with nothing but busybox's wget
+(MLflow's REST API), as any client in a user's image would."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pai_jupyter.cluster import control
+from pai_jupyter.cluster.paths import local_dir
+from pai_jupyter.cluster.tracking.tracker import user_password
+from pai_jupyter.common.home import read_runtime
+from tests.polling import wait_for
+
+from .conftest import Api, docker_or_skip, remove_accounts, start_daemon
+from .mlflow_jobs import TASK_TOOLS, answers
+
+pytestmark = pytest.mark.slow
+LOG = (
+    'AUTH=$(printf %s "$MLFLOW_TRACKING_USERNAME:$MLFLOW_TRACKING_PASSWORD" | base64 | tr -d "\\n"); '
+    'echo "RUN $MLFLOW_RUN_ID"; '
+    'wget -q -O- --header "Content-Type: application/json" --header "Authorization: Basic $AUTH" '
+    '--post-data "{\\"run_id\\":\\"$MLFLOW_RUN_ID\\",\\"metrics\\":[{\\"key\\":\\"from_docker\\",\\"value\\":1,'
+    '\\"timestamp\\":1,\\"step\\":0}]}" "$MLFLOW_TRACKING_URI/api/2.0/mlflow/runs/log-batch"'
+)
+
+
+@pytest.fixture
+def tracked(pai_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Api, str]]:
+    docker_or_skip()
+    if not Path(TASK_TOOLS, "bin", "mlflow").exists():
+        pytest.skip(f"no mlflow in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
+    monkeypatch.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
+    api = start_daemon(pai_home, runtime="docker", extra_args=["--mlflow", "on"])
+    info = read_runtime(pai_home)
+    assert info is not None and info.get("mlflow"), info
+    url = str(info["mlflow"])
+    wait_for(lambda: answers(url), 180, "the MLflow server answering (its first start)")
+    yield api, url
+    control.stop(pai_home)
+    remove_accounts(pai_home)
+    import docker
+
+    for c in docker.from_env().containers.list(all=True, filters={"label": "pai.managed=1"}):
+        if str(pai_home) in str(c.attrs.get("Mounts")):
+            c.remove(force=True)
+
+
+def test_a_containers_task_logs_into_its_jobs_run(tracked: tuple[Api, str], pai_home: Path) -> None:
+    api, url = tracked
+    alice = api.new_user("alice")
+    job = {
+        "jobName": "in-docker",
+        "image": "pai-test/busybox:latest",
+        "taskRoles": [
+            {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0, "command": LOG}
+        ],
+    }
+    alice.submit_ok(json.dumps(job))
+    done = alice.wait("alice~in-docker", timeout=120)
+    out = alice.log("alice~in-docker", name="all")
+    assert done["jobStatus"]["state"] == "SUCCEEDED", out[-1500:]
+    run_id = next(line.split()[1] for line in out.splitlines() if line.startswith("RUN "))
+    key = json.loads((local_dir(pai_home) / "mlflow-secrets.json").read_text())["users_key"].encode()
+    with httpx.Client(base_url=url, auth=("alice", user_password(key, "alice")), timeout=30) as mine:
+
+        def ended() -> dict[str, object] | None:
+            run = mine.get("/api/2.0/mlflow/runs/get", params={"run_id": run_id}).json()["run"]
+            tags = {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+            return run if tags.get("pai.state") == "SUCCEEDED" else None
+
+        run = wait_for(ended, 60, "the platform's end of the run")
+    metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}  # type: ignore[index]
+    assert metrics["from_docker"] == 1.0, metrics
