@@ -326,12 +326,13 @@ class Tracker:
         assert self._queue is not None
         while True:
             job_id, kind, what, number = await self._queue.get()
-            await self._after_the_jobs(number)
             try:
                 if kind == "update" and self._newest.get(job_id) != number:
+                    self._queued_at.pop(number, None)
                     continue  # a newer state of the job is queued behind this one: it says all this one would
                 if kind == "update":
                     del self._newest[job_id]
+                await self._after_the_jobs(number)
                 if kind == "sweep":
                     await updates.sweep(self, **what)
                 elif (run := run_of(self.store, job_id)) is not None:
