@@ -34,3 +34,21 @@ def test_env_prints_exports_a_shell_reads_back(monkeypatch: pytest.MonkeyPatch) 
         "MLFLOW_TRACKING_USERNAME": "alice",
         "MLFLOW_TRACKING_PASSWORD": "it's $(not) run",
     }
+
+
+def test_env_on_a_server_without_accounts_exports_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A site's MLflow server without authentication (``--mlflow-uri`` alone): no username nor password."""
+
+    class NoAuth:
+        def tracking(self) -> dict[str, Any]:
+            return {
+                "url": "http://mlflow.lab:5000",
+                "experiment": "pai/alice",
+                "experimentId": "1",
+                "username": "pai-alice",
+            }
+
+    monkeypatch.setattr(command, "client_for", lambda profile: NoAuth())
+    out = CliRunner().invoke(main, ["mlflow", "env"])
+    assert out.exit_code == 0, out.output
+    assert out.output == "export MLFLOW_TRACKING_URI=http://mlflow.lab:5000\nexport MLFLOW_EXPERIMENT_NAME=pai/alice\n"
