@@ -47,7 +47,7 @@ def cluster() -> None:
     "--mlflow",
     type=click.Choice(["auto", "on", "off"]),
     help="Make every job an MLflow run on the cluster's own tracking server: auto (the default) where mlflow is "
-    "installed (pip install 'pai_jupyter[mlflow]') and tasks run on this host; on: refuse to start without it.",
+    "installed (pip install 'pai_jupyter[mlflow]'); on: refuse to start without it.",
 )
 @click.option("--mlflow-uri", metavar="URL", help="Make jobs runs on this MLflow server of your site's instead.")
 @click.option(

@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         choices=("auto", "on", "off"),
         default=os.environ.get("PAI_JUPYTER_MLFLOW", "auto"),
         help="make every job an MLflow run on the cluster's own tracking server (docs/tracking.md): auto (the "
-        "default, $PAI_JUPYTER_MLFLOW) where mlflow is installed and tasks run on this host, on (refuse to start "
+        "default, $PAI_JUPYTER_MLFLOW) where mlflow is installed, on (refuse to start "
         "without it), off",
     )
     p.add_argument(
