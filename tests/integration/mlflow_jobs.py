@@ -6,9 +6,16 @@ from __future__ import annotations
 import os
 import shlex
 import textwrap
+from pathlib import Path
 
 import httpx
+import pytest
 import yaml
+
+from pai_jupyter.common.home import read_runtime
+from tests.polling import wait_for
+
+from .conftest import Api, start_daemon
 
 TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: mlflow in it too
 PYTHON = f"{TASK_TOOLS}/bin/python3"  # what the users' tasks run (a user's image with mlflow in it)
@@ -46,3 +53,17 @@ def job_of(
         },
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def start_tracked(home: Path, runtime: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Api, str]:
+    """A daemon of ``runtime`` on ``home`` that tracks jobs (``--mlflow on``, its server run from the task tools),
+    and that server's URL once it answers; skipped where the task tools have no mlflow."""
+    if not Path(TASK_TOOLS, "bin", "mlflow").exists():
+        pytest.skip(f"no mlflow in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
+    monkeypatch.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
+    api = start_daemon(home, runtime=runtime, extra_args=["--mlflow", "on"])
+    info = read_runtime(home)
+    assert info is not None and info.get("mlflow"), info
+    url = str(info["mlflow"])
+    wait_for(lambda: answers(url), 180, "the MLflow server answering (its first start)")
+    return api, url

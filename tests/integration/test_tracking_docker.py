@@ -14,11 +14,10 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.tracker import user_password
-from pai_jupyter.common.home import read_runtime
 from tests.polling import wait_for
 
-from .conftest import Api, docker_or_skip, remove_accounts, start_daemon
-from .mlflow_jobs import TASK_TOOLS, answers
+from .conftest import Api, docker_or_skip, remove_accounts
+from .mlflow_jobs import start_tracked
 
 pytestmark = pytest.mark.slow
 LOG = (
@@ -33,15 +32,7 @@ LOG = (
 @pytest.fixture
 def tracked(pai_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Api, str]]:
     docker_or_skip()
-    if not Path(TASK_TOOLS, "bin", "mlflow").exists():
-        pytest.skip(f"no mlflow in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
-    monkeypatch.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
-    api = start_daemon(pai_home, runtime="docker", extra_args=["--mlflow", "on"])
-    info = read_runtime(pai_home)
-    assert info is not None and info.get("mlflow"), info
-    url = str(info["mlflow"])
-    wait_for(lambda: answers(url), 180, "the MLflow server answering (its first start)")
-    yield api, url
+    yield start_tracked(pai_home, "docker", monkeypatch)
     control.stop(pai_home)
     remove_accounts(pai_home)
     import docker

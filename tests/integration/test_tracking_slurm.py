@@ -16,12 +16,11 @@ from mlflow.tracking import MlflowClient
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.tracker import user_password
-from pai_jupyter.common.home import read_runtime
 from tests.polling import wait_for
 
 from ..slurm.fixture import node_addrs
-from .conftest import Api, remove_accounts, start_daemon
-from .mlflow_jobs import PYTHON, TASK_TOOLS, answers, job_of
+from .conftest import Api, remove_accounts
+from .mlflow_jobs import PYTHON, job_of, start_tracked
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def tracked(slurm_cluster: str, pai_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Api, str]]:
     """A daemon on the Slurm runtime that tracks jobs, and its MLflow server's URL once it answers."""
-    if not Path(TASK_TOOLS, "bin", "mlflow").exists():
-        pytest.skip(f"no mlflow in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
-    monkeypatch.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)
-    api = start_daemon(pai_home, runtime="slurm", extra_args=["--mlflow", "on"])
-    info = read_runtime(pai_home)
-    assert info is not None and info.get("mlflow"), info
-    url = str(info["mlflow"])
-    wait_for(lambda: answers(url), 180, "the MLflow server answering (its first start)")
-    yield api, url
+    yield start_tracked(pai_home, "slurm", monkeypatch)
     control.stop(pai_home)
     remove_accounts(pai_home)
 
