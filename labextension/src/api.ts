@@ -327,7 +327,27 @@ export interface Capacity {
   virtualClusters: { name: string; used: Resources; total: Resources }[];
   waiting: { id: string; name: string; virtualCluster: string | null; reason: string | null }[];
   waitingCount: number;
+  /** What each user ran per virtual cluster lately (the user's own rows, an admin's everyone's, then each
+   *  virtual cluster's total: `username` null); null where the cluster keeps none (an OpenPAI server). */
+  usage: {
+    windowHours: number;
+    gpuUseMessage: string | null;
+    rows: {
+      username: string | null;
+      users: number;
+      virtualCluster: string;
+      gpuHoursAllocated: number;
+      gpuHoursUsed: number | null;
+      gpuHoursIdle: number | null;
+      cpuHours: number;
+      jobsStarted: number;
+      waitMeanSeconds: number | null;
+    }[];
+  } | null;
 }
+
+/** One row of the capacity view's usage table. */
+export type UsageRow = NonNullable<Capacity['usage']>['rows'][number];
 
 /** Use and quota per virtual cluster, and the user's waiting jobs with their reasons. */
 export function getCapacity(): Promise<Capacity> {

@@ -15,6 +15,7 @@ from .notebookjob import COMMANDS as NOTEBOOK_COMMANDS
 from .profile import profile
 from .ssh import COMMANDS as SSH_COMMANDS
 from .tracking import mlflow
+from .usage import usage
 from .validate import validate
 
 
@@ -30,6 +31,7 @@ main.add_command(hub)
 main.add_command(profile)
 main.add_command(kernel)
 main.add_command(mlflow)
+main.add_command(usage)
 for _command in JOB_COMMANDS:
     main.add_command(_command)
 for _command in SSH_COMMANDS:

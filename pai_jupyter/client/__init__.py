@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         Unauthorized,
         WaitTimeout,
     )
-    from .models import FINAL_STATES, JobDetail, JobList, JobSummary, TaskStatus
+    from .models import FINAL_STATES, JobDetail, JobList, JobSummary, TaskStatus, Usage, UsageFigures
     from .profiles import Profile, get_profile, load_profiles
     from .sync import Client
 
@@ -43,6 +43,8 @@ _WHERE = {
     "JobList": "models",
     "JobSummary": "models",
     "TaskStatus": "models",
+    "Usage": "models",
+    "UsageFigures": "models",
     "Profile": "profiles",
     "get_profile": "profiles",
     "load_profiles": "profiles",
@@ -66,6 +68,8 @@ __all__ = [
     "ServerUnavailable",
     "TaskStatus",
     "Unauthorized",
+    "Usage",
+    "UsageFigures",
     "WaitTimeout",
     "get_profile",
     "load_profiles",

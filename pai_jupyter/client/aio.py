@@ -14,7 +14,7 @@ from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
 from .locality import Locality
-from .models import JobDetail, JobList, ListedJob
+from .models import JobDetail, JobList, ListedJob, Usage
 from .profiles import Profile
 from .wire import Op, Req, Sleep, error_for
 
@@ -172,6 +172,11 @@ class AsyncClient(Calls):
     async def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return await self._drive(self._waiting_queue(limit))
+
+    async def usage(self, window_hours: float | None = None, user: str | None = None) -> Usage:
+        """What each user ran in each virtual cluster over the last ``window_hours`` (default a week, embedded
+        cluster): your own rows (an admin's: everyone's, or ``user``'s) and every virtual cluster's totals."""
+        return await self._drive(self._usage(window_hours, user))
 
     async def reports(self, job: JobRef) -> list[dict[str, Any]]:
         """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""

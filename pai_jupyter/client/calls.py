@@ -21,7 +21,7 @@ from ..protocol.load import withholds_secrets
 from .base import ClientBase
 from .errors import BadRequest, InvalidJob, NotSupported, PaiError
 from .locality import Locality, locality
-from .models import FINAL_STATES, JobDetail, JobList, JobSummary, ListedJob, TaskStatus
+from .models import FINAL_STATES, JobDetail, JobList, JobSummary, ListedJob, TaskStatus, Usage
 from .wire import Op as Op
 from .wire import Req as Req
 from .wire import Sleep as Sleep
@@ -374,6 +374,20 @@ class Calls(ClientBase):
             raise NotSupported(f"the waiting queue needs the embedded cluster; {self.where} is an OpenPAI server")
         resp = yield Req("GET", "/api/v2/local/queue", params={"limit": limit} if limit else None)
         return json_object(resp)
+
+    def _usage(self, window_hours: float | None = None, user: str | None = None) -> Op[Usage]:
+        """What each user ran in each virtual cluster over the last ``window_hours`` (default a week): the caller's
+        own rows (an admin's: everyone's, or ``user``'s) and every virtual cluster's totals (embedded cluster)."""
+        local = yield from self._is_local_server()
+        if not local:
+            raise NotSupported(f"usage needs the embedded cluster; {self.where} is an OpenPAI server")
+        params: dict[str, Any] = {}
+        if window_hours is not None:
+            params["window"] = window_hours
+        if user is not None:
+            params["user"] = user
+        resp = yield Req("GET", "/api/v2/local/usage", params=params or None)
+        return Usage.model_validate(json_object(resp))
 
     def _reports(self, job: JobRef) -> Op[list[dict[str, Any]]]:
         """What the job reported (``pai_jupyter.report``): ``[{time, step, metrics, source}]``, oldest first."""

@@ -242,3 +242,66 @@ class JobDetail(_Api):
 
     def __repr__(self) -> str:
         return f"JobDetail({self.id!r}, state={self.state!r}, tasks={len(self.tasks)})"
+
+
+class UsageFigures(_Api):
+    """One user's use of one virtual cluster over the window (``username`` None: the virtual cluster's total over
+    every user, ``users`` of them). GPU-hours used and idle are None where the cluster does not sample GPU use."""
+
+    virtual_cluster: str = Field(alias="virtualCluster")
+    username: str | None = None
+    users: int | None = None
+    gpu_hours_allocated: float = Field(0.0, alias="gpuHoursAllocated")
+    gpu_hours_used: float | None = Field(None, alias="gpuHoursUsed")
+    gpu_hours_idle: float | None = Field(None, alias="gpuHoursIdle")
+    cpu_hours: float = Field(0.0, alias="cpuHours")
+    memory_gb_hours: float = Field(0.0, alias="memoryGBHours")
+    jobs_started: int = Field(0, alias="jobsStarted")
+    attempts_started: int = Field(0, alias="attemptsStarted")
+    wait_mean_s: float | None = Field(None, alias="waitMeanSeconds")
+    wait_max_s: float | None = Field(None, alias="waitMaxSeconds")
+    fair_share_usage: float | None = Field(None, alias="fairShareUsage")
+
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "username",
+        "virtual_cluster",
+        "gpu_hours_allocated",
+        "gpu_hours_used",
+        "gpu_hours_idle",
+        "cpu_hours",
+        "memory_gb_hours",
+        "jobs_started",
+        "wait_mean_s",
+        "wait_max_s",
+        "fair_share_usage",
+    )
+
+    def row(self) -> list[Any]:
+        return [getattr(self, c) for c in self.COLUMNS]
+
+
+class Usage(_Api):
+    """``Client.usage``: the rows the caller may see (their own; an admin everyone's) and every virtual cluster's
+    totals, over the last ``window_hours``."""
+
+    window_hours: float = Field(alias="windowHours")
+    since: datetime | None = None
+    now: datetime | None = None
+    all_users: bool = Field(False, alias="allUsers")
+    gpu_use: dict[str, Any] = Field(default_factory=dict, alias="gpuUse")
+    fair_share: dict[str, Any] = Field(default_factory=dict, alias="fairShare")  # halfLifeHours (None: off)
+    rows: list[UsageFigures] = Field(default_factory=list)
+    virtual_clusters: list[UsageFigures] = Field(default_factory=list, alias="virtualClusters")
+
+    @field_validator("since", "now", mode="before")
+    @classmethod
+    def _ms(cls, value: Any) -> Any:
+        return _time(value)
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([r.row() for r in self.rows], columns=list(UsageFigures.COLUMNS))
+
+    def _repr_html_(self) -> str:
+        return _html_table(list(UsageFigures.COLUMNS), [r.row() for r in self.rows])

@@ -162,6 +162,7 @@ async def serve(args: argparse.Namespace) -> None:
     from .core.gpuidle import gpu_idle
     from .core.hub import HubLink
     from .core.service import Cluster
+    from .core.sharing import Sharing
     from .http.app import make_app
     from .http.lease import Leases
 
@@ -177,6 +178,7 @@ async def serve(args: argparse.Namespace) -> None:
         stop_grace=args.stop_grace,
         min_free_mb=args.min_free_mb,
         notify=NotifyConfig.load(local, args.smtp, args.mail_from, args.notify_webhook),
+        sharing=Sharing.load(local),
     )
     cluster.space.at_start()
     token = cluster.space.with_room(lambda: admin_token(cluster, local))

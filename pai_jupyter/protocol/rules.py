@@ -98,6 +98,29 @@ def lease_problem(lease: object) -> str | None:
     return None
 
 
+PREEMPTION_KEY = "preemption"  # {"graceSeconds": N, "signal": "TERM"}: how a task is told it is preempted
+PREEMPT_SIGNALS = ("TERM", "INT", "USR1", "USR2", "HUP")
+MAX_PREEMPT_GRACE_SECONDS = 3600
+
+
+def preemption_problem(spec: object) -> str | None:
+    """What is wrong with a job's ``extras.preemption``, or None (see docs/queue.md, "Preemption")."""
+    if not isinstance(spec, dict):
+        return "must be a mapping with graceSeconds and/or signal"
+    unknown = sorted(set(spec) - {"graceSeconds", "signal"})
+    if unknown:
+        return f"unknown key(s) {', '.join(map(repr, unknown))}: only graceSeconds and signal"
+    grace = spec.get("graceSeconds")
+    if grace is not None and (
+        not isinstance(grace, (int, float)) or isinstance(grace, bool) or not 0 <= grace <= MAX_PREEMPT_GRACE_SECONDS
+    ):
+        return f"graceSeconds: {grace!r} must be a number from 0 to {MAX_PREEMPT_GRACE_SECONDS}"
+    sig = spec.get("signal")
+    if sig is not None and sig not in PREEMPT_SIGNALS:
+        return f"signal: {sig!r} must be one of {', '.join(PREEMPT_SIGNALS)} (without SIG)"
+    return None
+
+
 ESTIMATOR_KEY = "com.pai_jupyter.estimator"
 NOTIFY_KEY = "jobStatusChangeNotification"
 # OpenPAI's keys in it, by the job state (RETRIED: a new attempt) each one asks to hear of; ``webhook`` is ours
@@ -173,6 +196,9 @@ def check_extras(extras: Any, path: str) -> list[Problem]:
     lease = extras.get(LEASE_KEY)
     if lease is not None and (problem := lease_problem(lease)):
         out.append(Problem(f"{path}.{LEASE_KEY}", problem))
+    preemption = extras.get(PREEMPTION_KEY)
+    if preemption is not None and (problem := preemption_problem(preemption)):
+        out.append(Problem(f"{path}.{PREEMPTION_KEY}", problem))
     out += check_estimator(extras.get(ESTIMATOR_KEY), f"{path}.{ESTIMATOR_KEY}")
     out += check_notification(extras.get(NOTIFY_KEY), f"{path}.{NOTIFY_KEY}")
     return out

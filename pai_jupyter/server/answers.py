@@ -215,12 +215,33 @@ class WaitingJob(TypedDict):
     reason: str | None
 
 
+class UsageLine(TypedDict):
+    """One user's use of a virtual cluster over the window, or (``username`` None) its total over ``users``."""
+
+    username: str | None
+    users: int
+    virtualCluster: str
+    gpuHoursAllocated: float
+    gpuHoursUsed: float | None
+    gpuHoursIdle: float | None
+    cpuHours: float
+    jobsStarted: int
+    waitMeanSeconds: float | None
+
+
+class UsageSummary(TypedDict):
+    windowHours: float
+    gpuUseMessage: str | None  # why GPU use is unknown, where it is
+    rows: list[UsageLine]  # the user's own (an admin's: everyone's), then each virtual cluster's total
+
+
 class Capacity(TypedDict):
     """``GET pai/api/capacity``."""
 
     virtualClusters: list[VirtualClusterUse]
     waiting: list[WaitingJob]
     waitingCount: int
+    usage: UsageSummary | None  # None: the cluster keeps none (an OpenPAI server)
 
 
 class QueuedJob(TypedDict):

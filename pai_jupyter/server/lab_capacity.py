@@ -1,6 +1,8 @@
 """``GET pai/api/capacity``: the sidebar's cluster capacity view — CPUs, GPUs and memory in use per virtual
 cluster against its quota (the cluster's ``/api/v2/virtual-clusters``, which the embedded daemon and OpenPAI both
-answer), and the profile user's waiting jobs with the reason the scheduler gives for each (their job details).
+answer), the profile user's waiting jobs with the reason the scheduler gives for each (their job details), and
+what each user ran in each virtual cluster over the last week (the embedded cluster's ``/api/v2/local/usage``: the
+user's own rows, an admin's everyone's, and every virtual cluster's totals; docs/queue.md, "Usage").
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from typing import Any
 from tornado import web
 
 from ..client import PaiError
+from ..client.models import Usage, UsageFigures
 from ..client.wire import Op, Req, json_object
-from .answers import Capacity, Resources, VirtualClusterUse, WaitingJob
+from .answers import Capacity, Resources, UsageLine, UsageSummary, VirtualClusterUse, WaitingJob
 from .lab_base import LabHandler
 
 MAX_WAITING = 20  # reasons asked for (one detail each); the count covers them all
+USAGE_WINDOW_HOURS = 24 * 7
 
 
 def _virtual_clusters() -> Op[dict[str, Any]]:
@@ -48,6 +52,30 @@ def vc_rows(info: dict[str, Any]) -> list[VirtualClusterUse]:
     ]
 
 
+def usage_json(usage: Usage) -> UsageSummary:
+    """The daemon's usage as the capacity view reads it: the caller's rows, then each virtual cluster's total."""
+
+    def line(f: UsageFigures) -> UsageLine:
+        return {
+            "username": f.username,
+            "users": f.users if f.users is not None else 1,
+            "virtualCluster": f.virtual_cluster,
+            "gpuHoursAllocated": f.gpu_hours_allocated,
+            "gpuHoursUsed": f.gpu_hours_used,
+            "gpuHoursIdle": f.gpu_hours_idle,
+            "cpuHours": f.cpu_hours,
+            "jobsStarted": f.jobs_started,
+            "waitMeanSeconds": f.wait_mean_s,
+        }
+
+    message = usage.gpu_use.get("message")
+    return {
+        "windowHours": usage.window_hours,
+        "gpuUseMessage": None if usage.gpu_use.get("sampled") or not isinstance(message, str) else message,
+        "rows": [line(r) for r in usage.rows] + [line(t) for t in usage.virtual_clusters],
+    }
+
+
 class CapacityHandler(LabHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -60,12 +88,21 @@ class CapacityHandler(LabHandler):
             )
         except PaiError as exc:
             raise self.failure("capacity", exc) from None
+        try:
+            usage: UsageSummary | None = usage_json(await client.usage(window_hours=USAGE_WINDOW_HOURS))
+        except PaiError:  # an OpenPAI server (NotSupported), or a daemon from before usage: the rest still shows
+            usage = None
         rows: list[WaitingJob] = []
         for i, job in enumerate(waiting[:MAX_WAITING]):
             d = details[i]
             reason = None if isinstance(d, BaseException) else d.job_status.waiting_reason
             rows.append({"id": job.id, "name": job.name, "virtualCluster": job.virtual_cluster, "reason": reason})
-        answer: Capacity = {"virtualClusters": vc_rows(info), "waiting": rows, "waitingCount": len(waiting)}
+        answer: Capacity = {
+            "virtualClusters": vc_rows(info),
+            "waiting": rows,
+            "waitingCount": len(waiting),
+            "usage": usage,
+        }
         self.send(answer)
 
 

@@ -2,8 +2,12 @@
 written) over 10,000 waiting jobs, in-process with the in-memory runtime of the scheduler tests: the pass that
 every submit, task end and stop runs. A running job holds 7 of the 8 CPUs and every waiting job needs 2 to 4, so
 no job can start and each pass weighs all 10,000 against the free CPU and the reservation of its line's head;
-half the jobs give a max run time (backfill candidates), a fifth ask for a priority class. Baseline: the pure
-plan alone on the same queues."""
+half the jobs give a max run time (backfill candidates), a fifth ask for a priority class. The running job is of the
+highest class, so nothing can be preempted, but the pass weighs preemption and fair share (one user: nothing to
+reorder). Baseline: the pure plan alone on the same queues.
+
+P18F: the same with the jobs of 100 users, a per-user quota every user is within and fair share reordering the line
+on each pass (core/shares.py), against P18's pass of one user."""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from pathlib import Path
 from pai_jupyter.cluster.core.backfill import Busy, plan
 from pai_jupyter.cluster.core.scheduler import Capacity, Resources
 from pai_jupyter.cluster.core.service import Cluster
-from tests.unit.test_scheduler import MemoryRuntime
+from pai_jupyter.cluster.core.sharing import Sharing, UserQuota
+from tests.unit.memory_cluster import MemoryRuntime
 
 from .common import Figure, median, ratio
 
@@ -32,10 +37,12 @@ def _job(name: str, cpu: int, extras: dict[str, object]) -> bytes:
     return json.dumps({"jobName": name, "image": "img", "taskRoles": [role], "extras": extras}).encode()
 
 
-async def _measure(local: Path) -> tuple[list[float], list[float], float, float]:
-    cluster = Cluster(local, MemoryRuntime(), Capacity(Resources(8, 65536, 0)), stop_grace=0.0)
+async def _measure(local: Path, users: int = 1) -> tuple[list[float], list[float], float, float]:
+    sharing = Sharing(quotas={"*": {"*": UserQuota(cpu=1_000)}}) if users > 1 else None
+    cluster = Cluster(local, MemoryRuntime(), Capacity(Resources(8, 65536, 0)), stop_grace=0.0, sharing=sharing)
     try:
-        cluster.submit("bench", _job("blocker", 7, {}))  # holds 7 CPUs until the end
+        crit = {"hivedScheduler": {"jobPriorityClass": "crit"}}  # (nothing may preempt it)
+        cluster.submit("bench", _job("blocker", 7, crit))  # holds 7 CPUs until the end
         for _ in range(5):  # (its start is recorded on the loop's next turns, not after the store is closed)
             await asyncio.sleep(0)
         t0 = time.perf_counter()
@@ -47,7 +54,7 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
                     extras: dict[str, object] = {"maxRunTimeMinutes": 30} if i % 2 else {}
                     if i % 5 == 0:
                         extras["hivedScheduler"] = {"jobPriorityClass": CLASSES[i // 5 % len(CLASSES)]}
-                    cluster.submit("bench", _job(f"w{i}", 2 + i % 3, extras))
+                    cluster.submit(f"user{i % users}" if users > 1 else "bench", _job(f"w{i}", 2 + i % 3, extras))
         finally:
             cluster.schedule = schedule  # type: ignore[method-assign]
         setup = time.perf_counter() - t0
@@ -62,6 +69,8 @@ async def _measure(local: Path) -> tuple[list[float], list[float], float, float]
             t0 = time.perf_counter()
             cluster.schedule()
             passes.append(time.perf_counter() - t0)
+        if users > 1:
+            assert cluster.queue.fair, "fair share should reorder the line"
         queues = {"default": [cluster.queue.info[j] for j in cluster.queue.ids("default")]}
         busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in cluster.store.busy_tasks()]
         cap = cluster.capacity
@@ -119,4 +128,18 @@ def p18c_first_pass() -> Figure:
     fig.ratio = ratio(fig.value, fig.baseline)
     fig.judge(lambda f: f.value <= COLD_TARGET_MS)
     fig.note = "Cluster.schedule with the queue's views and the model cache emptied; baseline: a warm pass (P18)"
+    return fig
+
+
+def p18f_fair_share_pass() -> Figure:
+    fig = Figure("P18F", f"scheduling pass, {JOBS:,} waiting jobs of 100 users", "ms", f"<= {TARGET_MS:g} ms")
+    with tempfile.TemporaryDirectory(prefix="pai-bench-p18f-") as tmp:
+        passes, pure, _, _ = asyncio.run(_measure(Path(tmp) / "local", users=100))
+    fig.value, fig.baseline = median(passes) * 1000, median(pure) * 1000
+    fig.ratio = ratio(fig.value, fig.baseline)
+    fig.judge(lambda f: f.value <= TARGET_MS)
+    fig.note = (
+        f"median of {PASSES} passes with fair share reordering the line of 100 users and a per-user quota checked "
+        f"for each job (max {max(passes) * 1000:.1f} ms); baseline: backfill.plan alone on the same queue"
+    )
     return fig

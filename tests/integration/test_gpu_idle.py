@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pai_jupyter.cluster import control
-from pai_jupyter.cluster.core.gpuidle import INTERACTIVE_KEY
+from pai_jupyter.cluster.core.sharing import INTERACTIVE_KEY
 from tests.polling import wait_for
 
 from .conftest import Api, kill_leftovers, start_daemon, v1

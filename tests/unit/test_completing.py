@@ -7,6 +7,7 @@ test_scheduler.py: no daemon, no sleeps. Behaviour with real processes: tests/in
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from pai_jupyter.cluster.http import views
 from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from pai_jupyter.common.states import FINAL
 
-from . import test_scheduler as ts
+from . import memory_cluster as ts
 
 
 class StubbornRuntime(ts.MemoryRuntime):
@@ -31,7 +32,7 @@ class StubbornRuntime(ts.MemoryRuntime):
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         return await asyncio.shield(self.exits[handle.id])  # a daemon that goes away leaves its tasks running
 
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+    def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
         if handle.id in self.stubborn:
             self.stopped.append(handle.id)
             return

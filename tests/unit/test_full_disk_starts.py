@@ -21,7 +21,7 @@ from pai_jupyter.cluster.core.service import Cluster
 from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from tests.polling import async_wait_for
 
-from . import test_scheduler as ts
+from . import memory_cluster as ts
 
 FULL = "database or disk is full"
 

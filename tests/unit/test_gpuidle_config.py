@@ -8,14 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from pai_jupyter.cluster.core.gpuidle import (
-    INTERACTIVE_KEY,
-    KERNEL_KEY,
-    GpuIdle,
-    GpuIdleConfig,
-    gpu_idle,
-    is_interactive,
-)
+from pai_jupyter.cluster.core.gpuidle import GpuIdle, GpuIdleConfig, gpu_idle
+from pai_jupyter.cluster.core.sharing import INTERACTIVE_KEY, KERNEL_KEY, is_interactive
 from pai_jupyter.protocol import Job, TaskRole
 
 

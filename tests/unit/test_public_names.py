@@ -44,7 +44,7 @@ ERRORS = {
     "Unauthorized": (client.PaiError, 3),
     "WaitTimeout": (client.PaiError, 1),
 }
-MODELS = ["JobDetail", "JobSummary", "TaskStatus"]
+MODELS = ["JobDetail", "JobSummary", "TaskStatus", "Usage", "UsageFigures"]
 FUNCTIONS = {"get_profile": ["name", "home"], "load_profiles": ["home"]}
 CLIENT_METHODS = {
     "add_tag",

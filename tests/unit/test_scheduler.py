@@ -5,18 +5,15 @@ no sleeps."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pai_jupyter.cluster.core.errors import InsufficientResourceError
 from pai_jupyter.cluster.core.scheduler import Capacity, PortAllocator, Resources
-from pai_jupyter.cluster.core.service import Cluster
-from pai_jupyter.cluster.runtime.base import Runtime, TaskExit, TaskHandle, TaskSample, TaskSpec
+
+from .memory_cluster import Harness, run, run_on, v1
 
 
 # ---- resources, quotas, GPUs, ports ---------------------------------------------------------------------------
@@ -72,105 +69,7 @@ def test_ports_are_never_handed_out_twice_while_held() -> None:
     assert a[0] in ports.held
 
 
-# ---- the cluster's queue, driven in-process -------------------------------------------------------------------
-class MemoryRuntime(Runtime):
-    """Tasks that run until the test ends them: ``end(key, code)``; ``stop`` ends them with 143."""
-
-    name = "memory"
-
-    def __init__(self) -> None:
-        self.exits: dict[str, asyncio.Future[TaskExit]] = {}
-        self.specs: dict[str, TaskSpec] = {}
-        self.stopped: list[str] = []
-        self.removed: list[str] = []
-
-    def start(self, spec: TaskSpec) -> TaskHandle:  # pragma: no cover - start_quick always answers
-        raise AssertionError("start_quick answers every start")
-
-    def start_quick(self, spec: TaskSpec) -> TaskHandle:
-        self.exits[spec.key] = asyncio.get_running_loop().create_future()
-        self.specs[spec.key] = spec
-        return TaskHandle(runtime=self.name, id=spec.key, info={})
-
-    async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
-        return await self.exits[handle.id]
-
-    def end(self, key: str, code: int = 0) -> None:
-        self.exits[key].set_result(TaskExit(exit_code=code))
-
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
-        self.stopped.append(handle.id)
-        if not self.exits[handle.id].done():
-            self.exits[handle.id].set_result(TaskExit(exit_code=143, diagnostics="stopped"))
-
-    def is_alive(self, handle: TaskHandle) -> bool:
-        return not self.exits[handle.id].done()
-
-    def remove(self, handle: TaskHandle) -> None:
-        self.removed.append(handle.id)
-
-    def terminal_command(
-        self, handle: TaskHandle, env: dict[str, str], cwd: str | None
-    ) -> tuple[list[str], dict[str, str], str | None]:
-        raise NotImplementedError
-
-    def sample(self, handle: TaskHandle) -> TaskSample | None:
-        return None
-
-
-def v1(name: str, *, tasks: int = 1, cpu: int = 1, **job: Any) -> bytes:
-    role = {"name": "main", "taskNumber": tasks, "cpuNumber": cpu, "memoryMB": 256, "gpuNumber": 0, "command": "true"}
-    role.update(job.pop("role", {}))
-    return json.dumps({"jobName": name, "image": "img", "taskRoles": [role], **job}).encode()
-
-
-class Harness:
-    def __init__(self, cluster: Cluster, runtime: MemoryRuntime) -> None:
-        self.cluster, self.runtime = cluster, runtime
-
-    def submit(self, body: bytes) -> str:
-        return self.cluster.submit("alice", body)["name"]
-
-    def row(self, name: str) -> dict[str, Any]:
-        return self.cluster.get_job("alice", name)
-
-    def state(self, name: str) -> str:
-        return self.row(name)["state"]
-
-    def task_states(self, name: str) -> list[str]:
-        row = self.row(name)
-        return [t["state"] for t in self.cluster.store.tasks(row["id"], row["attempt"])]
-
-    def key(self, name: str, idx: int = 0, attempt: int = 0, task_attempt: int = 0) -> str:
-        return f"alice~{name}.a{attempt}.main.{idx}.t{task_attempt}"
-
-    async def settle(self) -> None:
-        """Let the loop run the callbacks and watchers queued so far (no wall-clock wait)."""
-        for _ in range(10):
-            await asyncio.sleep(0)
-
-    async def end(self, name: str, idx: int = 0, code: int = 0, **key: int) -> None:
-        await self.settle()
-        self.runtime.end(self.key(name, idx, **key), code)
-        await self.settle()
-
-
-MACHINE = Resources(8, 8192, 0)
-
-
-def run(tmp_path: Path, body: Callable[[Harness], Awaitable[None]]) -> None:
-    async def main() -> None:
-        runtime = MemoryRuntime()
-        cluster = Cluster(tmp_path / "local", runtime, Capacity(MACHINE), stop_grace=0.0)
-        try:
-            await body(Harness(cluster, runtime))
-        finally:
-            cluster.spawner.shutdown(wait=False)
-            cluster.store.close()
-
-    asyncio.run(main())
-
-
+# ---- the cluster's queue, driven in-process (memory_cluster.py) ----------------------------------------------
 def test_gang_jobs_that_each_need_all_cpus_run_one_after_the_other(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         h.submit(v1("gang1", tasks=2, cpu=4))
@@ -316,19 +215,6 @@ def test_a_job_that_can_never_fit_is_refused_and_nothing_is_written(tmp_path: Pa
 
 
 # ---- priorities and backfill on the cluster (the plan itself: test_backfill.py) --------------------------------
-def run_on(tmp_path: Path, machine: Resources, body: Callable[[Harness], Awaitable[None]]) -> None:
-    async def main() -> None:
-        runtime = MemoryRuntime()
-        cluster = Cluster(tmp_path / "local", runtime, Capacity(machine), stop_grace=0.0)
-        try:
-            await body(Harness(cluster, runtime))
-        finally:
-            cluster.spawner.shutdown(wait=False)
-            cluster.store.close()
-
-    asyncio.run(main())
-
-
 def test_the_issues_example_small_jobs_run_in_the_gaps_of_a_waiting_gang_job(tmp_path: Path) -> None:
     """2 CPUs, one busy for at most 10 minutes; a 2-task gang job at the head, ten 1-task jobs of at most 5 minutes
     behind it: a small job takes the free CPU whenever it would end in time, the gang job starts as the CPUs come

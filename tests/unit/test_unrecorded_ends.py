@@ -16,7 +16,7 @@ from pai_jupyter.cluster.core import space
 from pai_jupyter.cluster.runtime.taskdir import EXIT_CODE
 from tests.polling import async_wait_for
 
-from . import test_scheduler as ts
+from . import memory_cluster as ts
 
 
 def _task(h: ts.Harness, name: str) -> dict[str, Any]:

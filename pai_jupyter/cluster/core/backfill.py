@@ -58,6 +58,7 @@ class Waiting:
     tasks: tuple[Res, ...]
     gang: bool = True
     estimate_s: float | None = None
+    user: str = ""  # its owner (per-user quotas and fair share: core/shares.py)
     total: Res = field(init=False)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,9 @@ from .store import JobCore, TaskRow, loads, now_ms
 log = logging.getLogger("pai_jupyter.cluster")
 DELETION_PENDING = "AttemptDeletionPending"
 """OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
+PREEMPTED = -1003
+"""The exit code of a preempted attempt: OpenPAI's PodPreemptedForCriticalPod (its exit spec table: transient, the
+framework is always retried), with who preempted it and why as its diagnostics. The job waits again, not as a retry."""
 STOP_REQUESTED = -210
 """The exit code of a stopped job and its attempt, with the stop's reason as its diagnostics: OpenPAI's
 FrameworkController completes a framework it was asked to stop with StopFrameworkRequested (its exit spec table)."""
@@ -85,6 +89,8 @@ class Ending:
                 self._maybe_stopped(row)
             elif row["sub_state"] == DELETION_PENDING:
                 self._maybe_completed(row)
+            elif not stopped and result.preempted and (row["state"] == "RUNNING" or held):
+                self._preempt(row, result.preempted, None)  # its runtime's scheduler preempted it (Slurm's QOS)
             elif not stopped and (row["state"] == "RUNNING" or held):
                 if state == "FAILED" and not job.gang_allocation and current["task_attempt"] < role.task_retry_count:
                     self._retry_task(row, current)
@@ -168,6 +174,11 @@ class Ending:
         job = self.state.job_model(row)
         self._release_ports(row)
         self.store.update_attempt(row["id"], row["attempt"], completed_time=now)
+        if decided["exit_code"] == PREEMPTED:
+            if row["execution_type"] == "START":
+                self._requeue(row, job, diagnostics or "")
+                return
+            state = "STOPPED"  # stopped while it was being preempted
         if state == "FAILED" and row["retries"] < job.retry_count and row["execution_type"] == "START":
             attempt = row["attempt"] + 1
             self.state.new_attempt(row["id"], attempt, job)
@@ -188,6 +199,63 @@ class Ending:
             row["id"], "Normal" if state == "SUCCEEDED" else "Warning", f"Job{state.title()}", diagnostics or ""
         )
 
+    # ---- preemption ----------------------------------------------------------------------------------------------
+    def preempt(self, row: JobCore, reason: str) -> bool:
+        """Preempt a running job (core/preempting.py decides which): its tasks get the job's signal and SIGKILL
+        after its grace (``extras.preemption``, else the cluster's); then the attempt ends as preempted and the job
+        waits again as its next attempt, which resumes from its checkpoint. False when it is not running."""
+        if row["state"] != "RUNNING" or row["execution_type"] != "START" or row["sub_state"] == DELETION_PENDING:
+            return False
+        grace_sig = self.state.sharing.preemption_of(self.state.job_model(row))
+        self.state.space.with_room(lambda: self._preempt_tx(row, reason, grace_sig))
+        return True
+
+    def _preempt_tx(self, row: JobCore, reason: str, grace_sig: tuple[float, str]) -> None:
+        with self.store.tx():
+            self._preempt(row, reason, grace_sig)
+
+    def _preempt(self, row: JobCore, reason: str, grace_sig: tuple[float, str] | None) -> None:
+        """Record the attempt as preempted (so a restarted daemon carries on: ``resume_completion``), tell and then
+        stop its tasks (``grace_sig`` None: they were stopped by the runtime's own scheduler)."""
+        told = f"; its tasks get SIG{grace_sig[1]}, SIGKILL {grace_sig[0]:g} s later" if grace_sig else ""
+        reason += told
+        self.store.update_attempt(
+            row["id"], row["attempt"], state="FAILED", exit_code=PREEMPTED, exit_diagnostics=reason
+        )
+        self.store.set_job(
+            row,
+            sub_state=DELETION_PENDING,
+            exit_code=PREEMPTED,
+            exit_diagnostics=reason,
+            trigger_role=None,
+            trigger_index=None,
+            waiting_reason=None,
+            deadline=None,
+        )
+        self.store.add_event(row["id"], "Warning", "JobPreempted", reason)
+        self.queue.remove(row["id"])
+        if grace_sig is None:
+            self._stop_remaining(row)
+        else:
+            self._stop_remaining(row, grace_sig[0], getattr(signal, f"SIG{grace_sig[1]}"))
+        self._maybe_completed(row)
+
+    def _requeue(self, row: JobCore, job: Job, diagnostics: str) -> None:
+        """A preempted attempt ended: the job waits again at its place in the queue, as its next attempt (its
+        retries untouched: being preempted is not a failure)."""
+        attempt = row["attempt"] + 1
+        self.state.new_attempt(row["id"], attempt, job)
+        self.queue.add(row["vc"], row["submission_time"], row["id"])
+        self.store.set_job(row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt)
+        self.store.add_event(
+            row["id"],
+            "Normal",
+            "JobRequeued",
+            f"attempt {row['attempt']} was preempted ({diagnostics}); attempt {attempt} waits in the queue and "
+            "resumes from the job's checkpoints ($PAI_CHECKPOINT_DIR)",
+        )
+        self.state.job_changed(row, job, "RETRIED")
+
     def resume_completion(self, row: JobCore) -> None:
         """Carry on the end of a decided attempt (AttemptDeletionPending when the daemon went down): stop what
         still runs, and end the attempt once nothing does."""
@@ -195,7 +263,7 @@ class Ending:
             self._stop_remaining(row)
             self._maybe_completed(row)
 
-    def _stop_remaining(self, row: JobCore) -> None:
+    def _stop_remaining(self, row: JobCore, grace: float | None = None, sig: int = signal.SIGTERM) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):
             if t["state"] == "WAITING":
                 self.store.update_task(
@@ -204,7 +272,8 @@ class Ending:
             elif t["state"] in ACTIVE_TASK and not t["stopping"]:
                 self.store.update_task(t, stopping=1)
                 if t["handle"]:
-                    self.runtime.stop(TaskHandle.from_dict(loads(t["handle"])), self.state.stop_grace)
+                    handle = TaskHandle.from_dict(loads(t["handle"]))
+                    self.runtime.stop(handle, self.state.stop_grace if grace is None else grace, sig)
 
     def _release_ports(self, row: JobCore) -> None:
         for t in self.store.tasks(row["id"], row["attempt"]):

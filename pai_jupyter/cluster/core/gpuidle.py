@@ -24,16 +24,13 @@ from typing import Any
 
 import yaml
 
-from ...protocol import Job
-from ...protocol.rules import RUNTIME_PLUGIN_KEY
 from ..runtime.taskdir import add_notice
 from .service import Cluster
+from .sharing import is_interactive
 from .store import loads
 
 log = logging.getLogger("pai_jupyter.cluster")
 
-INTERACTIVE_KEY = "com.pai_jupyter.interactive"
-KERNEL_KEY = "com.pai_jupyter.kernel"  # what a PAI kernel's job carries (kernel/jobspec.py)
 Sampler = Callable[[list[int]], dict[int, float]]
 
 
@@ -79,15 +76,6 @@ class GpuIdleConfig:
         config = cls(**values)
         config.every_seconds = max(config.every_seconds, 1.0)
         return config
-
-
-def is_interactive(job: Job) -> bool:
-    marked = job.extras.get(INTERACTIVE_KEY)
-    if isinstance(marked, bool):
-        return marked
-    plugins = job.extras.get(RUNTIME_PLUGIN_KEY) or []
-    jupyter = isinstance(plugins, list) and any(isinstance(p, dict) and p.get("plugin") == "jupyter" for p in plugins)
-    return KERNEL_KEY in job.extras or jupyter
 
 
 def nvml_sampler() -> Sampler:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import cast
 
@@ -21,6 +22,7 @@ from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
 from .backfill import Busy, Waiting, plan
 from .scheduler import Resources
+from .shares import Shares
 from .space import for_want_of_space, is_full
 from .state import ClusterState, demand
 from .store import JobCore, TaskRow, dumps, loads, now_ms
@@ -33,9 +35,10 @@ log = logging.getLogger("pai_jupyter.cluster")
 class Launcher:
     """Scheduling and starting; a started task's end goes to ``task_ended``."""
 
-    def __init__(self, state: ClusterState, task_ended: TaskEnded) -> None:
+    def __init__(self, state: ClusterState, task_ended: TaskEnded, preempt: Callable[[JobCore, str], bool]) -> None:
         self.state = state
         self.task_ended = task_ended
+        self.shares = Shares(state, preempt)  # quotas and fair share before each plan, preemption after it
         # the shared objects every path uses, by their short names (ClusterState never replaces them)
         self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
         self._scheduling = self._again = False  # (``schedule``: one pass at a time)
@@ -65,7 +68,9 @@ class Launcher:
             view = views.get(job_id)
             minutes = view["max_run_time_minutes"] if view else None
             self.queue.info[job_id] = (
-                Waiting(job_id, tuple(view["tasks"]), view["gang"], minutes * 60 if minutes else None) if view else None
+                Waiting(job_id, tuple(view["tasks"]), view["gang"], minutes * 60 if minutes else None, view["user"])
+                if view
+                else None
             )
 
     def _schedule_once(self) -> None:
@@ -92,7 +97,7 @@ class Launcher:
         total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
         quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
         busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in self.store.busy_tasks()]
-        result = plan(time.time(), total, quotas, busy, {vc: q for vc, q in queues.items() if q})
+        result = plan(time.time(), total, quotas, busy, self.shares.shape({vc: q for vc, q in queues.items() if q}))
         for job_id, n in result.starts:
             row = self.store.job_core(job_id)
             tasks = self.store.waiting_tasks(job_id, row["attempt"]) if row else []
@@ -111,6 +116,7 @@ class Launcher:
             short = Resources(*head.need).shortfall(Resources(*head.room))
             if row is not None and short:
                 set_waiting(self.store, row, short)
+        self.shares.after(result)
 
     def _launch_all(self, job_id: int) -> None:
         self.queue.remove(job_id)

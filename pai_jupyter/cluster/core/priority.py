@@ -95,7 +95,7 @@ def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[s
     out: dict[str, list[dict[str, Any]]] = {}
     for vc in sorted(queue.by_vc):
         line: list[dict[str, Any]] = []
-        for ahead, job_id in enumerate(queue.ids(vc)):
+        for ahead, job_id in enumerate(queue.line(vc)):
             if len(line) >= limit:
                 break
             row = store.job_core(job_id)
@@ -112,6 +112,7 @@ def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[s
                     "waitingReason": cluster.waiting_reason(row),
                     "submissionTime": row["submission_time"],
                     "startEstimate": _ms(queue.reserved.get(job_id)),
+                    "fairShareUsage": round(queue.usage.get(row["user"], 0.0) / 3600, 4),
                 }
             )
         if line:

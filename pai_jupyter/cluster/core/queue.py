@@ -27,6 +27,11 @@ class JobQueue:
         self.info: dict[int, Any] = {}  # job id -> the scheduler's view of it (backfill.Waiting)
         # job id -> when the last plan reserved its start (a waiting head's shadow time, epoch seconds): an estimate
         self.reserved: dict[int, float] = {}
+        self.held: dict[int, str] = {}  # job id -> why the last plan left it out: its user's quota (core/shares.py)
+        # fair share (core/shares.py): vc -> job id -> its place in the last plan's line, where fair share reordered
+        # it; and each user's decayed usage that order came from (machine-seconds)
+        self.fair: dict[str, dict[int, int]] = {}
+        self.usage: dict[str, float] = {}
 
     def entry(self, submission_time: float, job_id: int) -> Entry:
         priority, key = self.order.get(job_id, (None, None))
@@ -74,11 +79,21 @@ class JobQueue:
     def ids(self, vc: str) -> list[int]:
         return [e[2] for e in self.by_vc.get(vc, [])]
 
+    def line(self, vc: str) -> list[int]:
+        """The job ids in the order the last plan weighed them: fair share's where it reordered the line."""
+        fair = self.fair.get(vc)
+        if not fair:
+            return self.ids(vc)
+        return sorted(fair, key=fair.__getitem__) + [j for j in self.ids(vc) if j not in fair]
+
     def position(self, vc: str, submission_time: float, job_id: int) -> int | None:
         """How many jobs are ahead of this one, or None when it is not queued."""
         found = self.where.get(job_id)
         if found is None or found[0] != vc:
             return None
+        fair = self.fair.get(vc)
+        if fair is not None and job_id in fair:
+            return fair[job_id]
         return bisect.bisect_left(self.by_vc[vc], found[1])
 
     def __len__(self) -> int:

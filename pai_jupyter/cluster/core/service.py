@@ -39,6 +39,7 @@ from .notify import Notifier, NotifyConfig
 from .priority import job_priority
 from .queue import JobQueue
 from .scheduler import Capacity, PortAllocator, Resources
+from .sharing import Sharing
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
 from .state import ClusterState
 from .store import JobCore, JobWithConfig, Store, TaskRow, now_ms
@@ -101,12 +102,13 @@ class Cluster:
         stop_grace: float = 3.0,
         min_free_mb: int = DEFAULT_FLOOR_MB,
         notify: NotifyConfig | None = None,
+        sharing: Sharing | None = None,
     ) -> None:
         self.state = ClusterState(
-            local_dir, runtime, capacity, stop_grace=stop_grace, min_free_mb=min_free_mb, notify=notify
+            local_dir, runtime, capacity, stop_grace=stop_grace, min_free_mb=min_free_mb, notify=notify, sharing=sharing
         )
         self.ending = Ending(self.state, schedule=self.schedule)
-        self.launcher = Launcher(self.state, task_ended=self.ending.task_ended)
+        self.launcher = Launcher(self.state, task_ended=self.ending.task_ended, preempt=self.ending.preempt)
 
     # ---- what the cluster holds (state.py) -----------------------------------------------------------------------
     @property
@@ -208,6 +210,13 @@ class Cluster:
 
     def resume_stop(self, row: JobCore) -> None:
         self.ending.resume_stop(row)
+
+    def preempt(self, row: JobCore, reason: str) -> bool:
+        return self.ending.preempt(row, reason)
+
+    def fair_share_usage(self) -> dict[str, float]:
+        """Each user's decayed usage now (machine-seconds; empty where fair share is off)."""
+        return self.launcher.shares.read_usage() if self.state.sharing.half_life_s > 0 else {}
 
     def resume_completion(self, row: JobCore) -> None:
         self.ending.resume_completion(row)

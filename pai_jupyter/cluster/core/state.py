@@ -27,6 +27,7 @@ from .errors import NoJobError
 from .notify import Notifier, NotifyConfig
 from .queue import JobQueue
 from .scheduler import Capacity, PortAllocator, Resources
+from .sharing import Sharing
 from .space import DEFAULT_FLOOR_MB, Space
 from .store import JobCore, JobWithConfig, Store, TaskRow
 
@@ -52,6 +53,7 @@ class ClusterState:
         stop_grace: float = 3.0,
         min_free_mb: int = DEFAULT_FLOOR_MB,
         notify: NotifyConfig | None = None,
+        sharing: Sharing | None = None,
     ):
         self.dir = local_dir
         self.space = Space(local_dir, min_free_mb)
@@ -62,6 +64,7 @@ class ClusterState:
         self.capacity: Final = capacity
         self.ports = PortAllocator()
         self.stop_grace = stop_grace
+        self.sharing = sharing or Sharing()  # preemption, fair share, per-user quotas (cluster.yaml)
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
         self.models: dict[int, Job] = {}  # the parsed-model cache, oldest first (``job_model``)
         self.queue: Final = JobQueue()
@@ -165,6 +168,7 @@ class ClusterState:
             layout=self.layout(row, job),
             host_paths=self.is_admin(row["user"]),
             key_group=run_as[1] if run_as else None,
+            preemption=self.sharing.preemption_of(job),
         )
         if self.tracker is not None:
             spec.env.update(self.tracker.task_env(row))
@@ -178,9 +182,11 @@ class ClusterState:
             return row["waiting_reason"]  # the runtime's scheduler's words (``Watcher._queued``, watching.py)
         if ahead is None or row["execution_type"] != "START":
             return None
+        if row["id"] in self.queue.held:
+            return self.queue.held[row["id"]]
         if not ahead:
             return row["waiting_reason"]
-        head = self.store.job_core(self.queue.ids(row["vc"])[0])
+        head = self.store.job_core(self.queue.line(row["vc"])[0])
         reason = f"{ahead} job{'s' * (ahead != 1)} ahead in virtual cluster {row['vc']!r}"
         if head is None:
             return reason
@@ -191,6 +197,12 @@ class ClusterState:
         if isinstance(mine, Waiting):
             short = Resources(*mine.total).shortfall(self.capacity.room(row["vc"]))
             reason += f"; this job {short}" if short else "; it would fit now, but could delay that job"
+        if row["vc"] in self.queue.fair and head["user"] != row["user"]:  # fair share put it there
+            use = {u: self.queue.usage.get(u, 0.0) / 3600 for u in (row["user"], head["user"])}
+            reason += (
+                f"; fair share: {row['user']}'s recent use is {use[row['user']]:.2f} machine-hours, "
+                f"{head['user']}'s {use[head['user']]:.2f}"
+            )
         return reason
 
     def job_dir(self, user: str, name: str) -> Path:

@@ -1,6 +1,6 @@
 """The daemon's tornado application: every route of the OpenPAI v2 REST subset (jobs.py, logs.py, openpai.py) and
 the local extensions under /api/v2/local/ (joblist.py, tasks.py, ssh.py, maxruntime.py, priority.py, users.py,
-lease.py, sweeps.py, hub.py, tracking.py), described in ``openapi.yaml``.
+lease.py, sweeps.py, hub.py, tracking.py, usage.py), described in ``openapi.yaml``.
 
 Handlers stay thin: authenticate, read arguments, call the Cluster, shape the answer with ``views``.
 Every route needs a bearer token except login; a user sees only their own jobs (others' answer 404).
@@ -31,6 +31,7 @@ from . import (
     sweeps,
     tasks,
     tracking,
+    usage,
     users,
 )
 from .base import HUB, JOB, Base
@@ -64,6 +65,7 @@ def make_app(
         *sweeps.routes(local_job, args),
         *hub.routes(args),
         *tracking.routes(args),
+        *usage.routes(args),
     ]
     settings: dict[str, Any] = {HUB: hub_link}
     return PaiApplication(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.errors import BadRequest, ForbiddenUserError
+from ..core.errors import BadRequest, ConflictJobError, ForbiddenUserError
 from ..core.priority import check_priority, reprioritise, waiting_lines
 from .base import MAX_INT, Base, Route
 
@@ -27,6 +27,24 @@ class Priority(Base):
         self.write_json({"message": f"job {row['user']}~{row['name']} reprioritised", **result})
 
 
+class Preempt(Base):
+    """``POST .../preempt`` ``{"reason": "..."}``: an admin preempts a running job by hand (the way the scheduler
+    does: its tasks get the job's signal and grace, and it waits again as its next attempt)."""
+
+    def post(self, user: str, name: str) -> None:
+        if not self.is_admin:
+            raise ForbiddenUserError("only an admin may preempt a job")
+        row = self.own_job(user, name)
+        reason = self.json_body().get("reason") or "preempted by an admin"
+        if not isinstance(reason, str) or len(reason) > 200:
+            raise BadRequest("reason must be a string of at most 200 characters")
+        if not self.cluster.preempt(row, f"{reason} ({self.user['name']})"):
+            raise ConflictJobError(
+                f"job {row['user']}~{row['name']} is {row['state']}; only a running job is preempted"
+            )
+        self.write_json({"message": f"job {row['user']}~{row['name']} is being preempted"})
+
+
 class WaitingQueue(Base):
     def get(self) -> None:
         limit = self.int_arg("limit", 500, 1, 10_000)
@@ -35,4 +53,8 @@ class WaitingQueue(Base):
 
 
 def routes(job: str, args: dict[str, Any]) -> list[Route]:
-    return [(job + r"/priority", Priority, args), (r"/api/v2/local/queue", WaitingQueue, args)]
+    return [
+        (job + r"/priority", Priority, args),
+        (job + r"/preempt", Preempt, args),
+        (r"/api/v2/local/queue", WaitingQueue, args),
+    ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import pwd
+import signal
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,6 +96,7 @@ class TaskExit:
     diagnostics: str = ""
     oom: bool = False
     signal: int | None = None
+    preempted: str | None = None  # why a runtime's own scheduler preempted it (Slurm's QOS): the job is queued again
 
 
 @dataclass
@@ -178,8 +180,9 @@ class Runtime(abc.ABC):
         return ""
 
     @abc.abstractmethod
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
-        """SIGTERM the whole task (process group / container), SIGKILL after ``grace`` seconds. Non-blocking."""
+    def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
+        """Signal the whole task (process group / container) with ``sig`` (SIGTERM; a preemption: the job's own
+        signal), SIGKILL after ``grace`` seconds. Non-blocking."""
 
     @abc.abstractmethod
     def is_alive(self, handle: TaskHandle) -> bool:

@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -335,8 +336,8 @@ class DockerRuntime(Runtime):
     def _memory_mb(container: Any) -> int:
         return int((container.attrs.get("HostConfig") or {}).get("Memory") or 0) >> 20
 
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
-        """``docker stop`` would signal only PID 1 (the shim, which ignores SIGTERM), so SIGTERM everything else
+    def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
+        """``docker stop`` would signal only PID 1 (the shim, which ignores SIGTERM), so signal everything else
         in the container from inside it (as the process runtime's killpg does), then SIGKILL after ``grace``."""
 
         self._stopped.add(handle.id)
@@ -348,7 +349,7 @@ class DockerRuntime(Runtime):
                 if container.status not in ALIVE_STATES:
                     return
                 with contextlib.suppress(DockerException):
-                    container.exec_run(["/bin/sh", "-c", "kill -TERM -1"], detach=False)
+                    container.exec_run(["/bin/sh", "-c", f"kill -{signal.Signals(sig).name[3:]} -1"], detach=False)
                 while time.monotonic() < deadline:
                     time.sleep(0.05)
                     container.reload()

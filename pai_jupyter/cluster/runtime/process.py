@@ -331,9 +331,9 @@ class ProcessRuntime(Runtime):
     def is_alive(self, handle: TaskHandle) -> bool:
         return proctree.is_alive(handle)
 
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+    def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
         self._stopped.add(handle.id)
-        proctree.signal_task(handle, signal.SIGTERM)
+        proctree.signal_task(handle, sig)
 
         def kill() -> None:
             proctree.signal_task(handle, signal.SIGKILL)

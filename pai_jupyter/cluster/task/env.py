@@ -154,3 +154,27 @@ def job_logs_dir(task_dir: Path) -> Path:
 def job_logs_env(task_dir: Path, in_container: bool) -> dict[str, str]:
     """``PAI_OUTPUT_LOGS`` of a plain job (an Estimator job's layout sets its own ``/ml/output/logs/``)."""
     return {LOGS_VAR: f"{JOB_LOGS_IN_CONTAINER}/" if in_container else f"{job_logs_dir(task_dir)}/"}
+
+
+# ---- the job's checkpoints and how a preempted task is told (docs/checkpoint.md) ---------------------------------
+CHECKPOINT_VAR = "PAI_CHECKPOINT_DIR"
+JOB_CHECKPOINTS_IN_CONTAINER = "/pai/output/checkpoints"
+
+
+def job_checkpoints_dir(task_dir: Path) -> Path:
+    """``<job dir>/output/checkpoints``: one per job, kept across attempts (a preempted job's next attempt resumes
+    from it), written by the task's account (under ``output``, which ``taskspec.owned_parts`` gives it)."""
+    path = task_dir.parent / "output" / "checkpoints"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def preemption_env(task_dir: Path, in_container: bool, grace_s: float, signal: str) -> dict[str, str]:
+    """The checkpoint contract's variables: where to checkpoint, how long a preempted task has, and its signal."""
+    where = JOB_CHECKPOINTS_IN_CONTAINER if in_container else str(job_checkpoints_dir(task_dir))
+    return {
+        CHECKPOINT_VAR: f"{where}/",
+        "PAI_PREEMPT_GRACE_SECONDS": f"{grace_s:g}",
+        "PAI_PREEMPT_SIGNAL": signal,
+    }

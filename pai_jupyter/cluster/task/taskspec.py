@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,16 @@ from ...protocol.render import MASK
 from ..runtime import taskdir
 from ..runtime.base import Mount, TaskSpec
 from . import services, sshd
-from .env import JOB_LOGS_IN_CONTAINER, Placement, job_logs_dir, job_logs_env, task_env
+from .env import (
+    JOB_CHECKPOINTS_IN_CONTAINER,
+    JOB_LOGS_IN_CONTAINER,
+    Placement,
+    job_checkpoints_dir,
+    job_logs_dir,
+    job_logs_env,
+    preemption_env,
+    task_env,
+)
 from .estimator import REQUIREMENTS, Layout
 
 if TYPE_CHECKING:
@@ -29,11 +39,13 @@ def task_spec(
     layout: Layout | None,
     host_paths: bool = False,
     key_group: int | None = None,
+    preemption: tuple[float, str] = (30.0, "TERM"),
 ) -> TaskSpec:
     """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
     (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
     existing host directories, at the same paths (data and code read-only). ``key_group``: the gid of the
-    account the task runs as (the job's ssh key is readable by that group)."""
+    account the task runs as (the job's ssh key is readable by that group). ``preemption``: the job's grace
+    (seconds) and signal name (core/sharing.py)."""
     role = job.role(t["role"])
     assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     td = Path(t["task_dir"])
@@ -43,6 +55,7 @@ def task_spec(
         "PAI_TASK_DIR": taskdir.IN_CONTAINER if in_container else str(td),
         "PAI_CONTAINER_ID": key,
         **job_logs_env(td, in_container),
+        **preemption_env(td, in_container, *preemption),
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
     script = render_commands(job, role)
@@ -59,6 +72,7 @@ def task_spec(
     mounts = [Mount(str(home), "/userhome")] if in_container else []
     if in_container:
         mounts.append(Mount(str(job_logs_dir(td)), JOB_LOGS_IN_CONTAINER))
+        mounts.append(Mount(str(job_checkpoints_dir(td)), JOB_CHECKPOINTS_IN_CONTAINER))
     mounts += sshd.mounts(own, td.parent) if in_container else []
     if in_container and host_paths:
         for kind in ("data", "output", "script"):
@@ -73,6 +87,7 @@ def task_spec(
         work_dir = layout.work_dir(in_container)
         if layout.spec.get("sourceDir"):
             script = f"{REQUIREMENTS}\n{script}"
+    script = f"{patient_shell(preemption[1])}\n{script}"
     return TaskSpec(
         key=key,
         user=row["user"],
@@ -119,7 +134,7 @@ def owned_parts(task_dir: Path) -> list[Path]:
     """The directories of a task's job that its account owns (it writes there): the job's output (TensorBoard's
     ``PAI_OUTPUT_LOGS``) and the Estimator's ``ml/`` top, when there; the job directory itself stays root's."""
     job_dir = task_dir.parent
-    out = [job_dir / "output", job_logs_dir(task_dir)]
+    out = [job_dir / "output", job_logs_dir(task_dir), job_checkpoints_dir(task_dir)]
     return out + ([job_dir / "ml"] if (job_dir / "ml").is_dir() else [])
 
 
@@ -127,3 +142,12 @@ def prepare_task_dir(spec: TaskSpec) -> None:
     """Make the parent of the task's directory: the runtime makes the directory itself (the process runtime may
     move a ready one into place, see runtime/warm.py)."""
     spec.task_dir.parent.mkdir(parents=True, exist_ok=True)
+
+
+def patient_shell(sig: str) -> str:
+    """The script's first line: its shell outlives the stop and preemption signals until its running command has
+    ended (bash runs a trap only once the foreground command is done), then exits as killed by the signal. Without
+    it the shell dies at once, the task ends, and a command such as ``python train.py`` still saving its checkpoint
+    is killed by the shim a few seconds later instead of after its grace (docs/checkpoint.md)."""
+    signals = ["TERM"] + ([sig] if sig != "TERM" else [])
+    return "; ".join(f"trap 'exit {128 + signal.Signals[f'SIG{s}'].value}' {s}" for s in signals)

@@ -19,6 +19,7 @@ class WaitingView(TypedDict):
     tasks: list[tuple[int, int, int]]  # cpu, memory_mb, gpu of each waiting task of the current attempt, in order
     gang: bool
     max_run_time_minutes: float | None
+    user: str
 
 
 def waiting_views(store: Store, job_ids: list[int]) -> dict[int, WaitingView]:
@@ -30,7 +31,7 @@ def waiting_views(store: Store, job_ids: list[int]) -> dict[int, WaitingView]:
     # a submit reads one job's view while 10,000 wait: P4's fill)
     out: dict[int, WaitingView] = {}
     for row in store.db.execute(
-        "SELECT j.id, json_type(c.model, '$.extras.gangAllocation') AS gang, "
+        "SELECT j.id, j.user, json_type(c.model, '$.extras.gangAllocation') AS gang, "
         "json_extract(c.model, '$.extras.maxRunTimeMinutes') AS minutes "
         "FROM jobs j JOIN job_configs c ON c.job_id = j.id "
         "WHERE j.id IN (SELECT value FROM json_each(?)) AND j.execution_type = 'START' "
@@ -43,6 +44,7 @@ def waiting_views(store: Store, job_ids: list[int]) -> dict[int, WaitingView]:
             "tasks": [],
             "gang": row["gang"] != "false",  # (the model's rule: only a JSON false turns it off)
             "max_run_time_minutes": float(minutes) if isinstance(minutes, (int, float)) else None,
+            "user": row["user"],
         }
     for row in store.db.execute(
         "SELECT t.job_id, t.cpu, t.memory_mb, t.gpu FROM tasks t JOIN jobs j ON j.id = t.job_id AND "

@@ -1,0 +1,113 @@
+"""The issue's scenario on a real daemon of 2 CPUs and 2 (fake) GPUs with the process runtime: a crit job waiting
+behind an oppo job preempts it (the oppo job's command gets its signal, waits again as its next attempt and runs
+once there is room), a user at their quota waits with the reason shown while others run, and two users of one
+class alternate by fair share where plain FIFO would run one user's jobs first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pai_jupyter.cluster import control
+from tests.polling import wait_for
+
+from .conftest import Api, kill_leftovers, start_daemon, v1
+
+pytestmark = pytest.mark.slow
+
+TRAP = (  # a command that says what it got: its checkpoint dir gets the signal's name, then it exits as killed by it
+    "trap 'echo TERM >> \"$PAI_CHECKPOINT_DIR/signals\"; exit 143' TERM; "
+    'echo "attempt start" >> "$PAI_CHECKPOINT_DIR/signals"; while true; do sleep 0.1; done'
+)
+
+
+def job(name: str, command: str, *, cls: str | None = None, gpu: int = 0, cpu: int = 1, **extras: Any) -> str:
+    doc = json.loads(v1(name, command, gpuNumber=gpu, cpuNumber=cpu))
+    if cls:
+        extras["hivedScheduler"] = {"jobPriorityClass": cls}
+    doc["extras"] = extras
+    return json.dumps(doc)
+
+
+def daemon(home: Path, config: dict[str, Any]) -> Api:
+    (home / "local").mkdir(parents=True, exist_ok=True)
+    (home / "local" / "cluster.yaml").write_text(yaml.safe_dump(config))
+    return start_daemon(home, cpus=2, memory_mb=4096, gpus=2)
+
+
+@pytest.fixture
+def cluster_home(pai_home: Path):  # type: ignore[no-untyped-def]
+    yield pai_home
+    control.stop(pai_home)
+    kill_leftovers(pai_home)
+
+
+def test_a_crit_job_waiting_behind_an_oppo_job_preempts_it_and_the_oppo_job_runs_again(cluster_home: Path) -> None:
+    admin = daemon(cluster_home, {"preemption": {"graceSeconds": 5}})
+    alice, bob = admin.new_user("alice"), admin.new_user("bob")
+    spare = alice.submit_ok(job("spare", TRAP, cls="oppo", gpu=2))
+    alice.wait(spare, ("RUNNING",))
+    ckpt = cluster_home / "local" / "jobs" / spare / "output" / "checkpoints"
+    wait_for(lambda: (ckpt / "signals").exists(), 30, "the oppo job's command to start")
+    urgent = bob.submit_ok(job("urgent", "echo urgent ran", cls="crit", gpu=1))
+    done = bob.wait(urgent, timeout=60)["jobStatus"]
+    assert done["state"] == "SUCCEEDED"
+    # the oppo job got SIGTERM, ended its attempt, and waits again (or already runs again) as attempt 1
+    assert (ckpt / "signals").read_text().splitlines()[:2] == ["attempt start", "TERM"]
+    detail = wait_for(lambda: (d := alice.detail(spare))["jobStatus"]["attemptId"] == 1 and d, 30, "attempt 1")
+    status = detail["jobStatus"]
+    assert status["retries"] == 0  # being preempted is not a retry
+    first = alice.http.get(f"/api/v2/jobs/{spare}/job-attempts/0").json()
+    said = first["appExitDiagnostics"]
+    assert first["exitCode"] == -1003 and said.startswith("preempted by bob~urgent: a crit job needs 1 GPU"), first
+    assert (
+        said.endswith("its tasks get SIGTERM, SIGKILL 5 s later")
+        and first["exitPhrase"] == "PodPreemptedForCriticalPod"
+    )
+    assert (
+        first["attemptCompletedTime"] <= done["launchedTime"]
+    )  # the crit job started on the room the oppo job gave back
+    alice.wait(spare, ("RUNNING",), timeout=60)  # and the oppo job runs again once the crit job is done
+    wait_for(lambda: (ckpt / "signals").read_text().count("attempt start") == 2, 30, "attempt 1's command")
+    alice.stop(spare)
+
+
+def test_a_user_at_their_quota_waits_with_the_reason_while_another_user_runs(cluster_home: Path) -> None:
+    admin = daemon(cluster_home, {"userQuota": {"gpu": 1}})
+    alice, bob = admin.new_user("alice"), admin.new_user("bob")
+    first = alice.submit_ok(job("first", "sleep 600", gpu=1))
+    alice.wait(first, ("RUNNING",))
+    second = alice.submit_ok(job("second", "true", gpu=1))
+    theirs = bob.submit_ok(job("theirs", "sleep 600", gpu=1))
+    bob.wait(theirs, ("RUNNING",), timeout=30)  # the GPU alice may not take goes to bob
+    reason = alice.detail(second)["jobStatus"]["waitingReason"]
+    assert reason == "alice is at their quota in virtual cluster 'default': 1 of 1 GPU in use, this job needs 1"
+    line = alice.http.get("/api/v2/local/queue").json()["virtualClusters"]["default"]
+    assert [(j["name"], j["waitingReason"]) for j in line] == [("second", reason)]
+    alice.stop(first)
+    assert alice.wait(second, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    bob.stop(theirs)
+
+
+@pytest.mark.parametrize("half_life_hours", [1, 0], ids=["fair-share", "fifo"])
+def test_two_users_of_one_class_alternate_by_fair_share(cluster_home: Path, half_life_hours: float) -> None:
+    """Each job takes both CPUs, so one runs at a time. Alice submits her three first; bob's run a little longer
+    (so the users' usage never ties). With fair share they alternate, each next job going to the user with less
+    recent use; with it off (half-life 0) the line is FIFO."""
+    admin = daemon(cluster_home, {"fairShare": {"halfLifeHours": half_life_hours}})
+    alice, bob = admin.new_user("alice"), admin.new_user("bob")
+    hold = admin.submit_ok(job("hold", "sleep 600", cpu=2))  # the users' jobs all queue behind it
+    admin.wait(hold, ("RUNNING",))
+    jobs = [alice.submit_ok(job(f"a{i}", "sleep 1", cpu=2)) for i in range(3)]
+    jobs += [bob.submit_ok(job(f"b{i}", "sleep 1.5", cpu=2)) for i in range(3)]
+    admin.stop(hold)
+    done = {j: admin.wait(j, timeout=120)["jobStatus"] for j in jobs}
+    started = sorted(jobs, key=lambda j: done[j]["launchedTime"])
+    order = [j.split("~")[1] for j in started]
+    t0 = done[started[0]]["launchedTime"]
+    print("start order:", ", ".join(f"{j} +{(done[j]['launchedTime'] - t0) / 1000:.1f}s" for j in started))
+    assert order == (["a0", "b0", "a1", "b1", "a2", "b2"] if half_life_hours else ["a0", "a1", "a2", "b0", "b1", "b2"])
