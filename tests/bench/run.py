@@ -31,8 +31,9 @@ from .lab import p11_sidebar_refresh, p11_sidebar_render, p12_log_heap, p12_log_
 from .latency import p1_submit_to_start, p3_log_latency, p6_idle_rss
 from .load import p2_throughput, p4_list
 from .notebook import p7_load_ext
+from .preempt import p24_preempt_to_requeued
 from .proxy import p5_proxy_latency, p5_proxy_throughput
-from .queue import p18_schedule_pass, p18c_first_pass
+from .queue import p18_schedule_pass, p18c_first_pass, p18f_fair_share_pass
 from .sidebar import p20_sidebar_poll
 from .slurm import p15_submit_to_running, p16_gang_job, p17_drain, stop_cluster
 from .sweep import p19_sweep_overhead
@@ -68,6 +69,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P17", "Slurm: 100 queued one-task jobs drained", p17_drain),
     ("P18", "one scheduling pass over 10,000 waiting jobs", p18_schedule_pass),
     ("P18C", "first scheduling pass after a restart", p18c_first_pass),
+    ("P18F", "scheduling pass, 10,000 waiting jobs of 100 users", p18f_fair_share_pass),
     ("P19", "sweep: per trial beside a bare submit loop", p19_sweep_overhead),
     ("P20", "sidebar poll: job list with tasks, 20 running jobs", p20_sidebar_poll),
     ("P21", "Sweeps page refresh, 20 running trials", p21_sweeps_refresh),
@@ -75,6 +77,7 @@ BENCHES: list[tuple[str, str, Callable[[], Figure]]] = [
     ("P22S", "Hub spawn on Slurm: click -> Lab ready, beside batchspawner", p22s_hub_spawn_on_slurm),
     ("P23", "200-job drain, every job an MLflow run", p23_drain),
     ("P23M", "job logging 10,000 metric points to MLflow", p23m_metrics),
+    ("P24", "preemption signal -> job queued again", p24_preempt_to_requeued),
 ]
 
 
