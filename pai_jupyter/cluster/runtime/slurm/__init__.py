@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,7 +31,6 @@ from pathlib import Path
 from ....common import safeio
 from .. import taskdir
 from ..base import (
-    EXIT_LOST,
     EXIT_START_FAILED,
     Held,
     Node,
@@ -46,16 +46,27 @@ from ..hostenv import host_env
 from ..registry import Options
 from ..shim import SHIM_SH
 from . import batch
-from .commands import FINAL, NODE_FORMAT, WHY, Jobs, JobState, SlurmError, available, node_table, parse_nodes, run
+from .accounting import Accounting, preempt_time, preempted
+from .commands import (
+    FINAL,
+    NODE_FORMAT,
+    Jobs,
+    JobState,
+    SlurmError,
+    available,
+    ended_without_status,
+    node_table,
+    parse_nodes,
+    run,
+)
+from .placed import placement
 
 log = logging.getLogger("pai_jupyter.cluster")
 WRAPPER = Path(__file__).with_name("wrapper.sh")
 ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's group only (it holds the secrets)
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 USAGE = "usage"  # in run/: "cpu_seconds resident_bytes" of the task's process group, written by the wrapper
-PLACEMENT = "placement"  # in run/: "node ip [CUDA_VISIBLE_DEVICES]", written by the wrapper as the task's account
 ADDRS_S = 60.0
-MAX_GPU_INDEX = 64  # the most GPUs a node's CUDA_VISIBLE_DEVICES may index
 PLACEMENT_WAIT_S = 10.0  # how long a task Slurm runs may take to write its placement before Slurm's word stands in
 PENDING_LOOK_S = 0.1
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
@@ -77,6 +88,14 @@ class SlurmRuntime(Runtime):
         conf = {k: v for k, v in os.environ.items() if k in ("SLURM_CONF", "MUNGE_SOCKET")}
         self._submit_env = host_env(conf)
         self._addrs, self._addrs_at = "", -ADDRS_S
+        self._accounting: Accounting | None = None
+
+    @property
+    def accounting(self) -> Accounting:
+        """The cluster's QOS for the priority classes and whether it preempts, asked at the first submit."""
+        if self._accounting is None:
+            self._accounting = Accounting.ask(self._submit_env)
+        return self._accounting
 
     def node_addrs(self) -> str:
         """``node=NodeAddr ...`` of the cluster's nodes (sinfo, at most once a minute): a task's wrapper finds its
@@ -115,9 +134,11 @@ class SlurmRuntime(Runtime):
 
     def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
         """The job's new class as its Slurm job's nice value (``scontrol update``): Slurm reorders its queue."""
+        qos = self.accounting.qos_of(priority)
         for job_id in sorted({h.id for h in handles}):
+            to = f"QOS={qos}" if qos else f"Nice={batch.nice(priority)}"
             try:
-                run(["scontrol", "update", f"JobId={job_id}", f"Nice={batch.nice(priority)}"], env=self._submit_env)
+                run(["scontrol", "update", f"JobId={job_id}", to], env=self._submit_env)
             except SlurmError as exc:  # ended meanwhile: nothing to reorder
                 log.info("Slurm job %s kept its priority: %s", job_id, exc)
 
@@ -162,8 +183,11 @@ class SlurmRuntime(Runtime):
         name = f"pai-{key}"  # unique per submission: a daemon killed before it read the id finds the job by it
         for spec in specs:
             taskdir.write_private(spec.task_dir / SUBMITTED, name)
+        first = specs[0]
+        self.accounting.associate(first.run_as[0] if first.run_as else None, self._submit_env)
+        qos = self.accounting.sbatch_args(first.priority, first.env, len(specs))
         try:
-            out = run([*batch.sbatch_args(specs, adir, name), str(script)], env=self._submit_env)
+            out = run([*batch.sbatch_args(specs, adir, name, qos), str(script)], env=self._submit_env)
         except SlurmError as exc:
             raise TaskStartError(EXIT_START_FAILED, f"Slurm refused the job: {exc}") from exc
         job_id = out.strip().split(";")[0]
@@ -171,6 +195,7 @@ class SlurmRuntime(Runtime):
         try:
             for spec in specs:
                 info = {"role": spec.role, "run_as": spec.run_as, "task_dir": str(spec.task_dir)}
+                info |= {"qos": self.accounting.qos_of(spec.priority)} if qos else {}
                 handle = TaskHandle(runtime=self.name, id=job_id, info=info)
                 taskdir.write_handle(spec.task_dir, handle.to_dict())
                 handles.append(handle)
@@ -267,15 +292,18 @@ class SlurmRuntime(Runtime):
         while True:
             code = taskdir.exit_code(self.logs_dir(task_dir))
             if code is not None:
-                why = await self._why_signalled(handle) if code > 128 else ""
-                return TaskExit(exit_code=code, diagnostics=why, signal=code - 128 if 128 < code <= 128 + 64 else None)
+                why = await self.jobs.why_signalled(handle.id) if code > 128 else ""
+                sig = code - 128 if 128 < code <= 128 + 64 else None
+                return TaskExit(code, why, signal=sig, preempted=await self._preempted(handle))
             seen = await self.jobs.get(handle.id)
             if seen is None or seen.state in FINAL:
                 # the shim's exit_code may come a moment after Slurm's end (a shared disk): wait a little for it
                 loop = asyncio.get_running_loop()
                 gone_at = gone_at or loop.time()
                 if loop.time() - gone_at > 2.0:
-                    return self._ended_without_status(handle, seen)
+                    ended = ended_without_status(handle.id, seen)
+                    ended.preempted = await self._preempted(handle) or ended.preempted
+                    return ended
             await asyncio.sleep(LOOK_S)
 
     async def end_allocation(self, handle: TaskHandle) -> str:
@@ -291,33 +319,15 @@ class SlurmRuntime(Runtime):
             log.warning("Slurm job %s cancelled, but Slurm has not ended it yet", handle.id)
         return f"Slurm job {handle.id} still ran {SETTLE_S:g} s after its tasks' exit status: cancelled"
 
-    async def _why_signalled(self, handle: TaskHandle) -> str:
-        """A task ended by a signal: what Slurm says of its job (a node failed, the time limit), if anything."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + 3.0  # Slurm records the job's end a moment after its steps were signalled
-        while loop.time() < until:
-            seen = await self.jobs.get(handle.id)
-            if seen is None or (seen.state in FINAL and seen.state not in WHY):
-                return ""
-            if seen.state in WHY:
-                reason = f" ({seen.reason})" if seen.reason not in ("", "None") else ""
-                return f"{WHY[seen.state]}{reason}"
-            await asyncio.sleep(LOOK_S)
-        return ""
+    async def _preempted(self, handle: TaskHandle) -> str | None:
+        """Whether Slurm preempted the task's job (its PreemptTime): also when the task ended by itself in its
+        grace, as it should (accounting.py). Asked only of a job submitted with a class's QOS."""
+        if "qos" not in handle.info:
+            return None
+        when = await preempt_time(handle.id)
+        return preempted(handle.id, when, handle.info["qos"]) if when else None
 
-    def _ended_without_status(self, handle: TaskHandle, seen: object) -> TaskExit:
-        state = getattr(seen, "state", None)
-        if state is None:
-            return TaskExit(EXIT_LOST, f"Slurm no longer knows job {handle.id} and the task left no exit status")
-        why = WHY.get(state, f"Slurm job {handle.id} ended {state}")
-        reason = getattr(seen, "reason", "")
-        if reason and reason != "None":
-            why += f" ({reason})"
-        if state == "CANCELLED":
-            return TaskExit(exit_code=143, diagnostics=why, signal=15)
-        return TaskExit(EXIT_LOST, f"{why}; the task left no exit status", oom=state == "OUT_OF_MEMORY")
-
-    def stop(self, handle: TaskHandle, grace: float = 3.0) -> None:
+    def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
         """``scancel`` the task's Slurm job (all its tasks end with it; the grace is the cluster's KillWait)."""
         self.jobs.cancel(handle.id)
 
@@ -370,18 +380,6 @@ class SlurmRuntime(Runtime):
         except (ValueError, IndexError):
             return None
         return TaskSample(cpu, memory) if len(parts) == 2 and math.isfinite(cpu) and cpu >= 0 <= memory else None
-
-
-def placement(task_dir: Path) -> Where | None:
-    """The node, IP and GPUs the wrapper wrote (a file of the task's account: read without following a link). Only
-    GPU indices below MAX_GPU_INDEX count: each is a bit of ``containerGpus``, and 1 << 99999999 is no index."""
-    text = safeio.read_text_beneath(task_dir, f"{taskdir.RUN}/{PLACEMENT}", 512)
-    parts = (text or "").split()
-    if len(parts) < 2:
-        return None
-    named = parts[2].split(",") if len(parts) > 2 else []
-    gpus = [int(g) for g in named if g.isascii() and g.isdigit() and int(g) < MAX_GPU_INDEX]
-    return Where(node=parts[0], ip=parts[1], gpus=list(dict.fromkeys(gpus)))
 
 
 def make(options: Options) -> Runtime:

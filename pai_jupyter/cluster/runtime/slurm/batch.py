@@ -28,7 +28,8 @@ def nice(priority: str | None) -> int:
     return NICE.get(priority or "test", 0)
 
 
-def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
+def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str, qos: Sequence[str] = ()) -> list[str]:
+    """``qos``: the class's ``--qos`` and preemption ``--signal`` (accounting.py), which replace ``--nice``."""
     cpu = max(max(s.cpu for s in specs), 1)
     mem_per_cpu = max(math.ceil(max(s.memory_mb for s in specs) / cpu), 1)
     gpu = max(len(s.gpus) or s.gpu_count for s in specs)
@@ -36,7 +37,9 @@ def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     args = [
         "sbatch",
         "--parsable",
-        "--no-requeue",  # a node failure ends the attempt; the daemon retries (jobRetryCount), Slurm must not rerun it
+        # a node failure ends the attempt; the daemon retries (jobRetryCount), Slurm must not rerun it; and a
+        # preemption under PreemptMode=REQUEUE cancels it, so the daemon queues the next attempt (accounting.py)
+        "--no-requeue",
         f"--job-name={name}",
         f"--ntasks={len(specs)}",
         f"--cpus-per-task={cpu}",
@@ -47,7 +50,9 @@ def sbatch_args(specs: Sequence[TaskSpec], adir: Path, name: str) -> list[str]:
     if gpu:
         args.append(f"--gpus-per-task={gpu}")
     nice_value = nice(first.priority)
-    if nice_value:
+    if qos:
+        args += qos
+    elif nice_value:
         args.append(f"--nice={nice_value}")
     if first.vc != "default":  # a virtual cluster is a partition; "default" is the cluster's default partition
         args.append(f"--partition={first.vc}")

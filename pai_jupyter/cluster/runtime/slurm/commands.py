@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..base import Node
+from ..base import EXIT_LOST, Node, TaskExit
 
 FINAL = frozenset(
     ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
@@ -115,6 +115,20 @@ def why_pending(job_id: str, seen: dict[str, JobState]) -> str:
     return f"pending in Slurm as job {job_id} ({reason}); {jobs} ahead in partition {me.partition!r}"
 
 
+def ended_without_status(job_id: str, seen: JobState | None) -> TaskExit:
+    """A task whose Slurm job ended (or is forgotten) before it wrote its exit status, in Slurm's words."""
+    if seen is None:
+        return TaskExit(EXIT_LOST, f"Slurm no longer knows job {job_id} and the task left no exit status")
+    why = WHY.get(seen.state, f"Slurm job {job_id} ended {seen.state}")
+    if seen.reason and seen.reason != "None":
+        why += f" ({seen.reason})"
+    if seen.state == "CANCELLED":
+        return TaskExit(exit_code=143, diagnostics=why, signal=15)
+    lost = TaskExit(EXIT_LOST, f"{why}; the task left no exit status", oom=seen.state == "OUT_OF_MEMORY")
+    lost.preempted = why if seen.state == "PREEMPTED" else None
+    return lost
+
+
 class Jobs:
     """Slurm's view of every job, read with one ``squeue`` at most every POLL_S seconds whoever asks."""
 
@@ -156,6 +170,20 @@ class Jobs:
             if loop.time() >= until:
                 return False
             await asyncio.sleep(LOOK_S)
+
+    async def why_signalled(self, job_id: str) -> str:
+        """A task ended by a signal: what Slurm says of its job (a node failed, the time limit), if anything."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 3.0  # Slurm records the job's end a moment after its steps were signalled
+        while loop.time() < until:
+            seen = await self.get(job_id)
+            if seen is None or (seen.state in FINAL and seen.state not in WHY):
+                return ""
+            if seen.state in WHY:
+                reason = f" ({seen.reason})" if seen.reason not in ("", "None") else ""
+                return f"{WHY[seen.state]}{reason}"
+            await asyncio.sleep(LOOK_S)
+        return ""
 
     def seen(self, job_id: str) -> tuple[JobState, int] | None:
         """The job as the last ``get`` saw it and, pending, its place in its partition's line (no squeue of its

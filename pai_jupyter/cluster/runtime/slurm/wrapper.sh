@@ -7,7 +7,8 @@
 #  4. exports PAI_HOST_IP_<role>_<i>, the roles' host lists and its own PAI_CURRENT_CONTAINER_IP from them;
 #  5. runs the commands through the shim (shim.sh: bash errexit/nounset/pipefail, logs and exit_code in run/), in
 #     a process group of its own;
-#  6. every 2 s writes that group's CPU seconds and resident bytes to TASK_DIR/run/usage (the daemon's CPU and
+#  6. passes Slurm's signals on to the command (a stop: SIGTERM; a preemption: the job's own, PAI_PREEMPT_SIGNAL);
+#  7. every 2 s writes that group's CPU seconds and resident bytes to TASK_DIR/run/usage (the daemon's CPU and
 #     memory charts: it reads the file with safeio; Slurm's own sstat needs accounting the cluster may not have).
 set -u
 rdv=$1 total=$2 shim=$3
@@ -66,6 +67,19 @@ usage() {  # the group's utime + stime + its reaped children's (clock ticks) and
 usage &
 sampler=$!
 trap 'kill -TERM -- "-$child" 2>/dev/null' TERM INT
+# a preemption (Slurm's --signal, accounting.py) with a signal of the job's own other than TERM: passed on to the
+# command's processes only; the shim's shells and tees ignore TERM alone (runtime/shim.sh) and must record the end
+sig=${PAI_PREEMPT_SIGNAL:-TERM}
+preempt() {
+  local p me
+  command -v pgrep >/dev/null || { kill -TERM -- "-$child" 2>/dev/null; return; }
+  me=$(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)
+  for p in $(pgrep -g "$child"); do
+    [ "$p" = "$child" ] || [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$me" ] && continue
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = tee ] || kill -s "$sig" "$p" 2>/dev/null
+  done
+}
+case $sig in INT | HUP | USR1 | USR2) trap preempt "$sig" ;; esac
 while :; do
   wait "$child"
   rc=$?
