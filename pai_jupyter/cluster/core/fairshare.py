@@ -12,7 +12,6 @@ within a priority class.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
@@ -60,40 +59,27 @@ def order(
     """The line (already in queue order: rank desc, then place) reordered for fair share: within each run of equal
     rank, users' own sub-lines (each kept in its order) are merged by least (usage[user] + cost of that user's jobs
     already placed earlier in this run); ties by the earlier original position. Ranks never mix; each user's own
-    order is kept. O(n log users): a heap of one entry per user."""
-    out: list[T] = []
-    start = 0
-    ranks = [rank(x) for x in line]
-    while start < len(line):
-        end = start
-        while end < len(line) and ranks[end] == ranks[start]:
-            end += 1
-        out.extend(_merge(line, start, end, user, cost, usage))
-        start = end
-    return out
+    order is kept.
 
-
-def _merge(
-    line: Sequence[T],
-    start: int,
-    end: int,
-    user: Callable[[T], str],
-    cost: Callable[[T], float],
-    usage: Mapping[str, float],
-) -> list[T]:
-    """One run of equal rank, ``line[start:end]``, merged by the users' usage so far."""
-    places: dict[str, list[int]] = {}  # user -> the places of their jobs, in order
-    for i in range(start, end):
-        places.setdefault(user(line[i]), []).append(i)
-    if len(places) == 1:
-        return list(line[start:end])
-    heap = [(usage.get(u, 0.0), p[0], u, 0) for u, p in places.items()]  # (score, place, user, index in theirs)
-    heapq.heapify(heap)
-    out: list[T] = []
-    while heap:
-        score, place, u, n = heapq.heappop(heap)
-        job = line[place]
-        out.append(job)
-        if n + 1 < len(places[u]):
-            heapq.heappush(heap, (score + cost(job), places[u][n + 1], u, n + 1))
-    return out
+    As a sort: each job's key is (its run, its user's usage plus the cost of that user's jobs before it in the run,
+    its place). A user's keys only grow along their own line (costs are not negative), so sorting by them merges
+    the users' lines exactly as taking the least head each time would, in one pass and one sort (P18F: 10,000 jobs
+    of 100 users on every scheduling pass)."""
+    n = len(line)
+    users = [user(x) for x in line]
+    if n < 2 or all(u == users[0] for u in users):
+        return list(line)
+    keys: list[tuple[int, float, int]] = []
+    spent: dict[str, float] = {}
+    run, last = 0, None
+    for i, x in enumerate(line):
+        r = rank(x)
+        if r != last:  # a new run of one rank: every user starts again from their usage
+            run, last, spent = run + 1, r, {}
+        u = users[i]
+        before = spent.get(u)
+        if before is None:
+            before = usage.get(u, 0.0)
+        spent[u] = before + cost(x)
+        keys.append((run, before, i))
+    return [line[i] for i in sorted(range(n), key=keys.__getitem__)]

@@ -73,14 +73,14 @@ class Shares:
 
     def _fair(self, line: list[Waiting]) -> list[Waiting]:
         cap = self.state.capacity.total
-        total = (cap.cpu, cap.memory_mb, cap.gpu)
-        return fairshare.order(
-            line,
-            lambda w: self._rank(w.id),
-            lambda w: w.user,
-            lambda w: fairshare.weight(w.total, total) * (w.estimate_s or PLACED_S),
-            self.usage,
-        )
+        per = [1 / t if t > 0 else 0.0 for t in (cap.cpu, cap.memory_mb, cap.gpu)]  # (fairshare.weight, inlined)
+        order, default = self.state.queue.order, (None, None)
+
+        def cost(w: Waiting) -> float:
+            t = w.total
+            return max(t[0] * per[0], t[1] * per[1], t[2] * per[2]) * (w.estimate_s or PLACED_S)
+
+        return fairshare.order(line, lambda w: rank_of(order.get(w.id, default)[0]), lambda w: w.user, cost, self.usage)
 
     def read_usage(self, holding: list[HoldingJob] | None = None) -> dict[str, float]:
         """Each user's decayed usage (fairshare.decayed over their task runs), read again when what runs changed or
