@@ -111,3 +111,35 @@ def test_two_users_of_one_class_alternate_by_fair_share(cluster_home: Path, half
     t0 = done[started[0]]["launchedTime"]
     print("start order:", ", ".join(f"{j} +{(done[j]['launchedTime'] - t0) / 1000:.1f}s" for j in started))
     assert order == (["a0", "b0", "a1", "b1", "a2", "b2"] if half_life_hours else ["a0", "a1", "a2", "b0", "b1", "b2"])
+
+
+SAYS = (  # says which signal it got, in its log and its checkpoint dir, after a moment's work (its "save")
+    'trap \'sleep 0.3; echo "got $PAI_PREEMPT_SIGNAL"; echo "$PAI_PREEMPT_SIGNAL" > "$PAI_CHECKPOINT_DIR/got"; '
+    'exit 0\' "$PAI_PREEMPT_SIGNAL"; echo started; while true; do sleep 0.1; done'
+)
+
+
+@pytest.mark.parametrize("runtime", ["process", "docker"])
+def test_a_jobs_own_preemption_signal_reaches_its_command_and_the_task_keeps_its_logs(
+    runtime: str, request: pytest.FixtureRequest
+) -> None:
+    """USR2 on the process runtime (the C shim blocks it for itself), USR1 in a container (the sh shim and its tees
+    ignore it): the command gets it and saves, and the task's log and exit status are whole."""
+    api: Api = request.getfixturevalue("daemon" if runtime == "process" else "docker_daemon")
+    sig = "USR2" if runtime == "process" else "USR1"
+    spare = api.submit_ok(job("spare", SAYS, preemption={"graceSeconds": 10, "signal": sig}))
+    api.wait(spare, ("RUNNING",))
+    wait_for(lambda: "started" in api.log(spare, attempt=0), 60, "the command to start")
+    r = api.http.post(f"/api/v2/local/jobs/{spare}/preempt", json={"reason": "a test"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: api.detail(spare)["jobStatus"]["attemptId"] == 1, 60, "attempt 1")
+    ckpt = api.home / "local" / "jobs" / spare / "output" / "checkpoints"
+    assert (ckpt / "got").read_text().strip() == sig
+    assert api.log(spare, attempt=0).splitlines()[-1] == f"got {sig}"  # logged after the signal: no tee died
+    first = api.http.get(f"/api/v2/jobs/{spare}/job-attempts/0").json()
+    task = first["taskRoles"]["main"]["taskStatuses"][0]
+    # the C shim records the command's own status; the sh shim (a container's) records 128+N: the subshell that
+    # waits for the command dies of the signal too (shim.sh)
+    assert task["containerExitCode"] == (0 if runtime == "process" else 138), task
+    assert f"get SIG{sig}, SIGKILL 10 s later" in first["appExitDiagnostics"]
+    api.stop(spare)

@@ -124,10 +124,15 @@ static void on_exec_ask(int sig) {
     errno = saved;
 }
 
+/* SIGTERM (a stop) and the other signals a job may be preempted with (INT, HUP, USR2; USR1 is the exec ask, which
+ * never ends a shim) must reach the command, never end the shim: blocked here, unblocked just before an exec. */
 static void block_term(int how) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(how, &set, NULL);
 }
 
