@@ -53,9 +53,12 @@ def test_a_crit_job_waiting_behind_an_oppo_job_preempts_it_and_the_oppo_job_runs
     alice.wait(spare, ("RUNNING",))
     ckpt = cluster_home / "local" / "jobs" / spare / "output" / "checkpoints"
     wait_for(lambda: (ckpt / "signals").exists(), 30, "the oppo job's command to start")
+    assert bob.http.post(f"/api/v2/local/jobs/{spare}/preempt", json={}).status_code == 403  # only an admin
+    assert alice.http.post(f"/api/v2/local/jobs/{spare}/preempt", json={}).status_code == 403  # its owner neither
     urgent = bob.submit_ok(job("urgent", "echo urgent ran", cls="crit", gpu=1))
     done = bob.wait(urgent, timeout=60)["jobStatus"]
     assert done["state"] == "SUCCEEDED"
+    print(f"crit job: submitted -> started {(done['launchedTime'] - done['submissionTime']) / 1000:.2f} s")
     # the oppo job got SIGTERM, ended its attempt, and waits again (or already runs again) as attempt 1
     assert (ckpt / "signals").read_text().splitlines()[:2] == ["attempt start", "TERM"]
     detail = wait_for(lambda: (d := alice.detail(spare))["jobStatus"]["attemptId"] == 1 and d, 30, "attempt 1")
