@@ -5,8 +5,8 @@
 // Which changes a job asked for is read once per job (pai/api/jobs/{job}/notification), when a change of it is
 // first seen. The pure part is notifyrules.ts.
 import { Notification } from '@jupyterlab/apputils';
-import { JobList, JobNotification, jobPath, request } from './api';
-import { advance, Baseline, JobChange, notice } from './notifyrules';
+import { getJob, JobList, JobNotification, jobPath, request } from './api';
+import { advance, Baseline, JobChange, notice, preemptedNotice } from './notifyrules';
 
 /** Feeds on each new job list (the sidebar's `changed`) and shows the notices. */
 export class JobNotifier {
@@ -21,6 +21,9 @@ export class JobNotifier {
   }
 
   private async tell(c: JobChange, own: boolean): Promise<void> {
+    if (c.change === 'PREEMPTED') {
+      return own ? this.preempted(c) : undefined;
+    }
     const asked = own ? await this.asked(c.job.id) : null;
     const text = notice(c, asked, own);
     if (!text) {
@@ -34,6 +37,18 @@ export class JobNotifier {
           : Notification.info;
     say(text, {
       autoClose: 10000,
+      actions: [{ label: 'Open', callback: () => this.open(c.job.id) }]
+    });
+  }
+
+  /** A job of the user's being preempted: who, why, its signal and grace (the job's diagnostics), shown until
+   *  dismissed (the grace may be long; a kernel or a Hub server's owner must not miss it). */
+  private async preempted(c: JobChange): Promise<void> {
+    const diagnostics = await getJob(c.job.id)
+      .then(d => d.diagnostics)
+      .catch(() => null);
+    Notification.warning(preemptedNotice(c.job.name, diagnostics), {
+      autoClose: false,
       actions: [{ label: 'Open', callback: () => this.open(c.job.id) }]
     });
   }

@@ -3,11 +3,21 @@
 import type { JobRow } from './api';
 import { FINAL } from './format';
 
-export type Change = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'STOPPED' | 'RETRIED';
+export type Change = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'STOPPED' | 'RETRIED' | 'PREEMPTED';
+
+/** The exit code of a preempted attempt (OpenPAI's PodPreemptedForCriticalPod; cluster/core/ending.py PREEMPTED):
+ *  a job still RUNNING with it is being preempted, its tasks in their grace (docs/queue.md, "Preemption"). */
+export const PREEMPTED_EXIT = -1003;
 
 export interface Seen {
   state: string;
   retries: number;
+  preempting?: boolean;
+}
+
+/** Whether the job is being preempted now (its tasks have their signal and are in their grace). */
+export function preempting(job: JobRow): boolean {
+  return job.state === 'RUNNING' && job.appExitCode === PREEMPTED_EXIT;
 }
 
 export interface JobChange {
@@ -39,6 +49,9 @@ export function changesSince(before: Map<string, Seen> | null, after: JobRow[]):
     if (retries > (was?.retries ?? 0)) {
       out.push({ job, change: 'RETRIED', wasLive });
     }
+    if (preempting(job) && !was?.preempting) {
+      out.push({ job, change: 'PREEMPTED', wasLive });
+    }
     if (FINAL.has(job.state)) {
       out.push({ job, change: job.state as Change, wasLive });
     }
@@ -60,7 +73,12 @@ export function advance(
 ): { changes: JobChange[]; after: Baseline } {
   const source = `${list.profile}\u0000${list.user}`;
   const changes = changesSince(before?.source === source ? before.seen : null, list.jobs);
-  const seen = new Map(list.jobs.map(j => [j.id, { state: j.state, retries: j.retries ?? 0 }]));
+  const seen = new Map(
+    list.jobs.map(j => [
+      j.id,
+      { state: j.state, retries: j.retries ?? 0, preempting: preempting(j) }
+    ])
+  );
   return { changes, after: { source, seen } };
 }
 
@@ -77,12 +95,28 @@ export function summary(name: string, change: Change, retries: number): string {
       return `The job ${name} has been stopped.`;
     case 'RETRIED':
       return `The job ${name} has retried for ${retries} time(s).`;
+    case 'PREEMPTED':
+      return `The job ${name} is being preempted.`;
   }
+}
+
+/** What to tell the owner of a job being preempted: who and why, its signal and grace (the daemon's diagnostics:
+ *  "preempted by bob~urgent: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 30 s later"), and what
+ *  follows. Never silent, whatever the job asked to be told of. */
+export function preemptedNotice(name: string, diagnostics: string | null): string {
+  const why = diagnostics ? `: ${diagnostics}` : '';
+  return (
+    `PAI job ${name} is being preempted${why}. Save your work: ` +
+    'it will wait in the queue again and resume from its checkpoint.'
+  );
 }
 
 /** What to show for a change: `asked` (the job's own list of changes; null: it asked for none), `own` (the
  *  user's job: only those can ask). Null: nothing. */
 export function notice(c: JobChange, asked: Set<string> | null, own: boolean): string | null {
+  if (c.change === 'PREEMPTED') {
+    return own ? preemptedNotice(c.job.name, null) : null; // (notify.ts adds the daemon's words)
+  }
   if (own && asked && asked.size) {
     return asked.has(c.change) ? summary(c.job.name, c.change, c.job.retries ?? 0) : null;
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
 import { jobRow } from './jobrow';
-import { advance, changesSince, notice, Seen, summary } from '../src/notifyrules';
+import { advance, changesSince, notice, preemptedNotice, Seen, summary } from '../src/notifyrules';
 import { movedPlace, QueuedJob } from '../src/queueplace';
 
 function job(name: string, state: string, retries = 0, user = 'alice', launched = true): JobRow {
@@ -89,6 +89,39 @@ describe('notice', () => {
     expect(notice(ended, new Set(), true)).toBe('PAI job a SUCCEEDED');
     expect(notice(ended, new Set(['RUNNING']), false)).toBe('PAI job a SUCCEEDED');
     expect(notice(running, null, true)).toBeNull();
+  });
+});
+
+describe('preemption', () => {
+  const being = (name: string) =>
+    jobRow(name, 'RUNNING', { appExitCode: -1003, launchedTime: 't', username: 'alice' });
+  it('tells the owner once when a job starts being preempted, whatever it asked for', () => {
+    const before = seen(['alice~a', 'RUNNING', 0]);
+    const [c] = changesSince(before, [being('a')]);
+    expect(c.change).toBe('PREEMPTED');
+    expect(notice(c, null, true)).toContain('PAI job a is being preempted');
+    expect(notice(c, new Set(['SUCCEEDED']), true)).toContain('is being preempted');
+    expect(notice(c, null, false)).toBeNull(); // another user's job
+    const after = advance(
+      { source: 'local\u0000alice', seen: before },
+      { profile: 'local', user: 'alice', jobs: [being('a')] }
+    );
+    const again = advance(after.after, { profile: 'local', user: 'alice', jobs: [being('a')] });
+    expect(again.changes).toEqual([]); // once
+    expect(
+      changesSince(before, [jobRow('a', 'RUNNING', { appExitCode: 0, username: 'alice' })])
+    ).toEqual([]);
+  });
+  it("says the daemon's words: who, why, the signal and the grace", () => {
+    expect(
+      preemptedNotice(
+        'a',
+        'preempted by bob~u: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 20 s later'
+      )
+    ).toBe(
+      'PAI job a is being preempted: preempted by bob~u: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 20 s ' +
+        'later. Save your work: it will wait in the queue again and resume from its checkpoint.'
+    );
   });
 });
 

@@ -169,3 +169,26 @@ def test_the_servers_queue_routes_check_what_they_forward(env: Env) -> None:
     assert anon.get("pai/api/queue").status_code == 403
     assert anon.put(f"pai/api/jobs/{plain}/priority", json={"position": 0}).status_code == 403
     stop_all(env.api)
+
+
+@pytest.mark.browser
+def test_the_owner_of_an_interactive_job_is_told_in_the_lab_before_it_is_preempted(env: Env, lab: Any) -> None:
+    """An interactive oppo job (its command takes its whole grace) holds both CPUs; a crit job preempts it: the Lab
+    says so at once, with who preempted it, the signal and the grace, while the job still has its grace to save."""
+    stop_all(env.api)
+    extras = {
+        "hivedScheduler": {"jobPriorityClass": "oppo"},
+        "com.pai_jupyter.interactive": True,
+        "preemption": {"graceSeconds": 20},
+    }
+    session = env.api.submit_ok(job("lab-session", "trap '' TERM; sleep 600", cpu=2, extras=extras))
+    env.api.wait(session, {"RUNNING"}, timeout=60)
+    lab.get_by_text("lab-session").first.wait_for(timeout=60_000)  # (the sidebar's list has it: a baseline)
+    urgent = env.api.submit_ok(job("lab-urgent", "true", extras={"hivedScheduler": {"jobPriorityClass": "crit"}}))
+    told = lab.get_by_text("PAI job lab-session is being preempted").first
+    told.wait_for(timeout=30_000)
+    text = told.inner_text()
+    assert f"preempted by {urgent}" in text and "SIGTERM, SIGKILL 20 s later" in text, text
+    assert env.api.detail(session)["jobStatus"]["state"] == "RUNNING"  # told within its grace
+    assert env.api.wait(urgent, timeout=60)["jobStatus"]["state"] == "SUCCEEDED"
+    stop_all(env.api)
