@@ -26,7 +26,7 @@ class J:
 
 
 def fair(line: list[J], usage: dict[str, float]) -> list[J]:
-    return order(line, lambda j: j.rank, lambda j: j.user, lambda j: j.cost, usage)
+    return order(line, [j.rank for j in line], [j.user for j in line], [j.cost for j in line], usage)
 
 
 def merged(line: list[J], usage: dict[str, float]) -> list[J]:

@@ -13,7 +13,7 @@ within a priority class.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from .backfill import Res
@@ -51,35 +51,32 @@ def decayed(intervals: Iterable[tuple[float, float | None, float]], now: float, 
 
 def order(
     line: Sequence[T],
-    rank: Callable[[T], int],
-    user: Callable[[T], str],
-    cost: Callable[[T], float],
+    ranks: Sequence[int],
+    users: Sequence[str],
+    costs: Sequence[float],
     usage: Mapping[str, float],
 ) -> list[T]:
     """The line (already in queue order: rank desc, then place) reordered for fair share: within each run of equal
     rank, users' own sub-lines (each kept in its order) are merged by least (usage[user] + cost of that user's jobs
     already placed earlier in this run); ties by the earlier original position. Ranks never mix; each user's own
-    order is kept.
+    order is kept. ``ranks``, ``users`` and ``costs`` are the jobs', in line order (lists made in one pass each:
+    this runs over every waiting job on each scheduling pass, P18F).
 
-    As a sort: each job's key is (its run, its user's usage plus the cost of that user's jobs before it in the run,
-    its place). A user's keys only grow along their own line (costs are not negative), so sorting by them merges
-    the users' lines exactly as taking the least head each time would, in one pass and one sort (P18F: 10,000 jobs
-    of 100 users on every scheduling pass)."""
+    As a sort: each job's key is its user's usage plus the cost of that user's jobs before it in the run, and each
+    run is sorted by it, stably (ties keep their places). A user's keys only grow along their own line (costs are not
+    negative), so this merges the users' lines exactly as taking the least head each time would."""
     n = len(line)
-    users = [user(x) for x in line]
     if n < 2 or all(u == users[0] for u in users):
         return list(line)
-    keys: list[tuple[int, float, int]] = []
-    spent: dict[str, float] = {}
-    run, last = 0, None
-    for i, x in enumerate(line):
-        r = rank(x)
-        if r != last:  # a new run of one rank: every user starts again from their usage
-            run, last, spent = run + 1, r, {}
-        u = users[i]
-        before = spent.get(u)
-        if before is None:
-            before = usage.get(u, 0.0)
-        spent[u] = before + cost(x)
-        keys.append((run, before, i))
-    return [line[i] for i in sorted(range(n), key=keys.__getitem__)]
+    keys: list[float] = []  # each job's "usage so far"; a stable sort of each run by it keeps ties in place
+    out: list[T] = []
+    start, spent = 0, dict(usage)
+    for i, (r, u, c) in enumerate(zip(ranks, users, costs, strict=True)):
+        if r != ranks[start]:  # a new run of one rank: every user starts again from their usage
+            out += [line[k] for k in sorted(range(start, i), key=keys.__getitem__)]
+            start, spent = i, dict(usage)
+        before = spent.get(u, 0.0)
+        spent[u] = before + c
+        keys.append(before)
+    out += [line[k] for k in sorted(range(start, n), key=keys.__getitem__)]
+    return out

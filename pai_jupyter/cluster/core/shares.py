@@ -62,7 +62,7 @@ class Shares:
             for vc, line in queues.items():
                 self.state.queue.fair.pop(vc, None)
                 if fair and line and any(w.user != line[0].user for w in line):
-                    ordered = self._fair(line)
+                    ordered = self._fair(vc, line)
                     if ordered != line:
                         self.state.queue.fair[vc] = {w.id: i for i, w in enumerate(ordered)}
                     line = ordered
@@ -71,16 +71,18 @@ class Shares:
                 queues[vc] = line
         return dict(sorted(queues.items(), key=lambda kv: -self._rank(kv[1][0].id) if kv[1] else 0))
 
-    def _fair(self, line: list[Waiting]) -> list[Waiting]:
+    def _fair(self, vc: str, line: list[Waiting]) -> list[Waiting]:
         cap = self.state.capacity.total
-        per = [1 / t if t > 0 else 0.0 for t in (cap.cpu, cap.memory_mb, cap.gpu)]  # (fairshare.weight, inlined)
-        order, default = self.state.queue.order, (None, None)
-
-        def cost(w: Waiting) -> float:
-            t = w.total
-            return max(t[0] * per[0], t[1] * per[1], t[2] * per[2]) * (w.estimate_s or PLACED_S)
-
-        return fairshare.order(line, lambda w: rank_of(order.get(w.id, default)[0]), lambda w: w.user, cost, self.usage)
+        p0, p1, p2 = (1 / t if t > 0 else 0.0 for t in (cap.cpu, cap.memory_mb, cap.gpu))  # (fairshare.weight)
+        entries = self.state.queue.by_vc.get(vc, [])  # the line is theirs, in their order, unless some dropped out
+        if len(entries) == len(line):
+            ranks = [-e[0] for e in entries]
+        else:
+            rank_of_id = {e[2]: -e[0] for e in entries}
+            ranks = [rank_of_id.get(w.id, DEFAULT_PRIORITY) for w in line]
+        users = [w.user for w in line]
+        costs = [max(w.total[0] * p0, w.total[1] * p1, w.total[2] * p2) * (w.estimate_s or PLACED_S) for w in line]
+        return fairshare.order(line, ranks, users, costs, self.usage)
 
     def read_usage(self, holding: list[HoldingJob] | None = None) -> dict[str, float]:
         """Each user's decayed usage (fairshare.decayed over their task runs), read again when what runs changed or
