@@ -134,11 +134,13 @@ class Ending:
         trigger: TaskRow | None,
         exit_code: int | None,
         diagnostics: str,
+        grace_sig: tuple[float, int] | None = None,
     ) -> None:
-        """The completion rule decided the attempt: record the outcome (attempt and job rows, so a restarted
-        daemon finishes what this one began), stop what still runs, and end the attempt once none of its tasks
-        is active. Until then the job stays RUNNING in sub-state AttemptDeletionPending, as OpenPAI shows a
-        framework whose attempt is being torn down: a client that waits for a final job then reads final tasks."""
+        """The completion rule (or a preemption) decided the attempt: record the outcome (attempt and job rows, so
+        a restarted daemon finishes what this one began), stop what still runs (``grace_sig``: with that grace and
+        signal), and end the attempt once none of its tasks is active. Until then the job stays RUNNING in
+        sub-state AttemptDeletionPending, as OpenPAI shows a framework whose attempt is being torn down: a client
+        that waits for a final job then reads final tasks."""
         trigger_role, trigger_index = (trigger["role"], trigger["idx"]) if trigger else (None, None)
         self.store.update_attempt(
             row["id"],
@@ -160,7 +162,8 @@ class Ending:
         }
         self.store.set_job(row, **decided)
         self.queue.remove(row["id"])
-        self._stop_remaining(row)
+        grace, sig = grace_sig or (None, signal.SIGTERM)
+        self._stop_remaining(row, grace, sig)
         self._maybe_completed(row)
 
     def _maybe_completed(self, row: JobCore) -> None:
@@ -219,26 +222,9 @@ class Ending:
         stop its tasks (``grace_sig`` None: they were stopped by the runtime's own scheduler)."""
         told = f"; its tasks get SIG{grace_sig[1]}, SIGKILL {grace_sig[0]:g} s later" if grace_sig else ""
         reason += told
-        self.store.update_attempt(
-            row["id"], row["attempt"], state="FAILED", exit_code=PREEMPTED, exit_diagnostics=reason
-        )
-        self.store.set_job(
-            row,
-            sub_state=DELETION_PENDING,
-            exit_code=PREEMPTED,
-            exit_diagnostics=reason,
-            trigger_role=None,
-            trigger_index=None,
-            waiting_reason=None,
-            deadline=None,
-        )
         self.store.add_event(row["id"], "Warning", "JobPreempted", reason)
-        self.queue.remove(row["id"])
-        if grace_sig is None:
-            self._stop_remaining(row)
-        else:
-            self._stop_remaining(row, grace_sig[0], getattr(signal, f"SIG{grace_sig[1]}"))
-        self._maybe_completed(row)
+        stop = (grace_sig[0], signal.Signals[f"SIG{grace_sig[1]}"].value) if grace_sig else None
+        self._finish_attempt(row, self.state.job_model(row), "FAILED", None, PREEMPTED, reason, stop)
 
     def _requeue(self, row: JobCore, job: Job, diagnostics: str) -> None:
         """A preempted attempt ended: the job waits again at its place in the queue, as its next attempt (its
