@@ -28,6 +28,7 @@ export interface JobRow {
   totalGpuNumber: number;
   virtualCluster: string | null;
   appExitCode: number | null;
+  preempting: boolean; // being preempted now: its tasks have their signal and are in their grace
   metricsUrl: string;
   tasks: TaskRow[];
   servicesMessage: string | null;

@@ -47,7 +47,7 @@ export class JobNotifier {
     const diagnostics = await getJob(c.job.id)
       .then(d => d.diagnostics)
       .catch(() => null);
-    Notification.warning(preemptedNotice(c.job.name, diagnostics), {
+    Notification.warning(preemptedNotice(c.job.name, diagnostics, c.job.state === 'WAITING'), {
       autoClose: false,
       actions: [{ label: 'Open', callback: () => this.open(c.job.id) }]
     });

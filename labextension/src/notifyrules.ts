@@ -15,9 +15,23 @@ export interface Seen {
   preempting?: boolean;
 }
 
-/** Whether the job is being preempted now (its tasks have their signal and are in their grace). */
+/** Whether the job is being preempted now (its tasks have their signal and are in their grace): the server's
+ *  `preempting` (RUNNING, AttemptDeletionPending and PREEMPTED_EXIT; not the next attempt, whose list item still
+ *  has the preempted attempt's exit code). */
 export function preempting(job: JobRow): boolean {
-  return job.state === 'RUNNING' && job.appExitCode === PREEMPTED_EXIT;
+  return job.preempting === true;
+}
+
+/** Whether a job seen running, not being preempted, now waits again as a preempted attempt's next one: its grace
+ *  ended between two lists (its tasks ended at the signal), so the list never showed it being preempted. */
+function requeuedByPreemption(was: Seen | undefined, job: JobRow): boolean {
+  return (
+    was?.state === 'RUNNING' &&
+    !was.preempting &&
+    job.state === 'WAITING' &&
+    job.appExitCode === PREEMPTED_EXIT &&
+    (job.retries ?? 0) === was.retries
+  );
 }
 
 export interface JobChange {
@@ -49,7 +63,7 @@ export function changesSince(before: Map<string, Seen> | null, after: JobRow[]):
     if (retries > (was?.retries ?? 0)) {
       out.push({ job, change: 'RETRIED', wasLive });
     }
-    if (preempting(job) && !was?.preempting) {
+    if ((preempting(job) && !was?.preempting) || requeuedByPreemption(was, job)) {
       out.push({ job, change: 'PREEMPTED', wasLive });
     }
     if (FINAL.has(job.state)) {
@@ -102,20 +116,27 @@ export function summary(name: string, change: Change, retries: number): string {
 
 /** What to tell the owner of a job being preempted: who and why, its signal and grace (the daemon's diagnostics:
  *  "preempted by bob~urgent: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 30 s later"), and what
- *  follows. Never silent, whatever the job asked to be told of. */
-export function preemptedNotice(name: string, diagnostics: string | null): string {
-  const why = diagnostics ? `: ${diagnostics}` : '';
-  return (
-    `PAI job ${name} is being preempted${why}. Save your work: ` +
-    'it will wait in the queue again and resume from its checkpoint.'
-  );
+ *  follows. Never silent, whatever the job asked to be told of. `waiting`: its grace already ended (the list
+ *  shows it waiting again). */
+export function preemptedNotice(name: string, diagnostics: string | null, waiting = false): string {
+  const words = diagnostics?.trim() ?? '';
+  const why = words.startsWith('preempted by ')
+    ? words.slice('preempted'.length)
+    : words
+      ? `: ${words}`
+      : '';
+  return waiting
+    ? `PAI job ${name} was preempted${why}. ` +
+        'It waits again and will resume from its checkpoint.'
+    : `PAI job ${name} is being preempted${why}. ` +
+        'Save your work; it will wait again and resume from its checkpoint.';
 }
 
 /** What to show for a change: `asked` (the job's own list of changes; null: it asked for none), `own` (the
  *  user's job: only those can ask). Null: nothing. */
 export function notice(c: JobChange, asked: Set<string> | null, own: boolean): string | null {
   if (c.change === 'PREEMPTED') {
-    return own ? preemptedNotice(c.job.name, null) : null; // (notify.ts adds the daemon's words)
+    return own ? preemptedNotice(c.job.name, null, c.job.state === 'WAITING') : null; // (notify.ts: + why)
   }
   if (own && asked && asked.size) {
     return asked.has(c.change) ? summary(c.job.name, c.change, c.job.retries ?? 0) : null;

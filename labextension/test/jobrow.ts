@@ -16,6 +16,7 @@ export function jobRow(name: string, state: string, over: Partial<JobRow> = {}):
     totalGpuNumber: 0,
     virtualCluster: null,
     appExitCode: null,
+    preempting: false,
     metricsUrl: '',
     tasks: [],
     servicesMessage: null,

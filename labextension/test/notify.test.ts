@@ -94,7 +94,14 @@ describe('notice', () => {
 
 describe('preemption', () => {
   const being = (name: string) =>
-    jobRow(name, 'RUNNING', { appExitCode: -1003, launchedTime: 't', username: 'alice' });
+    jobRow(name, 'RUNNING', {
+      appExitCode: -1003,
+      preempting: true,
+      launchedTime: 't',
+      username: 'alice'
+    });
+  const stale = (name: string, state: string, retries = 0) =>
+    jobRow(name, state, { appExitCode: -1003, launchedTime: 't', username: 'alice', retries });
   it('tells the owner once when a job starts being preempted, whatever it asked for', () => {
     const before = seen(['alice~a', 'RUNNING', 0]);
     const [c] = changesSince(before, [being('a')]);
@@ -112,15 +119,41 @@ describe('preemption', () => {
       changesSince(before, [jobRow('a', 'RUNNING', { appExitCode: 0, username: 'alice' })])
     ).toEqual([]);
   });
-  it("says the daemon's words: who, why, the signal and the grace", () => {
+  it('tells of a job new in the list being preempted, not of the next attempt (the old exit code)', () => {
+    expect(changesSince(seen(), [being('a')]).map(c => c.change)).toEqual(['RUNNING', 'PREEMPTED']);
+    const waitsAgain = { state: 'WAITING', retries: 0, preempting: false };
+    const next = changesSince(new Map([['alice~a', waitsAgain]]), [stale('a', 'RUNNING')]);
+    expect(next.map(c => c.change)).toEqual(['RUNNING']); // (runs again: as OpenPAI's first start)
+    const after = changesSince(new Map([['alice~a', { ...waitsAgain, state: 'RUNNING' }]]), [
+      stale('a', 'RUNNING')
+    ]);
+    expect(after).toEqual([]);
+  });
+  it('tells of a preemption whose grace ended between two lists (the job waits again)', () => {
+    const [c, ...rest] = changesSince(seen(['alice~a', 'RUNNING', 0]), [stale('a', 'WAITING')]);
+    expect([c.change, rest]).toEqual(['PREEMPTED', []]);
+    expect(notice(c, null, true)).toBe(
+      'PAI job a was preempted. It waits again and will resume from its checkpoint.'
+    );
+    // told once: while it was being preempted, or a retry (its retries grew), is no news of this kind
+    const told = new Map([['alice~a', { state: 'RUNNING', retries: 0, preempting: true }]]);
+    expect(changesSince(told, [stale('a', 'WAITING')])).toEqual([]);
     expect(
-      preemptedNotice(
-        'a',
-        'preempted by bob~u: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 20 s later'
-      )
-    ).toBe(
-      'PAI job a is being preempted: preempted by bob~u: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 20 s ' +
-        'later. Save your work: it will wait in the queue again and resume from its checkpoint.'
+      changesSince(seen(['alice~a', 'RUNNING', 0]), [stale('a', 'WAITING', 1)]).map(c => c.change)
+    ).toEqual(['RETRIED']);
+  });
+  it("says the daemon's words: who, why, the signal and the grace", () => {
+    const grace = '; its tasks get SIGTERM, SIGKILL 20 s later';
+    expect(preemptedNotice('a', `preempted by bob~u: a crit job needs 1 GPU${grace}`)).toBe(
+      'PAI job a is being preempted by bob~u: a crit job needs 1 GPU; its tasks get SIGTERM, SIGKILL 20 s ' +
+        'later. Save your work; it will wait again and resume from its checkpoint.'
+    );
+    expect(preemptedNotice('a', `node maintenance (root)${grace}`)).toBe(
+      'PAI job a is being preempted: node maintenance (root); its tasks get SIGTERM, SIGKILL 20 s later. ' +
+        'Save your work; it will wait again and resume from its checkpoint.'
+    );
+    expect(preemptedNotice('a', null, true)).toBe(
+      'PAI job a was preempted. It waits again and will resume from its checkpoint.'
     );
   });
 });

@@ -39,6 +39,7 @@ class JobRow(TypedDict):
     retries: int
     virtualCluster: str | None
     appExitCode: int | None
+    preempting: bool  # being preempted now: its tasks have their signal and are in their grace
     metricsUrl: str
     tasks: list[TaskRow]
     servicesMessage: str | None

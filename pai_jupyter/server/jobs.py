@@ -29,6 +29,8 @@ from .registry import Registry
 
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""
+PREEMPTED_EXIT = -1003
+"""A preempted attempt's exit code (cluster/core/ending.py PREEMPTED, OpenPAI's PodPreemptedForCriticalPod)."""
 SWEEP_TAG = "sweep:"  # the tag the daemon gives a sweep's trials (cluster/http/sweeps.py): sweep:NAME
 
 
@@ -102,6 +104,10 @@ def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message
         "retries": job.retries,
         "virtualCluster": job.virtual_cluster,
         "appExitCode": job.app_exit_code,
+        # being preempted now, its tasks in their grace (the next attempt's item still has the old exit code)
+        "preempting": job.state == "RUNNING"
+        and job.sub_state == "AttemptDeletionPending"
+        and job.app_exit_code == PREEMPTED_EXIT,
         "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
         "tasks": [_task_row(base_url, user, name, t, message) for t in tasks],
         "servicesMessage": message,
