@@ -16,9 +16,11 @@ from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
 from ...protocol.rules import minutes_text
 from ..runtime.base import TaskExit, TaskHandle
+from ..runtime.taskdir import add_notice
 from ..task.logs import last_line
 from . import completion
 from .errors import JobNotFinishedError
+from .sharing import is_interactive
 from .state import ClusterState, demand
 from .store import JobCore, TaskRow, loads, now_ms
 
@@ -223,8 +225,20 @@ class Ending:
         told = f"; its tasks get SIG{grace_sig[1]}, SIGKILL {grace_sig[0]:g} s later" if grace_sig else ""
         reason += told
         self.store.add_event(row["id"], "Warning", "JobPreempted", reason)
+        job = self.state.job_model(row)
+        if grace_sig is not None and is_interactive(job):  # its owner hears of it where they work, too
+            self._tell(row, f"[pai_jupyter] {reason}: this session ends then; save your work\n")
         stop = (grace_sig[0], signal.Signals[f"SIG{grace_sig[1]}"].value) if grace_sig else None
-        self._finish_attempt(row, self.state.job_model(row), "FAILED", None, PREEMPTED, reason, stop)
+        self._finish_attempt(row, job, "FAILED", None, PREEMPTED, reason, stop)
+
+    def _tell(self, row: JobCore, notice: str) -> None:
+        """Write ``notice`` into the runtime log of each of the attempt's tasks (a kernel's, a Lab's own log)."""
+        for t in self.store.tasks(row["id"], row["attempt"]):
+            if t["task_dir"]:
+                try:
+                    add_notice(Path(t["task_dir"]), notice)
+                except OSError as exc:
+                    log.warning("could not tell %s of its preemption: %s", t["task_dir"], exc)
 
     def _requeue(self, row: JobCore, job: Job, diagnostics: str) -> None:
         """A preempted attempt ended: the job waits again at its place in the queue, as its next attempt (its
@@ -232,7 +246,15 @@ class Ending:
         attempt = row["attempt"] + 1
         self.state.new_attempt(row["id"], attempt, job)
         self.queue.add(row["vc"], row["submission_time"], row["id"])
-        self.store.set_job(row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt)
+        # (the outcome is the preempted attempt's, there: the job's own shows none while it waits and runs again)
+        self.store.set_job(
+            row,
+            state="WAITING",
+            sub_state="AttemptCreationPending",
+            attempt=attempt,
+            exit_code=None,
+            exit_diagnostics=None,
+        )
         self.store.add_event(
             row["id"],
             "Normal",

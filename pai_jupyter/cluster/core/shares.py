@@ -15,9 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from ..runtime.taskdir import add_notice
 from . import fairshare
 from .backfill import ZERO, Plan, Res, Waiting, add
 from .preemptplan import Head, Running, choose
@@ -195,8 +193,7 @@ class Shares:
             if victim is None or by is None:
                 continue
             reason = f"preempted by {by['user']}~{by['name']}: {p.reason}"
-            if self.preempt_job(victim, reason):
-                self._tell(victim, reason)
+            self.preempt_job(victim, reason)
 
     def _borrowed(self, holding: list[HoldingJob]) -> set[int]:
         """The running jobs on borrowed room: of each user's jobs in a virtual cluster with a quota, those started
@@ -218,20 +215,6 @@ class Shares:
                 if not quota.holds(used) or (quota.jobs is not None and count > quota.jobs):
                     out.add(h["id"])
         return out
-
-    def _tell(self, row: JobCore, reason: str) -> None:
-        """An interactive job's owner hears of it where they work: its tasks' logs (the Lab, the kernel) say it."""
-        job = self.state.job_model(row)
-        if not is_interactive(job):
-            return
-        grace, sig = self.sharing.preemption_of(job)
-        notice = f"[pai_jupyter] {reason}; this session ends in {grace:g} s (SIG{sig}); save your work\n"
-        for t in self.store.tasks(row["id"], row["attempt"]):
-            if t["task_dir"]:
-                try:
-                    add_notice(Path(t["task_dir"]), notice)
-                except OSError as exc:
-                    log.warning("could not tell %s of its preemption: %s", t["task_dir"], exc)
 
 
 BIG = 1 << 62  # "no limit" in a room left
