@@ -222,9 +222,10 @@ def docker_daemon(pai_home: Path) -> Iterator[Api]:
     import docker
 
     client = docker.from_env()
-    for c in client.containers.list(all=True, filters={"label": "pai.managed=1"}):
-        if str(pai_home) in str(c.attrs.get("Mounts")):
-            c.remove(force=True)
+    for c in client.containers.list(all=True, filters={"label": "pai.managed=1"}, ignore_removed=True):
+        with contextlib.suppress(docker.errors.NotFound):  # (another test's, removed by its own teardown meanwhile)
+            if str(pai_home) in str(c.attrs.get("Mounts")):
+                c.remove(force=True)
 
 
 @pytest.fixture

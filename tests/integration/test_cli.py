@@ -156,7 +156,9 @@ def test_profiles_switch_between_two_clusters_and_never_print_tokens(tmp_path: P
 
 def test_priority_moves_a_waiting_job_and_changes_its_class(daemon: Api, tmp_path: Path) -> None:
     user = daemon.http.get("/api/v2/info").json()["user"]
-    blocker = daemon.submit_ok(v1("blocker", "sleep 60", cpuNumber=8))
+    blocker = json.loads(v1("blocker", "sleep 60", cpuNumber=8))
+    blocker["extras"] = {"hivedScheduler": {"jobPriorityClass": "crit"}}  # (a prod job preempts no crit job)
+    blocker = daemon.submit_ok(json.dumps(blocker))
     daemon.wait(blocker, ("RUNNING",))
     first, second = daemon.submit_ok(v1("first", "true")), daemon.submit_ok(v1("second", "true"))
     r = pai("priority", "second", "--position", "0", home=daemon.home)

@@ -32,6 +32,9 @@ class Env:
     jupyter: JupyterServer
 
 
+CRIT = {"hivedScheduler": {"jobPriorityClass": "crit"}}
+
+
 def job(name: str, command: str = "sleep 600", cpu: int = 1, extras: dict[str, Any] | None = None) -> str:
     doc = json.loads(services_job(name, command))
     doc["taskRoles"][0]["cpuNumber"] = cpu
@@ -89,7 +92,7 @@ def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab: Any
 
 @pytest.mark.browser
 def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env, lab: Any) -> None:
-    blocker = env.api.submit_ok(job("lab-blocker", cpu=2))
+    blocker = env.api.submit_ok(job("lab-blocker", cpu=2, extras=CRIT))  # (a prod job preempts no crit job)
     env.api.wait(blocker, {"RUNNING"}, timeout=60)
     for name in ("lab-q1", "lab-q2", "lab-q3"):
         env.api.submit_ok(job(name))
@@ -141,10 +144,16 @@ def test_a_user_sees_only_their_own_waiting_jobs_and_may_not_reorder(env: Env) -
     assert r.status_code == 200, r.text
     line = r.json()["virtualClusters"]["default"]
     assert [j["job"] for j in line] == theirs and not r.json()["canReorder"]
-    assert [j["ahead"] for j in line] == [1, 2] and "behind root~q-root" in line[0]["waitingReason"]
+    # fair share (docs/queue.md): bob has used nothing, root's jobs ran all along: bob's first job goes ahead of
+    # root's, his second behind it; bob's places count root's job, which his view does not show
+    assert [j["ahead"] for j in line] == [0, 2] and f"behind {theirs[0]}" in line[1]["waitingReason"]
+    assert "fair share" not in line[1]["waitingReason"]  # (behind his own job: fair share is not why)
     assert bob.http.put(f"/api/v2/local/jobs/{theirs[1]}/priority", json={"position": 0}).status_code == 403
     admin = env.api.http.get("/api/v2/local/queue").json()
-    assert admin["canReorder"] and [j["job"] for j in admin["virtualClusters"]["default"]] == mine + theirs
+    shown = admin["virtualClusters"]["default"]
+    assert admin["canReorder"] and [j["job"] for j in shown] == [theirs[0], *mine, theirs[1]]
+    assert shown[1]["fairShareUsage"] > shown[0]["fairShareUsage"] == 0
+    assert "fair share: root's recent use is" in shown[1]["waitingReason"], shown[1]
     stop_all(env.api)
 
 

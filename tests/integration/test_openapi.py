@@ -238,10 +238,10 @@ taskRoles:
 """
 
 
-def with_tensorboard(job_json: str) -> str:
+def with_tensorboard(job_json: str, **extras: object) -> str:
     """A v1 job (from ``v1``) with the tensorboard runtime plugin: a TensorBoard service in its task 0."""
     doc = json.loads(job_json)
-    doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]}
+    doc["extras"] = {"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}], **extras}
     return json.dumps(doc)
 
 
@@ -258,7 +258,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
         for job in (succeeded, failed, *deletable):
             api.wait(job)
         # TensorBoard needs ~200 MB; it starts now and is up by the time the explicit checks ask for it
-        running = api.submit_ok(with_tensorboard(v1("seed-blocker", "sleep 600", cpuNumber=2, memoryMB=768)))
+        # of the highest class: the fuzzed priority changes of the waiting job never preempt it
+        crit = {"jobPriorityClass": "crit"}
+        blocker = v1("seed-blocker", "sleep 600", cpuNumber=2, memoryMB=768)
+        running = api.submit_ok(with_tensorboard(blocker, hivedScheduler=crit))
         api.wait(running, ("RUNNING",))
         waiting = api.submit_ok(WAITING_V2)
         assert api.detail(waiting)["jobStatus"]["waitingReason"]
@@ -308,6 +311,10 @@ def test_every_operation_but_the_terminal_is_fuzzed() -> None:
 @schema.parametrize()
 def test_the_daemon_conforms_to_its_spec(case: Any, seeded: Seeded) -> None:
     _aim(case, seeded)
+    # (a generated header that says how the message is framed, "Content-Length: o", is refused by the HTTP server
+    # before any handler sees it: transport, not the API)
+    framing = ("content-length", "transfer-encoding", "host", "connection")
+    case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() not in framing}
     token = seeded.api.token
     if case.operation.definition.raw["operationId"] in ("logoutV1", "logoutV2"):  # revokes the token it carries:
         token = seeded.api.http.post("/api/v2/local/users", json={"name": "fuzz-logout"}).json()["token"]  # a spare

@@ -8,10 +8,11 @@
 # pid and exit_code are each one write(2) of a few bytes, not temp+mv: an mv costs ~2 ms of fork/exec here.
 # exit_code is read only once this shell has exited, pid is a hint (runtimes know the pid); a reader treats an
 # empty file as missing. The task's start time is the pid file's mtime (a `date` would cost another exec).
-# SIGTERM to the group (stop) reaches the command; the shim and tees ignore it and record the outcome; so do they a
-# job's own preemption signal (INT, HUP, USR1, USR2: docs/checkpoint.md), which would otherwise kill a tee and cut
-# the logs. (One that comes before the command's subshell has reset the trap is lost: sh cannot block a signal.
-# The C shim can.)
+# SIGTERM to the group (stop) reaches the command; the shim, its subshells and tees ignore it and record the
+# outcome: the command's own status; so do they a job's own preemption signal (INT, HUP, USR1, USR2:
+# docs/checkpoint.md), which would otherwise kill a tee and cut the logs, or the subshell that waits for the command
+# and so end the task while the command still saves. Only the command's own process resets them, just before its
+# exec. (One that comes before that is lost: sh cannot block a signal. The C shim can.)
 # Once the command is done, the group gets SIGTERM so that no background child outlives it (or holds the logs).
 trap '' TERM INT HUP USR1 USR2
 umask 077
@@ -30,7 +31,7 @@ else
   echo "[pai_jupyter] no bash here: the commands run under /bin/sh with errexit and nounset (this sh has no" \
        "pipefail; OpenPAI runs them under bash)" >> "$d/runtime"
 fi
-{ { (trap - TERM INT HUP USR1 USR2; printf '%s\n' "$c" | { exec "$@" /dev/fd/4 4<&0 </dev/null; }); echo $? > "$d/exit_code.tmp"
+{ { (printf '%s\n' "$c" | { trap - TERM INT HUP USR1 USR2; exec "$@" /dev/fd/4 4<&0 </dev/null; }); echo $? > "$d/exit_code.tmp"
     kill -TERM 0; } 2>&1 1>&3 3>&- | tee -a "$d/all" >> "$d/stderr" 3>&-; } 3>&1 | tee -a "$d/all" >> "$d/stdout"
 read -r rc < "$d/exit_code.tmp" || exit 255
 echo "$rc" > "$d/exit_code"
