@@ -144,3 +144,22 @@ def test_a_jobs_own_preemption_signal_reaches_its_command_and_the_task_keeps_its
     assert task["containerExitCode"] == 0, task  # the command's own status: no shim's part died of the signal
     assert f"get SIG{sig}, SIGKILL 10 s later" in first["appExitDiagnostics"]
     api.stop(spare)
+
+
+SAVES_LATE = (  # not exec'd: bash dies of SIGTERM at once; python saves 6 s later, past the shim's usual 5 s drain
+    "python3 -c 'import signal, time, os\n"
+    "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+    'open(os.environ["PAI_CHECKPOINT_DIR"] + "ready", "w").close()\n'
+    "signal.pause(); time.sleep(6)\n"
+    'open(os.environ["PAI_CHECKPOINT_DIR"] + "saved", "w").close()\''
+)
+
+
+def test_a_command_under_the_scripts_shell_has_the_whole_grace_to_save(daemon: Api) -> None:
+    spare = daemon.submit_ok(job("spare", SAVES_LATE, preemption={"graceSeconds": 20}))
+    ckpt = daemon.home / "local" / "jobs" / spare / "output" / "checkpoints"
+    wait_for(lambda: (ckpt / "ready").exists(), 60, "the command to start")
+    assert daemon.http.post(f"/api/v2/local/jobs/{spare}/preempt", json={}).status_code == 200
+    wait_for(lambda: daemon.detail(spare)["jobStatus"]["attemptId"] == 1, 60, "attempt 1")
+    assert (ckpt / "saved").exists()  # the attempt ended after its command saved, not when its shell died
+    daemon.stop(spare)

@@ -83,6 +83,7 @@
 #include <unistd.h>
 
 #define DRAIN_SECONDS 5
+static double drain_seconds = DRAIN_SECONDS; /* the job's PAI_PREEMPT_GRACE_SECONDS, when longer */
 #define EXEC_SOCKET "exec.sock" /* taskdir.EXEC_SOCKET */
 #define MAX_EXECS 16            /* shells open in the task at once */
 #define EXEC_MSG_MAX (256 * 1024)
@@ -563,6 +564,9 @@ int main(int argc, char **argv) {
     if (!envp) return fail_start("out of memory for the environment of", task_dir);
     for (size_t k = 0; at < size; at += strlen(msg + at) + 1)
         if (msg[at]) envp[k++] = msg + at;
+    for (char **e = envp; *e; e++) /* a command ended by a signal drains as long as a preempted task may save */
+        if (strncmp(*e, "PAI_PREEMPT_GRACE_SECONDS=", 26) == 0 && atof(*e + 26) > drain_seconds)
+            drain_seconds = atof(*e + 26);
     int mfd = memfd_create("pai-command", MFD_CLOEXEC);
     if (mfd < 0) return fail_start("could not make an in-memory file for the script of", task_dir);
     put(mfd, script, strlen(script));
@@ -688,7 +692,9 @@ int main(int argc, char **argv) {
             close_exec(); /* no new shells in a task that is over */
             kill(0, SIGTERM); /* background children of the command: the task is over */
             kill_descendants(SIGTERM);
-            deadline = now() + DRAIN_SECONDS;
+            /* ended by a signal (a stop, a preemption): what it started may still be saving, as long as its grace
+             * (the runtime's SIGKILL after the grace bounds it); else the usual drain */
+            deadline = now() + (ended > 128 ? drain_seconds : DRAIN_SECONDS);
         }
     }
     kill_descendants(SIGKILL); /* nothing the task started outlives it, in its group or not */

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +86,6 @@ def task_spec(
         work_dir = layout.work_dir(in_container)
         if layout.spec.get("sourceDir"):
             script = f"{REQUIREMENTS}\n{script}"
-    script = f"{patient_shell(preemption[1])}\n{script}"
     return TaskSpec(
         key=key,
         user=row["user"],
@@ -143,11 +141,3 @@ def prepare_task_dir(spec: TaskSpec) -> None:
     move a ready one into place, see runtime/warm.py)."""
     spec.task_dir.parent.mkdir(parents=True, exist_ok=True)
 
-
-def patient_shell(sig: str) -> str:
-    """The script's first line: its shell outlives the stop and preemption signals until its running command has
-    ended (bash runs a trap only once the foreground command is done), then exits as killed by the signal. Without
-    it the shell dies at once, the task ends, and a command such as ``python train.py`` still saving its checkpoint
-    is killed by the shim a few seconds later instead of after its grace (docs/checkpoint.md)."""
-    signals = ["TERM"] + ([sig] if sig != "TERM" else [])
-    return "; ".join(f"trap 'exit {128 + signal.Signals[f'SIG{s}'].value}' {s}" for s in signals)
