@@ -36,6 +36,9 @@ def rank_of(priority: str | None) -> int:
 
 
 class Shares:
+    """The pass's state between plans: each user's decayed usage (read again when what runs changes) and which
+    waiting jobs run on borrowed room; ``state.queue`` gets what the queue view shows (fair order, held jobs)."""
+
     def __init__(self, state: ClusterState, preempt: Callable[[JobCore, str], bool]) -> None:
         self.state, self.store, self.sharing = state, state.store, state.sharing
         self.preempt_job = preempt
@@ -52,16 +55,15 @@ class Shares:
         room before another virtual cluster's lower one, so the room a preemption frees goes to its preemptor)."""
         fair, quotas = self.sharing.half_life_s > 0, self.sharing.has_quotas
         self.borrowing = set()
-        self.state.queue.held = {}
+        self.state.queue.held, self.state.queue.fair = {}, {}
         if fair or quotas:
             holding = holding_jobs(self.store)
             if fair:
                 self.read_usage(holding)
             for vc, line in queues.items():
-                self.state.queue.fair.pop(vc, None)
                 if fair and line and any(w.user != line[0].user for w in line):
                     ordered = self._fair(vc, line)
-                    if ordered != line:
+                    if any(a is not b for a, b in zip(ordered, line, strict=True)):
                         self.state.queue.fair[vc] = {w.id: i for i, w in enumerate(ordered)}
                     line = ordered
                 if quotas:
