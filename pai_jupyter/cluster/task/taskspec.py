@@ -140,4 +140,3 @@ def prepare_task_dir(spec: TaskSpec) -> None:
     """Make the parent of the task's directory: the runtime makes the directory itself (the process runtime may
     move a ready one into place, see runtime/warm.py)."""
     spec.task_dir.parent.mkdir(parents=True, exist_ok=True)
-
