@@ -159,7 +159,8 @@ def test_a_refresh_is_three_daemon_requests_however_many_sweeps_and_live_trials(
 @pytest.mark.browser
 def test_the_sweeps_page_shows_a_running_grid_sweeps_trials_and_sorts_them(env: Env, lab: Any) -> None:
     space = {"x": [0.0, 0.3, 0.6, 0.9], "lr": [0.01], "note": [MARKUP]}
-    sweep = Sweep("labgrid", template(steps=4, sleep=1.0), space, concurrency=2, client=env.client, poll=0.05)
+    # (2 s a step: the page catches a trial running with its loss on a loaded machine too)
+    sweep = Sweep("labgrid", template(steps=4, sleep=2.0), space, concurrency=2, client=env.client, poll=0.05)
     asked: list[str] = []  # the page's requests: one per refresh, the list and the picked sweep together
     lab.on("request", lambda r: asked.append(urlsplit(r.url).path) if "/pai/api/sweeps" in r.url else None)
     sweep.start()

@@ -276,8 +276,9 @@ def _targets(seed: Seeded, operation_id: str) -> list[str | None]:
     """Seeded jobs an operation may be pointed at (None: keep the generated user~name)."""
     if operation_id == "deleteJob":  # only the throw-away ones can go; the others answer 409
         return [None, *seed.deletable, seed.waiting, seed.running]
-    if operation_id in ("setExecutionType", "streamTaskLog", "setJobMaxRunTime"):
-        # never stop the queue (a fuzzed max run time would); never follow a live task
+    if operation_id in ("setExecutionType", "streamTaskLog", "setJobMaxRunTime", "preemptJob", "setJobPriority"):
+        # never stop the queue (a fuzzed max run time would, and a preemption or a lower class for the running job
+        # would requeue it as a new attempt); never follow a live task
         return [None, seed.succeeded, seed.failed]
     if operation_id == "setTaskServiceState":  # never stop or start the running job's TensorBoard
         return [None, seed.succeeded, seed.failed, seed.waiting]
