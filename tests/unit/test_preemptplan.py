@@ -67,16 +67,13 @@ def cases(draw: st.DrawFn) -> Case:
                 interactive=draw(st.booleans()),
             )
         )
-    heads = [
-        Head(
-            id=100 + i,
-            vc=draw(st.sampled_from(VCS)),
-            rank=draw(st.sampled_from(HEAD_RANKS)),
-            need=draw(needs),
-            borrowing=draw(st.integers(0, 4)) == 0,
-        )
-        for i in range(draw(st.integers(0, 4)))
-    ]
+    heads = []
+    for i in range(draw(st.integers(0, 4))):
+        vc, need = draw(st.sampled_from(VCS)), draw(needs)
+        if draw(st.integers(0, 5)):
+            need = least(need, quotas[vc])  # mostly one that can fit at all
+        rank, borrowing = draw(st.sampled_from(HEAD_RANKS)), draw(st.integers(0, 5)) == 0
+        heads.append(Head(id=100 + i, vc=vc, rank=rank, need=need, borrowing=borrowing))
     return Case(total, quotas, running, leaving, heads, draw(st.sampled_from((3, 3, 1, 0))))
 
 
