@@ -185,18 +185,11 @@ class Ending:
                 return
             state = "STOPPED"  # stopped while it was being preempted
         if state == "FAILED" and row["retries"] < job.retry_count and row["execution_type"] == "START":
-            attempt = row["attempt"] + 1
-            self.state.new_attempt(row["id"], attempt, job)
-            self.queue.add(row["vc"], row["submission_time"], row["id"])
             retry = (
                 f"attempt {row['attempt']} failed: {diagnostics}; "
-                f"starting attempt {attempt} (retry {row['retries'] + 1} of {job.retry_count})"
+                f"starting attempt {row['attempt'] + 1} (retry {row['retries'] + 1} of {job.retry_count})"
             )
-            self.store.set_job(
-                row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, retries=row["retries"] + 1
-            )
-            self.store.add_event(row["id"], "Warning", "JobRetry", retry)
-            self.state.job_changed(row, job, "RETRIED")
+            self._next_attempt(row, job, ("Warning", "JobRetry", retry), retries=row["retries"] + 1)
             return
         self.store.set_job(row, state=state, sub_state="Completed", completed_time=now)
         self.state.job_changed(row, job, state)
@@ -242,26 +235,22 @@ class Ending:
 
     def _requeue(self, row: JobCore, job: Job, diagnostics: str) -> None:
         """A preempted attempt ended: the job waits again at its place in the queue, as its next attempt (its
-        retries untouched: being preempted is not a failure)."""
+        retries untouched: being preempted is not a failure; the outcome is the preempted attempt's, there: the
+        job's own shows none while it waits and runs again)."""
+        told = (
+            f"attempt {row['attempt']} was preempted ({diagnostics}); attempt {row['attempt'] + 1} waits in the queue "
+            "and resumes from the job's checkpoints ($PAI_CHECKPOINT_DIR)"
+        )
+        self._next_attempt(row, job, ("Normal", "JobRequeued", told), exit_code=None, exit_diagnostics=None)
+
+    def _next_attempt(self, row: JobCore, job: Job, event: tuple[str, str, str], **fields: object) -> None:
+        """The job waits at its place in the queue as its next attempt (a retry, a preemption's requeue); ``fields``:
+        what else its row takes."""
         attempt = row["attempt"] + 1
         self.state.new_attempt(row["id"], attempt, job)
         self.queue.add(row["vc"], row["submission_time"], row["id"])
-        # (the outcome is the preempted attempt's, there: the job's own shows none while it waits and runs again)
-        self.store.set_job(
-            row,
-            state="WAITING",
-            sub_state="AttemptCreationPending",
-            attempt=attempt,
-            exit_code=None,
-            exit_diagnostics=None,
-        )
-        self.store.add_event(
-            row["id"],
-            "Normal",
-            "JobRequeued",
-            f"attempt {row['attempt']} was preempted ({diagnostics}); attempt {attempt} waits in the queue and "
-            "resumes from the job's checkpoints ($PAI_CHECKPOINT_DIR)",
-        )
+        self.store.set_job(row, state="WAITING", sub_state="AttemptCreationPending", attempt=attempt, **fields)
+        self.store.add_event(row["id"], *event)
         self.state.job_changed(row, job, "RETRIED")
 
     def resume_completion(self, row: JobCore) -> None:
