@@ -23,7 +23,8 @@ from .queue import DEFAULT_PRIORITY, PRIORITY_CLASSES
 from .sharing import UserQuota, is_interactive
 from .state import ClusterState
 from .store import JobCore
-from .store.sharing import HoldingJob, holding_jobs, preempted_since, runs_since
+from .store.sharing import HoldingJob, holding_jobs, preempted_since
+from .store.usage import task_intervals
 
 log = logging.getLogger("pai_jupyter.cluster")
 USAGE_FRESH_S = 30.0  # ended runs' decayed usage is read again after this, or when what runs changes
@@ -95,16 +96,10 @@ class Shares:
         cap = self.state.capacity.total
         total = (cap.cpu, cap.memory_mb, cap.gpu)
         runs: dict[str, list[tuple[float, float | None, float]]] = {}
-        for r in runs_since(self.store, int((now - USAGE_HORIZON * half_life) * 1000)):
-            held = (int(r["cpu"] or 0), int(r["memory_mb"] or 0), int(r["gpu"] or 0))
-            end = r["end"]
-            runs.setdefault(str(r["user"]), []).append(
-                (
-                    int(r["start"] or 0) / 1000,
-                    int(end) / 1000 if end is not None else None,
-                    fairshare.weight(held, total),
-                )
-            )
+        for r in task_intervals(self.store, int((now - USAGE_HORIZON * half_life) * 1000)):  # (usage's query)
+            end = r.end_ms / 1000 if r.end_ms is not None else None
+            weight = fairshare.weight((r.cpu, r.memory_mb, r.gpu), total)
+            runs.setdefault(r.user, []).append((r.start_ms / 1000, end, weight))
         self.usage = {user: fairshare.decayed(spans, now, half_life) for user, spans in runs.items()}
         self.state.queue.usage = self.usage
         self._usage_key = (key, now) if holding is not None else (frozenset({-1}), 0.0)  # (the next pass reads too)

@@ -1,5 +1,6 @@
 """What sharing the cluster reads (core/shares.py): the jobs that hold resources, each whole (a gang job is
-preempted whole), how often each was preempted lately, and the task runs that make up each user's usage."""
+preempted whole), and how often each was preempted lately. (Each user's usage comes from usage.py's
+``task_intervals``.)"""
 
 from __future__ import annotations
 
@@ -50,14 +51,3 @@ def preempted_since(store: Store, job_ids: list[int], since_ms: int) -> dict[int
         (json.dumps(job_ids), since_ms),
     )
     return {r["job_id"]: r["n"] for r in rows}
-
-
-def runs_since(store: Store, since_ms: int) -> list[dict[str, int | str | None]]:
-    """Every task run (of any attempt) that held resources after ``since_ms``: its user, start and end (None:
-    running) in ms, and what it held; the input of each user's decaying usage (core/fairshare.py)."""
-    return store.all(
-        "SELECT j.user, t.launched_time AS start, t.completed_time AS end, t.cpu, t.memory_mb, t.gpu "
-        "FROM tasks t JOIN jobs j ON j.id = t.job_id "
-        "WHERE t.launched_time IS NOT NULL AND (t.completed_time IS NULL OR t.completed_time >= ?)",
-        (since_ms,),
-    )
