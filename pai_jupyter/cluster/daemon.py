@@ -17,17 +17,17 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import tornado.httpserver
 import tornado.netutil
-import yaml
 
 from ..common.channel import connectable
 from .core.notify import NotifyConfig
 from .core.scheduler import Capacity, Resources, machine_resources
 from .core.space import DEFAULT_FLOOR_MB
 from .paths import (
+    cluster_config,
     local_dir,
     lock_holder,
     make_private_dir,
@@ -42,13 +42,18 @@ from .paths import (
 )
 from .runtime import auto, registry
 from .runtime.base import DEFAULT_PIDS_LIMIT, Runtime
+from .runtime.ports import Span, parse_span
 from .tracking.lifecycle import restart_tracking, start_tracking, stop_tracking
 from .tracking.reconcile import after_start
 from .tracking.system import SystemMetrics
 from .tracking.system import interval as system_interval
 
 if TYPE_CHECKING:
+    from .core.gpuidle import GpuIdle
+    from .core.hub import HubLink
     from .core.service import Cluster
+    from .http.lease import Leases
+    from .tracking.server import EmbeddedServer
 
 log = logging.getLogger("pai_jupyter.cluster")
 EXIT_ANOTHER_DAEMON = 75  # another daemon holds this home's lock: `control.start` attaches to it
@@ -98,10 +103,17 @@ def pick_runtime(kind: str, options: registry.Options) -> Runtime:
 
 def configured_backend(local: Path) -> str | None:
     """``backend:`` in the cluster's config (local/cluster.yaml), when set."""
-    config = local / "cluster.yaml"
-    data = (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
-    backend = data.get("backend") if isinstance(data, dict) else None
+    backend = cluster_config(local).get("backend")
     return str(backend) if backend else None
+
+
+def configured_task_ports(local: Path) -> Span | None:
+    """``taskPorts:`` in local/cluster.yaml (``20000-29999``), when set; a wrong one stops the daemon saying why."""
+    text = cluster_config(local).get("taskPorts")
+    try:
+        return parse_span(text) if text is not None else None
+    except ValueError as exc:
+        raise SystemExit(f"pai cluster: {local / 'cluster.yaml'}: {exc}") from None
 
 
 def load_capacity(
@@ -118,13 +130,10 @@ def load_capacity(
         gpus if gpus is not None else machine.gpu,
     )
     quotas: dict[str, Resources] = {}
-    config = local / "cluster.yaml"
-    if config.exists():
-        data = yaml.safe_load(config.read_text()) or {}
-        for name, q in (data.get("virtualClusters") or {}).items():
-            quotas[str(name)] = Resources(
-                int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)), int(q.get("gpu", total.gpu))
-            )
+    for name, q in (cluster_config(local).get("virtualClusters") or {}).items():
+        quotas[str(name)] = Resources(
+            int(q.get("cpu", total.cpu)), int(q.get("memoryMB", total.memory_mb)), int(q.get("gpu", total.gpu))
+        )
     return Capacity(total=total, quotas=quotas, nodes=nodes)
 
 
@@ -158,17 +167,17 @@ def listen_for_nodes(runtime: Runtime, host: str, port: int, sockets: list[socke
     return urls[0] if urls else None
 
 
-async def serve(args: argparse.Namespace) -> None:
-    from .core.gpuidle import gpu_idle
-    from .core.hub import HubLink
+def build_cluster(args: argparse.Namespace, local: Path) -> tuple[Cluster, str]:
+    """The cluster of this home, on the runtime chosen (and why it was: ``runtimeChoice``)."""
     from .core.service import Cluster
     from .core.sharing import Sharing
-    from .http.app import make_app
-    from .http.lease import Leases
 
-    home = Path(args.home).expanduser() if args.home else pai_home()
-    local, _lock = claim_home(home)  # held (open) until the process exits
-    options = registry.Options(args.memory_enforcement, args.cpu_limits, local / "warm", args.pids_limit)
+    try:
+        cluster_config(local)  # read once here: a file that is no YAML mapping stops the daemon, saying so
+    except ValueError as exc:
+        raise SystemExit(f"pai cluster: {exc}") from None
+    ports = configured_task_ports(local)
+    options = registry.Options(args.memory_enforcement, args.cpu_limits, local / "warm", args.pids_limit, ports)
     kind, why = auto.explain(args.runtime if args.runtime != "auto" else None, configured_backend(local))
     runtime = pick_runtime(kind, options)
     cluster = Cluster(
@@ -180,6 +189,73 @@ async def serve(args: argparse.Namespace) -> None:
         notify=NotifyConfig.load(local, args.smtp, args.mail_from, args.notify_webhook),
         sharing=Sharing.load(local),
     )
+    return cluster, why
+
+
+def describe(
+    cluster: Cluster, url: str, api_socket: Path, token: str, why: str, nodes_url: str | None
+) -> dict[str, Any]:
+    """What runtime.json says of the running daemon (read by `pai cluster start`/`status` and the clients)."""
+    tracking = cluster.state.tracker
+    return {
+        "url": url,
+        "socket": str(api_socket),  # where local clients send their tokens (common/channel.py)
+        "token": token,
+        "pid": os.getpid(),
+        "user": os_user(),
+        "runtime": cluster.runtime.describe(),
+        "runtimeChoice": why,  # `pai cluster start` and `status` say it
+        **({"nodesUrl": nodes_url} if nodes_url else {}),  # the REST as a node's task reaches it (docs/hub.md)
+        **({"mlflow": tracking.config.url} if tracking is not None else {}),  # where jobs are runs (docs/tracking.md)
+        "started": time.time(),
+    }
+
+
+async def tick(
+    cluster: Cluster,
+    leases: Leases,
+    hub: HubLink,
+    idle_gpus: GpuIdle | None,
+    tracking: tuple[EmbeddedServer | None, dict[str, Any], Path],
+) -> None:
+    """The daemon's clock, once a second: deadlines and leases; every few seconds lost tasks, the disk reserve,
+    the tracking server (``tracking``: it, runtime.json's content, the home), system metrics, idle GPUs; the Hub
+    link. A chore that fails is logged, never fatal."""
+    mlflow, about, home = tracking
+    every = system_interval() if cluster.state.tracker is not None else 0
+    system = SystemMetrics(cluster) if every else None
+    seconds = 0
+    while True:
+        await asyncio.sleep(1.0)
+        seconds += 1
+        try:
+            cluster.check_deadlines()
+            leases.expire()
+            if seconds % 5 == 0:
+                cluster.watch_lost()  # a task that ended with its end unrecorded (recovery.watch_lost)
+            if seconds % 30 == 0:
+                cluster.space.keep_reserve()  # space came back: hold a reserve again
+            if mlflow is not None and seconds % 5 == 0 and not mlflow.alive():
+                await restart_tracking(cluster, mlflow, about, home)
+            if system is not None and seconds % every == 0:
+                system.start()
+            if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
+                await idle_gpus.check()
+            hub.tick()
+        except Exception:
+            log.exception("deadline check failed")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    from .core.gpuidle import gpu_idle
+    from .core.hub import HubLink
+    from .http.app import make_app
+    from .http.lease import Leases
+
+    home = Path(args.home).expanduser() if args.home else pai_home()
+    local, _lock = claim_home(home)  # held (open) until the process exits
+    cluster, why = build_cluster(args, local)
+    runtime = cluster.runtime
     cluster.space.at_start()
     token = cluster.space.with_room(lambda: admin_token(cluster, local))
     sockets = tornado.netutil.bind_sockets(args.port, address=args.host)
@@ -196,18 +272,7 @@ async def serve(args: argparse.Namespace) -> None:
     tracking = cluster.state.tracker
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{port}"
-    about = {
-        "url": url,
-        "socket": str(api_socket),  # where local clients send their tokens (common/channel.py)
-        "token": token,
-        "pid": os.getpid(),
-        "user": os_user(),
-        "runtime": runtime.describe(),
-        "runtimeChoice": why,  # `pai cluster start` and `status` say it
-        **({"nodesUrl": nodes_url} if nodes_url else {}),  # the REST as a node's task reaches it (docs/hub.md)
-        **({"mlflow": tracking.config.url} if tracking is not None else {}),  # where jobs are runs (docs/tracking.md)
-        "started": time.time(),
-    }
+    about = describe(cluster, url, api_socket, token, why, nodes_url)
     cluster.space.with_room(lambda: write_private_json(runtime_file(home), about))
     log.info(
         "pai_jupyter local cluster at %s (runtime %s: %s; capacity %s)",
@@ -222,32 +287,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-
-    system = SystemMetrics(cluster) if tracking is not None and (every := system_interval()) else None
-
-    async def tick() -> None:
-        seconds = 0
-        while True:
-            await asyncio.sleep(1.0)
-            seconds += 1
-            try:
-                cluster.check_deadlines()
-                leases.expire()
-                if seconds % 5 == 0:
-                    cluster.watch_lost()  # a task that ended with its end unrecorded (recovery.watch_lost)
-                if seconds % 30 == 0:
-                    cluster.space.keep_reserve()  # space came back: hold a reserve again
-                if mlflow is not None and seconds % 5 == 0 and not mlflow.alive():
-                    await restart_tracking(cluster, mlflow, about, home)
-                if system is not None and seconds % every == 0:
-                    system.start()
-                if idle_gpus is not None and seconds % int(idle_gpus.config.every_seconds) == 0:
-                    await idle_gpus.check()
-                hub.tick()
-            except Exception:
-                log.exception("deadline check failed")
-
-    ticker = asyncio.ensure_future(tick())
+    ticker = asyncio.ensure_future(tick(cluster, leases, hub, idle_gpus, (mlflow, about, home)))
     if tracking is not None:  # runs whose updates a killed daemon never sent
         settling = asyncio.ensure_future(after_start(tracking))
     await stop.wait()
@@ -255,18 +295,24 @@ async def serve(args: argparse.Namespace) -> None:
     if tracking is not None:
         settling.cancel()
     server.stop()
+    await shut_down(cluster, home, api_socket, mlflow)
+
+
+async def shut_down(cluster: Cluster, home: Path, api_socket: Path, mlflow: EmbeddedServer | None) -> None:
+    """After the server stopped: notifications get their chance, tracking stops, runtime.json goes (when it is
+    still this process's); tasks keep running, to be re-attached at the next start."""
     try:  # what is being sent gets its chance (each delivery gives up after its own timeout)
         await asyncio.wait_for(cluster.notifier.drain(), timeout=15)
     except TimeoutError:
         log.warning("notifications still being sent when the daemon stopped were dropped")
-    if tracking is not None:
+    if cluster.state.tracker is not None:
         await stop_tracking(cluster, mlflow)
     info = read_runtime(home)
     if info and info.get("pid") == os.getpid():
         runtime_file(home).unlink(missing_ok=True)
         api_socket.unlink(missing_ok=True)
     cluster.store.close()
-    runtime.close()
+    cluster.runtime.close()
     log.info("daemon stopped; running tasks keep running and are re-attached at the next start")
 
 

@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 # the home and runtime.json live in common (the client reads them); the daemon's modules import them from here
 from ..common.home import local_dir as local_dir
 from ..common.home import os_user as os_user
@@ -18,6 +20,21 @@ from ..common.home import pai_home as pai_home
 from ..common.home import read_runtime as read_runtime
 from ..common.home import runtime_file as runtime_file
 from ..common.home import socket_file as socket_file
+
+
+def cluster_config(local: Path) -> dict[str, Any]:
+    """``local/cluster.yaml``, the cluster's settings (backend, taskPorts, virtualClusters, sharing, preemption,
+    notification, gpuIdle), as a mapping: {} where there is none; ValueError naming the file where it is no mapping."""
+    path = local / "cluster.yaml"
+    try:
+        data = yaml.safe_load(path.read_text()) if path.exists() else {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: must be a mapping of settings (backend:, virtualClusters:, ...)")
+    return data
 
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...common.states import ACTIVE_TASK, FINAL
 from ...protocol import Job
-from ...protocol.rules import minutes_text
+from ...protocol.rules import MAX_RUN_TIME_KEY, minutes_text
 from ..runtime.base import TaskExit, TaskHandle
 from ..runtime.taskdir import add_notice
 from ..task.logs import last_line
@@ -42,7 +42,8 @@ class Ending:
         self.state = state
         self.schedule = schedule
         # the shared objects every path uses, by their short names (ClusterState never replaces them)
-        self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
+        self.store, self.runtime, self.queue = state.store, state.runtime, state.queue
+        self.launch = state.launch
 
     # ---- completion ----------------------------------------------------------------------------------------------
     def task_ended(self, job_id: int, t: TaskRow, result: TaskExit, handle: TaskHandle | None) -> None:
@@ -72,7 +73,7 @@ class Ending:
             except Exception:
                 log.exception("removing %s failed", handle.id)
         role = job.role(t["role"])
-        held = self.runtime.gang_submit and row["state"] == "WAITING"  # ended while its scheduler held the job
+        held = self.launch.holds(row)  # ended while another scheduler held the job
         with self.store.tx():
             self.store.update_task(
                 current, state=state, exit_code=result.exit_code, exit_diagnostics=diag, completed_time=now_ms()
@@ -98,8 +99,8 @@ class Ending:
                     self._retry_task(row, current)
                 else:
                     self._apply_completion(row, job)
-        if not self.runtime.gang_submit:  # only once it is recorded (a full disk may make us try again)
-            self.capacity.give_back(row["vc"], demand(current), loads(current["gpus"], []))
+        # only once it is recorded (a full disk may make us try again)
+        self.launch.give_back(row["vc"], demand(current), loads(current["gpus"], []))
         self.schedule()
 
     def _retry_task(self, row: JobCore, task: TaskRow) -> None:
@@ -344,7 +345,7 @@ class Ending:
             self.stop(
                 row,
                 f"stopped: the job ran longer than its max run time of {minutes_text(minutes)}"
-                " (extras.maxRunTimeMinutes)",
+                f" (extras.{MAX_RUN_TIME_KEY})",
             )
 
     def delete(self, row: JobCore) -> None:

@@ -20,14 +20,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from ..paths import cluster_config
 from ..runtime.taskdir import add_notice
-from .service import Cluster
 from .sharing import is_interactive
 from .store import loads
+
+if TYPE_CHECKING:
+    from .service import Cluster
 
 log = logging.getLogger("pai_jupyter.cluster")
 
@@ -51,8 +52,7 @@ class GpuIdleConfig:
     @classmethod
     def load(cls, local: Path) -> GpuIdleConfig:
         path = local / "cluster.yaml"
-        data = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
-        raw = data.get("gpuIdle") or {}
+        raw = cluster_config(local).get("gpuIdle") or {}
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: gpuIdle must be a mapping (afterMinutes, underPercent, warnMinutes, ...)")
         known = {

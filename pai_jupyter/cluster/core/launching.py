@@ -8,6 +8,7 @@ again, and a start that could not be recorded is recorded, each once there is ro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -17,10 +18,11 @@ from typing import cast
 from ...protocol import Job
 from ..runtime import taskdir
 from ..runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
+from ..runtime.ports import PortsExhausted
 from ..task import services
 from ..task.env import Placement
 from ..task.taskspec import owned_parts, prepare_task_dir
-from .backfill import Busy, Waiting, plan
+from .backfill import Busy, Plan, Waiting, plan
 from .scheduler import Resources
 from .shares import Shares
 from .space import for_want_of_space, is_full
@@ -30,6 +32,7 @@ from .store.waiting import waiting_views
 from .watching import TaskEnded, Watcher, job_running, set_waiting
 
 log = logging.getLogger("pai_jupyter.cluster")
+PORTS_AGAIN_S = 5.0  # a job that found no free ports is tried again this often (a task's end also tries it)
 
 
 class Launcher:
@@ -41,7 +44,9 @@ class Launcher:
         self.shares = Shares(state, preempt)  # quotas and fair share before each plan, preemption after it
         # the shared objects every path uses, by their short names (ClusterState never replaces them)
         self.store, self.runtime, self.capacity, self.queue = state.store, state.runtime, state.capacity, state.queue
-        self._scheduling = self._again = False  # (``schedule``: one pass at a time)
+        self.launch = state.launch  # placed here or handed to a batch system's scheduler (launches.py)
+        # ``schedule``: one pass at a time; ``_ports_again``: one pass waiting for ports at a time
+        self._scheduling = self._again = self._ports_due = False
         self.watcher = Watcher(state, lambda *end: self.task_ended(*end))  # (this one's, replaced or not)
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
@@ -88,16 +93,7 @@ class Launcher:
         self.queue.reserved = {}
         if not any(queues.values()):
             return
-        if self.runtime.gang_submit:  # the runtime's scheduler decides: every waiting job goes to it now
-            for line in queues.values():
-                for waiting in line:
-                    self._launch_all(waiting.id)
-            return
-        cap = self.capacity
-        total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
-        quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
-        busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in self.store.busy_tasks()]
-        result = plan(time.time(), total, quotas, busy, self.shares.shape({vc: q for vc, q in queues.items() if q}))
+        result = self.launch.plan(queues, self._own_plan)
         for job_id, n in result.starts:
             row = self.store.job_core(job_id)
             tasks = self.store.waiting_tasks(job_id, row["attempt"]) if row else []
@@ -118,26 +114,43 @@ class Launcher:
                 set_waiting(self.store, row, short)
         self.shares.after(result)
 
-    def _launch_all(self, job_id: int) -> None:
-        self.queue.remove(job_id)
-        row = self.store.job_core(job_id)
-        if row is not None:
-            self._launched(row, self.store.waiting_tasks(job_id, row["attempt"]))
+    def _own_plan(self, queues: dict[str, list[Waiting]]) -> Plan:
+        """The daemon's plan (backfill.py) on its capacity, after per-user quotas and fair share (shares.py)."""
+        cap = self.capacity
+        total = (cap.total.cpu, cap.total.memory_mb, cap.total.gpu)
+        quotas = {vc: (q.cpu, q.memory_mb, q.gpu) for vc, q in cap.quotas.items()}
+        busy = [Busy(b["vc"], (b["cpu"], b["memory_mb"], b["gpu"]), b["deadline"]) for b in self.store.busy_tasks()]
+        return plan(time.time(), total, quotas, busy, self.shares.shape({vc: q for vc, q in queues.items() if q}))
 
     def _launched(self, row: JobCore, tasks: list[TaskRow]) -> bool:
-        """``_launch``; False when its writes failed for want of space: nothing of it holds (its transaction rolled
-        back, capacity and ports given back), the job is queued again and scheduled again after a wait."""
+        """``_launch``; False when its writes failed for want of space or it found no free ports: nothing of it holds
+        (its transaction rolled back, capacity and ports given back), the job is queued again and tried again later
+        (ports: at the next task's end, or PORTS_AGAIN_S for those other programs held)."""
         what = f"starting job {row['user']}~{row['name']}"
         try:
             self._launch(row, self.state.job_model(row), tasks)
         except Exception as exc:
-            if not is_full(exc):
+            if not (is_full(exc) or isinstance(exc, PortsExhausted)):
                 raise
             self.queue.add(row["vc"], row["submission_time"], row["id"])
-            self.state.space.again("schedule", self.schedule, what)
+            if isinstance(exc, PortsExhausted):
+                set_waiting(self.store, row, f"waiting for free ports: {exc}")
+                self._ports_again()
+            else:
+                self.state.space.again("schedule", self.schedule, what)
             return False
         self.state.space.went_through("schedule", what)
         return True
+
+    def _ports_again(self) -> None:
+        if not self._ports_due:
+            with contextlib.suppress(RuntimeError):  # (no loop: the next task's end schedules)
+                asyncio.get_running_loop().call_later(PORTS_AGAIN_S, self._ports_due_now)
+                self._ports_due = True
+
+    def _ports_due_now(self) -> None:
+        self._ports_due = False
+        self.schedule()
 
     def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
         self.watcher.watch(job_id, t, handle)
@@ -179,14 +192,14 @@ class Launcher:
     def _launch(self, row: JobCore, job: Job, tasks: list[TaskRow]) -> None:
         """Write the tasks' launch (STARTING, capacity, ports) in one transaction, then start them. Raises when the
         transaction fails, with what it took in memory given back."""
-        now, vc, gang = now_ms(), row["vc"], self.runtime.gang_submit
+        now, vc, queued = now_ms(), row["vc"], self.launch.queued_reason()
         taken: list[tuple[Resources, list[int]]] = []
         allocated: list[list[int]] = []
-        running = row["state"] == "WAITING" and not gang
+        running = row["state"] == "WAITING" and queued is None
         try:
             with self.store.tx():
                 for t in tasks:
-                    taken.append((demand(t), [] if gang else self.capacity.take(vc, demand(t))))
+                    taken.append((demand(t), self.launch.take(vc, demand(t))))
                     td = self.state.task_dir(row, t["attempt"], t["role"], t["idx"], t["task_attempt"])
                     self.store.update_task(
                         t,
@@ -198,13 +211,13 @@ class Launcher:
                     )
                 if running:
                     job_running(self.state, row, job, now)
-                elif row["state"] == "WAITING":  # it runs once the runtime's scheduler starts it (``watch``)
-                    set_waiting(self.store, row, f"submitted to the {self.runtime.name} runtime's scheduler")
+                elif row["state"] == "WAITING" and queued is not None:  # it runs once placed (``watch``)
+                    set_waiting(self.store, row, queued)
                 placements = self._placements(row, job, allocated)
                 fresh = {(x["role"], x["idx"]): x for x in self.store.tasks(row["id"], row["attempt"])}
         except Exception:
-            for need, gpus in taken if not gang else []:
-                self.capacity.give_back(vc, need, gpus)
+            for need, gpus in taken:
+                self.launch.give_back(vc, need, gpus)
             for ports in allocated:
                 self.state.ports.release(ports)
             raise
@@ -219,16 +232,25 @@ class Launcher:
     def _start(
         self, row: JobCore, job: Job, tasks: list[TaskRow], placements: dict[tuple[str, int], Placement]
     ) -> None:
-        if self.runtime.gang_submit:
-            self._start_together(row, job, tasks, placements)
-        else:
-            for t in tasks:
-                self._start_task(row, job, t, placements)
+        self.launch.start(self, row, job, tasks, placements)
 
-    def _start_together(
+    def start_each(
         self, row: JobCore, job: Job, tasks: list[TaskRow], placements: dict[tuple[str, int], Placement]
     ) -> None:
-        """Hand the tasks to a ``gang_submit`` runtime in one call (one allocation for all), in a worker thread."""
+        """Start each task on its own (``Placed``)."""
+        for t in tasks:
+            self._start_task(row, job, t, placements)
+
+    def start_together(
+        self,
+        row: JobCore,
+        job: Job,
+        tasks: list[TaskRow],
+        placements: dict[tuple[str, int], Placement],
+        start_job: Callable[[list[TaskSpec]], list[TaskHandle]],
+    ) -> None:
+        """Hand the tasks to a batch system's ``start_job`` in one call (one allocation for all; ``Handed``), in a
+        worker thread."""
         try:
             ready = [(t, spec) for t in tasks if (spec := self._prepared(row, job, t, placements)) is not None]
         except Exception:  # for want of space (``_prepared`` ends the task on any other failure): all wait for room
@@ -253,7 +275,7 @@ class Launcher:
         def submit(specs: list[TaskSpec]) -> list[TaskHandle]:
             for spec in specs:
                 prepare_task_dir(spec)
-            return self.runtime.start_job(specs)
+            return start_job(specs)
 
         future = self.state.spawner.submit(submit, [spec for _, spec in ready])
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(started, f))
@@ -265,11 +287,7 @@ class Launcher:
         when it failed for want of space (the start is tried again: ``_no_room``)."""
         try:
             spec = self.state.task_spec(row, job, t, placements)
-            if self.runtime.gang_submit:  # a batch system's scheduler weighs it (the daemon's queue did for others)
-                spec.priority = self.store.priorities_of([row["id"]]).get(row["id"])
-            spec.run_as = self.state.accounts.run_as(row["user"])
             if spec.run_as is not None:  # the job's directory stays root's; what the task writes is its account's
-                spec.env.setdefault("HOME", spec.env.get("PAI_USER_HOME", ""))
                 prepare_task_dir(spec)
                 self.state.accounts.check_reachable()
                 taskdir.share(spec.task_dir.parent, spec.run_as)
@@ -336,20 +354,9 @@ class Launcher:
         current = self.store.task(job_id, t["attempt"], t["role"], t["idx"])
         with self.store.tx():
             if current is not None and current["task_attempt"] == t["task_attempt"]:
-                if self.runtime.gang_submit:  # RUNNING once the runtime's scheduler runs it (``watch``)
-                    self.store.update_task(t, handle=dumps(handle.to_dict()))
-                    said = f"submitted to the {self.runtime.name} runtime as {handle.id}"
-                else:
-                    self.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
-                    said = f"started on the {self.runtime.name} runtime"
-                self.store.add_event(
-                    job_id,
-                    "Normal",
-                    "TaskSubmitted" if self.runtime.gang_submit else "TaskStarted",
-                    f"{t['role']}[{t['idx']}] {said}",
-                    t["role"],
-                    t["idx"],
-                )
+                fields, reason, said = self.launch.started(handle)
+                self.store.update_task(t, **fields)
+                self.store.add_event(job_id, "Normal", reason, f"{t['role']}[{t['idx']}] {said}", t["role"], t["idx"])
         self.watch(job_id, t, handle)
         if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
             self.runtime.stop(handle, self.state.stop_grace)

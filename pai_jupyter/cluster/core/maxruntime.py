@@ -9,14 +9,16 @@ is for the next attempt, if a retry makes one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...common.states import FINAL
 from ...protocol.rules import MAX_RUN_TIME_KEY, minutes_text, run_time_problem
 from .ending import DELETION_PENDING
 from .errors import ApiError, BadRequest
-from .service import Cluster
 from .store import JobCore
+
+if TYPE_CHECKING:
+    from .service import Cluster
 
 
 class JobNotRunningError(ApiError):

@@ -18,13 +18,13 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.netutil import Resolver
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from ...protocol import Job
 from ...protocol.rules import NOTIFY_KEY, NOTIFY_STATES
+from ..paths import cluster_config
 from .store import JobCore, Store, now_ms
 from .webhook import VettingResolver
 
@@ -49,8 +49,7 @@ class NotifyConfig:
         """The daemon's flags, else ``notification: {smtp: HOST:PORT, mailFrom: ADDR, webhook: URL}`` in the
         cluster's ``local/cluster.yaml``."""
         path = local / "cluster.yaml"
-        data = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
-        found = data.get("notification") or {}
+        found = cluster_config(local).get("notification") or {}
         if not isinstance(found, dict):
             raise ValueError(f"{path}: notification must be a mapping (smtp, mailFrom, webhook)")
         smtp = smtp or found.get("smtp")

@@ -1,6 +1,7 @@
 """A job's priority class and place in its queue: read from ``extras.hivedScheduler.jobPriorityClass`` at submit
 (OpenPAI/HiveD's crit, prod, test, oppo), changed by an admin (``PUT /api/v2/local/jobs/{user}~{name}/priority``,
-``pai job priority``). Stored in the job_priority table (store/schema.py), mirrored in the queue's order.
+``pai job priority``). Stored in the job's row, its place in job_priority (store/schema.py), mirrored in the
+queue's order.
 ``Queued`` is what these steps use of the cluster (``Cluster``, service.py)."""
 
 from __future__ import annotations
@@ -72,9 +73,9 @@ def reprioritise(cluster: Queued, row: JobCore, priority: str | None, position: 
                 key = first + i * step
                 store.set_priority(job_id, own, key)
                 queue.set_order(job_id, own, key, key)
-    if cluster.state.runtime.gang_submit:  # a job already in the runtime's scheduler's queue: reordered there
-        live = [t for t in store.tasks(row["id"], row["attempt"]) if t["handle"] and t["state"] in ACTIVE_TASK]
-        cluster.state.runtime.reprioritise([TaskHandle.from_dict(loads(t["handle"])) for t in live], priority)
+    # a job already handed to a batch system's scheduler is reordered there (launches.py)
+    live = [t for t in store.tasks(row["id"], row["attempt"]) if t["handle"] and t["state"] in ACTIVE_TASK]
+    cluster.state.launch.reprioritise([TaskHandle.from_dict(loads(t["handle"])) for t in live], priority)
     cluster.schedule()
     return {
         "jobPriority": priority or "default",
@@ -117,31 +118,24 @@ def waiting_lines(cluster: Queued, user: str, admin: bool, limit: int) -> dict[s
             )
         if line:
             out[vc] = line
-    if cluster.state.runtime.gang_submit:
-        _held_lines(cluster, user, admin, limit, out)
+    _held_lines(cluster, user, admin, limit, out)
     return out
 
 
 def _held_lines(cluster: Queued, user: str, admin: bool, limit: int, out: dict[str, list[dict[str, Any]]]) -> None:
-    """The waiting jobs a batch system's runtime holds (``gang_submit``: handed to its scheduler at once, so not in
-    the daemon's queue): their place in that scheduler's line and the start it expects (``Runtime.held``),
-    ``heldBy`` naming it; each line in that scheduler's order."""
-    runtime, store = cluster.state.runtime, cluster.state.store
+    """The waiting jobs a batch system's scheduler holds (``launches.Handed``: handed to it at once, so not in the
+    daemon's queue): their place in that scheduler's line and the start it expects (``Batch.held``), ``heldBy``
+    naming it; each line in that scheduler's order. None where the daemon places jobs itself."""
+    runtime = cluster.state.runtime
     held: dict[str, list[tuple[int, float, dict[str, Any]]]] = {}
-    queued = cluster.state.queue.where
-    for row in store.jobs_in_state("WAITING"):
-        if (not admin and row["user"] != user) or row["execution_type"] != "START" or row["id"] in queued:
-            continue
-        handles = [t["handle"] for t in store.tasks(row["id"], row["attempt"]) if t["handle"]]
-        where = runtime.held(TaskHandle.from_dict(loads(handles[0]))) if handles else None
-        if where is None:  # (being handed over, or starting)
-            continue
+    visible = lambda row: admin or row["user"] == user  # noqa: E731
+    for row, where in cluster.state.launch.held_jobs(cluster.state.queue.where, visible):
         entry = {
             "job": f"{row['user']}~{row['name']}",
             "username": row["user"],
             "name": row["name"],
             "ahead": where.ahead,
-            "jobPriority": store.priorities_of([row["id"]]).get(row["id"]) or "default",
+            "jobPriority": row["priority"] or "default",
             "waitingReason": cluster.waiting_reason(cast("JobCore", row)),
             "submissionTime": row["submission_time"],
             "startEstimate": _ms(where.start_estimate),

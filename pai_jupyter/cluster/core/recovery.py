@@ -16,7 +16,7 @@ from ..runtime.taskdir import exit_code
 from .ending import DELETION_PENDING
 from .scheduler import Resources
 from .state import ClusterState
-from .store import JobCore, TaskRow, dumps, loads
+from .store import JobCore, TaskRow, loads
 
 log = logging.getLogger("pai_jupyter.cluster")
 
@@ -54,8 +54,7 @@ def recover(cluster: Recovering) -> None:
         if t["state"] not in ACTIVE_TASK:
             continue
         demand, gpus = Resources(t["cpu"], t["memory_mb"], t["gpu"]), loads(t["gpus"], [])
-        if not state.runtime.gang_submit:  # (a batch system's runtime holds its own accounting)
-            state.capacity.take(t["vc"], demand, gpus)
+        state.launch.take_again(t["vc"], demand, gpus)  # (a batch system holds its own accounting)
         assert t["task_dir"] is not None  # set when the task was launched (STARTING)
         # the store's handle, else the one the runtime wrote (root's, in the control part): never a task's word
         handle = TaskHandle.from_dict(loads(t["handle"])) if t["handle"] else state.runtime.find(t["task_dir"])
@@ -63,12 +62,11 @@ def recover(cluster: Recovering) -> None:
             handle = None  # the daemon died while handing it over: the command never ran
         if handle is None:  # it never started: run it again
             with state.store.tx():
-                if not state.runtime.gang_submit:
-                    state.capacity.give_back(t["vc"], demand, gpus)
+                state.launch.give_back(t["vc"], demand, gpus)
                 state.store.update_task(t, state="WAITING", launched_time=None)
             continue
-        if t["state"] == "STARTING" and not state.runtime.gang_submit:  # (a batch system's: once it runs)
-            state.store.update_task(t, state="RUNNING", handle=dumps(handle.to_dict()))
+        if t["state"] == "STARTING":  # its start recorded as a start is (a batch system's: RUNNING once it runs)
+            state.store.update_task(t, **state.launch.started(handle)[0])
         cluster.watch(t["job_id"], t, handle)
         if t["stopping"]:
             state.runtime.stop(handle, state.stop_grace)

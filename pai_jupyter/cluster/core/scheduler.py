@@ -7,7 +7,6 @@ time within a virtual cluster, gang allocation by default, and a reason for ever
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass, field
 
 
@@ -129,49 +128,3 @@ class Capacity:
         self.used = self.used - demand
         self.used_by_vc[vc] = self.used_by_vc.get(vc, Resources()) - demand
         self.free_gpus = sorted(set(self.free_gpus) | set(gpus))
-
-
-class PortAllocator:
-    """Free host ports, never handed out twice while held."""
-
-    def __init__(self) -> None:
-        self.held: set[int] = set()
-
-    @staticmethod
-    def _free(port: int) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            # a port whose last connections linger in TIME_WAIT is free for a server (they set SO_REUSEADDR):
-            # a kernel restarted in a new job gets its old ports back (pai_jupyter.kernel)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("", port))
-            except OSError:
-                return False
-        return True
-
-    def allocate(self, count: int, begin_at: int = 0) -> list[int]:
-        ports: list[int] = []
-        if begin_at:
-            port = begin_at
-            while len(ports) < count and port < 65536:
-                if port not in self.held and self._free(port):
-                    ports.append(port)
-                port += 1
-        tries = 0
-        while len(ports) < count and tries < 50 * count:
-            tries += 1
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("", 0))
-                port = s.getsockname()[1]
-            if port not in self.held and port not in ports:
-                ports.append(port)
-        if len(ports) < count:
-            raise RuntimeError(f"no {count} free ports from {begin_at}")
-        self.held.update(ports)
-        return ports
-
-    def claim(self, ports: list[int]) -> None:
-        self.held.update(ports)
-
-    def release(self, ports: list[int]) -> None:
-        self.held.difference_update(ports)

@@ -1,12 +1,14 @@
-"""The embedded cluster's core, ``Cluster``: submit (and the checks a job must pass), recover, and the one face
-the handlers and the daemon use, over parts that each hold one concern and are handed what they need:
+"""The embedded cluster's core, ``Cluster``: the composition root (docs/architecture.md) that builds and wires the
+parts, with submit (and the checks a job must pass) and recover; the parts each hold one concern and are handed
+what they need:
 ``ClusterState`` (state.py: what the cluster holds, lookups), ``Launcher`` (launching.py: schedule, start,
 watch; given ``Ending.task_ended``), ``Ending`` (ending.py: a task's end, retries, stop, delete, time limits;
 given ``Cluster.schedule``), and recovery.py (start-up, through this class's public methods).
 
-Handlers call these methods; all state changes go through the store in one transaction each, then the
-scheduler runs. Tasks are watched by one asyncio task each (``runtime.wait``), so a task's end is seen at
-once, and the same watchers are rebuilt from the database after a restart.
+Handlers use the parts through it (``cluster.store``, ``cluster.state``) and these methods; all state changes go
+through the store in one transaction each, then the scheduler runs. Tasks are watched by one asyncio task each
+(``runtime.wait``), so a task's end is seen at once, and the same watchers are rebuilt from the database after a
+restart.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 from ...protocol import Job, JobValidationError
 from ...protocol.rules import ESTIMATOR_KEY
 from ..runtime.base import Runtime, TaskHandle, TaskSpec
+from ..runtime.ports import PortAllocator
+from ..task import services
 from ..task.codecopy import CodeTooBig, Selection
 from ..task.env import Placement, make_job_logs
 from ..task.estimator import Layout, is_remote
@@ -38,7 +42,7 @@ from .launching import Launcher
 from .notify import Notifier, NotifyConfig
 from .priority import job_priority
 from .queue import JobQueue
-from .scheduler import Capacity, PortAllocator, Resources
+from .scheduler import Capacity, Resources
 from .sharing import Sharing
 from .space import DEFAULT_FLOOR_MB, InsufficientStorageError, Space, is_full
 from .state import ClusterState
@@ -76,16 +80,9 @@ def name_problems(user: str, job: Job) -> list[str]:
 
 
 def unused_images(runtime: Runtime, job: Job) -> str:
-    """What a job whose images this runtime does not use (the process and Slurm runtimes run commands on the
-    machine's own system) is told in its events (the job page shows them; ``Client.events``): a mistyped image
-    was accepted silently, its notice only in each task's ``runtime`` log. "" when the images are used."""
-    images = sorted({image for r in job.task_roles if (image := job.image_for(r))})
-    if runtime.in_container or not images:
-        return ""
-    return (
-        f"the image {', '.join(images)} is recorded but not used: the {runtime.name} runtime runs the commands on "
-        "the machine's own system (its python3, its packages), not in a container; each task's runtime log says so "
-        "too (pai logs JOB --stream runtime)"
+    """What a job whose images this runtime does not use is told in its events (``TaskView.unused_images``)."""
+    return runtime.view.unused_images(
+        runtime.name, sorted({image for r in job.task_roles if (image := job.image_for(r))})
     )
 
 
@@ -248,6 +245,45 @@ class Cluster:
             job = job if job is not None else Job.from_text(body)
         except JobValidationError as exc:
             raise InvalidProtocolError("; ".join(str(p) for p in exc.problems), extra=exc.to_dict()) from None
+        estimator = self._check(user, job, admin)
+        code = self._code(user, job, estimator)
+        demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
+        reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
+        room, wanted = self.ports.room(), services.ports_wanted(job)
+        if room is not None and wanted > room and not reason:
+            span = self.ports.span or (0, 0)
+            reason = f"its tasks want {wanted} ports and the cluster hands out {room} ({span[0]}-{span[1]}, taskPorts)"
+        if reason:
+            raise InsufficientResourceError(f"job {job.name} can never run here: {reason}")
+        short = self.space.short()
+        if short:
+            raise InsufficientStorageError(f"job {job.name} was not submitted: {short}")
+        now = now_ms()
+        try:
+            with self.store.tx():
+                job_id = self._record(user, body, job, demands, now, run)
+                self._prepare_dir(user, job_id, job, estimator, code)
+        except sqlite3.IntegrityError:
+            raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
+        except (OSError, sqlite3.OperationalError) as exc:  # nothing was written
+            if is_full(exc):
+                shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+                raise self.space.error(f"job {job.name} was not submitted") from None
+            if not isinstance(exc, OSError):
+                raise
+            # the Estimator's source dir could not be copied
+            shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
+            raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
+        self.state.models[job_id] = job
+        self.queue.set_order(job_id, job_priority(job), None, now)
+        self.queue.add(job.virtual_cluster, now, job_id)
+        self.schedule()
+        return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
+
+    @staticmethod
+    def _check(user: str, job: Job, admin: bool) -> Any:
+        """Raise when the job is too big, asks for ports or host paths it may not, or its Estimator lacks a part;
+        else its Estimator extras (``ESTIMATOR_KEY``), whatever they are."""
         too_big = (
             [f"the job has {job.total_tasks} tasks; the local cluster takes at most {MAX_TASKS} per job"]
             if job.total_tasks > MAX_TASKS
@@ -270,61 +306,45 @@ class Cluster:
             missing = estimator_problems(estimator)
             if missing:
                 raise InvalidProtocolError("; ".join(missing))
-        code = self._code(user, job, estimator)
-        demands = [Resources(r.cpu, r.memory_mb, r.gpu) for r in job.task_roles for _ in range(r.instances)]
-        reason = self.capacity.never_fits(job.virtual_cluster, demands, job.gang_allocation)
-        if reason:
-            raise InsufficientResourceError(f"job {job.name} can never run here: {reason}")
-        short = self.space.short()
-        if short:
-            raise InsufficientStorageError(f"job {job.name} was not submitted: {short}")
-        now = now_ms()
-        try:
-            with self.store.tx():
-                job_id = self.store.insert_job(
-                    user,
-                    job.name,
-                    vc=job.virtual_cluster,
-                    now=now,
-                    total_gpu=sum(d.gpu for d in demands),
-                    total_tasks=len(demands),
-                    total_roles=len(job.task_roles),
-                    config_format=job.source_format,
-                    config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
-                    model=job.model_dump_json(),
-                )
-                self.state.new_attempt(job_id, 0, job)
-                if job_priority(job) is not None:
-                    self.store.set_priority(job_id, job_priority(job), None)
-                self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
-                if isinstance(run, TrackedRun):
-                    save_run(self.store, job_id, run)
-                elif run is not None:
-                    self.store.add_event(job_id, "Warning", "NotTracked", f"this job has no MLflow run: {run}")
-                if unused := unused_images(self.runtime, job):
-                    self.store.add_event(job_id, "Warning", "ImageNotUsed", unused)
-                make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)
-                if isinstance(estimator, dict):  # made and given before any task can write (or plant) there
-                    Layout(self.job_dir(user, job.name) / "ml", estimator).create(code)
-                    if code is not None:
-                        self.store.add_event(job_id, "Normal", "CodeCopied", code.describe())
-                    self.accounts.give(self.job_dir(user, job.name) / "ml", self.accounts.run_as(user), tree=True)
-        except sqlite3.IntegrityError:
-            raise ConflictJobError(f"job {user}~{job.name} already exists; choose another name") from None
-        except (OSError, sqlite3.OperationalError) as exc:  # nothing was written
-            if is_full(exc):
-                shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
-                raise self.space.error(f"job {job.name} was not submitted") from None
-            if not isinstance(exc, OSError):
-                raise
-            # the Estimator's source dir could not be copied
-            shutil.rmtree(self.job_dir(user, job.name), ignore_errors=True)
-            raise InvalidProtocolError(f"could not prepare the job's /ml layout: {exc}") from None
-        self.state.models[job_id] = job
-        self.queue.set_order(job_id, job_priority(job), None, now)
-        self.queue.add(job.virtual_cluster, now, job_id)
-        self.schedule()
-        return {"status": 202, "message": f"job {user}~{job.name} submitted", "name": job.name, "username": user}
+        return estimator
+
+    def _record(
+        self, user: str, body: bytes, job: Job, demands: list[Resources], now: int, run: TrackedRun | str | None
+    ) -> int:
+        """The job's rows (its first attempt, priority, run and events), inside the caller's transaction."""
+        job_id = self.store.insert_job(
+            user,
+            job.name,
+            vc=job.virtual_cluster,
+            now=now,
+            total_gpu=sum(d.gpu for d in demands),
+            total_tasks=len(demands),
+            total_roles=len(job.task_roles),
+            config_format=job.source_format,
+            config_text=job.source_text if job.source_text is not None else body.decode("utf-8-sig"),
+            model=job.model_dump_json(),
+        )
+        self.state.new_attempt(job_id, 0, job)
+        if job_priority(job) is not None:
+            self.store.set_priority(job_id, job_priority(job), None)
+        self.store.add_event(job_id, "Normal", "Submitted", f"job submitted by {user} ({job.source_format})")
+        if isinstance(run, TrackedRun):
+            save_run(self.store, job_id, run)
+        elif run is not None:
+            self.store.add_event(job_id, "Warning", "NotTracked", f"this job has no MLflow run: {run}")
+        if unused := unused_images(self.runtime, job):
+            self.store.add_event(job_id, "Warning", "ImageNotUsed", unused)
+        return job_id
+
+    def _prepare_dir(self, user: str, job_id: int, job: Job, estimator: Any, code: Selection | None) -> None:
+        """The job's logs dir and, for an Estimator, its /ml layout with the code copied, given to the job's
+        account before any task can write (or plant) there; inside the transaction, so a failure leaves no job."""
+        make_job_logs(self.job_dir(user, job.name))  # PAI_OUTPUT_LOGS, ahead of the start (task/env.py)
+        if isinstance(estimator, dict):
+            Layout(self.job_dir(user, job.name) / "ml", estimator).create(code)
+            if code is not None:
+                self.store.add_event(job_id, "Normal", "CodeCopied", code.describe())
+            self.accounts.give(self.job_dir(user, job.name) / "ml", self.accounts.run_as(user), tree=True)
 
     def _code(self, user: str, job: Job, estimator: Any) -> Selection | None:
         """What of the job's source dir is its code (``task/codecopy.py``), chosen before anything is written: never

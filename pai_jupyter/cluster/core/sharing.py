@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ...protocol import Job
 from ...protocol.rules import PREEMPTION_KEY, RUNTIME_PLUGIN_KEY, preemption_problem
+from ..paths import cluster_config
 from .backfill import Res
 
 INTERACTIVE_KEY = "com.pai_jupyter.interactive"
@@ -159,9 +158,8 @@ class Sharing:
     @classmethod
     def load(cls, local: Path) -> Sharing:
         """``local/cluster.yaml``'s, or the defaults; a wrong value stops the daemon with what is wrong."""
-        config = local / "cluster.yaml"
-        data = (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
+        data = cluster_config(local)
         try:
-            return cls.from_config(data if isinstance(data, dict) else {})
+            return cls.from_config(data)
         except ValueError as exc:
-            raise SystemExit(f"pai cluster: {config}: {exc}") from None
+            raise SystemExit(f"pai cluster: {local / 'cluster.yaml'}: {exc}") from None

@@ -24,9 +24,10 @@ from ..task.taskspec import task_spec
 from .accounts import Accounts
 from .backfill import Waiting
 from .errors import NoJobError
+from .launches import launch_for
 from .notify import Notifier, NotifyConfig
 from .queue import JobQueue
-from .scheduler import Capacity, PortAllocator, Resources
+from .scheduler import Capacity, Resources
 from .sharing import Sharing
 from .space import DEFAULT_FLOOR_MB, Space
 from .store import JobCore, JobWithConfig, Store, TaskRow
@@ -62,17 +63,15 @@ class ClusterState:
         self.tracker: Tracker | None = None  # every job an MLflow run, where the daemon turned it on
         self.runtime: Final = runtime
         self.capacity: Final = capacity
-        self.ports = PortAllocator()
+        self.ports = runtime.ports()  # what its tasks listen on (runtime/ports.py)
         self.stop_grace = stop_grace
         self.sharing = sharing or Sharing()  # preemption, fair share, per-user quotas (cluster.yaml)
         self.watchers: dict[tuple[int, int, str, int], asyncio.Task[None]] = {}
         self.models: dict[int, Job] = {}  # the parsed-model cache, oldest first (``job_model``)
         self.queue: Final = JobQueue()
         self._homes: set[str] = set()
-        # a batch system ranks jobs of one priority by the order it got them (Slurm's job ids): it gets them one at a
-        # time, in the queue's order, not from racing threads
-        starters = 1 if runtime.gang_submit else 4
-        self.spawner = ThreadPoolExecutor(max_workers=starters, thread_name_prefix="pai-start")
+        self.launch: Final = launch_for(runtime, self.store, capacity)  # placed here or handed over (launches.py)
+        self.spawner = ThreadPoolExecutor(max_workers=self.launch.starters, thread_name_prefix="pai-start")
         self.runtime_description = runtime.describe()
         self.accounts = Accounts(os_user(), runtime.name, home=local_dir, mapped=self.store.account_of)
         self.accounts.open_path(local_dir)
@@ -155,31 +154,30 @@ class ClusterState:
             self.tracker.changed(row, state, outputs)
 
     def task_spec(self, row: JobCore, job: Job, t: TaskRow, placements: dict[tuple[str, int], Placement]) -> TaskSpec:
-        """Task row ``t``'s spec on this cluster (its runtime, the owner's home and rights, the job's layout, its
-        MLflow run): the same when the task starts and when a service or terminal inside it is started later."""
-        run_as = self.accounts.run_as(row["user"])
-        spec = task_spec(
+        """Task row ``t``'s spec on this cluster (its runtime's view, the owner's home and account, the job's layout
+        and class, its MLflow run), made once: the same when the task starts and when a service or terminal inside
+        it is started later."""
+        return task_spec(
             row,
             job,
             t,
             placements,
-            in_container=self.runtime.in_container,
+            view=self.runtime.view,
             home=self.user_home(row["user"]),
             layout=self.layout(row, job),
             host_paths=self.is_admin(row["user"]),
-            key_group=run_as[1] if run_as else None,
+            run_as=self.accounts.run_as(row["user"]),
+            priority=row["priority"],  # (its row carries its class: store migration 5)
             preemption=self.sharing.preemption_of(job),
+            more_env=self.tracker.task_env(row) if self.tracker is not None else None,
         )
-        if self.tracker is not None:
-            spec.env.update(self.tracker.task_env(row))
-        return spec
 
     def waiting_reason(self, row: JobCore) -> str | None:
         """Why a job waits: at the head of its line, what it lacks; behind it, the job it waits behind and for
         what, and whether it could start now were it not for that job's reservation."""
         ahead = self.queue.position(row["vc"], row["submission_time"], row["id"])
-        if ahead is None and self.runtime.gang_submit and row["state"] == "WAITING":
-            return row["waiting_reason"]  # the runtime's scheduler's words (``Watcher._queued``, watching.py)
+        if ahead is None and (own := self.launch.own_reason(row)) is not None:
+            return own  # the words of the scheduler that holds it (``Watcher._queued``, watching.py)
         if ahead is None or row["execution_type"] != "START":
             return None
         if row["id"] in self.queue.held:

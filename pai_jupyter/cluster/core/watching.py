@@ -1,8 +1,8 @@
-"""A started task's watcher: where a batch system's scheduler runs it (``gang_submit`` runtimes), then its end,
+"""A started task's watcher: where a batch system's scheduler runs it (``launches.Handed``), then its end,
 handed to ``task_ended`` (on a full disk once there is room). On such a runtime a task's exit status is a file of
 the task's own account (Slurm: its ``run/exit_code``), which it can write while it runs on: so the end of the last
 active task the daemon knows in an allocation is recorded only once the runtime has seen that allocation end, or
-ended it (``Runtime.end_allocation``). Nothing of a job outlives its recorded end, unaccounted."""
+ended it (``Batch.end_allocation``). Nothing of a job outlives its recorded end, unaccounted."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class Watcher:
 
     def __init__(self, state: ClusterState, task_ended: TaskEnded) -> None:
         self.state, self.task_ended = state, task_ended
-        self.store, self.runtime = state.store, state.runtime
+        self.store, self.runtime, self.launch = state.store, state.runtime, state.launch
 
     def watch(self, job_id: int, t: TaskRow, handle: TaskHandle) -> None:
         """Wait for the started task ``t`` in the background and record its end (recovery re-attaches with it; so
@@ -66,16 +66,15 @@ class Watcher:
 
         async def watch() -> None:
             try:
-                if self.runtime.gang_submit:
-                    where = await self.runtime.running(handle, Path(task_dir), lambda why: self._queued(job_id, why))
-                    if where is not None:
-                        await space.eventually(lambda: self._task_running(job_id, t, handle, where), what)
+                where = await self.launch.placed(handle, Path(task_dir), lambda why: self._queued(job_id, why))
+                if where is not None:  # (None: it ran from its start, or never ran)
+                    await space.eventually(lambda: self._task_running(job_id, t, handle, where), what)
                 result = await self.runtime.wait(handle, Path(task_dir))
                 # the check and the record below are one turn of the loop: of tasks that end together, one is last
-                if self.runtime.gang_submit and self._last_in_allocation(job_id, t, handle):
-                    said = await self.runtime.end_allocation(handle)
-                    if said:
-                        result = replace(result, diagnostics=f"{result.diagnostics}; {said}".strip("; "))
+                last = lambda: self._last_in_allocation(job_id, t, handle)  # noqa: E731
+                said = await self.launch.allocation_ended(handle, last)
+                if said:
+                    result = replace(result, diagnostics=f"{result.diagnostics}; {said}".strip("; "))
             except Exception as exc:
                 log.exception("waiting for %s failed", key)
                 result = TaskExit(exit_code=255, diagnostics=f"lost track of the task: {exc}")

@@ -8,7 +8,7 @@ Every route needs a bearer token except login; a user sees only their own jobs (
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tornado.httputil
 import tornado.web
@@ -16,7 +16,6 @@ import tornado.web
 from ...protocol.parse import MAX_DOCUMENT_BYTES
 from ..core.errors import NoApiError
 from ..core.hub import HubLink
-from ..core.service import Cluster
 from . import (
     hub,
     inventory,
@@ -35,6 +34,9 @@ from . import (
     users,
 )
 from .base import HUB, JOB, Base
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 
 class NotFound(Base):

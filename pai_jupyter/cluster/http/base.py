@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tornado.httputil
 import tornado.web
@@ -16,12 +16,14 @@ from ...common.origin import decode as decode_origin
 from ...protocol import Job
 from ..core.errors import ApiError, BadRequest, NoJobError, UnauthorizedUserError
 from ..core.hub import HubLink
-from ..core.service import Cluster
 from ..core.space import is_full
 from ..core.store import APPLICATION, JobWithConfig, TokenUser
 from ..core.store.tracking import TrackedRun
 from . import peer
 from .hubauth import hub_user
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 JOB = r"/api/v2/jobs/([^/~]+)~([^/]+)"
 Route = tuple[str, type[tornado.web.RequestHandler], dict[str, Any]]  # a pattern, its handler, its arguments

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import TYPE_CHECKING
 
 from ..core.errors import ConflictJobError, ForbiddenUserError
 from ..core.hub import HubConfig, HubLink
-from ..core.service import Cluster
 from ..core.store import TokenUser
 from ..core.store.users import USER_NAME
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 
 async def hub_user(hub: HubLink, cluster: Cluster, token: str) -> TokenUser | None:

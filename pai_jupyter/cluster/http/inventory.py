@@ -13,12 +13,14 @@ Shapes follow OpenPAI's server code (controllers/v2/storage.js, group.js, cluste
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ForbiddenUserError, NoGroupError, NoStorageError, NoVirtualClusterError
-from ..core.service import Cluster
 from ..runtime.base import LOCAL_NODE, Node
 from .base import Base, Route
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 ADMIN_GROUP = "admingroup"
 

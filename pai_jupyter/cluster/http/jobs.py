@@ -175,7 +175,7 @@ class Attempts(Base):
         tasks = self.cluster.store.tasks(row["id"])
         attempts = self.cluster.store.attempts(row["id"])
         attempts = attempts[:1] + attempts[:0:-1]
-        priority = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
+        priority = row["priority"]
         self.write_json(
             [views.attempt_item(row, a, [t for t in tasks if t["attempt"] == a["attempt"]], priority) for a in attempts]
         )

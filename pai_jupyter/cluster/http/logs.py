@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from tornado.iostream import StreamClosedError
 
 from ...common.states import FINAL
 from ..core.errors import BadRequest, NoTaskLogError, NotFoundError, RangeNotSatisfiable, UnauthorizedUserError
-from ..core.service import Cluster
 from ..core.store import JobCore, TaskRow
 from ..runtime.taskdir import LOGS, RUNTIME_LOG
 from ..task.logs import LogSigner, RangeError, byte_range, follow, log_names, log_size, read_chunks, read_log
 from .base import JOB, MAX_INT, Base, Route, authenticate
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 
 def _task(cluster: Cluster, row: JobCore, attempt: str, role: str, idx: str) -> TaskRow:

@@ -5,16 +5,18 @@ routes OpenPAI still serves. Shapes follow OpenPAI's server code (controllers/v2
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ... import __version__
+from ...common.version import __version__
 from ..core.errors import BadRequest, ForbiddenUserError, NoTagError, NotFoundError, NoUserError, NoVirtualClusterError
-from ..core.service import Cluster
 from ..core.store import APPLICATION, JobCore, UserSummary, hash_token
 from . import peer, views
 from .authn import LoginLimiter, login, login_body
 from .base import JOB, MAX_INT, Base, Route, authenticate, request_token
 from .inventory import group_names
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 TAG = re.compile(r"^.{1,255}$", re.S)
 
@@ -243,7 +245,7 @@ class JobAttemptOne(Base):
         if found is None:
             raise NotFoundError(f"Job attempt not found in job {user}~{name} with jobAttemptIndex {attempt}")
         tasks = self.cluster.store.tasks(row["id"], number)
-        priority = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
+        priority = row["priority"]
         self.write_json({**views.attempt_item(row, found, tasks, priority), "isLatest": True})
 
 

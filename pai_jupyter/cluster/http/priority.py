@@ -18,7 +18,7 @@ class Priority(Base):
             raise ForbiddenUserError("only an admin may change a job's priority or place in the queue")
         row = self.own_job(user, name)
         body = self.json_body()
-        current = self.cluster.store.priorities_of([row["id"]]).get(row["id"])
+        current = row["priority"]
         priority = check_priority(body["jobPriority"]) if "jobPriority" in body else current
         position = body.get("position")
         if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 0):

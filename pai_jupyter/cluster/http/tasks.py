@@ -9,15 +9,17 @@ ownership rules as every other route.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from terminado.management import PtyWithClients, UniqueTermManager
 from terminado.websocket import TermSocket
 
 from ..core import taskops
 from ..core.errors import ApiError, NotFoundError
-from ..core.service import Cluster
 from .base import HUB, MAX_INT, Base, Route, authenticate, visible_job
+
+if TYPE_CHECKING:
+    from ..core.service import Cluster
 
 
 class Services(Base):

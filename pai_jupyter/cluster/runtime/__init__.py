@@ -8,13 +8,13 @@ from .base import (
     EXIT_LOST,
     EXIT_OOM,
     EXIT_START_FAILED,
-    Mount,
     Runtime,
     TaskExit,
     TaskHandle,
     TaskSpec,
     TaskStartError,
 )
+from .view import Mount, TaskView
 
 __all__ = [
     "EXIT_IMAGE_NOT_FOUND",
@@ -27,4 +27,5 @@ __all__ = [
     "TaskHandle",
     "TaskSpec",
     "TaskStartError",
+    "TaskView",
 ]

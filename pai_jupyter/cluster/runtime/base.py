@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .ports import PortAllocator, Span
+from .view import HOST, Mount, TaskView
+
 # Exit codes with a meaning of their own (OpenPAI's exit spec where it has one).
 EXIT_IMAGE_NOT_FOUND = 254
 EXIT_OOM = -1200
@@ -30,13 +33,6 @@ LOCAL_NODE = "local"  # the node name the task table shows for this machine's ru
 DEFAULT_PIDS_LIMIT = 4096
 """The most processes (threads included) one task may have, by default (the daemon's ``--pids-limit``): a fork
 bomb in a task stays in that task. 0: no limit."""
-
-
-@dataclass
-class Mount:
-    host_path: str
-    container_path: str
-    read_only: bool = False
 
 
 @dataclass
@@ -133,24 +129,18 @@ class TaskStartError(RuntimeError):
 
 class Runtime(abc.ABC):
     name: str
-    in_container: bool = False
-    """Tasks run in containers: they see the task dir at ``taskdir.IN_CONTAINER``, ``/userhome`` and the job's
-    directories through mounts, and run as root there; else they run on this host, at host paths."""
+    view: TaskView = HOST
+    """How its tasks see the job's files (``view.py``): at host paths (this default), or in a container through
+    mounts, running as root there."""
     host_ip: str = LOOPBACK
     """The IP a task is reached at, known before it starts (``PAI_HOST_IP_*``, the task table): this host's
     loopback for the runtimes of this machine. A runtime whose tasks run on other nodes gives each task its
     node's IP when it runs (see ``runtime/slurm``)."""
-    gang_submit: bool = False
-    """The runtime schedules and places whole jobs itself (a batch system): the daemon hands it every task of a
-    job attempt at once through ``start_job``, as soon as they wait, and checks no capacity of its own."""
+    task_ports: Span | None = None
+    """The range its tasks' ports come from (``taskPorts`` in cluster.yaml); None: any free port of this host."""
     local_gpus: bool = True
     """A task's GPU indices are this machine's, so the daemon's NVML samples them (charts, GPU-idle release). A
     runtime whose tasks run on other nodes says False: sampling here would report another machine's GPUs."""
-
-    def start_job(self, specs: list[TaskSpec]) -> list[TaskHandle]:
-        """Start these tasks of one job attempt together (a ``gang_submit`` runtime); one handle per spec, in
-        order. Raises TaskStartError for all of them. Default: one start each."""
-        return [self.start(spec) for spec in specs]
 
     @abc.abstractmethod
     def start(self, spec: TaskSpec) -> TaskHandle:
@@ -161,23 +151,10 @@ class Runtime(abc.ABC):
         the event loop; None means "call start() in a worker thread". Raises TaskStartError. Default: None."""
         return None
 
-    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
-        """Resolve once a started task runs, with where; None when it ended without running. A ``gang_submit``
-        runtime's job may first wait in its scheduler's queue: ``waiting`` is told why, in that scheduler's words,
-        while it does. Default: a task runs from its start, on this host."""
-        return Where(LOCAL_NODE, self.host_ip)
-
     @abc.abstractmethod
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         """Resolve when the task has ended (its exit status read from ``task_dir``); works for a handle from before
         a daemon restart."""
-
-    async def end_allocation(self, handle: TaskHandle) -> str:
-        """A ``gang_submit`` runtime: the daemon has the exit status of every task it knows in ``handle``'s
-        allocation and records the last one's end after this returns. Where a task's exit status is a file the task
-        can write while it runs on, make sure the allocation has ended (end it) and say so when that took ending
-        it. Default: nothing (``wait`` resolved once the task's process or container had ended)."""
-        return ""
 
     @abc.abstractmethod
     def stop(self, handle: TaskHandle, grace: float = 3.0, sig: int = signal.SIGTERM) -> None:
@@ -219,6 +196,12 @@ class Runtime(abc.ABC):
     def describe(self) -> str:
         return self.name
 
+    def ports(self) -> PortAllocator:
+        """Where the ports of this runtime's tasks come from. Default: free ports of this host (its tasks share
+        its network), within ``task_ports`` when set. A runtime whose tasks have a network of their own (a pod's)
+        supplies its own rule."""
+        return PortAllocator(self.task_ports)
+
     def login_account(self, run_as: tuple[int, int] | None, owner: str) -> str:
         """The account ``ssh`` logs into a task as: the one the task runs as (``run_as``; None: ``owner``, the
         daemon's). A runtime whose tasks run as root in containers says root."""
@@ -228,17 +211,6 @@ class Runtime(abc.ABC):
             return pwd.getpwuid(run_as[0]).pw_name
         except KeyError:
             return str(run_as[0])
-
-    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
-        """A job already handed to this runtime's scheduler (``gang_submit``) got a new priority class (None:
-        OpenPAI's default): tell that scheduler. Default: nothing (the daemon's queue orders the others)."""
-        return None
-
-    def held(self, handle: TaskHandle) -> Held | None:
-        """A ``gang_submit`` runtime: where its scheduler holds the job of ``handle`` while it is pending there (its
-        place in that scheduler's line, the start that scheduler expects), as the runtime last saw it, without
-        asking (the queue's answer, docs/queue.md). None: not pending there, or not known. Default: None."""
-        return None
 
     def resources(self) -> tuple[int, int, int] | None:
         """CPUs, memory (MB) and GPUs of the machines a runtime's own scheduler places tasks on (a batch system's
@@ -264,6 +236,40 @@ class Runtime(abc.ABC):
 
     def close(self) -> None:
         """Free what the runtime holds for itself (not its tasks, which outlive the daemon); default: nothing."""
+        return None
+
+
+class Batch(abc.ABC):
+    """A runtime that is a batch system supplies its scheduler by being a ``Batch`` too (Slurm's): the daemon then
+    hands it every task of a job attempt at once, as soon as they wait, checks no capacity of its own, and the
+    task runs once that scheduler places it (``core/launches.py``: ``Handed``). Every other runtime's tasks are
+    placed by the daemon's own plan and run from their start (``Placed``)."""
+
+    @abc.abstractmethod
+    def start_job(self, specs: list[TaskSpec]) -> list[TaskHandle]:
+        """Start these tasks of one job attempt together, in one allocation; one handle per spec, in order.
+        Raises TaskStartError for all of them."""
+
+    @abc.abstractmethod
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        """Resolve once a started task runs, with where (its node, its IP, the GPUs the scheduler gave it); None
+        when it ended without running. While the job waits in the scheduler's queue, ``waiting`` is told why, in
+        that scheduler's words."""
+
+    async def end_allocation(self, handle: TaskHandle) -> str:
+        """The daemon has the exit status of every task it knows in ``handle``'s allocation and records the last
+        one's end after this returns. Where a task's exit status is a file the task can write while it runs on,
+        make sure the allocation has ended (end it) and say so when that took ending it. Default: nothing."""
+        return ""
+
+    def reprioritise(self, handles: list[TaskHandle], priority: str | None) -> None:
+        """A job already handed to the scheduler got a new priority class (None: OpenPAI's default): tell it."""
+        return None
+
+    def held(self, handle: TaskHandle) -> Held | None:
+        """Where the scheduler holds the job of ``handle`` while it is pending there (its place in that
+        scheduler's line, the start it expects), as the runtime last saw it, without asking (the queue's answer,
+        docs/queue.md). None: not pending there, or not known."""
         return None
 
 

@@ -44,10 +44,11 @@ from .base import (
 )
 from .shim import SHIM_SH
 from .taskdir import SCRIPT_ENV
+from .view import CONTAINER
 
 T = TypeVar("T")
 TASK_MOUNT = taskdir.IN_CONTAINER
-COMMAND = ["/bin/sh", f"{TASK_MOUNT}/{taskdir.SHIM_COPY}", f"{TASK_MOUNT}/{taskdir.RUN}"]
+COMMAND = ["/bin/sh", f"{TASK_MOUNT}/{taskdir.SHIM_COPY}", f"{TASK_MOUNT}/{taskdir.RUN}", *taskdir.OOM_FILES]
 ALIVE_STATES = ("running", "paused", "restarting")
 
 
@@ -95,11 +96,10 @@ def _in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
 
 
 class DockerRuntime(Runtime):
-    """Runs tasks as containers. ``pull_timeout``: seconds one pull of a missing image may take; ``pids_limit``:
-    the most processes a container may have (0: the engine's default, usually none)."""
+    """Runs tasks as containers. ``pull_timeout``: seconds one pull may take; ``pids_limit``: 0: the engine's."""
 
     name = "docker"
-    in_container = True
+    view = CONTAINER  # its tasks see the job files through mounts, as root (view.py)
 
     def __init__(
         self,
@@ -280,7 +280,7 @@ class DockerRuntime(Runtime):
             if handle.id in self._stopped and code == 137:
                 diag = "killed with SIGKILL: the task did not end within the stop grace period"
         sig = code - 128 if 128 < code <= 128 + 64 else None
-        if state.get("OOMKilled") and code != 0:
+        if code != 0 and (state.get("OOMKilled") or taskdir.oom_killed(self.logs_dir(task_dir))):
             limit = handle.info.get("memory_mb") or self._memory_mb(container)
             diag = f"out of memory: the task used more than {limit} MB (limit enforced by Docker)"
             return TaskExit(exit_code=code, diagnostics=diag, oom=True, signal=sig)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .base import DEFAULT_PIDS_LIMIT, Runtime
+from .ports import Span
 
 GROUP = "pai_jupyter.runtimes"
 BUILTIN = {
@@ -31,6 +32,7 @@ class Options:
     cpu_limits: bool = False
     warm_dir: Path | None = None
     pids_limit: int = DEFAULT_PIDS_LIMIT
+    task_ports: Span | None = None  # cluster.yaml's taskPorts: the runtime's own default where None
 
 
 class Factory(Protocol):
@@ -81,4 +83,7 @@ def factory(name: str) -> Factory:
 
 
 def make(name: str, options: Options) -> Runtime:
-    return factory(name)(options)
+    runtime = factory(name)(options)
+    if options.task_ports is not None:  # the site's range, for a plug-in's runtime too
+        runtime.task_ports = options.task_ports
+    return runtime

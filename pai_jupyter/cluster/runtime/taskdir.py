@@ -20,9 +20,9 @@ a container), so the directory is split by who writes (docs/security.md):
 - ``run/`` and ``work/`` are the task's (its account owns them): ``run/service-<name>.log``, ``.pid`` and
   ``.missing`` (the service's reason it cannot run, e.g. no sshd) and whatever sockets its services make;
   ``work/`` is the default working directory. On Docker the container sees the control part read-only at
-  ``IN_CONTAINER`` and ``run/`` writable below it, and its shim (shim.sh, in the container) writes its logs and
-  exit status into ``run/`` (``Runtime.logs_dir``): the container's words, read by the daemon like any file a
-  task can write.
+  ``IN_CONTAINER`` and ``run/`` writable below it, and its shim (shim.sh, in the container) writes its logs, exit
+  status and ``oom_kills`` (its cgroup's count of OOM kills) into ``run/`` (``Runtime.logs_dir``): the
+  container's words, read by the daemon like any file a task can write.
 
 The daemon reads every file of a task directory through ``safeio`` (no symlink followed, regular files only,
 bounded), so even a control file is read safely as a second line. An empty integer file reads as missing.
@@ -39,6 +39,8 @@ from typing import Any
 from ...common import safeio
 
 IN_CONTAINER = "/pai/task"  # where a container sees its task directory (a bind mount)
+OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+"""Where a container's shim.sh reads its cgroup's count of OOM kills (cgroup v2, v1) into ``OOM_KILLS``."""
 SCRIPT_ENV = "PAI_JUPYTER_COMMAND"  # how shim.sh receives the task's script (it unsets it before the command)
 SERVICE_BIN = "PAI_SERVICE_BIN"  # process runtime: where the platform's own services (TensorBoard, Jupyter) are
 SERVICE_HOST = '"${PAI_SERVICE_HOST:-127.0.0.1}"'
@@ -53,6 +55,7 @@ RUNTIME_LOG = "runtime"
 PID = "pid"
 EXIT_CODE = "exit_code"
 EXIT_CODE_TMP = "exit_code.tmp"
+OOM_KILLS = "oom_kills"  # shim.sh in a container: its cgroup's count of OOM kills, once the command is done
 EXEC_SOCKET = "exec.sock"  # the C shim's: shells inside the task (shim.c, "A shell in the task")
 # written by the runtime
 COMMAND = "command.sh"
@@ -102,6 +105,11 @@ def read_int(path: Path) -> int | None:
 def exit_code(logs_dir: Path) -> int | None:
     """The exit status a shim wrote into ``logs_dir`` (the task directory, or its ``run/`` on Docker)."""
     return read_int(Path(logs_dir) / EXIT_CODE)
+
+
+def oom_killed(logs_dir: Path) -> bool:
+    """Whether the kernel killed a process of the task for memory, as a container's shim counted it."""
+    return (read_int(Path(logs_dir) / OOM_KILLS) or 0) > 0
 
 
 def clear_stale(task_dir: Path) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol import Job, TaskRole
+from ..runtime.view import TaskView
 
 
 @dataclass
@@ -39,32 +40,45 @@ def task_env(
     *,
     extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """Every variable a task sees, right for multi-role, multi-task jobs."""
-    env: dict[str, str] = {}
-    env.update({k: _value(v) for k, v in job.parameters.items() if k.isidentifier()})
+    """Every variable a task sees, right for multi-role, multi-task jobs: the job's parameters, what describes the
+    job, each role and where its tasks are, then this task, then ``extra``."""
+    env: dict[str, str] = {k: _value(v) for k, v in job.parameters.items() if k.isidentifier()}
+    env |= _job_env(job, user, vc) | _roles_env(job, placements) | _current_env(job, role, index, placements)
+    env.update(extra or {})
+    return env
+
+
+def _completion(r: TaskRole) -> tuple[int, int]:
+    """A role's min failed (-1: never) and min succeeded tasks (all its instances unless it says)."""
+    return (-1 if r.min_failed is None else r.min_failed, r.instances if r.min_succeeded is None else r.min_succeeded)
+
+
+def _job_env(job: Job, user: str, vc: str) -> dict[str, str]:
     roles = [r.name for r in job.task_roles]
     total = job.total_tasks
-    env.update(
-        {
-            "PAI_JOB_NAME": job.name,
-            "PAI_FRAMEWORK_NAME": f"{user}~{job.name}",
-            "PAI_USER_NAME": user,
-            "PAI_USERNAME": user,
-            "PAI_DEFAULT_FS_URI": "",
-            "PAI_VIRTUAL_CLUSTER": vc,
-            "PAI_TASK_ROLE_COUNT": str(len(roles)),
-            "PAI_TASK_ROLE_LIST": ",".join(roles),
-            "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)),
-            "PAI_TASK_ROLES_NUM": str(len(roles)),
-            "PAI_JOB_TASK_ROLE_LIST": ",".join(roles),
-            "PAI_JOB_TASK_COUNT": str(total),
-            "PAI_TASKS_NUM": str(total),
-        }
-    )
+    return {
+        "PAI_JOB_NAME": job.name,
+        "PAI_FRAMEWORK_NAME": f"{user}~{job.name}",
+        "PAI_USER_NAME": user,
+        "PAI_USERNAME": user,
+        "PAI_DEFAULT_FS_URI": "",
+        "PAI_VIRTUAL_CLUSTER": vc,
+        "PAI_TASK_ROLE_COUNT": str(len(roles)),
+        "PAI_TASK_ROLE_LIST": ",".join(roles),
+        "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)),
+        "PAI_TASK_ROLES_NUM": str(len(roles)),
+        "PAI_JOB_TASK_ROLE_LIST": ",".join(roles),
+        "PAI_JOB_TASK_COUNT": str(total),
+        "PAI_TASKS_NUM": str(total),
+    }
+
+
+def _roles_env(job: Job, placements: dict[tuple[str, int], Placement]) -> dict[str, str]:
+    """Each role's counts and resources, and where each of its tasks is (its IP and ports)."""
+    env: dict[str, str] = {}
     instances = []
     for r in job.task_roles:
-        min_failed = -1 if r.min_failed is None else r.min_failed
-        min_succeeded = r.instances if r.min_succeeded is None else r.min_succeeded
+        min_failed, min_succeeded = _completion(r)
         env[f"PAI_TASK_ROLE_TASK_COUNT_{r.name}"] = str(r.instances)
         env[f"PAI_RESOURCE_{r.name}"] = f"{r.gpu},{r.cpu},{r.memory_mb},{r.shm_mb}"
         env[f"PAI_MIN_FAILED_TASK_COUNT_{r.name}"] = str(min_failed)
@@ -83,38 +97,39 @@ def task_env(
             hosts.append(f"{p.host_ip}:{port}" if port else p.host_ip)
         env[f"PAI_TASK_ROLE_{r.name}_HOST_LIST"] = ",".join(hosts)
     env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
+    return env
 
+
+def _current_env(job: Job, role: TaskRole, index: int, placements: dict[tuple[str, int], Placement]) -> dict[str, str]:
+    """This task: its role and index, its address, ports and GPUs, its resources and the job's directories."""
     me = placements[(role.name, index)]
     port = _first_port(me)
-    min_failed = -1 if role.min_failed is None else role.min_failed
-    min_succeeded = role.instances if role.min_succeeded is None else role.min_succeeded
-    env.update(
-        {
-            "PAI_CURRENT_TASK_ROLE_NAME": role.name,
-            "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
-            "PAI_TASK_INDEX": str(index),
-            "PAI_TASK_ROLE_NAME": role.name,
-            "PAI_TASK_ROLE_INDEX": str(roles.index(role.name)),
-            "PAI_CURRENT_CONTAINER_IP": me.host_ip,
-            "PAI_CONTAINER_HOST_IP": me.host_ip,
-            "PAI_CURRENT_CONTAINER_PORT": str(port or ""),
-            "PAI_CONTAINER_HOST_PORT": str(port or ""),
-            "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{k}:{','.join(map(str, v))}" for k, v in me.ports.items()),
-            "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.instances),
-            "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu),
-            "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb),
-            "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu),
-            "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
-            "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(min_failed),
-            "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(min_succeeded),
-            "PAI_TASK_CPU_NUM": str(role.cpu),
-            "PAI_TASK_MEM_MB": str(role.memory_mb),
-            "PAI_TASK_GPU_NUM": str(role.gpu),
-            "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
-            "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    min_failed, min_succeeded = _completion(role)
+    env = {
+        "PAI_CURRENT_TASK_ROLE_NAME": role.name,
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_TASK_INDEX": str(index),
+        "PAI_TASK_ROLE_NAME": role.name,
+        "PAI_TASK_ROLE_INDEX": str([r.name for r in job.task_roles].index(role.name)),
+        "PAI_CURRENT_CONTAINER_IP": me.host_ip,
+        "PAI_CONTAINER_HOST_IP": me.host_ip,
+        "PAI_CURRENT_CONTAINER_PORT": str(port or ""),
+        "PAI_CONTAINER_HOST_PORT": str(port or ""),
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(f"{k}:{','.join(map(str, v))}" for k, v in me.ports.items()),
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(role.instances),
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(role.cpu),
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(role.memory_mb),
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(role.gpu),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(role.shm_mb),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(min_failed),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(min_succeeded),
+        "PAI_TASK_CPU_NUM": str(role.cpu),
+        "PAI_TASK_MEM_MB": str(role.memory_mb),
+        "PAI_TASK_GPU_NUM": str(role.gpu),
+        "PAI_RESOURCE": f"{role.gpu},{role.cpu},{role.memory_mb},{role.shm_mb}",
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, me.gpus)),
+        "PYTHONUNBUFFERED": "1",
+    }
     if me.gpus:  # host ids, for the NVIDIA container runtime; without GPUs the runtime's default applies (docker: void)
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, me.gpus))
     if "ssh" in me.ports:
@@ -125,7 +140,6 @@ def task_env(
         pre = job.prerequisite(kind, getattr(role, kind))
         if pre is not None and pre.uri:
             env[var] = pre.uri[0] if isinstance(pre.uri, list) else pre.uri
-    env.update(extra or {})
     return env
 
 
@@ -151,9 +165,9 @@ def job_logs_dir(task_dir: Path) -> Path:
     return make_job_logs(task_dir.parent)
 
 
-def job_logs_env(task_dir: Path, in_container: bool) -> dict[str, str]:
+def job_logs_env(task_dir: Path, view: TaskView) -> dict[str, str]:
     """``PAI_OUTPUT_LOGS`` of a plain job (an Estimator job's layout sets its own ``/ml/output/logs/``)."""
-    return {LOGS_VAR: f"{JOB_LOGS_IN_CONTAINER}/" if in_container else f"{job_logs_dir(task_dir)}/"}
+    return {LOGS_VAR: f"{view.path(job_logs_dir(task_dir), JOB_LOGS_IN_CONTAINER)}/"}
 
 
 # ---- the job's checkpoints and how a preempted task is told (docs/checkpoint.md) ---------------------------------
@@ -170,9 +184,9 @@ def job_checkpoints_dir(task_dir: Path) -> Path:
     return path
 
 
-def preemption_env(task_dir: Path, in_container: bool, grace_s: float, signal: str) -> dict[str, str]:
+def preemption_env(task_dir: Path, view: TaskView, grace_s: float, signal: str) -> dict[str, str]:
     """The checkpoint contract's variables: where to checkpoint, how long a preempted task has, and its signal."""
-    where = JOB_CHECKPOINTS_IN_CONTAINER if in_container else str(job_checkpoints_dir(task_dir))
+    where = view.path(job_checkpoints_dir(task_dir), JOB_CHECKPOINTS_IN_CONTAINER)
     return {
         CHECKPOINT_VAR: f"{where}/",
         "PAI_PREEMPT_GRACE_SECONDS": f"{grace_s:g}",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..runtime.base import Mount
+from ..runtime.view import Mount, TaskView
 from . import codecopy
 
 OUTPUTS = ("model", "checkpoints", "logs")
@@ -78,8 +78,8 @@ class Layout:
             codecopy.copy(code, self.usercode)
         self.usercode.mkdir(exist_ok=True)
 
-    def env(self, in_container: bool) -> dict[str, str]:
-        base = "/ml" if in_container else str(self.root)
+    def env(self, view: TaskView) -> dict[str, str]:
+        base = view.path(self.root, "/ml")
         hps = self.spec.get("hyperparameters") or {}
         env = {
             "PAI_CONFIG_DIR": f"{base}/input/config",
@@ -93,28 +93,26 @@ class Layout:
             if is_remote(uri):
                 env[f"PAI_INPUT_{env_name(channel)}"] = uri
                 continue
-            path = host_path(uri)
-            if in_container:
-                inside = f"/ml/input/data/{channel}/"
-                env[f"PAI_INPUT_{env_name(channel)}"] = inside if path.is_dir() else inside + path.name
-            else:
-                env[f"PAI_INPUT_{env_name(channel)}"] = str(path) + ("/" if path.is_dir() else "")
+            path = host_path(uri)  # a file's channel is its directory, shared whole (``mounts``)
+            seen = view.path(path if path.is_dir() else path.parent, f"/ml/input/data/{channel}")
+            env[f"PAI_INPUT_{env_name(channel)}"] = f"{seen}/" + ("" if path.is_dir() else path.name)
         return env
 
-    def mounts(self) -> list[Mount]:
-        out = [
-            Mount(str(self.usercode), "/ml/usercode"),
-            Mount(str(self.root / "input" / "config"), "/ml/input/config", read_only=True),
-        ]
-        out += [Mount(str(self.output(o)), f"/ml/output/{o}") for o in OUTPUTS]
+    def mounts(self, view: TaskView) -> list[Mount]:
+        """What makes the paths of ``env`` true in the task (nothing where it sees the host's)."""
+        out = view.share(self.usercode, "/ml/usercode") + view.share(
+            self.root / "input" / "config", "/ml/input/config", True
+        )
+        for o in OUTPUTS:
+            out += view.share(self.output(o), f"/ml/output/{o}")
         for channel, uri in (self.spec.get("inputs") or {}).items():
             if not is_remote(uri):
                 path = host_path(uri)
-                out.append(Mount(str(path if path.is_dir() else path.parent), f"/ml/input/data/{channel}", True))
+                out += view.share(path if path.is_dir() else path.parent, f"/ml/input/data/{channel}", True)
         return out
 
-    def work_dir(self, in_container: bool) -> str:
-        return "/ml/usercode" if in_container else str(self.usercode)
+    def work_dir(self, view: TaskView) -> str | None:
+        return view.work_dir(self.usercode, "/ml/usercode")
 
 
 def problems(spec: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...common import services as catalogue
+from ...common import tensorboard_guard
 from ...common.routes import service_route, service_tasks
 from ...protocol import Job
 from ..runtime import taskdir
@@ -45,6 +46,13 @@ def planned(job: Job) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     return out
 
 
+def ports_wanted(job: Job) -> int:
+    """The ports one attempt of ``job`` takes from the runtime's range: its roles' labelled ports (but those at a
+    ``beginAt`` of their own) and one per service a task runs."""
+    labelled = sum(p.count * r.instances for r in job.task_roles for p in r.ports if not p.begin_at)
+    return labelled + sum(len(names) for names in planned(job).values())
+
+
 def base_path(user: str, job_name: str, role: str, idx: int, service: str) -> str:
     """Where the service serves: under its route on the Jupyter server where it knows it (Jupyter), else "/"."""
     s = catalogue.by_name(service)
@@ -60,29 +68,9 @@ def new_token() -> str:
     return secrets.token_hex(24)
 
 
-# TensorBoard has no auth of its own and answers anyone who can reach its port (every local user): it runs
-# behind a WSGI guard that wants the service's token (which only the task and the proxy in the user's Jupyter
-# server hold) in ``Authorization: token ...``, the header the proxy already sends to a task's Jupyter. Plain
-# TensorBoard APIs (program.TensorBoard's server_class), so it works with whatever TensorBoard the image has;
-# one too old for them fails to start rather than serving without a credential.
-TENSORBOARD_GUARD = """
-import hmac, os, sys
-from tensorboard import program
-token = ("token " + os.environ.pop("PAI_SERVICE_TOKEN_TENSORBOARD")).encode()
-def guard(app):
-    def guarded(environ, start_response):
-        if hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", "").encode(), token):
-            return app(environ, start_response)
-        start_response("403 Forbidden", [("Content-Type", "text/plain")])
-        return [b"this TensorBoard answers only through the pai_jupyter proxy\\n"]
-    return guarded
-class Server(program.WerkzeugServer):
-    def __init__(self, wsgi_app, flags):
-        super().__init__(guard(wsgi_app), flags)
-tb = program.TensorBoard(server_class=Server)
-tb.configure(argv=["tensorboard", *sys.argv[1:]])
-sys.exit(tb.main())
-"""
+# TensorBoard has no auth of its own: a task's runs behind the one token guard (common/tensorboard_guard.py),
+# its source run with ``python3 -c`` (the task may not have pai_jupyter).
+TENSORBOARD_GUARD = tensorboard_guard.source()
 
 
 JUPYTER_DIRS = (

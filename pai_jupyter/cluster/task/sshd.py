@@ -33,6 +33,7 @@ from ...common import safeio
 from ...protocol import Job
 from ...protocol.rules import SSH_PUBLIC_KEY
 from ..runtime import taskdir
+from ..runtime.view import Mount, TaskView
 from . import jobkey
 
 KEY_RE = re.compile(SSH_PUBLIC_KEY)
@@ -142,7 +143,7 @@ def authorized_keys(
 
 
 def enrich(
-    own: dict[str, Any], job_dir: Path, home: Path, *, in_container: bool, comment: str, group: int | None = None
+    own: dict[str, Any], job_dir: Path, home: Path, *, view: TaskView, comment: str, group: int | None = None
 ) -> dict[str, Any]:
     """The task's services with what its sshd needs added (keys, where the job key is in the task). ``group``: the
     gid of the account the job's tasks run as, which may read the job key (None: the daemon's own account)."""
@@ -151,11 +152,8 @@ def enrich(
     info = dict(own["ssh"])
     params = info.get("parameters") or {}
     info["authorizedKeys"] = authorized_keys(job_dir, home, params, comment, group)
-    info["jobKey"] = (
-        (f"{DOCKER_JOB_KEY_DIR}/{JOB_KEY}" if in_container else str(job_key_dir(job_dir) / JOB_KEY))
-        if params.get("jobssh")
-        else None
-    )
+    key_dir = job_key_dir(job_dir)
+    info["jobKey"] = f"{view.path(key_dir, DOCKER_JOB_KEY_DIR)}/{JOB_KEY}" if params.get("jobssh") else None
     return {**own, "ssh": info}
 
 
@@ -281,9 +279,7 @@ def barrier(info: dict[str, Any]) -> str:
     )
 
 
-def mounts(own: dict[str, Any], job_dir: Path) -> list[Any]:
-    """Docker: the job's key dir, read-only, where ``jobKey`` says (jobssh only)."""
-    from ..runtime.base import Mount
-
+def mounts(own: dict[str, Any], job_dir: Path, view: TaskView) -> list[Mount]:
+    """The job's key dir, read-only, where ``jobKey`` says (jobssh only; a container sees it through a mount)."""
     info = own.get("ssh") or {}
-    return [Mount(str(job_key_dir(job_dir)), DOCKER_JOB_KEY_DIR, read_only=True)] if info.get("jobKey") else []
+    return view.share(job_key_dir(job_dir), DOCKER_JOB_KEY_DIR, read_only=True) if info.get("jobKey") else []

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...protocol import Job, containerpaths, render_commands
+from ...protocol import Job, TaskRole, render_commands
 from ...protocol.render import MASK
 from ..runtime import taskdir
-from ..runtime.base import Mount, TaskSpec
+from ..runtime.base import TaskSpec
+from ..runtime.view import Mount, TaskView
 from . import services, sshd
 from .env import (
     JOB_CHECKPOINTS_IN_CONTAINER,
@@ -33,59 +34,53 @@ def task_spec(
     t: TaskRow,
     placements: dict[tuple[str, int], Placement],
     *,
-    in_container: bool,
+    view: TaskView,
     home: Path,
     layout: Layout | None,
     host_paths: bool = False,
-    key_group: int | None = None,
+    run_as: tuple[int, int] | None = None,
+    priority: str | None = None,
     preemption: tuple[float, str] = (30.0, "TERM"),
+    more_env: dict[str, str] | None = None,
 ) -> TaskSpec:
-    """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``). With ``host_paths``
-    (the job's owner is an admin), a Docker task also sees its data / output / code dirs when they are
-    existing host directories, at the same paths (data and code read-only). ``key_group``: the gid of the
-    account the task runs as (the job's ssh key is readable by that group). ``preemption``: the job's grace
-    (seconds) and signal name (core/sharing.py)."""
+    """The TaskSpec of task row ``t`` (the directories are made by ``prepare_task_dir``), as the runtime's ``view``
+    shows the job's files to its tasks. With ``host_paths`` (the job's owner is an admin), a Docker task also sees
+    its data / output / code dirs when they are existing host directories, at the same paths (data and code
+    read-only). ``run_as``: the (uid, gid) of the account the task runs as (None: the daemon's; the job's ssh key
+    is readable by that group, its HOME is the user's home). ``priority``: the job's class (a batch system's
+    scheduler weighs it). ``preemption``: the job's grace (seconds) and signal name (core/sharing.py).
+    ``more_env``: the cluster's own variables (its MLflow run's)."""
     role = job.role(t["role"])
     assert t["task_dir"] is not None  # set when the task was launched (STARTING)
     td = Path(t["task_dir"])
     key = f"{row['user']}~{row['name']}.a{t['attempt']}.{t['role']}.{t['idx']}.t{t['task_attempt']}"
     extra = {
-        "PAI_USER_HOME": "/userhome" if in_container else str(home),
-        "PAI_TASK_DIR": taskdir.IN_CONTAINER if in_container else str(td),
+        "PAI_USER_HOME": view.path(home, "/userhome"),
+        "PAI_TASK_DIR": view.path(td, taskdir.IN_CONTAINER),
         "PAI_CONTAINER_ID": key,
-        **job_logs_env(td, in_container),
-        **preemption_env(td, in_container, *preemption),
+        **job_logs_env(td, view),
+        **preemption_env(td, view, *preemption),
     }
     env = task_env(job, row["user"], row["vc"], role, t["idx"], placements, extra=extra)
-    script = render_commands(job, role)
-    if not in_container:  # /userhome: the same directory through $PAI_USER_HOME (protocol/containerpaths.py)
-        script, changed = containerpaths.rewrite(script)
-        script = f"{containerpaths.rewrite_notice()}\n{script}" if changed else script
+    script = view.script(render_commands(job, role))
     own = json.loads(t.get("services") or "{}") or {}
     comment = f"pai-job {row['user']}~{row['name']}"
-    own = sshd.enrich(own, td.parent, home, in_container=in_container, comment=comment, group=key_group)
+    own = sshd.enrich(own, td.parent, home, view=view, comment=comment, group=run_as[1] if run_as else None)
     if own:  # in the background, before anything else, so the user's command is not held up
         script = f"{services.supervisor(own)}\n{script}"
         env.update(services.token_env(own))
     image = job.image_for(role)
-    mounts = [Mount(str(home), "/userhome")] if in_container else []
-    if in_container:
-        mounts.append(Mount(str(job_logs_dir(td)), JOB_LOGS_IN_CONTAINER))
-        mounts.append(Mount(str(job_checkpoints_dir(td)), JOB_CHECKPOINTS_IN_CONTAINER))
-    mounts += sshd.mounts(own, td.parent) if in_container else []
-    if in_container and host_paths:
-        for kind in ("data", "output", "script"):
-            p = job.prerequisite(kind, getattr(role, kind))
-            uri = (p.uri[0] if isinstance(p.uri, list) and p.uri else p.uri) if p is not None else None
-            if isinstance(uri, str) and uri.startswith("/") and Path(uri).is_dir():
-                mounts.append(Mount(uri, uri, read_only=kind != "output"))
-    work_dir = None if in_container else str(td / taskdir.WORK)
+    mounts = _mounts(view, home, td, own, job, role, host_paths)
+    work_dir = view.work_dir(td / taskdir.WORK, None)
     if layout is not None:
-        env.update(layout.env(in_container))
-        mounts += layout.mounts() if in_container else []
-        work_dir = layout.work_dir(in_container)
+        env.update(layout.env(view))
+        mounts += layout.mounts(view)
+        work_dir = layout.work_dir(view)
         if layout.spec.get("sourceDir"):
             script = f"{REQUIREMENTS}\n{script}"
+    env.update(more_env or {})
+    if run_as is not None:  # the account's own HOME: the user's home as the task sees it
+        env.setdefault("HOME", env["PAI_USER_HOME"])
     return TaskSpec(
         key=key,
         user=row["user"],
@@ -108,7 +103,27 @@ def task_spec(
         gpu_count=role.gpu,
         time_limit_minutes=job.max_run_time_minutes,
         vc=row["vc"],
+        run_as=run_as,
+        priority=priority,
     )
+
+
+def _mounts(
+    view: TaskView, home: Path, td: Path, own: dict[str, Any], job: Job, role: TaskRole, host_paths: bool
+) -> list[Mount]:
+    """What makes the paths a task is told true where it runs (none on the host): the user's home, the job's logs
+    and checkpoints, its ssh key, and an admin's existing data / output / code directories at their own paths."""
+    mounts = view.share(home, "/userhome")
+    mounts += view.share(job_logs_dir(td), JOB_LOGS_IN_CONTAINER)
+    mounts += view.share(job_checkpoints_dir(td), JOB_CHECKPOINTS_IN_CONTAINER)
+    mounts += sshd.mounts(own, td.parent, view)
+    if host_paths:
+        for kind in ("data", "output", "script"):
+            p = job.prerequisite(kind, getattr(role, kind))
+            uri = (p.uri[0] if isinstance(p.uri, list) and p.uri else p.uri) if p is not None else None
+            if isinstance(uri, str) and uri.startswith("/") and Path(uri).is_dir():
+                mounts += view.share_same(uri, read_only=kind != "output")
+    return mounts
 
 
 def _secret_values(value: Any) -> list[str]:

@@ -135,24 +135,20 @@ class Store(Users):
 
     def priorities(self) -> dict[int, tuple[str | None, float | None]]:
         """Every job's priority class and queue key that has either (see ``schema.PRIORITY``)."""
-        rows = self.db.execute("SELECT job_id, priority, queue_key FROM job_priority").fetchall()
-        return {r[0]: (r[1], r[2]) for r in rows}
-
-    def priorities_of(self, job_ids: list[int]) -> dict[int, str]:
-        """The priority class of each of these jobs that has one."""
-        marks = ",".join("?" * len(job_ids))
         rows = self.db.execute(
-            f"SELECT job_id, priority FROM job_priority WHERE job_id IN ({marks}) AND priority IS NOT NULL", job_ids
+            "SELECT id, priority, queue_key FROM jobs LEFT JOIN job_priority p ON p.job_id = jobs.id "
+            "WHERE priority IS NOT NULL OR queue_key IS NOT NULL"
         ).fetchall()
-        return {r[0]: r[1] for r in rows}
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     def set_priority(self, job_id: int, priority: str | None, queue_key: float | None) -> None:
         """A job's priority class (None: OpenPAI's "default") and place in its class's line (None: its
         submission time)."""
+        self.db.execute("UPDATE jobs SET priority = ? WHERE id = ? AND priority IS NOT ?", (priority, job_id, priority))
         self.db.execute(
-            "INSERT INTO job_priority (job_id, priority, queue_key) VALUES (?, ?, ?) ON CONFLICT (job_id) DO "
-            "UPDATE SET priority = excluded.priority, queue_key = excluded.queue_key",
-            (job_id, priority, queue_key),
+            "INSERT INTO job_priority (job_id, queue_key) VALUES (?, ?) ON CONFLICT (job_id) DO "
+            "UPDATE SET queue_key = excluded.queue_key",
+            (job_id, queue_key),
         )
 
     def list_json(
@@ -202,11 +198,9 @@ class Store(Users):
             field, direction = "submissionTime", "DESC"
         col = LIST_ORDER_FIELDS[field]
         nulls = "NULLS LAST" if direction == "ASC" else "NULLS FIRST"
-        decorated = self.db.execute(  # else: no tag or priority to add, the stored item is the answer
-            "SELECT 1 FROM job_tags UNION ALL SELECT 1 FROM job_priority WHERE priority IS NOT NULL LIMIT 1"
-        ).fetchone()
+        tagged = self.db.execute("SELECT 1 FROM job_tags LIMIT 1").fetchone()  # else: the stored item is the answer
         rows = self.db.execute(
-            f"SELECT {ITEM if decorated else 'item'} FROM jobs{clause} ORDER BY {col} {direction} {nulls}, "
+            f"SELECT {ITEM if tagged else 'item'} FROM jobs{clause} ORDER BY {col} {direction} {nulls}, "
             f"id {direction} LIMIT ? OFFSET ?",
             (*args, limit, offset),
         ).fetchall()

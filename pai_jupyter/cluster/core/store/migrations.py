@@ -9,6 +9,8 @@ newer than this code (a downgrade) is refused rather than written with a schema 
 To add a table or column: append ONE ``Migration`` with the next number and its SQL (``ALTER TABLE jobs ADD
 COLUMN ...``, ``CREATE TABLE IF NOT EXISTS ...``) or a function of the connection (to move data); never edit
 ``SCHEMA`` or a step that has shipped (tests/unit/test_store_migrations.py opens a database from before versions).
+A job column the list shows is also one entry of ``schema.ITEM_FIELDS``, and its step a function that adds the
+column and calls ``rebuild.item`` (``rebuilds=True``), as step 5 does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from . import rebuild
 from .schema import SCHEMA
 
 
@@ -27,6 +30,15 @@ class Migration:
     version: int
     why: str
     step: str | Callable[[sqlite3.Connection], object]
+    rebuilds: bool = False  # it rebuilds a table (``rebuild.py``): foreign keys off while it runs, checked after
+
+
+def _priority_in_the_row(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE jobs ADD COLUMN priority TEXT")
+    db.execute("UPDATE jobs SET priority = (SELECT priority FROM job_priority p WHERE p.job_id = jobs.id)")
+    db.execute("DELETE FROM job_priority WHERE queue_key IS NULL")
+    db.execute("ALTER TABLE job_priority DROP COLUMN priority")
+    rebuild.item(db)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -55,6 +67,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS tracking_users ("
         "user TEXT PRIMARY KEY REFERENCES users(name) ON DELETE CASCADE, "
         "experiment_id TEXT NOT NULL, name TEXT NOT NULL)",
+    ),
+    Migration(
+        5,
+        "a job's priority class in its row and in its list item (was a json_set on every list), its place in the "
+        "line stays in job_priority; the item made from schema.ITEM_FIELDS, so that it can grow",
+        _priority_in_the_row,
+        rebuilds=True,
     ),
 )
 
@@ -93,6 +112,9 @@ def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIO
     for m in migrations:
         if version(db) >= m.version:  # read again: another process may have migrated meanwhile
             continue
+        keys = db.execute("PRAGMA foreign_keys").fetchone()[0]
+        if m.rebuilds:  # (a no-op inside a transaction: set before it begins)
+            db.execute("PRAGMA foreign_keys = OFF")
         db.execute("BEGIN IMMEDIATE")
         try:
             if version(db) < m.version:
@@ -101,10 +123,14 @@ def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIO
                         db.execute(sql)
                 else:
                     m.step(db)
+                if m.rebuilds and (broken := db.execute("PRAGMA foreign_key_check").fetchall()):
+                    raise RuntimeError(f"migration {m.version} would leave rows pointing nowhere: {broken[:5]}")
                 db.execute(f"PRAGMA user_version = {int(m.version)}")
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+        finally:
+            db.execute(f"PRAGMA foreign_keys = {int(keys)}")
     return version(db)

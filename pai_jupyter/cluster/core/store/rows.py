@@ -36,6 +36,7 @@ class JobCore(TypedDict):
     config_format: str
     waiting_reason: str | None
     deadline: float | None
+    priority: str | None  # its priority class (None: OpenPAI's "default")
 
 
 class JobRow(JobCore):

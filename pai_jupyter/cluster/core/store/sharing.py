@@ -29,11 +29,11 @@ class HoldingJob(TypedDict):
 def holding_jobs(store: Store) -> list[HoldingJob]:
     """Every job with an active task, with what all its active tasks hold."""
     rows = store.all(
-        "SELECT j.id, j.user, j.vc, p.priority, MIN(COALESCE(t.launched_time, j.submission_time)) AS started, "
+        "SELECT j.id, j.user, j.vc, j.priority, MIN(COALESCE(t.launched_time, j.submission_time)) AS started, "
         "SUM(t.cpu) AS cpu, SUM(t.memory_mb) AS memory_mb, SUM(t.gpu) AS gpu, "
         "MAX(t.stopping OR t.attempt != j.attempt OR j.sub_state = 'AttemptDeletionPending' "
         "OR j.state = 'STOPPING' OR j.execution_type != 'START') AS leaving "
-        "FROM tasks t JOIN jobs j ON j.id = t.job_id LEFT JOIN job_priority p ON p.job_id = j.id "
+        "FROM tasks t JOIN jobs j ON j.id = t.job_id "
         f"WHERE t.state IN {sql_set(ACTIVE_TASK)} GROUP BY j.id"
     )
     for r in rows:

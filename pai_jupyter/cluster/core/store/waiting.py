@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, TypedDict
 
 from ....common.states import LIVE_JOB
-from .schema import sql_set
+from .schema import GANG_ALLOCATION, MAX_RUN_TIME_MINUTES, sql_set
 
 if TYPE_CHECKING:
     from .jobs import Store
@@ -31,8 +31,7 @@ def waiting_views(store: Store, job_ids: list[int]) -> dict[int, WaitingView]:
     # a submit reads one job's view while 10,000 wait: P4's fill)
     out: dict[int, WaitingView] = {}
     for row in store.db.execute(
-        "SELECT j.id, j.user, json_type(c.model, '$.extras.gangAllocation') AS gang, "
-        "json_extract(c.model, '$.extras.maxRunTimeMinutes') AS minutes "
+        f"SELECT j.id, j.user, {GANG_ALLOCATION} AS gang, {MAX_RUN_TIME_MINUTES} AS minutes "
         "FROM jobs j JOIN job_configs c ON c.job_id = j.id "
         "WHERE j.id IN (SELECT value FROM json_each(?)) AND j.execution_type = 'START' "
         f"AND j.state IN {sql_set(LIVE_JOB)}",

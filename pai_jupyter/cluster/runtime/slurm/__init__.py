@@ -32,6 +32,7 @@ from ....common import safeio
 from .. import taskdir
 from ..base import (
     EXIT_START_FAILED,
+    Batch,
     Held,
     Node,
     Runtime,
@@ -67,6 +68,7 @@ ENV_FILE = "slurm.env"  # in the control part: root's, readable by the task's gr
 SUBMITTED = "slurm.name"  # in the control part: the Slurm job name, written before sbatch
 USAGE = "usage"  # in run/: "cpu_seconds resident_bytes" of the task's process group, written by the wrapper
 ADDRS_S = 60.0
+SLURM_TASK_PORTS = (20000, 29999)
 PLACEMENT_WAIT_S = 10.0  # how long a task Slurm runs may take to write its placement before Slurm's word stands in
 PENDING_LOOK_S = 0.1
 LOOK_S = 0.05  # how often a waiter reads its task's files (squeue runs at most every POLL_S, shared by all)
@@ -75,11 +77,15 @@ ENDED_S = 60.0  # how long a cancelled job may take to end (the cluster's KillWa
 SLURM_SETS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")  # per task, from the job's gres
 
 
-class SlurmRuntime(Runtime):
+class SlurmRuntime(Runtime, Batch):
+    """Slurm places whole jobs itself (``Batch``): the daemon hands it each attempt at once."""
+
     name = "slurm"
-    gang_submit = True
     local_gpus = False  # a task's GPUs are its node's (CUDA_VISIBLE_DEVICES there), not the daemon's
     host_ip = ""  # known once the task runs on its node: the wrapper exports it (and writes run/placement)
+    # the nodes' own connections take local ports from the ephemeral range (32768-60999), which this host cannot
+    # see: the tasks' ports stay below it (taskPorts in cluster.yaml sets the site's)
+    task_ports = SLURM_TASK_PORTS
 
     def __init__(self) -> None:
         self.jobs = Jobs()
