@@ -6,16 +6,31 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+/** A task's service as the browser opens it (common/services.py Link): `icon` is its catalogue icon (SVG shapes
+ * in a 24x24 box; "" for the Lab's own or none). */
+export interface ServiceLink {
+  name: string;
+  title: string;
+  url: string | null;
+  icon: string;
+}
+
+/** A running task's service with its state (``TaskService`` of the client). */
+export interface ListedService extends ServiceLink {
+  state: string;
+}
+
 export interface TaskRow {
   role: string;
   index: number;
   state: string;
-  services: { name: string; title: string; state: string; url: string | null }[];
+  services: ListedService[];
   terminalUrl: string | null;
   terminalPage: string | null;
 }
 
-export interface JobRow {
+/** What the job list's row and the job page both say of a job (the server reads them off one model). */
+export interface JobFields {
   id: string;
   name: string;
   username: string;
@@ -27,9 +42,12 @@ export interface JobRow {
   totalTaskNumber: number;
   totalGpuNumber: number;
   virtualCluster: string | null;
+  metricsUrl: string;
+}
+
+export interface JobRow extends JobFields {
   appExitCode: number | null;
   preempting: boolean; // being preempted now: its tasks have their signal and are in their grace
-  metricsUrl: string;
   tasks: TaskRow[];
   servicesMessage: string | null;
   sweep: string | null; // the sweep this job is a trial of (its tag sweep:NAME), or null
@@ -53,29 +71,18 @@ export interface TaskDetail {
   launchedTime: string | null;
   completedTime: string | null;
   terminalPage: string | null;
-  services: { name: string; title: string; url: string | null }[]; // only those the task has
-  tensorboardPage?: string | null; // an ended task's TensorBoard, started on demand over its logdir
+  services: ServiceLink[]; // only those the task has
+  tensorboardPage?: string; // an ended task's TensorBoard, started on demand over its logdir
 }
 
-export interface JobDetail {
-  id: string;
-  name: string;
-  username: string;
-  state: string;
+export interface JobDetail extends JobFields {
   final: boolean;
-  virtualCluster: string | null;
-  retries: number;
-  submissionTime: string | null;
-  launchedTime: string | null;
-  completedTime: string | null;
   exitCode: number | null;
   diagnostics: string | null;
   waitingReason: string | null;
-  totalGpuNumber: number;
-  totalTaskNumber: number;
   tasks: TaskDetail[];
-  metricsUrl: string;
   mlflowPage: string | null; // the job's MLflow run through this server; null: it has none
+  serviceIcons: Record<string, string>; // the services catalogue's icons by name (SVG shapes)
   mlflowHint?: string | null; // for a job without a run: how to turn tracking on, where the cluster has it off
   events?: { time?: string; type?: string; reason?: string; message?: string }[];
   eventsMessage?: string;

@@ -15,11 +15,13 @@ import {
   FormValues,
   fromV1,
   needsPro,
+  paramOf,
   RoleValues,
   toV1,
   Value
 } from './formdoc';
 import { getFormSpec, importDocument } from './formapi';
+import { serviceIcon } from './icons';
 import { el } from './dom';
 import { selectBox } from './selectbox';
 
@@ -177,10 +179,9 @@ export class SubmitForm extends Widget {
       switches.append(this.switch(f));
     }
     plugins.append(switches);
-    if (this.values.values.tensorboard === true) {
-      const logdir = this.spec.plugins.find(f => f.key === 'tb_logdir');
-      if (logdir) {
-        plugins.append(this.field(logdir, logdir.key, this.values.values));
+    for (const f of this.spec.plugins.filter(f => f.kind !== 'switch')) {
+      if (this.values.values[paramOf(f)[0]] === true) {
+        plugins.append(this.field(f, f.key, this.values.values)); // a parameter while its switch is on
       }
     }
     const roles = this.group('Task settings');
@@ -293,6 +294,11 @@ export class SubmitForm extends Widget {
     };
     if (f.help) {
       label.title = f.help;
+    }
+    if (f.icon) {
+      label.append(
+        serviceIcon(f.key, f.icon).element({ tag: 'span', className: 'pai-Form-switchIcon' })
+      );
     }
     label.append(box, document.createTextNode(` ${f.label}`));
     wrap.append(label);

@@ -1,8 +1,6 @@
 // Pure helpers of the panel (unit-tested): times, durations, filters, badges.
 import type { JobRow } from './api';
-
-export const STATES = ['WAITING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED'] as const;
-export const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+import { FINAL, STATES } from './states';
 
 /** "1h 02m", "3m 05s", "12s"; "" without a start. */
 export function duration(

@@ -18,6 +18,13 @@ export interface FieldSpec {
   placeholder: string;
   options: string[]; // a 'choice': what may be picked (the virtual clusters the user may submit to)
   note: string; // shown under the input: why a choice is a text box this time
+  icon: string; // a switch's service's icon (SVG shapes, the services catalogue's); "": none
+}
+
+/** A plugin parameter field's plugin and parameter name (its path: `<plugin>.parameters.<name>`). */
+export function paramOf(f: FieldSpec): [string, string] {
+  const [plugin, name] = f.path.split('.parameters.');
+  return [plugin, name ?? ''];
 }
 
 export interface FormSpec {
@@ -178,12 +185,17 @@ export function toV1(spec: FormSpec, v: FormValues): Doc {
   const plugins = old.filter(p => !switches.includes(String(p.plugin)));
   for (const name of switches.filter(n => v.values[n] === true)) {
     const entry: Doc = { ...(old.find(p => p.plugin === name) || {}), plugin: name };
-    if (name === 'tensorboard') {
-      const logdir = String(v.values.tb_logdir ?? '').trim();
+    const edited = spec.plugins.filter(f => f.kind !== 'switch' && paramOf(f)[0] === name);
+    if (edited.length) {
+      // the parameters the form edits; the others kept as loaded
       const params = { ...((entry.parameters as Doc) || {}) };
-      delete params.logdir;
-      if (logdir) {
-        params.logdir = logdir;
+      for (const f of edited) {
+        const key = paramOf(f)[1];
+        delete params[key];
+        const value = String(v.values[f.key] ?? '').trim();
+        if (value) {
+          params[key] = value;
+        }
       }
       if (Object.keys(params).length) {
         entry.parameters = params;
@@ -234,11 +246,12 @@ export function fromV1(spec: FormSpec, doc: Doc): FormValues {
   for (const f of spec.plugins) {
     if (f.kind === 'switch') {
       values[f.key] = plugins.some(p => p.plugin === f.key);
+    } else {
+      const [plugin, key] = paramOf(f);
+      const value = ((plugins.find(p => p.plugin === plugin)?.parameters as Doc) || {})[key];
+      values[f.key] = typeof value === 'string' ? value : '';
     }
   }
-  const tb = plugins.find(p => p.plugin === 'tensorboard');
-  const logdir = ((tb?.parameters as Doc) || {}).logdir;
-  values.tb_logdir = typeof logdir === 'string' ? logdir : '';
   const roles = Array.isArray(doc.taskRoles) ? (doc.taskRoles as Doc[]) : [];
   return {
     base,

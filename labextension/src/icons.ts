@@ -1,10 +1,8 @@
-// The LabIcons of pai_jupyter's tabs and launcher items: the jobs list (sidebar, job pages, the form), a task's
-// TensorBoard and remote desktop; a task's terminal and Jupyter use Lab's own icons. The
-// `jp-icon3` class lets Lab's light and dark themes recolour them.
+// The LabIcons of pai_jupyter's tabs and launcher items: the jobs list (sidebar, job pages, the form), the
+// sweeps and MLflow pages, and each task service's from the services catalogue (its shapes come with the service:
+// `serviceIcon`); a task's terminal and Jupyter use Lab's own icons.
 import { jupyterIcon, LabIcon, terminalIcon } from '@jupyterlab/ui-components';
-
-const svg = (body: string): string =>
-  `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><g class="jp-icon3" fill="#616161">${body}</g></svg>`;
+import { iconSvg as svg } from './iconsvg';
 
 export const paiIcon = new LabIcon({
   name: 'pai-jupyter:jobs',
@@ -14,36 +12,19 @@ export const paiIcon = new LabIcon({
   )
 });
 
-export const tensorboardIcon = new LabIcon({
-  name: 'pai-jupyter:tensorboard',
-  svgstr: svg(
-    '<path d="M12 2 3 7.2v9.6L12 22l9-5.2V7.2L12 2zm0 2.3 6.9 4L12 12.3 5.1 8.3 12 4.3z' +
-      'M5 10l6 3.5v6.2L5 16.2V10zm8 9.7v-6.2l6-3.5v6.2l-6 3.5z"/>'
-  )
-});
+const LABS_OWN: Record<string, LabIcon> = { terminal: terminalIcon, jupyter: jupyterIcon };
+const known = new Map<string, LabIcon>();
 
-export const desktopIcon = new LabIcon({
-  name: 'pai-jupyter:desktop',
-  svgstr: svg(
-    '<path d="M3 4h18a1 1 0 0 1 1 1v11a1 1 0 0 1-1 1h-7v2h3v2H7v-2h3v-2H3a1 1 0 0 1-1-1V5a1 1 0 0 1 1-1z' +
-      'm1 2v9h16V6H4z"/>'
-  )
-});
-
-/** The icon of a task service's tab. */
-export function serviceIcon(service: string): LabIcon {
-  switch (service) {
-    case 'tensorboard':
-      return tensorboardIcon;
-    case 'desktop':
-      return desktopIcon;
-    case 'terminal':
-      return terminalIcon;
-    case 'jupyter':
-      return jupyterIcon;
-    default:
-      return paiIcon;
+/** The icon of a task service's button and tab: the catalogue's `shapes` (the server sends them with the service;
+ * given once, it is known by name after), Lab's own for a terminal and Jupyter, else the jobs icon. */
+export function serviceIcon(service: string, shapes = ''): LabIcon {
+  if (shapes && !known.has(service)) {
+    known.set(
+      service,
+      new LabIcon({ name: `pai-jupyter:service-${service}`, svgstr: svg(shapes) })
+    );
   }
+  return known.get(service) ?? LABS_OWN[service] ?? paiIcon;
 }
 
 /** The Sweeps page: points of a search converging on the best one. */

@@ -186,6 +186,9 @@ export class JobPage extends Widget {
   }
 
   private drawTasks(d: JobDetail): void {
+    for (const [name, shapes] of Object.entries(d.serviceIcons ?? {})) {
+      serviceIcon(name, shapes); // the catalogue's icons, known by name for the buttons and tabs
+    }
     const table = el('table', 'pai-Table');
     const head = el('tr');
     for (const h of ['Role', 'Index', 'State', 'IP', 'Ports', 'Exit code', 'Diagnostics', 'Open']) {
@@ -258,7 +261,7 @@ export class JobPage extends Widget {
           toolButton(
             s.title,
             `${s.title} of ${where}`,
-            serviceIcon(s.name),
+            serviceIcon(s.name, s.icon),
             open(s.name, s.title, s.url)
           )
         )

@@ -12,10 +12,10 @@ import { jobPath } from './api';
 import { button } from './dom';
 import { parseParameters } from './notebookparams';
 import { CommandIDs } from './commands';
+import { FINAL } from './states';
 import { selectedFile } from './fileselection';
 
 const RELOAD_MS = 3000;
-const FINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
 
 export function notebookUrl(id: string, format: 'json' | 'html'): string {
   const base = ServerConnection.makeSettings().baseUrl;

@@ -1,7 +1,7 @@
 // The pure part of Lab job notifications (notify.ts), unit-tested: which changes two job lists show, as OpenPAI's
 // notification service counts them, and what to say of each.
 import type { JobRow } from './api';
-import { FINAL } from './format';
+import { FINAL } from './states';
 
 export type Change = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'STOPPED' | 'RETRIED' | 'PREEMPTED';
 

@@ -16,15 +16,21 @@ import {
   duration,
   endedKernelJobs,
   filterJobs,
-  FINAL,
   kernelNotebook,
   nextChange,
   plural,
-  rowTitle,
-  STATES,
-  when
+  rowTitle
 } from './format';
-import { nameParts, SidebarItem, sidebarItems, sweepSummary } from './sidebarrows';
+import { FINAL, STATES } from './states';
+import {
+  nameParts,
+  rowFacts,
+  rowKey,
+  rowTip,
+  SidebarItem,
+  sidebarItems,
+  sweepSummary
+} from './sidebarrows';
 import { visibleRange } from './virtual';
 import { button, el, toolButton } from './dom';
 import { selectBox } from './selectbox';
@@ -339,7 +345,7 @@ export class JobsPanel extends Widget {
   }
 
   private renderRow(job: JobRow, nested: boolean, position: number): HTMLElement {
-    const key = `${job.state}|${job.submissionTime}|${job.launchedTime}|${job.completedTime}|${job.retries}`;
+    const key = rowKey(job);
     let row = this.rows.get(job.id);
     if (!row) {
       row = el('div', 'pai-JobRow');
@@ -380,23 +386,10 @@ export class JobsPanel extends Widget {
     };
     top.append(name, badge, more);
     const meta = el('div', 'pai-JobRow-meta');
-    // the short facts first; a narrow sidebar cuts the submission time (whole in the tooltip), never a number
-    const parts: [string, string][] = [
-      ['user', job.username],
-      ['duration', duration(job.launchedTime, job.completedTime)],
-      ['gpus', job.totalGpuNumber ? `${job.totalGpuNumber} GPU` : ''],
-      ['retries', job.retries ? `${job.retries} retr${job.retries === 1 ? 'y' : 'ies'}` : ''],
-      ['submitted', when(job.submissionTime)]
-    ];
-    for (const [cls, text] of parts) {
-      if (text) {
-        meta.append(el('span', `pai-JobRow-${cls}`, text));
-      }
+    for (const [cls, text] of rowFacts(job)) {
+      meta.append(el('span', `pai-JobRow-${cls}`, text));
     }
-    meta.title = parts
-      .filter(([, text]) => text)
-      .map(([cls, text]) => (cls === 'submitted' ? `submitted ${text}` : text))
-      .join(' · ');
+    meta.title = rowTip(job);
     row.append(top, meta);
     return row;
   }

@@ -1,6 +1,51 @@
 // What the sidebar's rows are, as data (no DOM; test/sidebarrows.test.ts): a sweep's trials under one row of their
 // sweep (21 trials were 21 rows of one name), and names cut in the middle, where trials differ, not at their end.
 import type { JobRow } from './api';
+import { duration, when } from './format';
+import { STATES } from './states';
+
+/** A fact a job's row shows under its name: its class (`pai-JobRow-<name>`), its text ('' leaves it out) and, in
+ * the row's tooltip, how it reads there. */
+export interface RowColumn {
+  name: string;
+  text: (job: JobRow) => string;
+  tip?: (text: string) => string;
+}
+
+/** The row's facts in order, the short ones first: a narrow sidebar cuts the submission time (whole in the
+ * tooltip), never a number. A new column is one entry here; the row redraws when its text changes (`rowKey`). */
+export const ROW_COLUMNS: readonly RowColumn[] = [
+  { name: 'user', text: j => j.username },
+  { name: 'duration', text: j => duration(j.launchedTime, j.completedTime) },
+  { name: 'gpus', text: j => (j.totalGpuNumber ? `${j.totalGpuNumber} GPU` : '') },
+  {
+    name: 'retries',
+    text: j => (j.retries ? `${j.retries} retr${j.retries === 1 ? 'y' : 'ies'}` : '')
+  },
+  { name: 'submitted', text: j => when(j.submissionTime), tip: text => `submitted ${text}` }
+];
+
+/** Each column's [name, text], those with a text only. */
+export function rowFacts(job: JobRow): [string, string][] {
+  return ROW_COLUMNS.map(c => [c.name, c.text(job)] as [string, string]).filter(([, text]) => text);
+}
+
+/** The row's tooltip: every fact, as the column says it there. */
+export function rowTip(job: JobRow): string {
+  return ROW_COLUMNS.map(c => {
+    const text = c.text(job);
+    return text && c.tip ? c.tip(text) : text;
+  })
+    .filter(text => text)
+    .join(' · ');
+}
+
+/** What a drawn row depends on: it is drawn again when this changes. A running job's duration ticks on its own
+ * (the sidebar's tick), so its start and end stand for it here. */
+export function rowKey(job: JobRow): string {
+  const facts = ROW_COLUMNS.filter(c => c.name !== 'duration').map(c => c.text(job));
+  return [job.state, job.launchedTime, job.completedTime, ...facts].join('|');
+}
 
 /** One row of the sidebar: a job (`nested`: a trial shown under its open sweep), or a sweep's row. */
 export type SidebarItem =
@@ -60,7 +105,7 @@ export function sweepSummary(trials: JobRow[]): string {
   for (const t of trials) {
     counts.set(t.state, (counts.get(t.state) ?? 0) + 1);
   }
-  const order = ['WAITING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED'];
+  const order: readonly string[] = STATES;
   const states = [...counts.keys()].sort(
     (a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99)
   );

@@ -33,7 +33,7 @@ describe('the Lab form and the notebook form', () => {
           'f = JobForm()',
           'f.name.value, f.gpu_type.value, f.max_run.value = "p", "v100", 30',
           'f.env.value, f.storages.value = "A=1", "s:/mnt/s"',
-          'f.tensorboard.value, f.tb_logdir.value, f.desktop.value = True, "/tb", True',
+          'f.switches["tensorboard"].value, f.params["tb_logdir"].value, f.switches["desktop"].value = True, "/tb", True',
           'f.roles[0].ports.value, f.roles[0].min_failed.value = "http:2", 2',
           'print(f.to_json())'
         ].join('\n')

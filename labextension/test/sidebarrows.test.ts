@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import type { JobRow } from '../src/api';
 import { jobRow } from './jobrow';
 import { duration, nextChange } from '../src/format';
-import { nameParts, sidebarItems, sweepSummary } from '../src/sidebarrows';
+import {
+  nameParts,
+  ROW_COLUMNS,
+  rowFacts,
+  rowKey,
+  rowTip,
+  sidebarItems,
+  sweepSummary
+} from '../src/sidebarrows';
 
 function job(name: string, state: string, sweep: string | null = null): JobRow {
   return jobRow(name, state, { sweep });
@@ -92,5 +100,49 @@ describe('a running duration ticks when its text changes', () => {
   });
   it('does not tick without a start', () => {
     expect(nextChange(null, Date.now())).toBe(Infinity);
+  });
+});
+
+describe("a row's facts, from the one column list", () => {
+  const ended = jobRow('train', 'SUCCEEDED', {
+    username: 'alice',
+    submissionTime: '2026-01-01T10:00:00Z',
+    launchedTime: '2026-01-01T10:00:05Z',
+    completedTime: '2026-01-01T10:02:05Z',
+    retries: 1,
+    totalGpuNumber: 2
+  });
+
+  it('shows each column with a text, in the list order, and leaves out the empty ones', () => {
+    const facts = rowFacts(ended);
+    expect(facts.map(([name]) => name)).toEqual(ROW_COLUMNS.map(c => c.name));
+    expect(facts.slice(0, 4)).toEqual([
+      ['user', 'alice'],
+      ['duration', duration(ended.launchedTime, ended.completedTime)],
+      ['gpus', '2 GPU'],
+      ['retries', '1 retry']
+    ]);
+    const waiting = jobRow('queued', 'WAITING', { username: 'bob' });
+    expect(rowFacts(waiting)).toEqual([['user', 'bob']]);
+  });
+
+  it('says the submission time as such in the tooltip only', () => {
+    const submitted = rowFacts(ended).find(([name]) => name === 'submitted')?.[1] ?? '';
+    expect(submitted).not.toBe('');
+    expect(rowTip(ended).split(' · ')).toEqual([
+      'alice',
+      duration(ended.launchedTime, ended.completedTime),
+      '2 GPU',
+      '1 retry',
+      `submitted ${submitted}`
+    ]);
+  });
+
+  it('is drawn again when a column changes, not while a running duration ticks', () => {
+    expect(rowKey({ ...ended, retries: 2 })).not.toBe(rowKey(ended));
+    expect(rowKey({ ...ended, totalGpuNumber: 4 })).not.toBe(rowKey(ended));
+    expect(rowKey({ ...ended, state: 'FAILED' })).not.toBe(rowKey(ended));
+    const running = { ...ended, state: 'RUNNING', completedTime: null };
+    expect(rowKey(running)).toBe(rowKey({ ...running }));
   });
 });

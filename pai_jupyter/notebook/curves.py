@@ -80,12 +80,11 @@ def from_tensorboard(url: str, tags: Iterable[str] | None = None, timeout: float
 
 def from_job(client: Client, job: Any, tags: Iterable[str] | None = None) -> Any:
     """Scalars from a running job's TensorBoard service (needs the server's ``services``; the job must run)."""
-    services = [s for s in client.services(job) if s.get("name") == "tensorboard"]
+    services = [s for s in client.services(job) if s.name == "tensorboard"]
     if not services:
         raise ValueError(f"{client.job_id(job)} runs no TensorBoard (add the tensorboard runtime plugin)")
     s = services[0]
-    path = s.get("basePath") or "/"
-    return from_tensorboard(f"http://{s['host']}:{s['port']}{path}", tags)
+    return from_tensorboard(f"http://{s.host}:{s.port}{s.base_path or '/'}", tags)
 
 
 def _definitions(definitions: Mapping[str, str] | Iterable[Mapping[str, str]]) -> list[tuple[str, re.Pattern[str]]]:

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from ..protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, refusal_path, vc_field
+from ..protocol import formspec
+from ..protocol.formspec import plugin_fields, refusal_path, vc_field
 from .display import download_html, error_html, esc, pre_html, problems_html
 from .formdoc import DocumentFields
-from .formfields import ChoiceField, Field, RoleFields, locate, profile_names, spec_field
+from .formfields import ChoiceField, Field, RoleFields, icon_html, locate, profile_names, spec_field
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -52,10 +53,11 @@ class JobForm(DocumentFields, W.VBox):
         self.problems: list[tuple[str, str]] = []
         names, default = profile_names()
         # the fields, labels, order and modes of the one form definition the Lab's form draws too
-        spec = {f.key: spec_field(f) for f in JOB_FIELDS}
+        spec = {f.key: spec_field(f) for f in formspec.JOB_FIELDS}
         self.name, self.gpu_type, self.image = spec["name"], spec["gpu_type"], spec["image"]
-        self.vc = spec["vc"]
-        assert isinstance(self.vc, ChoiceField)  # the cluster's answer fills it (refresh_vcs)
+        vc = spec["vc"]
+        assert isinstance(vc, ChoiceField)  # the cluster's answer fills it (refresh_vcs)
+        self.vc = vc
         self.max_run, self.retry, self.env, self.storages = (
             spec["max_run"],
             spec["retry"],
@@ -63,17 +65,7 @@ class JobForm(DocumentFields, W.VBox):
             spec["storages"],
         )
         self.profile = Field(W.Dropdown(options=names, value=default), "Cluster profile", "集群 — where to submit")
-        switches = {f.key: f for f in PLUGIN_FIELDS if f.kind == "switch"}
-        boxes = {
-            k: W.Checkbox(description=f.label, tooltip=" — ".join(t for t in (f.label_zh, f.help) if t), indent=False)
-            for k, f in switches.items()
-        }
-        self.tensorboard, self.jupyter, self.ssh, self.desktop = (boxes[k] for k in switches)
-        logdir = next(f for f in PLUGIN_FIELDS if f.key == "tb_logdir")
-        self.tb_logdir = W.Text(placeholder=f"{logdir.label}: {logdir.placeholder}", layout=W.Layout(width="320px"))
-        self.plugins = Field(
-            W.HBox([self.tensorboard, self.tb_logdir, self.jupyter, self.ssh, self.desktop]), "Runtime plugins"
-        )
+        self.plugins = self._plugin_fields()
         self.job_fields = {**spec, "plugins": self.plugins}
         self.roles: list[RoleFields] = []
         self.tabs = W.Tab()
@@ -98,11 +90,11 @@ class JobForm(DocumentFields, W.VBox):
         self.result = W.HTML("")
         self.pro_box = W.VBox(
             [
-                *(spec[f.key].box for f in JOB_FIELDS if f.pro),
+                *(spec[f.key].box for f in formspec.JOB_FIELDS if f.pro),
                 W.HBox([self.add_role_button, self.remove_role_button]),
             ]
         )
-        basic = [spec[f.key].box for f in JOB_FIELDS if not f.pro]
+        basic = [spec[f.key].box for f in formspec.JOB_FIELDS if not f.pro]
         self.children = [
             W.HTML("<b>Basic settings</b>"),
             basic[0],
@@ -123,11 +115,41 @@ class JobForm(DocumentFields, W.VBox):
             self.confirm_box,
             self.result,
         ]
+        self._wire()
+        self.add_role()
+        if job is not None:
+            self.load(job)
+        self._show_pro()
+        self.validate()
+
+    def _plugin_fields(self) -> Field:
+        """A switch per service of the catalogue that has one, with its icon, and the plugin parameters beside it
+        (protocol/formspec.py ``plugin_fields``): ``switches`` and ``params`` by key."""
+        self.switches: dict[str, W.Checkbox] = {}
+        self.params: dict[str, W.Text] = {}
+        self.plugin_params: dict[str, tuple[str, str]] = {}
+        row: list[W.Widget] = []
+        for pf in plugin_fields():
+            if pf.kind == "switch":
+                tip = " — ".join(t for t in (pf.label_zh, pf.help) if t)
+                self.switches[pf.key] = W.Checkbox(description=pf.label, tooltip=tip, indent=False)
+                row += [*([W.HTML(icon_html(pf.icon))] if pf.icon else []), self.switches[pf.key]]
+            else:
+                plugin, _, name = pf.path.partition(".parameters.")
+                self.plugin_params[pf.key] = (plugin, name)
+                self.params[pf.key] = W.Text(
+                    placeholder=f"{pf.label}: {pf.placeholder}", layout=W.Layout(width="320px")
+                )
+                row.append(self.params[pf.key])
+        return Field(W.HBox(row, layout=W.Layout(align_items="center")), "Runtime plugins")
+
+    def _wire(self) -> None:
+        """What each field, switch and button does."""
         for f in self.job_fields.values():
             if f is not self.plugins:
                 f.observe(self._changed)
         self.profile.observe(lambda _: self.ask_vcs())
-        for w in (self.tensorboard, self.tb_logdir, self.jupyter, self.ssh, self.desktop):
+        for w in (*self.switches.values(), *self.params.values()):
             w.observe(self._changed, names="value")
         self.pro.observe(lambda _: self._show_pro(), names="value")
         self.edit_json.observe(self._toggle_json, names="value")
@@ -139,11 +161,6 @@ class JobForm(DocumentFields, W.VBox):
         self.submit_button.on_click(lambda _: self.submit())
         self.confirm_button.on_click(lambda _: self.confirm())
         self.cancel_button.on_click(lambda _: self._hide_confirm())
-        self.add_role()
-        if job is not None:
-            self.load(job)
-        self._show_pro()
-        self.validate()
 
     # ---- the virtual clusters: the chosen profile's answer --------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

@@ -132,6 +132,15 @@ def spec_field(f: FormField) -> Field:
     return text(f.label, str(f.default), f.placeholder, tooltip)
 
 
+def icon_html(shapes: str) -> str:
+    """A service's catalogue icon (SVG shapes in a 24x24 box, common/services.py) beside its switch, in the
+    notebook's text colour. The shapes are the catalogue's constants, never user text."""
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16" height="16" fill="currentColor" '
+        f'style="vertical-align: middle" class="pai-service-icon">{shapes}</svg>'
+    )
+
+
 def parse_pairs(value: str, sep: str, what: str) -> tuple[list[tuple[str, str]], list[str]]:
     """``a=1`` / ``data:/mnt/data`` lines (or comma-separated items) -> pairs, and what could not be read."""
     pairs, bad = [], []

@@ -213,11 +213,11 @@ class JobList(W.VBox):
         logdirs: dict[tuple[str, int], str] = {}  # where each TensorBoard looks
         if service != "terminal" and hasattr(self.client, "services"):
             try:
-                found = [s for s in self.client.services(job_id) if s["name"] == service]
+                found = [s for s in self.client.services(job_id) if s.name == service]
             except Exception:
                 found = []
-            targets = [(s["role"], int(s["index"])) for s in found]
-            logdirs = {(s["role"], int(s["index"])): s["logdir"] for s in found if s.get("logdir")}
+            targets = [(s.role, s.index) for s in found]
+            logdirs = {(s.role, s.index): s.logdir for s in found if s.logdir}
             if not targets:
                 return f"<i>{esc(job_id)} runs no {esc(service)} (add the runtime plugin to the job)</i>"
         if not targets:

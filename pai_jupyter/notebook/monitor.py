@@ -17,6 +17,7 @@ import bqplot as bq
 import ipywidgets as W
 import numpy as np
 
+from ..client.models import JobMetrics
 from ..common.states import FINAL
 from .display import error_html, esc
 
@@ -96,6 +97,11 @@ def nice_ceiling(value: float) -> float:
     return next(m * power for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * power >= value)
 
 
+def as_metrics(sample: JobMetrics | dict[str, Any]) -> JobMetrics:
+    """A source may answer the model or its JSON (a recorded sample, a test's): read both the one way."""
+    return sample if isinstance(sample, JobMetrics) else JobMetrics.model_validate(sample)
+
+
 class ResourceMonitor(W.VBox):
     """``ResourceMonitor(job)``: samples every ``interval`` seconds (settable, pausable) from ``source(job)``."""
 
@@ -104,7 +110,7 @@ class ResourceMonitor(W.VBox):
         job: Any,
         *,
         client: Client | None = None,
-        source: Callable[[Any], dict[str, Any]] | None = None,
+        source: Callable[[Any], JobMetrics | dict[str, Any]] | None = None,
         interval: float = 2.0,
         window: int = 300,
         start: bool = True,
@@ -143,7 +149,7 @@ class ResourceMonitor(W.VBox):
             self.start()
 
     @property
-    def source(self) -> Callable[[Any], dict[str, Any]]:
+    def source(self) -> Callable[[Any], JobMetrics | dict[str, Any]]:
         if self._source is None:
             if self._client is None:
                 from ..client import Client
@@ -163,8 +169,8 @@ class ResourceMonitor(W.VBox):
                 return False
             self.status.value = error_html(f"sample failed: {exc}")
             return type(exc).__name__ not in ("JobNotFound",)
-        tasks = sample.get("tasks") or []
-        if tasks and all(t.get("state") in FINAL for t in tasks):
+        sample = as_metrics(sample)
+        if sample.tasks and all(t.state in FINAL for t in sample.tasks):
             # the ended tasks have no values: keep the charts as the last samples left them, and say what they were
             self.ended = True
             self.pause.disabled = True
@@ -213,30 +219,30 @@ class ResourceMonitor(W.VBox):
             f"them)</div><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
 
-    def add(self, sample: dict[str, Any]) -> None:
-        """Add one sample in the ``client.metrics`` shape and redraw."""
-        self.times.append(int(sample.get("time") or 0))
+    def add(self, sample: JobMetrics | dict[str, Any]) -> None:
+        """Add one sample (``client.metrics``' answer, or its JSON) and redraw."""
+        sample = as_metrics(sample)
+        self.times.append(sample.time)
         n = len(self.times)
         cpu, mem, gpu, gmem = {}, {}, {}, {}
-        for t in sample.get("tasks") or []:
-            name = f"{t.get('role')}[{t.get('index')}]"
-            if t.get("cpuPercent") is not None:
-                cpu[name] = float(t["cpuPercent"])
-            if t.get("memoryBytes") is not None:
-                mem[name] = t["memoryBytes"] / MIB
-            for g in t.get("gpus") or []:
-                gname = f"{name} gpu{g.get('index')}"
-                if g.get("utilizationPercent") is not None:
-                    gpu[gname] = float(g["utilizationPercent"])
-                if g.get("memoryUsedBytes") is not None:
-                    gmem[gname] = g["memoryUsedBytes"] / MIB
+        for t in sample.tasks:
+            name = f"{t.role}[{t.index}]"
+            if t.cpu_percent is not None:
+                cpu[name] = t.cpu_percent
+            if t.memory_bytes is not None:
+                mem[name] = t.memory_bytes / MIB
+            for g in t.gpus:
+                gname = f"{name} gpu{g.index}"
+                if g.utilization_percent is not None:
+                    gpu[gname] = g.utilization_percent
+                if g.memory_used_bytes is not None:
+                    gmem[gname] = g.memory_used_bytes / MIB
         for chart, values in ((self.cpu, cpu), (self.memory, mem), (self.gpu, gpu), (self.gpu_memory, gmem)):
             chart.add(values, self.window, n)
-        info = sample.get("gpu") or {}
-        self._gpu_note(bool(info.get("available")), info.get("message"))
+        self._gpu_note(sample.gpu.available, sample.gpu.message)
         for chart in (self.cpu, self.memory, *((self.gpu, self.gpu_memory) if self.gpu_available else ())):
             chart.draw(self.times)
-        self.status.value = f"<small>{len(sample.get('tasks') or [])} task(s), {n} sample(s)</small>"
+        self.status.value = f"<small>{len(sample.tasks)} task(s), {n} sample(s)</small>"
 
     def _gpu_note(self, available: bool, message: str | None) -> None:
         if available == self.gpu_available:

@@ -30,6 +30,7 @@ from .display import base_url, esc, link_html, service_url
 
 if TYPE_CHECKING:
     from ..client import Client
+    from ..client.models import TaskService
 
 
 def iframe(url: str, height: int = 600, title: str = "TensorBoard", note: str = "") -> Any:
@@ -85,13 +86,16 @@ def _note(text: str) -> Any:
     return HTML(f"<i>{esc(text)}</i>")
 
 
-def job_services(client: Client, job: Any) -> list[dict[str, Any]]:
+def job_services(client: Client, job: Any) -> list[TaskService]:
     """The job's TensorBoard services (role, index, state, and host, port, logdir where the server says): from
     ``client.services`` where the server has it, else from the job's own ``tensorboard`` plugin (the tasks the
-    daemon would run it in: ``service_tasks``; state unknown; logdir the plugin's, else ``$PAI_OUTPUT_LOGS``)."""
+    daemon would run it in: ``service_tasks``; state unknown ""; port unknown 0; logdir the plugin's, else
+    ``$PAI_OUTPUT_LOGS``)."""
+    from ..client.models import TaskService
+
     if hasattr(client, "services"):
         try:
-            return [s for s in client.services(job) if s.get("name") == "tensorboard"]
+            return [s for s in client.services(job) if s.name == "tensorboard"]
         except Exception as exc:
             if type(exc).__name__ != "NotSupported":
                 raise
@@ -103,20 +107,16 @@ def job_services(client: Client, job: Any) -> list[dict[str, Any]]:
         return []
     params = plugin.get("parameters") or {}
     logdir = params.get("logdir")
+    where = str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS"
     return [
-        {
-            "role": role,
-            "index": index,
-            "state": "",
-            "logdir": str(logdir) if isinstance(logdir, str) and logdir else "$PAI_OUTPUT_LOGS",
-        }
+        TaskService(role=role, index=index, name="tensorboard", port=0, state="", logdir=where)
         for role, index in service_tasks(params, [(r.name, r.instances) for r in spec.task_roles])
     ]
 
 
 def job_targets(client: Client, job: Any) -> list[tuple[str, int, str]]:
     """(role, index, service state) of each task that runs the job's TensorBoard."""
-    return [(s["role"], int(s["index"]), str(s.get("state") or "")) for s in job_services(client, job)]
+    return [(s.role, s.index, s.state) for s in job_services(client, job)]
 
 
 def for_job(
@@ -139,7 +139,7 @@ def for_job(
     targets = [
         s
         for s in job_services(client, job_id)
-        if (role is None or s["role"] == role) and (index is None or int(s["index"]) == index)
+        if (role is None or s.role == role) and (index is None or s.index == index)
     ]
     if not targets:
         return _note(
@@ -147,7 +147,7 @@ def for_job(
             "(extras: com.microsoft.pai.runtimeplugin)"
         )
     found = targets[0]
-    r, i, service = found["role"], int(found["index"]), str(found.get("state") or "")
+    r, i, service = found.role, found.index, found.state
     task = next((t.task_state for t in detail.tasks if t.role == r and t.task_index == i), detail.state)
     if task in FINAL or detail.state in FINAL:
         return _note(
@@ -164,17 +164,17 @@ def for_job(
     while runs is not True and time.monotonic() < deadline:
         time.sleep(0.5)
         runs = _runs(found)
-    return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.get("logdir"), runs))
+    return iframe(service_url(job_id, r, i, "tensorboard", base), height, note=logdir_note(found.logdir, runs))
 
 
-def _runs(found: dict[str, Any]) -> bool | None:
+def _runs(found: TaskService) -> bool | None:
     """Does the task's TensorBoard (or, on the process runtime, its logdir on this machine) have an event file?"""
-    if local_events(found.get("logdir")):
+    if local_events(found.logdir):
         return True
-    if not found.get("port"):
-        return local_events(found.get("logdir"))
-    runs = has_runs(f"http://{found['host']}:{found['port']}/", token=found.get("token"))
-    return local_events(found.get("logdir")) if runs is None else runs
+    if not found.port:
+        return local_events(found.logdir)
+    runs = has_runs(f"http://{found.host}:{found.port}/", token=found.token)
+    return local_events(found.logdir) if runs is None else runs
 
 
 # ---- a TensorBoard for a local logdir ------------------------------------------------------------------------

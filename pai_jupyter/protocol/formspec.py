@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from ..common import services
 from .v1 import v1_path
 
 PLUGIN_KEY = "com.microsoft.pai.runtimeplugin"
@@ -36,6 +37,7 @@ class FormField:
     placeholder: str = ""
     options: tuple[str, ...] = ()  # a "choice": what may be picked, the cluster's answer
     note: str = ""  # shown under the input: why a choice is a text box this time
+    icon: str = ""  # a switch's service's icon (SVG shapes in a 24x24 box; common/services.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "options": list(self.options)}
@@ -83,30 +85,27 @@ JOB_FIELDS = (
         placeholder="storage-name:/mnt/path, one a line",
     ),
 )
-# the runtime plugins (extras.com.microsoft.pai.runtimeplugin) a switch turns on, in basic and pro mode. A service
-# runs where OpenPAI runs it (common/routes.py service_tasks): in the first role's task 0 unless the plugin's
-# taskRole / allTasks say otherwise (Edit JSON), ssh in every task; the help says so. Not every task by default: a
-# TensorBoard, Jupyter or desktop per task costs each task a port and memory, and the job page opens one.
-ONE_TASK = (
-    "runs in the first task role's task 0; in Edit JSON, the plugin's parameters taskRole: NAME and allTasks: true "
-    "choose another role and every task of it"
-)
-PLUGIN_FIELDS = (
-    FormField("tensorboard", "tensorboard", "TensorBoard", "TensorBoard", "switch", False, help=ONE_TASK),
-    FormField(
-        "tb_logdir",
-        "tensorboard.parameters.logdir",
-        "TensorBoard logdir",
-        "TensorBoard 日志目录",
-        "text",
-        "",
-        optional=True,
-        placeholder="default: the job's log output",
-    ),
-    FormField("jupyter", "jupyter", "Jupyter", "即时改码", "switch", False, help=ONE_TASK),
-    FormField("ssh", "ssh", "SSH", "网页 SSH", "switch", False, help="runs in every task of every task role"),
-    FormField("desktop", "desktop", "Desktop", "远程桌面", "switch", False, help=ONE_TASK),
-)
+
+
+def plugin_fields() -> tuple[FormField, ...]:
+    """The runtime plugins (extras.com.microsoft.pai.runtimeplugin) a switch turns on, in basic and pro mode: a
+    switch per service of the catalogue that has one (common/services.py), each followed by the plugin parameters
+    edited beside it (their ``path``: ``<plugin>.parameters.<name>``, shown while the switch is on)."""
+    out: list[FormField] = []
+    for s in services.CATALOGUE:  # (read when called: a test adds a service)
+        if s.switch is None:
+            continue
+        out.append(
+            FormField(s.name, s.name, s.title, s.switch.label_zh, "switch", False, help=s.switch.help, icon=s.icon)
+        )
+        for p in s.switch.params:
+            path = f"{s.name}.parameters.{p.name}"
+            out.append(
+                FormField(p.key, path, p.label, p.label_zh, "text", "", optional=True, placeholder=p.placeholder)
+            )
+    return tuple(out)
+
+
 ROLE_FIELDS = (
     FormField("name", "name", "Task role name", "任务名称", "text", "main", help="letters, digits, '.', '_', '~'"),
     FormField("command", "command", "Command", "命令", "area", DEFAULT_COMMAND, help="a shell script"),
@@ -175,7 +174,7 @@ def definition(vcs: Sequence[str] | None = None, why: str = "") -> dict[str, Any
     return {
         "pluginKey": PLUGIN_KEY,
         "job": [f.to_dict() for f in job_fields(vcs, why)],
-        "plugins": [f.to_dict() for f in PLUGIN_FIELDS],
+        "plugins": [f.to_dict() for f in plugin_fields()],
         "role": [f.to_dict() for f in ROLE_FIELDS],
     }
 

@@ -263,6 +263,38 @@ def job_to_v1(job: Job) -> dict[str, Any]:
     for field in FORM_DROPS:
         if getattr(job, field) is not None:
             out.append(Problem(field, "v1 has no such field"))
+    dirs, doc_dirs = _dirs_v1(job, out)
+    out += v1_value_problems(job.parameters, job.extras, "parameters")
+    expected = compat_exports(job.parameters, dirs)
+    for d in job.deployments:
+        for role, cmds in d.task_roles.items():
+            if cmds.post_commands or (cmds.pre_commands and cmds.pre_commands != expected):
+                out.append(
+                    Problem(f"deployments.{d.name}.{role}", "v1 has no pre/post commands other than its jobEnv exports")
+                )
+    roles = [_role_v1(i, r, out) for i, r in enumerate(job.task_roles)]
+    if out:
+        raise ConversionError(out, f"{job.name} cannot be written as v1")
+    doc: dict[str, Any] = {"jobName": job.name, "image": images[0].uri}
+    if job.auth_file:
+        doc["authFile"] = job.auth_file
+    doc.update(doc_dirs)
+    if job.virtual_cluster != "default":
+        doc["virtualCluster"] = job.virtual_cluster
+    if job.gpu_type:
+        doc["gpuType"] = job.gpu_type
+    doc["retryCount"] = job.retry_count
+    if job.parameters:
+        doc["jobEnvs"] = dict(job.parameters)
+    if job.extras:
+        doc["extras"] = dict(job.extras)
+    doc["taskRoles"] = roles
+    return doc
+
+
+def _dirs_v1(job: Job, out: list[Problem]) -> tuple[dict[str, str], dict[str, str]]:
+    """The job's data/output/code prerequisites as v1's plain paths: (by their env variable, by v1's field);
+    what v1 cannot say of them goes to ``out``."""
     dirs: dict[str, str] = {}
     doc_dirs: dict[str, str] = {}
     for field, kind, _name, env in DIR_PREREQS:
@@ -285,54 +317,30 @@ def job_to_v1(job: Job) -> dict[str, Any]:
                 out.append(Problem("prerequisites", f"v1's {field} is one path; {found[0].name!r} has several uris"))
             else:
                 dirs[env] = doc_dirs[field] = value
-    out += v1_value_problems(job.parameters, job.extras, "parameters")
-    expected = compat_exports(job.parameters, dirs)
-    for d in job.deployments:
-        for role, cmds in d.task_roles.items():
-            if cmds.post_commands or (cmds.pre_commands and cmds.pre_commands != expected):
-                out.append(
-                    Problem(f"deployments.{d.name}.{role}", "v1 has no pre/post commands other than its jobEnv exports")
-                )
-    roles = []
-    for i, r in enumerate(job.task_roles):
-        if r.task_retry_count:
-            out.append(Problem(f"task_roles[{i}].task_retry_count", "v1 has no per-role retry count"))
-        if r.extra_container_options:
-            out.append(Problem(f"task_roles[{i}].extra_container_options", "v1 has only shmMB"))
-        if r.prerequisites:
-            out.append(Problem(f"task_roles[{i}].prerequisites", "v1 has no per-role prerequisites"))
-        roles.append(
-            {
-                "name": r.name,
-                "taskNumber": r.instances,
-                "cpuNumber": r.cpu,
-                "memoryMB": r.memory_mb,
-                "shmMB": r.shm_mb,
-                "gpuNumber": r.gpu,
-                **(
-                    {"portList": [{"label": p.label, "beginAt": p.begin_at, "portNumber": p.count} for p in r.ports]}
-                    if r.ports
-                    else {}
-                ),
-                "command": _v1_command(r),
-                "minFailedTaskCount": r.min_failed,
-                "minSucceededTaskCount": r.min_succeeded,
-            }
-        )
-    if out:
-        raise ConversionError(out, f"{job.name} cannot be written as v1")
-    doc: dict[str, Any] = {"jobName": job.name, "image": images[0].uri}
-    if job.auth_file:
-        doc["authFile"] = job.auth_file
-    doc.update(doc_dirs)
-    if job.virtual_cluster != "default":
-        doc["virtualCluster"] = job.virtual_cluster
-    if job.gpu_type:
-        doc["gpuType"] = job.gpu_type
-    doc["retryCount"] = job.retry_count
-    if job.parameters:
-        doc["jobEnvs"] = dict(job.parameters)
-    if job.extras:
-        doc["extras"] = dict(job.extras)
-    doc["taskRoles"] = roles
-    return doc
+    return dirs, doc_dirs
+
+
+def _role_v1(i: int, r: TaskRole, out: list[Problem]) -> dict[str, Any]:
+    """Task role ``i`` as a v1 taskRole; what v1 has no place for goes to ``out``."""
+    if r.task_retry_count:
+        out.append(Problem(f"task_roles[{i}].task_retry_count", "v1 has no per-role retry count"))
+    if r.extra_container_options:
+        out.append(Problem(f"task_roles[{i}].extra_container_options", "v1 has only shmMB"))
+    if r.prerequisites:
+        out.append(Problem(f"task_roles[{i}].prerequisites", "v1 has no per-role prerequisites"))
+    return {
+        "name": r.name,
+        "taskNumber": r.instances,
+        "cpuNumber": r.cpu,
+        "memoryMB": r.memory_mb,
+        "shmMB": r.shm_mb,
+        "gpuNumber": r.gpu,
+        **(
+            {"portList": [{"label": p.label, "beginAt": p.begin_at, "portNumber": p.count} for p in r.ports]}
+            if r.ports
+            else {}
+        ),
+        "command": _v1_command(r),
+        "minFailedTaskCount": r.min_failed,
+        "minSucceededTaskCount": r.min_succeeded,
+    }

@@ -17,7 +17,7 @@ from .v2schema import V2Job
 from .wire import Wire
 
 if TYPE_CHECKING:
-    from .model import Job  # the writer reads a Job; the reader gives data (wire.py)
+    from .model import Job, TaskRole  # the writer reads a Job; the reader gives data (wire.py)
 
 PREREQ_BASE = ("protocolVersion", "version", "contributor", "description")
 # The model's field -> the v2 path it is read from (and a problem with it is reported at).
@@ -258,6 +258,56 @@ def read_v2(doc: dict[str, Any]) -> Wire:
 
 def job_to_v2(job: Job) -> dict[str, Any]:
     """The v2 document for a job; ConversionError names what v2 cannot express (v1-only name characters)."""
+    out = _v2_problems(job)
+    if out:
+        raise ConversionError(out, f"{job.name} cannot be written as v2")
+    first_image = next(p.name for p in job.prerequisites if p.type == "dockerimage")
+    doc: dict[str, Any] = {"protocolVersion": 2, "name": job.name, "type": "job"}
+    for field in ("version", "contributor", "description"):
+        if getattr(job, field) is not None:
+            doc[field] = getattr(job, field)
+    doc["prerequisites"] = [
+        {
+            "name": p.name,
+            "type": p.type,
+            **({"uri": p.uri} if p.uri not in (None, []) else {}),
+            **({"auth": p.auth} if p.auth is not None else {}),
+            **p.options,
+        }
+        for p in job.prerequisites
+    ]
+    if job.parameters:
+        doc["parameters"] = dict(job.parameters)
+    if job.secrets:
+        doc["secrets"] = dict(job.secrets)
+    doc["jobRetryCount"] = job.retry_count
+    doc["taskRoles"] = {r.name: _role_v2(r, first_image) for r in job.task_roles}
+    deployments = _deployments_v2(job)
+    if deployments:
+        doc["deployments"] = deployments
+    defaults: dict[str, Any] = {}
+    if job.virtual_cluster != "default":
+        defaults["virtualCluster"] = job.virtual_cluster
+    if job.default_deployment is not None and any(d["name"] == job.default_deployment for d in deployments):
+        defaults["deployment"] = job.default_deployment
+    if defaults:
+        doc["defaults"] = defaults
+    extras = dict(job.extras)
+    # v2 has no fixed ports: a port's beginAt travels in the v1 facts, by role and label
+    begin_at = {
+        r.name: starts for r in job.task_roles if (starts := {p.label: p.begin_at for p in r.ports if p.begin_at})
+    }
+    facts = (("gpuType", job.gpu_type), ("authFile", job.auth_file), ("portBeginAt", begin_at))
+    v1_facts = {k: v for k, v in facts if v}
+    if v1_facts:
+        extras[V1_EXTRAS_KEY] = v1_facts
+    if extras:
+        doc["extras"] = extras
+    return doc
+
+
+def _v2_problems(job: Job) -> list[Problem]:
+    """The names v1 allows and v2 does not (the job's, its roles', ports', deployments', prerequisites')."""
     out: list[Problem] = []
     if not re.match(V2_JOB_NAME, job.name):
         out.append(Problem("name", f"{job.name!r} is valid in v1 but v2 names allow only letters, digits, '_' and '-'"))
@@ -293,75 +343,33 @@ def job_to_v2(job: Job) -> dict[str, Any]:
                     f"{p.name!r}: v2 prerequisite names allow only letters, digits, '_' and '-'",
                 )
             )
-    if out:
-        raise ConversionError(out, f"{job.name} cannot be written as v2")
-    first_image = next(p.name for p in job.prerequisites if p.type == "dockerimage")
-    doc: dict[str, Any] = {"protocolVersion": 2, "name": job.name, "type": "job"}
-    for field in ("version", "contributor", "description"):
-        if getattr(job, field) is not None:
-            doc[field] = getattr(job, field)
-    doc["prerequisites"] = [
-        {
-            "name": p.name,
-            "type": p.type,
-            **({"uri": p.uri} if p.uri not in (None, []) else {}),
-            **({"auth": p.auth} if p.auth is not None else {}),
-            **p.options,
-        }
-        for p in job.prerequisites
-    ]
-    if job.parameters:
-        doc["parameters"] = dict(job.parameters)
-    if job.secrets:
-        doc["secrets"] = dict(job.secrets)
-    doc["jobRetryCount"] = job.retry_count
-    roles: dict[str, Any] = {}
-    begin_at: dict[str, dict[str, int]] = {}
-    for r in job.task_roles:
-        role: dict[str, Any] = {
-            "instances": r.instances,
-            # the schema types both as integers (no null); leaving minSucceededInstances out means every instance
-            "completion": {
-                "minFailedInstances": -1 if r.min_failed is None else r.min_failed,
-                **({"minSucceededInstances": r.min_succeeded} if r.min_succeeded is not None else {}),
-            },
-            "taskRetryCount": r.task_retry_count,
-        }
-        if r.prerequisites:
-            role["prerequisites"] = list(r.prerequisites)
-        role["dockerImage"] = r.docker_image or first_image
-        for kind in ("data", "output", "script"):
-            if getattr(r, kind) is not None:
-                role[kind] = getattr(r, kind)
-        role["extraContainerOptions"] = {"shmMB": r.shm_mb, **r.extra_container_options}
-        resources: dict[str, Any] = {"cpu": r.cpu, "memoryMB": r.memory_mb, "gpu": r.gpu}
-        if r.ports:
-            resources["ports"] = {p.label: p.count for p in r.ports}
-        starts = {p.label: p.begin_at for p in r.ports if p.begin_at}
-        if starts:
-            begin_at[r.name] = starts
-        role["resourcePerInstance"] = resources
-        role["commands"] = list(r.commands)
-        roles[r.name] = role
-    doc["taskRoles"] = roles
-    deployments = _deployments_v2(job)
-    if deployments:
-        doc["deployments"] = deployments
-    defaults: dict[str, Any] = {}
-    if job.virtual_cluster != "default":
-        defaults["virtualCluster"] = job.virtual_cluster
-    if job.default_deployment is not None and any(d["name"] == job.default_deployment for d in deployments):
-        defaults["deployment"] = job.default_deployment
-    if defaults:
-        doc["defaults"] = defaults
-    extras = dict(job.extras)
-    facts = (("gpuType", job.gpu_type), ("authFile", job.auth_file), ("portBeginAt", begin_at))
-    v1_facts = {k: v for k, v in facts if v}
-    if v1_facts:
-        extras[V1_EXTRAS_KEY] = v1_facts
-    if extras:
-        doc["extras"] = extras
-    return doc
+    return out
+
+
+def _role_v2(r: TaskRole, first_image: str) -> dict[str, Any]:
+    """One task role of the v2 document (its image defaults to the job's first docker image)."""
+    role: dict[str, Any] = {
+        "instances": r.instances,
+        # the schema types both as integers (no null); leaving minSucceededInstances out means every instance
+        "completion": {
+            "minFailedInstances": -1 if r.min_failed is None else r.min_failed,
+            **({"minSucceededInstances": r.min_succeeded} if r.min_succeeded is not None else {}),
+        },
+        "taskRetryCount": r.task_retry_count,
+    }
+    if r.prerequisites:
+        role["prerequisites"] = list(r.prerequisites)
+    role["dockerImage"] = r.docker_image or first_image
+    for kind in ("data", "output", "script"):
+        if getattr(r, kind) is not None:
+            role[kind] = getattr(r, kind)
+    role["extraContainerOptions"] = {"shmMB": r.shm_mb, **r.extra_container_options}
+    resources: dict[str, Any] = {"cpu": r.cpu, "memoryMB": r.memory_mb, "gpu": r.gpu}
+    if r.ports:
+        resources["ports"] = {p.label: p.count for p in r.ports}
+    role["resourcePerInstance"] = resources
+    role["commands"] = list(r.commands)
+    return role
 
 
 def _deployments_v2(job: Job) -> list[dict[str, Any]]:

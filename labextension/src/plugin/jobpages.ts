@@ -15,6 +15,7 @@ import { askCloneName, confirmStop } from '../actions';
 import { cloneJob, deleteJob, jobPath, stopJob } from '../api';
 import { CommandIDs } from '../commands';
 import { freeName } from '../format';
+import { FINAL } from '../states';
 import { paiIcon, serviceIcon } from '../icons';
 import { JobPage } from '../jobpage';
 import { JobsPanel } from '../sidebar';
@@ -22,8 +23,6 @@ import { showSsh } from '../ssh';
 
 /** Opens (or brings forward and reloads) a job's page. */
 export type OpenJob = (id: string) => JobPage;
-
-const ENDED = ['SUCCEEDED', 'FAILED', 'STOPPED'];
 
 /** An error of a command as a Lab notification. */
 export function fail(what: string, err: unknown): void {
@@ -113,7 +112,7 @@ export function registerJobPages(app: JupyterFrontEnd, panel: JobsPanel): OpenJo
     label: 'Stop',
     isEnabled: args => {
       const state = stateOf(args);
-      return !state || !ENDED.includes(state);
+      return !state || !FINAL.has(state);
     },
     execute: async args => {
       if (!(await confirmStop(jobArg(args)))) {
@@ -156,7 +155,7 @@ export function registerJobPages(app: JupyterFrontEnd, panel: JobsPanel): OpenJo
     label: 'Delete…',
     isEnabled: args => {
       const state = stateOf(args);
-      return !state || ENDED.includes(state);
+      return !state || FINAL.has(state);
     },
     execute: async args => {
       const id = jobArg(args);
