@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .common.version import __version__
 
 _LAZY = {
     "Job": "pai_jupyter.protocol",

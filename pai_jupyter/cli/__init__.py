@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
+from ..common.version import __version__
 from .cluster import cluster
 from .group import PaiGroup
 from .hub import hub

@@ -111,8 +111,8 @@ def start(
     if backend and runs != backend:
         click.echo(f"pai hub: the cluster runs on the {runs} runtime, not {backend}: pai cluster stop first", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    in_containers = runs.startswith("docker")
-    python = "" if in_containers else hubsetup.server_python(server_python, os.geteuid() == 0)
+    containers = runs.startswith("docker")
+    python = "" if containers else hubsetup.server_python(server_python, os.geteuid() == 0)
     hub_ip = hubsetup.hub_address(info)
     last = hubsetup.saved_settings(home)
     if _pid(proxy_pid) is not None and (last.get("ip"), last.get("port")) != (ip, port):

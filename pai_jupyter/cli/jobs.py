@@ -261,9 +261,9 @@ def priority(job: str, priority: str | None, position: int | None, profile: str 
         raise click.UsageError("give --class, --position or both")
     client = client_for(profile)
     answer = client.set_priority(job, priority, position=position)
-    ahead = answer.get("ahead")
+    ahead = answer.ahead
     where = "" if ahead is None else f", {ahead} job{'s' * (ahead != 1)} ahead of it"
-    click.echo(f"{client.job_id(job)}: priority {answer.get('jobPriority')}{where}")
+    click.echo(f"{client.job_id(job)}: priority {answer.job_priority}{where}")
 
 
 @click.command()

@@ -23,8 +23,8 @@ def env(profile: str | None) -> None:
     """Print MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME and your own MLflow credentials as shell exports:
     ``eval "$(pai mlflow env)"``, then ``mlflow`` (or ``MlflowClient()``) sees your jobs' runs, and only yours."""
     info = client_for(profile).tracking()
-    exports = {"MLFLOW_TRACKING_URI": info["url"], "MLFLOW_EXPERIMENT_NAME": info["experiment"]}
-    if info.get("password"):  # (a site's server without authentication has no accounts)
-        exports |= {"MLFLOW_TRACKING_USERNAME": info["username"], "MLFLOW_TRACKING_PASSWORD": info["password"]}
+    exports = {"MLFLOW_TRACKING_URI": info.url, "MLFLOW_EXPERIMENT_NAME": info.experiment}
+    if info.password:  # (a site's server without authentication has no accounts)
+        exports |= {"MLFLOW_TRACKING_USERNAME": str(info.username), "MLFLOW_TRACKING_PASSWORD": info.password}
     for key, value in exports.items():
         click.echo(f"export {key}={shlex.quote(str(value))}")

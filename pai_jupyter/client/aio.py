@@ -14,7 +14,25 @@ from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
 from .locality import Locality
-from .models import JobDetail, JobList, ListedJob, Usage
+from .models import (
+    JobAttempt,
+    JobDetail,
+    JobEvent,
+    JobList,
+    JobMetrics,
+    LeaseRenewal,
+    ListedJob,
+    MaxRunTimeChange,
+    PriorityChange,
+    Report,
+    ServerInfo,
+    ServiceAction,
+    SweepRecord,
+    TaskService,
+    Tracking,
+    Usage,
+    WaitingQueue,
+)
 from .profiles import Profile
 from .wire import Op, Req, Sleep, error_for
 
@@ -97,7 +115,7 @@ class AsyncClient(Calls):
             result: T = stop.value
             return result
 
-    async def info(self) -> dict[str, Any]:
+    async def info(self) -> ServerInfo:
         return await self._drive(self._info())
 
     async def locality(self) -> Locality:
@@ -134,10 +152,10 @@ class AsyncClient(Calls):
     async def config(self, job: JobRef) -> str:
         return await self._drive(self._config(job))
 
-    async def attempts(self, job: JobRef) -> list[dict[str, Any]]:
+    async def attempts(self, job: JobRef) -> list[JobAttempt]:
         return await self._drive(self._attempts(job))
 
-    async def events(self, job: JobRef) -> list[dict[str, Any]]:
+    async def events(self, job: JobRef) -> list[JobEvent]:
         return await self._drive(self._events(job))
 
     async def clone(self, job: JobRef, *, name: str | None = None) -> str:
@@ -152,16 +170,16 @@ class AsyncClient(Calls):
     async def login(self, username: str, password: str) -> str:
         return await self._drive(self._login(username, password))
 
-    async def services(self, job: JobRef) -> list[dict[str, Any]]:
+    async def services(self, job: JobRef) -> list[TaskService]:
         return await self._drive(self._services(job))
 
-    async def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+    async def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> ServiceAction:
         return await self._drive(self._service_action(job, role, index, name, action))
 
-    async def metrics(self, job: JobRef) -> dict[str, Any]:
+    async def metrics(self, job: JobRef) -> JobMetrics:
         return await self._drive(self._metrics(job))
 
-    async def tracking(self) -> dict[str, Any]:
+    async def tracking(self) -> Tracking:
         """Where this user's jobs are MLflow runs, and their own MLflow credentials (embedded cluster only)."""
         return await self._drive(self._tracking())
 
@@ -169,7 +187,7 @@ class AsyncClient(Calls):
         """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
         return await self._drive(self._virtual_clusters())
 
-    async def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
+    async def waiting_queue(self, limit: int | None = None) -> WaitingQueue:
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return await self._drive(self._waiting_queue(limit))
 
@@ -178,23 +196,23 @@ class AsyncClient(Calls):
         cluster): your own rows (an admin's: everyone's, or ``user``'s) and every virtual cluster's totals."""
         return await self._drive(self._usage(window_hours, user))
 
-    async def reports(self, job: JobRef) -> list[dict[str, Any]]:
-        """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
+    async def reports(self, job: JobRef) -> list[Report]:
+        """What the job reported (``pai_jupyter.report``, or ``report``), oldest first."""
         return await self._drive(self._reports(job))
 
-    async def reports_of(self, jobs: list[JobRef]) -> dict[str, list[dict[str, Any]]]:
+    async def reports_of(self, jobs: list[JobRef]) -> dict[str, list[Report]]:
         """The reports of several jobs in one request (embedded cluster), by job id; one the cluster does not show
         is left out."""
         return await self._drive(self._reports_of(jobs))
 
-    async def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
+    async def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> Report:
         """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
         return await self._drive(self._report(job, metrics, step))
 
     async def add_tag(self, job: JobRef, tag: str) -> None:
         await self._drive(self._add_tag(job, tag))
 
-    async def sweep_state(self, name: str) -> dict[str, Any]:
+    async def sweep_state(self, name: str) -> SweepRecord:
         """A sweep's stored record (``pai_jupyter.Sweep`` keeps its state there); JobNotFound when none."""
         return await self._drive(self._sweep_state(name))
 
@@ -205,7 +223,7 @@ class AsyncClient(Calls):
         JobConflict when another driver wrote first."""
         return await self._drive(self._put_sweep_state(name, state, revision, tag or []))
 
-    async def list_sweeps(self, *, with_state: bool = False) -> list[dict[str, Any]]:
+    async def list_sweeps(self, *, with_state: bool = False) -> list[SweepRecord]:
         """The user's sweeps, newest first (``with_state``: each with its ``state`` document, in the one request)."""
         return await self._drive(self._list_sweeps(with_state))
 
@@ -214,16 +232,16 @@ class AsyncClient(Calls):
 
     async def set_priority(
         self, job: JobRef, priority: str | None = None, *, position: int | None = None
-    ) -> dict[str, Any]:
+    ) -> PriorityChange:
         """An admin's: the job's priority class and/or its place among its class's waiting jobs (embedded cluster)."""
         return await self._drive(self._set_priority(job, priority, position))
 
-    async def set_max_run_time(self, job: JobRef, minutes: float) -> dict[str, Any]:
+    async def set_max_run_time(self, job: JobRef, minutes: float) -> MaxRunTimeChange:
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return await self._drive(self._set_max_run_time(job, minutes))
 
-    async def renew_lease(self, job: JobRef) -> dict[str, Any]:
-        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): ``{seconds, expires}``."""
+    async def renew_lease(self, job: JobRef) -> LeaseRenewal:
+        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): its length and when it now lapses."""
         return await self._drive(self._renew_lease(job))
 
     async def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:

@@ -21,7 +21,28 @@ from ..protocol.load import withholds_secrets
 from .base import ClientBase
 from .errors import BadRequest, InvalidJob, NotSupported, PaiError
 from .locality import Locality, locality
-from .models import FINAL_STATES, JobDetail, JobList, JobSummary, ListedJob, TaskStatus, Usage
+from .models import (
+    FINAL_STATES,
+    JobAttempt,
+    JobDetail,
+    JobEvent,
+    JobList,
+    JobMetrics,
+    JobSummary,
+    LeaseRenewal,
+    ListedJob,
+    MaxRunTimeChange,
+    PriorityChange,
+    Report,
+    ServerInfo,
+    ServiceAction,
+    SweepRecord,
+    TaskService,
+    TaskStatus,
+    Tracking,
+    Usage,
+    WaitingQueue,
+)
 from .wire import Op as Op
 from .wire import Req as Req
 from .wire import Sleep as Sleep
@@ -112,9 +133,9 @@ class Calls(ClientBase):
         return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 
     # ---- calls -----------------------------------------------------------------------------------------------
-    def _info(self) -> Op[dict[str, Any]]:
+    def _info(self) -> Op[ServerInfo]:
         resp = yield Req("GET", "/api/v2/info")
-        return json_object(resp)
+        return ServerInfo.model_validate(json_object(resp))
 
     def _locality(self) -> Op[Locality]:
         """Where the server is (``locality``), asked once: the local profile needs no request. An error from
@@ -211,16 +232,16 @@ class Calls(ClientBase):
         resp = yield Req("GET", self._path(job) + "/config")
         return resp.text
 
-    def _attempts(self, job: JobRef) -> Op[list[dict[str, Any]]]:
+    def _attempts(self, job: JobRef) -> Op[list[JobAttempt]]:
         resp = yield Req("GET", self._path(job) + "/job-attempts")
-        return json_list(resp)
+        return [JobAttempt.model_validate(a) for a in json_list(resp)]
 
-    def _events(self, job: JobRef) -> Op[list[dict[str, Any]]]:
+    def _events(self, job: JobRef) -> Op[list[JobEvent]]:
         """The job's events, oldest first (OpenPAI answers newest first; ISO timestamps sort as text)."""
         resp = yield Req("GET", self._path(job) + "/events")
         data = json_object(resp).get("data") or []
-        events = [e for e in reversed(data) if isinstance(e, dict)]
-        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
+        events = [JobEvent.model_validate(e) for e in reversed(data) if isinstance(e, dict)]
+        return sorted(events, key=lambda e: e.last_timestamp or "")
 
     def _clone(self, job: JobRef, *, name: str | None = None) -> Op[str]:
         """Submit the job's exact config again under a new name (default: ``<name>_<hex>``).
@@ -300,14 +321,14 @@ class Calls(ClientBase):
             yield Sleep(delay)
             delay = min(delay * 1.3, 1.0)
 
-    def _tracking(self) -> Op[dict[str, Any]]:
+    def _tracking(self) -> Op[Tracking]:
         """Where this user's jobs are MLflow runs: the server's ``url``, their ``experiment`` (and its id), and
         their own MLflow ``username`` and ``password``; NotSupported where the cluster tracks nothing."""
         local = yield from self._is_local_server()
         if not local:
             raise NotSupported(f"MLflow tracking needs the embedded cluster; {self.where} is an OpenPAI server")
         resp = yield Req("GET", "/api/v2/local/tracking")
-        return json_object(resp)
+        return Tracking.model_validate(json_object(resp))
 
     def _local_path(self, job: JobRef, what: str) -> Op[str]:
         """The path of a local-only route, or NotSupported on a server that is not an embedded cluster."""
@@ -316,38 +337,38 @@ class Calls(ClientBase):
             raise NotSupported(f"{what} needs the embedded cluster; {self.where} is an OpenPAI server without it")
         return self._path(job).replace("/api/v2/jobs/", "/api/v2/local/jobs/", 1)
 
-    def _services(self, job: JobRef) -> Op[list[dict[str, Any]]]:
+    def _services(self, job: JobRef) -> Op[list[TaskService]]:
         """The services running inside the job's tasks (TensorBoard, Jupyter): host, port, state, token."""
         path = yield from self._local_path(job, "task services")
         resp = yield Req("GET", path + "/services")
-        return json_list(resp)
+        return [TaskService.model_validate(s) for s in json_list(resp)]
 
-    def _service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> Op[dict[str, Any]]:
+    def _service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> Op[ServiceAction]:
         path = yield from self._local_path(job, "task services")
         resp = yield Req(
             "POST", f"{path}/services/{quote(role, safe='')}/{index}/{name}", json={"action": action}, idempotent=False
         )
-        return json_object(resp)
+        return ServiceAction.model_validate(json_object(resp))
 
-    def _metrics(self, job: JobRef) -> Op[dict[str, Any]]:
+    def _metrics(self, job: JobRef) -> Op[JobMetrics]:
         """Per-task CPU %, memory and GPU use (see the daemon's /metrics route)."""
         path = yield from self._local_path(job, "metrics")
         resp = yield Req("GET", path + "/metrics")
-        return json_object(resp)
+        return JobMetrics.model_validate(json_object(resp))
 
-    def _set_max_run_time(self, job: JobRef, minutes: float) -> Op[dict[str, Any]]:
+    def _set_max_run_time(self, job: JobRef, minutes: float) -> Op[MaxRunTimeChange]:
         """Set a waiting or running job's max run time ("work duration", minutes from its launch)."""
         path = yield from self._local_path(job, "setting the max run time of a running job")
         resp = yield Req("PUT", path + "/maxRunTime", json={"minutes": minutes})
-        return json_object(resp)
+        return MaxRunTimeChange.model_validate(json_object(resp))
 
-    def _renew_lease(self, job: JobRef) -> Op[dict[str, Any]]:
-        """Renew the lease the job declares (``extras["com.pai_jupyter.lease"]``): ``{seconds, expires}``."""
+    def _renew_lease(self, job: JobRef) -> Op[LeaseRenewal]:
+        """Renew the lease the job declares (``extras["com.pai_jupyter.lease"]``)."""
         path = yield from self._local_path(job, "renewing a job's lease")
         resp = yield Req("PUT", path + "/lease")
-        return json_object(resp)
+        return LeaseRenewal.model_validate(json_object(resp))
 
-    def _set_priority(self, job: JobRef, priority: str | None, position: int | None) -> Op[dict[str, Any]]:
+    def _set_priority(self, job: JobRef, priority: str | None, position: int | None) -> Op[PriorityChange]:
         """An admin gives a job a priority class (crit, prod, test, oppo, default) and/or, while it waits, a place
         among the waiting jobs of its class (0: first); the answer has ``jobPriority`` and ``ahead``."""
         path = yield from self._local_path(job, "changing a job's priority")
@@ -355,7 +376,7 @@ class Calls(ClientBase):
         if position is not None:
             body["position"] = position
         resp = yield Req("PUT", path + "/priority", json=body)
-        return json_object(resp)
+        return PriorityChange.model_validate(json_object(resp))
 
     def _virtual_clusters(self) -> Op[list[str]]:
         """The virtual clusters this profile's user may submit to: the ``virtualCluster`` list of
@@ -366,14 +387,14 @@ class Calls(ClientBase):
         vcs = json_object(resp).get("virtualCluster")
         return [str(v) for v in vcs] if isinstance(vcs, list) else []
 
-    def _waiting_queue(self, limit: int | None = None) -> Op[dict[str, Any]]:
+    def _waiting_queue(self, limit: int | None = None) -> Op[WaitingQueue]:
         """The waiting jobs of each virtual cluster in queue order, as the caller may see them (an admin all, a
         user their own), each with its place, class and why it waits; ``canReorder``: whether the caller may."""
         local = yield from self._is_local_server()
         if not local:
             raise NotSupported(f"the waiting queue needs the embedded cluster; {self.where} is an OpenPAI server")
         resp = yield Req("GET", "/api/v2/local/queue", params={"limit": limit} if limit else None)
-        return json_object(resp)
+        return WaitingQueue.model_validate(json_object(resp))
 
     def _usage(self, window_hours: float | None = None, user: str | None = None) -> Op[Usage]:
         """What each user ran in each virtual cluster over the last ``window_hours`` (default a week): the caller's
@@ -389,29 +410,30 @@ class Calls(ClientBase):
         resp = yield Req("GET", "/api/v2/local/usage", params=params or None)
         return Usage.model_validate(json_object(resp))
 
-    def _reports(self, job: JobRef) -> Op[list[dict[str, Any]]]:
-        """What the job reported (``pai_jupyter.report``): ``[{time, step, metrics, source}]``, oldest first."""
+    def _reports(self, job: JobRef) -> Op[list[Report]]:
+        """What the job reported (``pai_jupyter.report``), oldest first."""
         path = yield from self._local_path(job, "reported metrics")
         resp = yield Req("GET", path + "/reports")
-        return list(json_object(resp).get("reports") or [])
+        return [Report.model_validate(r) for r in json_object(resp).get("reports") or []]
 
-    def _reports_of(self, jobs: list[JobRef]) -> Op[dict[str, list[dict[str, Any]]]]:
+    def _reports_of(self, jobs: list[JobRef]) -> Op[dict[str, list[Report]]]:
         """The reports of several jobs in one request, by job id; a job the cluster does not show is left out."""
         local = yield from self._is_local_server()
         if not local:
             raise NotSupported(f"reported metrics need the embedded cluster; {self.where} is an OpenPAI server")
-        ids, out = [self.job_id(j) for j in jobs], {}
+        ids, out = [self.job_id(j) for j in jobs], dict[str, list[Report]]()
         for start in range(0, len(ids), REPORTS_PER_REQUEST):
             chunk = ids[start : start + REPORTS_PER_REQUEST]
             resp = yield Req("GET", "/api/v2/local/reports", params={"job": chunk})
             found = json_object(resp).get("reports")
-            out.update({str(k): list(v) for k, v in found.items()} if isinstance(found, dict) else {})
+            if isinstance(found, dict):
+                out.update({str(k): [Report.model_validate(r) for r in v] for k, v in found.items()})
         return out
 
-    def _report(self, job: JobRef, metrics: dict[str, float], step: int | None) -> Op[dict[str, Any]]:
+    def _report(self, job: JobRef, metrics: dict[str, float], step: int | None) -> Op[Report]:
         path = yield from self._local_path(job, "reporting metrics")
         resp = yield Req("POST", path + "/reports", json={"metrics": metrics, "step": step}, idempotent=False)
-        return json_object(resp)
+        return Report.model_validate(json_object(resp))
 
     def _add_tag(self, job: JobRef, tag: str) -> Op[None]:
         yield Req("PUT", self._path(job) + "/tag", json={"value": tag})
@@ -423,11 +445,11 @@ class Calls(ClientBase):
             raise NotSupported(f"sweep state needs the embedded cluster; {self.where} is an OpenPAI server")
         return f"/api/v2/local/sweeps/{quote(user, safe='')}~{quote(sweep, safe='')}"
 
-    def _sweep_state(self, name: str) -> Op[dict[str, Any]]:
-        """A sweep's stored record: ``{user, name, revision, updated, status, trials, state}``."""
+    def _sweep_state(self, name: str) -> Op[SweepRecord]:
+        """A sweep's stored record, its state document with it."""
         path = yield from self._sweep_path(name)
         resp = yield Req("GET", path)
-        return json_object(resp)
+        return SweepRecord.model_validate(json_object(resp))
 
     def _put_sweep_state(self, name: str, state: dict[str, Any], revision: int, tag: list[str]) -> Op[int]:
         path = yield from self._sweep_path(name)
@@ -435,10 +457,10 @@ class Calls(ClientBase):
         resp = yield Req("PUT", path, json=body)
         return int(json_object(resp)["revision"])
 
-    def _list_sweeps(self, with_state: bool) -> Op[list[dict[str, Any]]]:
+    def _list_sweeps(self, with_state: bool) -> Op[list[SweepRecord]]:
         yield from self._sweep_path("x")
         resp = yield Req("GET", "/api/v2/local/sweeps", params={"state": "1"} if with_state else None)
-        return list(json_object(resp).get("sweeps") or [])
+        return [SweepRecord.model_validate(r) for r in json_object(resp).get("sweeps") or []]
 
     def _delete_sweep(self, name: str) -> Op[None]:
         path = yield from self._sweep_path(name)

@@ -31,8 +31,11 @@ REMOTE = Locality(embedded=False, this_machine=False)
 
 
 def serves_local_routes(info: object) -> bool:
-    """Whether an ``/api/v2/info`` answer is an embedded cluster's (it adds the ``local`` block)."""
-    return isinstance(info, Mapping) and "local" in info
+    """Whether an ``/api/v2/info`` answer (``ServerInfo``, or its JSON) is an embedded cluster's: it adds the
+    ``local`` block. (Read by attribute, not by importing the model: this module stays free of pydantic.)"""
+    if isinstance(info, Mapping):
+        return "local" in info
+    return getattr(info, "local", None) is not None
 
 
 def locality(profile: Profile, info: object = None) -> Locality:

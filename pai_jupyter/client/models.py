@@ -4,6 +4,7 @@ DataFrames and escaped HTML."""
 from __future__ import annotations
 
 import html
+import warnings
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
@@ -31,6 +32,34 @@ def _time(value: Any) -> datetime | None:
 
 class _Api(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
+
+    def _named(self, key: str) -> tuple[str, Any]:
+        """The attribute behind wire name (or attribute) ``key`` and its value; KeyError when there is none."""
+        for name, info in type(self).model_fields.items():
+            if key in (name, info.alias):
+                return name, getattr(self, name)
+        extra = self.model_extra or {}
+        if key in extra:
+            return key, extra[key]
+        raise KeyError(key)
+
+    def __getitem__(self, key: str) -> Any:
+        """Answers were dicts before they were models (``client.info()["capacity"]``): a notebook that reads them
+        so keeps working, told by a DeprecationWarning which attribute to read instead."""
+        name, value = self._named(key)
+        warnings.warn(f"{type(self).__name__}[{key!r}] is deprecated: read .{name}", DeprecationWarning, stacklevel=2)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``dict.get`` for code written when answers were dicts (deprecated, as ``[key]``)."""
+        try:
+            name, value = self._named(key)
+        except KeyError:
+            return default
+        warnings.warn(
+            f"{type(self).__name__}.get({key!r}) is deprecated: read .{name}", DeprecationWarning, stacklevel=2
+        )
+        return value
 
     @field_validator("*", mode="before")
     @classmethod
@@ -305,3 +334,197 @@ class Usage(_Api):
 
     def _repr_html_(self) -> str:
         return _html_table(list(UsageFigures.COLUMNS), [r.row() for r in self.rows])
+
+
+# ---- the other answers -------------------------------------------------------------------------------------------
+# Every public call answers a model, never a bare dict: a field the daemon renames fails in one place (here), not
+# at each reader. Those that are OpenPAI's wire shape (info, attempts, events) keep whatever else the server sends
+# (``extra="allow"``, as every _Api model), so nothing is lost for a caller that wants it (``model_extra``).
+
+
+class ServerInfo(_Api):
+    """``/api/v2/info``: OpenPAI's public fields; with a token the embedded cluster adds its capacity, runtime, the
+    caller's name and whether they are an admin, and ``local`` (its local-only routes: see ``client.locality``)."""
+
+    name: str | None = None
+    version: str | None = None
+    launcher_type: str | None = Field(None, alias="launcherType")
+    authn_method: str | None = Field(None, alias="authnMethod")
+    cluster: str | None = None
+    runtime: Any = None
+    capacity: dict[str, Any] | None = None
+    used: dict[str, Any] | None = None
+    virtual_clusters: dict[str, dict[str, Any]] | None = Field(None, alias="virtualClusters")
+    user: str | None = None
+    admin: bool = False
+    local: dict[str, Any] | None = None
+
+
+class JobAttempt(_Api):
+    """One of a job's attempts (OpenPAI's job-attempts item; its other fields kept as extras)."""
+
+    attempt_index: int = Field(0, alias="attemptIndex")
+    state: str | None = None
+    is_latest: bool = Field(False, alias="isLatest")
+    exit_code: int | None = Field(None, alias="exitCode")
+    exit_diagnostics: dict[str, Any] | str | None = Field(None, alias="exitDiagnostics")  # (a summary, or its text)
+    task_roles: dict[str, Any] = Field(default_factory=dict, alias="taskRoles")
+
+
+class JobEvent(_Api):
+    """One of the job's events (OpenPAI's FrameworkEvent): ``type``, ``reason``, ``message``, and the ISO
+    ``first_timestamp`` / ``last_timestamp`` it happened."""
+
+    type: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    first_timestamp: str | None = Field(None, alias="firstTimestamp")
+    last_timestamp: str | None = Field(None, alias="lastTimestamp")
+
+    @property
+    def time(self) -> str | None:
+        """When it last happened."""
+        return self.last_timestamp or self.first_timestamp
+
+
+class TaskService(_Api):
+    """A service running inside a task (``Client.services``): where it listens, its state and token; a
+    TensorBoard's ``logdir`` as the task sees it; ``message``: why it is not running, where it is not."""
+
+    role: str
+    index: int
+    name: str
+    host: str = "127.0.0.1"
+    port: int
+    state: str
+    token: str | None = None
+    base_path: str = Field("/", alias="basePath")
+    message: str | None = None
+    logdir: str | None = None
+
+
+class ServiceAction(_Api):
+    """``Client.service_action``'s receipt: the action asked of the service."""
+
+    role: str
+    index: int
+    name: str
+    action: str
+
+
+class GpuSample(_Api):
+    index: int
+    utilization_percent: float | None = Field(None, alias="utilizationPercent")
+    memory_used_bytes: int | None = Field(None, alias="memoryUsedBytes")
+    memory_total_bytes: int | None = Field(None, alias="memoryTotalBytes")
+
+
+class TaskMetrics(_Api):
+    """One task's CPU % (None until two samples span the window), memory and GPUs."""
+
+    role: str
+    index: int
+    state: str
+    cpu_percent: float | None = Field(None, alias="cpuPercent")
+    memory_bytes: int | None = Field(None, alias="memoryBytes")
+    memory_limit_bytes: int | None = Field(None, alias="memoryLimitBytes")
+    gpus: list[GpuSample] = Field(default_factory=list)
+
+
+class GpuSampling(_Api):
+    available: bool = False
+    message: str | None = None
+
+
+class JobMetrics(_Api):
+    """``Client.metrics``: one snapshot (``time`` in epoch ms) of each task's use, and whether GPUs are sampled."""
+
+    time: int = 0
+    gpu: GpuSampling = Field(default_factory=GpuSampling)
+    tasks: list[TaskMetrics] = Field(default_factory=list)
+
+
+class Tracking(_Api):
+    """``Client.tracking``: the MLflow server the user's jobs are runs of, their experiment, and their own
+    credentials (no ``password`` where the server has no accounts)."""
+
+    url: str
+    experiment: str
+    experiment_id: str | None = Field(None, alias="experimentId")
+    username: str | None = None
+    password: str | None = None
+
+
+class QueuedJob(_Api):
+    """A waiting job in its virtual cluster's line: ``ahead`` of it, its class, why it waits, and the start the
+    plan reserved (``start_estimate``, epoch ms) or the batch system holding it (``held_by``)."""
+
+    job: str
+    username: str
+    name: str
+    ahead: int
+    job_priority: str = Field("default", alias="jobPriority")
+    waiting_reason: str | None = Field(None, alias="waitingReason")
+    submission_time: datetime | None = Field(None, alias="submissionTime")
+    start_estimate: int | None = Field(None, alias="startEstimate")
+    fair_share_usage: float | None = Field(None, alias="fairShareUsage")
+    held_by: str | None = Field(None, alias="heldBy")
+
+
+class WaitingQueue(_Api):
+    """``Client.waiting_queue``: each virtual cluster's line, in order; whether the caller may reorder them."""
+
+    virtual_clusters: dict[str, list[QueuedJob]] = Field(default_factory=dict, alias="virtualClusters")
+    can_reorder: bool = Field(False, alias="canReorder")
+    limit: int | None = None
+
+    def find(self, job: str) -> QueuedJob | None:
+        """The job's entry, if it is queued."""
+        return next((j for line in self.virtual_clusters.values() for j in line if j.job == job), None)
+
+
+class PriorityChange(_Api):
+    """``Client.set_priority``: the job's class now, and how many jobs are ahead of it (None: it is not waiting)."""
+
+    message: str | None = None
+    job_priority: str = Field("default", alias="jobPriority")
+    ahead: int | None = None
+
+
+class MaxRunTimeChange(_Api):
+    """``Client.set_max_run_time``: the minutes set, and the deadline they make (epoch seconds; None: the job is not
+    running)."""
+
+    message: str | None = None
+    minutes: float
+    deadline: float | None = None
+
+
+class LeaseRenewal(_Api):
+    """``Client.renew_lease``: the lease's length and when it now lapses (epoch seconds)."""
+
+    seconds: float
+    expires: float
+
+
+class Report(_Api):
+    """One report of a job (``pai_jupyter.report``): when (epoch ms), its step, its metrics, and where it came from
+    (``api``, ``file``, ``tensorboard:...``)."""
+
+    time: int | None = None
+    step: int | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    source: str | None = None
+
+
+class SweepRecord(_Api):
+    """A sweep as the cluster stores it (``Client.sweep_state``, ``list_sweeps``): its revision, last write (epoch
+    ms), status, number of trials, and its ``state`` document (None in a list asked without states)."""
+
+    user: str
+    name: str
+    revision: int = 0
+    updated: int | None = None
+    status: str | None = None
+    trials: int = 0
+    state: dict[str, Any] | None = None

@@ -14,7 +14,25 @@ from ..protocol import Job
 from .base import ClientOptions, request_url, tail_lines, terminal_url
 from .calls import PAGE, Calls, JobRef, ListArgs, LogArgs, WaitArgs, new_lines
 from .locality import Locality
-from .models import JobDetail, JobList, ListedJob, Usage
+from .models import (
+    JobAttempt,
+    JobDetail,
+    JobEvent,
+    JobList,
+    JobMetrics,
+    LeaseRenewal,
+    ListedJob,
+    MaxRunTimeChange,
+    PriorityChange,
+    Report,
+    ServerInfo,
+    ServiceAction,
+    SweepRecord,
+    TaskService,
+    Tracking,
+    Usage,
+    WaitingQueue,
+)
 from .profiles import Profile
 from .wire import Op, Req, Sleep, error_for
 
@@ -98,7 +116,7 @@ class Client(Calls):
             result: T = stop.value
             return result
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ServerInfo:
         """The server's /api/v2/info (the embedded cluster adds capacity, runtime and its local routes)."""
         return self._drive(self._info())
 
@@ -139,10 +157,10 @@ class Client(Calls):
     def config(self, job: JobRef) -> str:
         return self._drive(self._config(job))
 
-    def attempts(self, job: JobRef) -> list[dict[str, Any]]:
+    def attempts(self, job: JobRef) -> list[JobAttempt]:
         return self._drive(self._attempts(job))
 
-    def events(self, job: JobRef) -> list[dict[str, Any]]:
+    def events(self, job: JobRef) -> list[JobEvent]:
         return self._drive(self._events(job))
 
     def clone(self, job: JobRef, *, name: str | None = None) -> str:
@@ -157,16 +175,16 @@ class Client(Calls):
     def login(self, username: str, password: str) -> str:
         return self._drive(self._login(username, password))
 
-    def services(self, job: JobRef) -> list[dict[str, Any]]:
+    def services(self, job: JobRef) -> list[TaskService]:
         return self._drive(self._services(job))
 
-    def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> dict[str, Any]:
+    def service_action(self, job: JobRef, role: str, index: int, name: str, action: str) -> ServiceAction:
         return self._drive(self._service_action(job, role, index, name, action))
 
-    def metrics(self, job: JobRef) -> dict[str, Any]:
+    def metrics(self, job: JobRef) -> JobMetrics:
         return self._drive(self._metrics(job))
 
-    def tracking(self) -> dict[str, Any]:
+    def tracking(self) -> Tracking:
         """Where this user's jobs are MLflow runs, and their own MLflow credentials (embedded cluster only)."""
         return self._drive(self._tracking())
 
@@ -174,7 +192,7 @@ class Client(Calls):
         """The virtual clusters this profile's user may submit to (the user's ``virtualCluster`` list)."""
         return self._drive(self._virtual_clusters())
 
-    def waiting_queue(self, limit: int | None = None) -> dict[str, Any]:
+    def waiting_queue(self, limit: int | None = None) -> WaitingQueue:
         """The waiting jobs of each virtual cluster, in queue order, as the caller may see them (embedded cluster)."""
         return self._drive(self._waiting_queue(limit))
 
@@ -183,23 +201,23 @@ class Client(Calls):
         cluster): your own rows (an admin's: everyone's, or ``user``'s) and every virtual cluster's totals."""
         return self._drive(self._usage(window_hours, user))
 
-    def reports(self, job: JobRef) -> list[dict[str, Any]]:
-        """What the job reported (``pai_jupyter.report``, or ``report``): ``[{time, step, metrics, source}]``."""
+    def reports(self, job: JobRef) -> list[Report]:
+        """What the job reported (``pai_jupyter.report``, or ``report``), oldest first."""
         return self._drive(self._reports(job))
 
-    def reports_of(self, jobs: list[JobRef]) -> dict[str, list[dict[str, Any]]]:
+    def reports_of(self, jobs: list[JobRef]) -> dict[str, list[Report]]:
         """The reports of several jobs in one request (embedded cluster), by job id; one the cluster does not show
         is left out."""
         return self._drive(self._reports_of(jobs))
 
-    def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> dict[str, Any]:
+    def report(self, job: JobRef, *, step: int | None = None, **metrics: float) -> Report:
         """Store metrics with the job (embedded cluster): ``client.report(job, loss=0.1, step=3)``."""
         return self._drive(self._report(job, metrics, step))
 
     def add_tag(self, job: JobRef, tag: str) -> None:
         self._drive(self._add_tag(job, tag))
 
-    def sweep_state(self, name: str) -> dict[str, Any]:
+    def sweep_state(self, name: str) -> SweepRecord:
         """A sweep's stored record (``pai_jupyter.Sweep`` keeps its state there); JobNotFound when none."""
         return self._drive(self._sweep_state(name))
 
@@ -208,23 +226,23 @@ class Client(Calls):
         JobConflict when another driver wrote first."""
         return self._drive(self._put_sweep_state(name, state, revision, tag or []))
 
-    def list_sweeps(self, *, with_state: bool = False) -> list[dict[str, Any]]:
+    def list_sweeps(self, *, with_state: bool = False) -> list[SweepRecord]:
         """The user's sweeps, newest first (``with_state``: each with its ``state`` document, in the one request)."""
         return self._drive(self._list_sweeps(with_state))
 
     def delete_sweep(self, name: str) -> None:
         self._drive(self._delete_sweep(name))
 
-    def set_priority(self, job: JobRef, priority: str | None = None, *, position: int | None = None) -> dict[str, Any]:
+    def set_priority(self, job: JobRef, priority: str | None = None, *, position: int | None = None) -> PriorityChange:
         """An admin's: the job's priority class and/or its place among its class's waiting jobs (embedded cluster)."""
         return self._drive(self._set_priority(job, priority, position))
 
-    def set_max_run_time(self, job: JobRef, minutes: float) -> dict[str, Any]:
+    def set_max_run_time(self, job: JobRef, minutes: float) -> MaxRunTimeChange:
         """Set a live job's max run time in minutes (embedded cluster only; NotSupported elsewhere)."""
         return self._drive(self._set_max_run_time(job, minutes))
 
-    def renew_lease(self, job: JobRef) -> dict[str, Any]:
-        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): ``{seconds, expires}``."""
+    def renew_lease(self, job: JobRef) -> LeaseRenewal:
+        """Renew the job's lease (embedded cluster only; NotSupported elsewhere): its length and when it now lapses."""
         return self._drive(self._renew_lease(job))
 
     def terminal_endpoint(self, job: JobRef, role: str, index: int) -> tuple[str, dict[str, str]]:

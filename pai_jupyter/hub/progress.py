@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..client.models import QueuedJob, WaitingQueue
 from ..common.format import duration
 
 # the bar: submitted, waiting, running (the server starting), answering; the Hub adds 100 once it is ready
@@ -51,7 +52,7 @@ def _when(estimate_ms: int | float | None, now: float, held_by: str | None = Non
     return f"starts by {at} at the latest{soon}"
 
 
-def waiting(job: str, queued: dict[str, Any] | None, reason: str | None, now: float | None = None) -> Event:
+def waiting(job: str, queued: QueuedJob | None, reason: str | None, now: float | None = None) -> Event:
     """The job waits: ``queued`` is its entry in the cluster's queue (``ahead``, ``waitingReason``,
     ``startEstimate``; ``heldBy``: the batch system whose scheduler holds it, whose line and estimate those are),
     None where the cluster has none for it (not handed to its scheduler yet);
@@ -59,19 +60,15 @@ def waiting(job: str, queued: dict[str, Any] | None, reason: str | None, now: fl
     now = time.time() if now is None else now
     if queued is None:
         return Event(WAITING, f"Waiting for resources: {reason or 'the cluster has not said why yet'}")
-    ahead = queued.get("ahead")
-    place = (
-        "first in line"
-        if ahead == 0
-        else (f"{ahead} job{'s' * (ahead != 1)} ahead" if isinstance(ahead, int) else "in line")
-    )
-    why: str | None = queued.get("waitingReason") or reason
-    held_by = queued.get("heldBy")
+    ahead = queued.ahead
+    place = "first in line" if ahead == 0 else f"{ahead} job{'s' * (ahead != 1)} ahead"
+    why = queued.waiting_reason or reason
+    held_by = queued.held_by
     line = f"{SCHEDULERS.get(held_by, held_by)}'s queue" if held_by else "the queue"
     parts = [f"Waiting in {line}: {place}"]
     if why:
         parts.append(f"why: {why}")
-    parts.append(_when(queued.get("startEstimate"), now, held_by))
+    parts.append(_when(queued.start_estimate, now, held_by))
     return Event(WAITING, "; ".join(parts))
 
 
@@ -83,10 +80,6 @@ def answering(url: str) -> Event:
     return Event(ANSWERING, f"Jupyter answers at {url}")
 
 
-def find_queued(queue: dict[str, Any], job: str) -> dict[str, Any] | None:
-    """The job's entry in ``GET /api/v2/local/queue``'s answer, if it is queued there."""
-    for line in (queue.get("virtualClusters") or {}).values():
-        for entry in line:
-            if isinstance(entry, dict) and entry.get("job") == job:
-                return entry
-    return None
+def find_queued(queue: WaitingQueue, job: str) -> QueuedJob | None:
+    """The job's entry in the cluster's waiting queue, if it is queued there."""
+    return queue.find(job)

@@ -132,7 +132,7 @@ class PaiProvisioner(KernelReach):
             raise KernelStartError(f"the PAI kernel cannot start: {exc}") from None
         where = locality(self.client.profile, info)
         self._is_local = where.this_machine
-        owner = bool(self._is_local and info.get("admin"))
+        owner = bool(self._is_local and info.admin)
         env = kwargs.get("env") or {}
         cwd = kwargs.get("cwd")
         name = jobspec.job_name(env.get("JPY_SESSION_NAME"), cwd)
@@ -170,7 +170,7 @@ class PaiProvisioner(KernelReach):
         return str(getattr(self.parent, "kernel_name", "") or "")
 
     def _options(self, cmd: list[str], info: Any) -> KernelJobOptions:
-        runtime = str(info.get("runtime", "")) if isinstance(info, dict) else ""
+        runtime = str(getattr(info, "runtime", None) or "")  # (ServerInfo: the embedded cluster says its runtime)
         python = self.python or (cmd[0] if cmd and cmd[0] not in ("python", "python3", "{python}") else "")
         if not python:
             python = sys.executable if (self._is_local and runtime.startswith("process")) else "python3"

@@ -116,69 +116,92 @@ async def open_tunnel(
             "an SSH tunnel needs the asyncssh package on the Jupyter server (pip install asyncssh)"
         ) from None
     log = log or logging.getLogger("pai_jupyter.kernel")
-    delay, last = 0.2, ""
+    delay = 0.2
     while True:
         target = await _target(client, job_id, identity)
-        where = f"{target.host}:{target.port}" if target else ""
         if target is not None:
-            assert target.key is not None  # _target refuses a target without one
-            key = str(Path(target.key).expanduser())
-            try:
-                conn = await asyncssh.connect(
-                    target.host,
-                    target.port,
-                    username=target.user,
-                    known_hosts=([asyncssh.import_public_key(host_key)], [], []) if host_key else None,
-                    client_keys=[key],
-                    agent_path=None,
-                    password=None,
-                    kbdint_auth=False,
-                    preferred_auth="publickey",
-                    connect_timeout=connect_timeout,
-                    keepalive_interval=30,
-                    keepalive_count_max=4,
-                )
-            except asyncssh.HostKeyNotVerifiable:
-                raise TunnelError(
-                    f"the kernel task's sshd at {where} presented a host key other than the one job {job_id}'s "
-                    f"sshd presented first ({_fingerprint(host_key)}): refused, as a stranger may listen there "
-                    "(trust on first use, per job)"
-                ) from None
-            except asyncssh.PermissionDenied:
-                raise TunnelError(
-                    f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
-                    "its public key must be in your OpenPAI SSH keys, or beside it as KEY.pub (the "
-                    "kernel's job then lists it in userssh); on the embedded cluster, leave the "
-                    "kernelspec's `identity` unset to use the job's own key"
-                ) from None
-            except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
-                last = f"the kernel task's sshd at {where} does not answer ({exc or type(exc).__name__})"
-            else:
-                try:
-                    await _interactive(conn)
-                    listeners = await _forward(conn, ports, local_ports or {})
-                except BaseException:
-                    conn.close()
-                    raise
-                seen = conn.get_server_host_key()
-                assert seen is not None  # None only after a GSS key exchange, which is not offered
-                log.debug("pai kernel tunnel to %s open (host key %s)", where, seen.get_fingerprint())
-                return KernelTunnel(conn, listeners, where, dict(ports), seen.export_public_key().decode().strip())
+            login = _Login(asyncssh, job_id, host_key, connect_timeout)
+            tunnel = await login.open(target, ports, local_ports or {}, log)
+            if isinstance(tunnel, KernelTunnel):
+                return tunnel
+            last = tunnel
         else:
             last = "the kernel task's sshd has no address yet"
-        try:
-            state = (await client.detail(job_id)).state
-        except PaiError:
-            state = ""  # the cluster may answer again before the deadline
-        if state in FINAL:
-            raise TunnelError(f"the job ended ({state}) before its sshd let the tunnel in: {last}")
-        if time.monotonic() > deadline:
-            raise TunnelError(
-                f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
-                "reachable from the Jupyter server?"
-            )
+        await _still_worth_waiting(client, job_id, deadline, last)
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, 1.0)
+
+
+class _Login:
+    """One try at logging into the kernel task's sshd: the tunnel, or why it does not answer yet (a refusal
+    that another try cannot mend raises TunnelError)."""
+
+    def __init__(self, asyncssh: Any, job_id: str, host_key: str | None, connect_timeout: float) -> None:
+        self.asyncssh, self.job_id, self.host_key, self.connect_timeout = asyncssh, job_id, host_key, connect_timeout
+
+    async def open(
+        self, target: SshTarget, ports: dict[str, int], local_ports: dict[str, int], log: logging.Logger | Any
+    ) -> KernelTunnel | str:
+        asyncssh, host_key, job_id = self.asyncssh, self.host_key, self.job_id
+        where = f"{target.host}:{target.port}"
+        assert target.key is not None  # _target refuses a target without one
+        key = str(Path(target.key).expanduser())
+        try:
+            conn = await asyncssh.connect(
+                target.host,
+                target.port,
+                username=target.user,
+                known_hosts=([asyncssh.import_public_key(host_key)], [], []) if host_key else None,
+                client_keys=[key],
+                agent_path=None,
+                password=None,
+                kbdint_auth=False,
+                preferred_auth="publickey",
+                connect_timeout=self.connect_timeout,
+                keepalive_interval=30,
+                keepalive_count_max=4,
+            )
+        except asyncssh.HostKeyNotVerifiable:
+            raise TunnelError(
+                f"the kernel task's sshd at {where} presented a host key other than the one job {job_id}'s "
+                f"sshd presented first ({_fingerprint(host_key)}): refused, as a stranger may listen there "
+                "(trust on first use, per job)"
+            ) from None
+        except asyncssh.PermissionDenied:
+            raise TunnelError(
+                f"the kernel task's sshd at {where} refused the key {key} for user {target.user}: "
+                "its public key must be in your OpenPAI SSH keys, or beside it as KEY.pub (the "
+                "kernel's job then lists it in userssh); on the embedded cluster, leave the "
+                "kernelspec's `identity` unset to use the job's own key"
+            ) from None
+        except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
+            return f"the kernel task's sshd at {where} does not answer ({exc or type(exc).__name__})"
+        try:
+            await _interactive(conn)
+            listeners = await _forward(conn, ports, local_ports)
+        except BaseException:
+            conn.close()
+            raise
+        seen = conn.get_server_host_key()
+        assert seen is not None  # None only after a GSS key exchange, which is not offered
+        log.debug("pai kernel tunnel to %s open (host key %s)", where, seen.get_fingerprint())
+        return KernelTunnel(conn, listeners, where, dict(ports), seen.export_public_key().decode().strip())
+
+
+async def _still_worth_waiting(client: AsyncClient, job_id: str, deadline: float, last: str) -> None:
+    """TunnelError (saying ``last``, why the sshd did not let the tunnel in) once the job ended or the deadline
+    passed."""
+    try:
+        state = (await client.detail(job_id)).state
+    except PaiError:
+        state = ""  # the cluster may answer again before the deadline
+    if state in FINAL:
+        raise TunnelError(f"the job ended ({state}) before its sshd let the tunnel in: {last}")
+    if time.monotonic() > deadline:
+        raise TunnelError(
+            f"{last}: is the ssh plugin's sshd running in the task (its log says), and is its port "
+            "reachable from the Jupyter server?"
+        )
 
 
 async def _target(client: AsyncClient, job_id: str, identity: str | None) -> SshTarget | None:

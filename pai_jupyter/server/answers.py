@@ -1,16 +1,25 @@
 """The shapes of the answers the Lab reads (``labextension/src/api.ts`` declares the same ones in TypeScript).
 
 mypy holds the code that builds each answer to its type here; ``tests/unit/test_lab_api_contract.py`` holds
-api.ts's interfaces to these (field names and which are optional). A field renamed, added or dropped on one side
-only fails one of them: change both (CONTRIBUTING.md)."""
+api.ts's interfaces to these (field names, which are optional, and their JSON types, null included). A field renamed,
+added, dropped or retyped on one side only fails one of them: change both (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # typing's, before 3.11, misses NotRequired
 
 from ..common.services import Link as ServiceLink
+
+
+def fields_named(model: type[BaseModel], keys: Iterable[str]) -> set[str]:
+    """The fields of a client model whose wire names are ``keys`` (an answer's, read off the model with
+    ``model_dump(by_alias=True, include=...)``); a key the model lacks raises KeyError, on import, not in a browser."""
+    names = {(f.alias or n): n for n, f in model.model_fields.items()}
+    return {names[key] for key in keys}
 
 
 class ListedService(ServiceLink):
@@ -26,21 +35,27 @@ class TaskRow(TypedDict):
     terminalPage: str | None
 
 
-class JobRow(TypedDict):
+class JobFields(TypedDict):
+    """What the job list's row and the job page both say of a job: the client's JobSummary fields under their wire
+    names (``jobs.job_fields`` reads them off the model), and where its metrics stream is."""
+
     id: str
     name: str
     username: str
     state: str
     submissionTime: str | None
-    totalTaskNumber: int
-    totalGpuNumber: int
     launchedTime: str | None
     completedTime: str | None
     retries: int
+    totalTaskNumber: int
+    totalGpuNumber: int
     virtualCluster: str | None
+    metricsUrl: str
+
+
+class JobRow(JobFields):
     appExitCode: int | None
     preempting: bool  # being preempted now: its tasks have their signal and are in their grace
-    metricsUrl: str
     tasks: list[TaskRow]
     servicesMessage: str | None
     sweep: str | None  # the sweep this job is a trial of (its tag sweep:NAME): the sidebar groups them
@@ -79,27 +94,16 @@ class Event(TypedDict, total=False):
     message: str
 
 
-class JobDetail(TypedDict):
+class JobDetail(JobFields):
     """``GET pai/api/jobs/{user}~{name}`` (``?events=1`` adds the events)."""
 
-    id: str
-    name: str
-    username: str
-    state: str
     final: bool
-    virtualCluster: str | None
-    retries: int
-    submissionTime: str | None
-    launchedTime: str | None
-    completedTime: str | None
     exitCode: int | None
     diagnostics: str | None
     waitingReason: str | None
-    totalGpuNumber: int
-    totalTaskNumber: int
     tasks: list[TaskDetail]
-    metricsUrl: str
     mlflowPage: str | None  # the job's MLflow run in the UI through this server; null: the job has none
+    serviceIcons: dict[str, str]  # the services catalogue's icons by name (its buttons and tabs)
     mlflowHint: NotRequired[str | None]  # for a job without a run: how to turn tracking on, where it is off
     events: NotRequired[list[Event]]
     eventsMessage: NotRequired[str]
@@ -151,7 +155,7 @@ class MaxRunTime(TypedDict):
 
     id: str
     minutes: float
-    deadline: int | None
+    deadline: float | None  # epoch seconds
 
 
 class ProfileInfo(TypedDict):

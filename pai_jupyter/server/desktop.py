@@ -30,6 +30,9 @@ from .registry import Registry
 DESKTOP_RE = TASK_RE + rf"/(?P<service>{route_re('desktop')})(?P<rest>/.*)?"
 NOVNC_DIRS = ("/usr/share/novnc", "/usr/share/webapps/novnc", "/opt/novnc")
 NOVNC_RE = r"/novnc/(?P<path>(?:core|vendor)/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\.js)"
+RECONNECTS = 20  # failed connects in a row before the page stops trying (about 4 minutes)
+RELOADS = 3  # times the page loads itself again when noVNC's modules did not load (a request failed)
+LOAD_S = 20  # ... or were not all loaded in this many seconds (a request without an answer)
 NO_NOVNC = "noVNC is not installed beside this Jupyter server (Debian: apt-get install novnc), so no desktop page"
 # the page's own script (by nonce) and noVNC's modules from this server; the websocket to this server; no frames,
 # forms or plugins. noVNC draws on a canvas and sets its cursor from data: URLs.
@@ -48,21 +51,57 @@ PAGE = """<!doctype html>
 {script}</body></html>
 """
 SCRIPT = """<script type="module" nonce="{nonce}">
-import RFB from {rfb};
 const cfg = {config};
 const status = document.getElementById("status");
+const screen = document.getElementById("screen");
 const ws = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + location.pathname + "websockify";
-const rfb = new RFB(document.getElementById("screen"), ws, {{credentials: {{password: cfg.password}}}});
-rfb.scaleViewport = true;
-rfb.addEventListener("connect", () => {{
-  status.textContent = "connected"; document.body.dataset.state = "connected";
-}});
-rfb.addEventListener("disconnect", (e) => {{
-  status.textContent = e.detail.clean ? "disconnected" : "connection lost (reload to reconnect)";
-  document.body.dataset.state = "disconnected";
-}});
-rfb.addEventListener("securityfailure", () => {{ status.textContent = "the desktop refused the password"; }});
-window.paiDesktop = rfb;
+// A desktop still starting (the tab opened as the job started) or restarted (culled, then started on demand)
+// refuses a first try: try again, 1 s then doubling up to 15 s, until a wrong password or too many failures.
+let failures = 0;
+function connect() {{
+  document.body.dataset.state = "connecting";
+  const rfb = new RFB(screen, ws, {{credentials: {{password: cfg.password}}}});
+  let refused = false;
+  rfb.scaleViewport = true;
+  rfb.addEventListener("connect", () => {{
+    failures = 0; delete document.body.dataset.failures;
+    status.textContent = "connected"; document.body.dataset.state = "connected";
+  }});
+  rfb.addEventListener("securityfailure", () => {{ refused = true; }});
+  rfb.addEventListener("disconnect", (e) => {{
+    document.body.dataset.state = "disconnected";
+    if (refused) {{ status.textContent = "the desktop refused the password"; return; }}
+    failures += 1;
+    document.body.dataset.failures = String(failures);  // failed tries since the last connect
+    if (failures > {tries}) {{ status.textContent = "connection lost (reload to reconnect)"; return; }}
+    const wait = Math.min(15, 2 ** (failures - 1));
+    status.textContent = (e.detail.clean ? "disconnected" : "connection lost") + `; reconnecting in ${{wait}} s…`;
+    setTimeout(connect, wait * 1000);
+  }});
+  window.paiDesktop = rfb;
+}}
+// noVNC is some forty modules from this server: one request that failed or never got its answer (a busy server,
+// a network blip) leaves the page without them, saying "connecting…" for ever. Load the page again instead, a few
+// times, then say so.
+const loads = "pai-desktop-loads:" + location.pathname;
+function store(f) {{ try {{ return f(sessionStorage); }} catch {{ return null; }} }}
+const late = (s) => new Promise((_, no) => setTimeout(() => no(new Error(`not loaded in ${{s}} s`)), s * 1000));
+let RFB = null;
+try {{
+  RFB = (await Promise.race([import({rfb}), late({load_s})])).default;
+}} catch (e) {{
+  const n = Number(store((s) => s.getItem(loads)) || 0) + 1;
+  document.body.dataset.state = "unloaded";
+  if (n > {reloads}) {{
+    store((s) => s.removeItem(loads));
+    status.textContent = `the viewer (noVNC) did not load: ${{e.message}} (reload to try again)`;
+  }} else {{
+    store((s) => s.setItem(loads, String(n)));
+    status.textContent = "the viewer (noVNC) did not load; loading the page again…";
+    setTimeout(() => location.reload(), 1000 * n);
+  }}
+}}
+if (RFB) {{ store((s) => s.removeItem(loads)); connect(); }}
 </script>"""
 
 
@@ -139,7 +178,10 @@ class DesktopProxyHandler(ServiceProxyHandler):
         else:
             rfb = safe_json(url_path_join(self.base_url, "pai/novnc/core/rfb.js"))
             config = safe_json({"password": str(self.target.token or "")[:8]})
-            script, state, status = SCRIPT.format(nonce=nonce, rfb=rfb, config=config), "connecting", "connecting…"
+            script = SCRIPT.format(
+                nonce=nonce, rfb=rfb, config=config, tries=RECONNECTS, reloads=RELOADS, load_s=LOAD_S
+            )
+            state, status = "connecting", "connecting…"
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")

@@ -36,7 +36,7 @@ from ..common.localserver import die_with_parent, free_port, serves
 from .common import PaiHTTPError
 
 START_TIMEOUT = 60.0
-GUARD_MODULE = "pai_jupyter.server.tensorboard_guard"
+GUARD_MODULE = "pai_jupyter.common.tensorboard_guard"
 
 
 @dataclass
@@ -166,11 +166,11 @@ class EndedBoards:
         self.boards: dict[tuple[str, str, int], Board] = {}
         self.lock = asyncio.Lock()
 
-    async def target(self, job: str, role: str, index: int, item: dict[str, Any]) -> tuple[str, int, str]:
-        """(host, port, token) of the TensorBoard over the ended task's logdir, started first where needed; 409
-        where the logdir is not on this machine."""
+    async def target(self, job: str, role: str, index: int, logdir: str | None) -> tuple[str, int, str]:
+        """(host, port, token) of the TensorBoard over the ended task's logdir (as its service listed it), started
+        first where needed; 409 where the logdir is not on this machine."""
         try:
-            found = vet_logdir(item.get("logdir"))
+            found = vet_logdir(logdir)
         except LogdirRefused as exc:
             raise PaiHTTPError(
                 409,

@@ -97,6 +97,84 @@ class UpstreamFailed(Exception):
     """The service could not be reached, or failed before sending its status line (nothing was sent yet)."""
 
 
+class _Relay:
+    """One answer as it streams in: its status and headers go to the browser once complete, its body chunk by
+    chunk, except an HTML (or JSON) page to rewrite, read whole up to MAX_PAGE."""
+
+    def __init__(
+        self,
+        handler: Relaying,
+        method: str,
+        rewrite: Callable[[int, httputil.HTTPHeaders], None] | None,
+        rewrite_page: Callable[[bytes], bytes] | None,
+        json_too: bool,
+    ) -> None:
+        self.handler, self.method, self.rewrite = handler, method, rewrite
+        self.rewrite_page, self.json_too = rewrite_page, json_too
+        self.page: bytearray | None = None  # an HTML page being read whole, to rewrite
+        self.gzipped = False
+        self.start: list[httputil.ResponseStartLine] = []
+        self.got = httputil.HTTPHeaders()
+        self.sent = False
+
+    def on_header(self, line: str) -> None:
+        if not self.start:
+            self.start.append(httputil.parse_response_start_line(line.strip()))
+        elif line.strip():
+            self.got.parse_line(line)
+        else:  # end of the headers: status and headers to the browser
+            self.send_headers()
+
+    def send_headers(self) -> None:
+        handler, got = self.handler, self.got
+        code = self.start[0].code
+        if self.rewrite is not None:
+            self.rewrite(code, got)
+        handler.start_relay(code, self.start[0].reason or None)
+        for name, value in got.get_all():
+            if name not in NOT_COPIED:
+                handler.add_header(name, value)
+        ctype = got.get("Content-Type", "").lower()
+        encoding = got.get("Content-Encoding", "identity").strip().lower()  # TensorBoard says "identity"
+        if (
+            self.rewrite_page is not None
+            and self.method != "HEAD"
+            and encoding in ("identity", "gzip")
+            and (ctype.startswith("text/html") or (self.json_too and ctype.startswith("application/json")))
+        ):
+            self.page, self.gzipped = bytearray(), encoding == "gzip"
+            handler.clear_header("Content-Length")
+            handler.clear_header("Content-Encoding")
+        self.sent = True
+
+    def on_chunk(self, chunk: bytes) -> None:
+        handler = self.handler
+        if handler.request.connection is None or handler.request.connection.stream.closed():  # type: ignore
+            raise StreamClosedError()  # the browser went away: stop reading from the service
+        if self.page is not None:
+            self.page += chunk
+            if len(self.page) <= MAX_PAGE:
+                return
+            chunk, self.page = bytes(self.page), None  # too big to be a page: the rest streams as it comes
+            if self.gzipped:
+                handler.set_header("Content-Encoding", "gzip")
+        RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
+        RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
+
+    def write_page(self) -> None:
+        """The page read whole, rewritten (a page said to be gzip that is not goes on as it came)."""
+        if self.page is None or self.rewrite_page is None:
+            return
+        body = bytes(self.page)
+        try:
+            body = gzip.decompress(body) if self.gzipped else body
+        except (OSError, EOFError):  # said gzip but is not: pass it on as it came
+            self.handler.set_header("Content-Encoding", "gzip")
+        else:
+            body = self.rewrite_page(body)
+        RequestHandler.write(self.handler, body)
+
+
 async def forward(
     handler: Relaying,
     url: str,
@@ -113,55 +191,9 @@ async def forward(
     """
     for name in HOP_BY_HOP:
         headers.pop(name, None)
-    page: bytearray | None = None  # an HTML page being read whole, to rewrite
-    gzipped = False
     method = handler.request.method or "GET"
     body = handler.request.body or (b"" if method in ("POST", "PUT", "PATCH") else None)
-    start: list[httputil.ResponseStartLine] = []
-    got = httputil.HTTPHeaders()
-    sent = False
-
-    def on_header(line: str) -> None:
-        nonlocal sent, page, gzipped
-        if not start:
-            start.append(httputil.parse_response_start_line(line.strip()))
-        elif line.strip():
-            got.parse_line(line)
-        else:  # end of the headers: status and headers to the browser
-            code = start[0].code
-            if rewrite is not None:
-                rewrite(code, got)
-            handler.start_relay(code, start[0].reason or None)
-            for name, value in got.get_all():
-                if name not in NOT_COPIED:
-                    handler.add_header(name, value)
-            ctype = got.get("Content-Type", "").lower()
-            encoding = got.get("Content-Encoding", "identity").strip().lower()  # TensorBoard says "identity"
-            if (
-                rewrite_page is not None
-                and method != "HEAD"
-                and encoding in ("identity", "gzip")
-                and (ctype.startswith("text/html") or (json_too and ctype.startswith("application/json")))
-            ):
-                page, gzipped = bytearray(), encoding == "gzip"
-                handler.clear_header("Content-Length")
-                handler.clear_header("Content-Encoding")
-            sent = True
-
-    def on_chunk(chunk: bytes) -> None:
-        if handler.request.connection is None or handler.request.connection.stream.closed():  # type: ignore
-            raise StreamClosedError()  # the browser went away: stop reading from the service
-        nonlocal page
-        if page is not None:
-            page += chunk
-            if len(page) <= MAX_PAGE:
-                return
-            chunk, page = bytes(page), None  # too big to be a page: the rest streams as it comes
-            if gzipped:
-                handler.set_header("Content-Encoding", "gzip")
-        RequestHandler.write(handler, chunk)  # not jupyter-server-proxy's wrappers: they drop flush()'s future
-        RequestHandler.flush(handler).add_done_callback(lambda f: f.exception())
-
+    relay = _Relay(handler, method, rewrite, rewrite_page, json_too)
     request = HTTPRequest(
         url,
         method=method,
@@ -171,26 +203,18 @@ async def forward(
         decompress_response=False,
         connect_timeout=20,
         request_timeout=timeout,
-        header_callback=on_header,
-        streaming_callback=on_chunk,
+        header_callback=relay.on_header,
+        streaming_callback=relay.on_chunk,
         allow_nonstandard_methods=True,
     )
     try:  # (raise_error=False keeps an HTTP error status an answer; a refused connection still raises)
         response = await http_client().fetch(request, raise_error=False)
     except (OSError, HTTPClientError) as exc:
-        if not sent:  # a task that ended, a service that went away: the caller says what it knows
+        if not relay.sent:  # a task that ended, a service that went away: the caller says what it knows
             raise UpstreamFailed(str(exc) or type(exc).__name__) from None
         handler.request.connection.stream.close()  # type: ignore[union-attr]
         return  # (broken after the headers went out: close, do not pad)
-    if not sent:
+    if not relay.sent:
         raise UpstreamFailed(str(response.error or f"no answer from {url}"))
-    if page is not None and rewrite_page is not None:
-        body = bytes(page)
-        try:
-            body = gzip.decompress(body) if gzipped else body
-        except (OSError, EOFError):  # said gzip but is not: pass it on as it came
-            handler.set_header("Content-Encoding", "gzip")
-        else:
-            body = rewrite_page(body)
-        RequestHandler.write(handler, body)
+    relay.write_page()
     handler.finish()

@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias, cast
 
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..client import FINAL_STATES, AsyncClient, BadRequest, JobNotFound, JobSummary, NotSupported, PaiError
 from ..client.base import LOCAL_DOWN
-from ..client.models import ListedTask
+from ..client.models import ListedTask, TaskService
 from ..common.services import links
-from .answers import JobList, JobRow, TaskRow
+from .answers import JobFields, JobList, JobRow, TaskRow, fields_named
 from .common import PaiHTTPError, SafeErrors, job_path, safe_json, task_prefix, unavailable
 from .registry import Registry
 
@@ -71,7 +71,7 @@ async def _tasks(client: AsyncClient, job: JobSummary, log: logging.Logger) -> t
             {
                 **t.model_dump(by_alias=True),
                 "services": [
-                    s for s in services if s.get("role") == t.role and int(s.get("index", -1)) == t.task_index
+                    s.model_dump(by_alias=True) for s in services if (s.role, s.index) == (t.role, t.task_index)
                 ],
             }
         )
@@ -80,11 +80,23 @@ async def _tasks(client: AsyncClient, job: JobSummary, log: logging.Logger) -> t
     return tasks, message
 
 
-async def _services(client: AsyncClient, job: str) -> list[dict[str, Any]] | str:
+async def _services(client: AsyncClient, job: str) -> list[TaskService] | str:
     try:
         return list(await client.services(job))
     except NotSupported as exc:
         return exc.message
+
+
+JOB_FIELDS = fields_named(JobSummary, JobFields.__required_keys__ - {"id", "metricsUrl"})
+"""The JobSummary fields ``JobFields`` has (``id`` and ``metricsUrl`` are made here)."""
+
+
+def job_fields(base_url: str, job: JobSummary) -> JobFields:
+    """What the job list's row and the job page say of a job (``JobFields``), read off the client's model under
+    its wire names: a field added to JobSummary and to JobFields reaches both answers with no more code here."""
+    shared = job.model_dump(mode="json", by_alias=True, include=JOB_FIELDS)
+    metrics = f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(job.username, job.name)}/metrics"
+    return cast(JobFields, {**shared, "id": job.id, "metricsUrl": metrics})
 
 
 def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message: str | None) -> JobRow:
@@ -92,23 +104,12 @@ def job_row(base_url: str, job: JobSummary, tasks: Sequence[ListedTask], message
     (``{name, title, url (None: no web page), state}``) and terminal."""
     user, name = job.username, job.name
     return {
-        "id": job.id,
-        "name": name,
-        "username": user,
-        "state": job.state,
-        "submissionTime": job.submission_time.isoformat() if job.submission_time else None,
-        "totalTaskNumber": job.total_task_number,
-        "totalGpuNumber": job.total_gpu_number,
-        "launchedTime": job.launched_time.isoformat() if job.launched_time else None,
-        "completedTime": job.completed_time.isoformat() if job.completed_time else None,
-        "retries": job.retries,
-        "virtualCluster": job.virtual_cluster,
+        **job_fields(base_url, job),
         "appExitCode": job.app_exit_code,
         # being preempted now, its tasks in their grace (the next attempt's item still has the old exit code)
         "preempting": job.state == "RUNNING"
         and job.sub_state == "AttemptDeletionPending"
         and job.app_exit_code == PREEMPTED_EXIT,
-        "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
         "tasks": [_task_row(base_url, user, name, t, message) for t in tasks],
         "servicesMessage": message,
         "sweep": next((t.removeprefix(SWEEP_TAG) for t in job.tags or () if t.startswith(SWEEP_TAG)), None),

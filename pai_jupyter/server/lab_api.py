@@ -10,19 +10,22 @@ show it beside the field. Writes are Jupyter API calls: cookie-authenticated one
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from tornado import web
 
-from ..client import FINAL_STATES, InvalidJob, JobConflict, PaiError
-from ..common.services import links
+from ..client import FINAL_STATES, InvalidJob, JobConflict, JobEvent, PaiError, TaskService
+from ..client import JobDetail as ClientJobDetail
+from ..common.services import icons, links
 from ..protocol import load as protocol_load
 from ..protocol.errors import JobValidationError
 from ..protocol.parse import dump_yaml, load_document
 from ..protocol.v1 import job_to_form_v1
 from .answers import Event, JobDetail, TaskDetail, Validation
-from .common import JOB_RE, PaiHTTPError, job_path, task_prefix
+from .common import JOB_RE, PaiHTTPError, task_prefix
 from .ended_tensorboard import local_logdir
+from .jobs import job_fields
 from .lab_base import LabHandler
 from .lab_form import placed
 from .mlflow_proxy import run_page
@@ -34,33 +37,31 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
 
 
-def event_json(event: dict[str, Any]) -> Event:
-    """One of the cluster's events (OpenPAI's FrameworkEvent: ``type``, ``reason``, ``message`` and the
-    ``firstTimestamp`` / ``lastTimestamp`` it happened) as the job page reads it: ``time`` is when it last did."""
+def event_json(event: JobEvent) -> Event:
+    """One of the cluster's events as the job page reads it: ``time`` is when it last happened; a field the
+    cluster left out is left out."""
     out: Event = {}
-    when = event.get("lastTimestamp") or event.get("firstTimestamp")
-    if isinstance(when, str):
-        out["time"] = when
-    for key in ("type", "reason", "message"):
-        if isinstance(event.get(key), str):
-            out[key] = event[key]
+    if event.time is not None:
+        out["time"] = event.time
+    if event.type is not None:
+        out["type"] = event.type
+    if event.reason is not None:
+        out["reason"] = event.reason
+    if event.message is not None:
+        out["message"] = event.message
     return out
 
 
-def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | None = None) -> JobDetail:
+def detail_json(base_url: str, detail: ClientJobDetail, services: Sequence[TaskService] = ()) -> JobDetail:
     """A job's status and tasks as the job page shows them, with each running task's services (``{name, title,
     url}``, from the cluster's list of the job's services: only those the task has)."""
     s = detail.job_status
-    user, _, name = detail.id.partition("~")
+    user, name = s.username, s.name
     tasks: list[TaskDetail] = []
     for t in detail.tasks:
         prefix = task_prefix(base_url, user, name, t.role, t.task_index)
         running = t.task_state == "RUNNING"
-        own = [
-            str(x.get("name"))
-            for x in services or []
-            if (x.get("role"), int(x.get("index", -1))) == (t.role, t.task_index)
-        ]
+        own = [x.name for x in services if (x.role, x.index) == (t.role, t.task_index)]
         tasks.append(
             {
                 "role": t.role,
@@ -77,25 +78,16 @@ def detail_json(base_url: str, detail: Any, services: list[dict[str, Any]] | Non
                 "services": links(base_url, user, name, t.role, t.task_index, own) if running else [],
             }
         )
+    # (mypy cannot tell that a JobFields holds none of JobDetail's optional keys; each key here is still checked)
     return {
-        "id": detail.id,
-        "name": detail.name,
-        "username": s.username,
-        "state": s.state,
+        **job_fields(base_url, s),  # type: ignore[typeddict-item]
         "final": s.state in FINAL_STATES,
-        "virtualCluster": s.virtual_cluster,
-        "retries": s.retries,
-        "submissionTime": _iso(s.submission_time),
-        "launchedTime": _iso(s.launched_time),
-        "completedTime": _iso(s.completed_time),
         "exitCode": s.app_exit_code,
         "diagnostics": s.app_exit_diagnostics,
         "waitingReason": s.waiting_reason,
-        "totalGpuNumber": s.total_gpu_number,
-        "totalTaskNumber": s.total_task_number,
         "tasks": tasks,
-        "metricsUrl": f"{base_url.rstrip('/')}/pai/api/jobs/{job_path(user, name)}/metrics",
         "mlflowPage": run_page(base_url, s.mlflow_experiment_id, s.mlflow_run_id),
+        "serviceIcons": icons(),
     }
 
 
@@ -106,7 +98,7 @@ class JobHandler(LabHandler):
     async def get(self, user: str, name: str) -> None:
         job = self.registry.job_id(user, name)
         detail = await self.call(f"detail of {job}", self.client.detail(job))
-        services: list[dict[str, Any]] = []
+        services: list[TaskService] = []
         if detail.job_status.state not in FINAL_STATES:
             try:
                 services = list(await self.client.services(job))
@@ -131,11 +123,7 @@ class JobHandler(LabHandler):
         except PaiError:
             return
         user, _, name = job.partition("~")
-        boards = {
-            (s.get("role"), s.get("index"))
-            for s in services
-            if s.get("name") == "tensorboard" and local_logdir(s.get("logdir")) is not None
-        }
+        boards = {(s.role, s.index) for s in services if s.name == "tensorboard" and local_logdir(s.logdir) is not None}
         for t in out["tasks"]:
             if (t["role"], t["index"]) in boards:
                 t["tensorboardPage"] = task_prefix(self.base_url, user, name, t["role"], t["index"]) + "tensorboard/"

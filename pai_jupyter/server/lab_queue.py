@@ -11,37 +11,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tornado import web
 
+from ..client.models import QueuedJob as ClusterQueued
+from ..client.models import WaitingQueue as ClusterQueue
 from ..protocol import Job
 from ..protocol.rules import NOTIFY_KEY, NOTIFY_STATES
-from .answers import JobNotification, QueuedJob, WaitingQueue
+from .answers import JobNotification, QueuedJob, WaitingQueue, fields_named
 from .common import JOB_RE, PaiHTTPError
 from .lab_base import LabHandler
 
 CLASSES = ("default", "crit", "prod", "test", "oppo")
+QUEUED = fields_named(ClusterQueued, QueuedJob.__required_keys__)  # what the queue view reads of each entry
 
 
-def queue_json(answer: dict[str, Any]) -> WaitingQueue:
-    """The cluster's waiting lines (``GET /api/v2/local/queue``) as the queue view reads them."""
-
-    def queued(j: dict[str, Any]) -> QueuedJob:
-        return {
-            "job": j["job"],
-            "username": j["username"],
-            "name": j["name"],
-            "ahead": j["ahead"],
-            "jobPriority": j["jobPriority"],
-            "waitingReason": j.get("waitingReason"),
-        }
-
-    lines = answer.get("virtualClusters") or {}
-    return {
-        "virtualClusters": {vc: [queued(j) for j in line] for vc, line in lines.items()},
-        "canReorder": bool(answer.get("canReorder")),
+def queue_json(answer: ClusterQueue) -> WaitingQueue:
+    """The cluster's waiting lines as the queue view reads them: each entry the client's model under its wire
+    names, the fields ``QueuedJob`` has (a field added to both reaches the Lab with no more code here)."""
+    lines = {
+        vc: [cast(QueuedJob, j.model_dump(mode="json", by_alias=True, include=QUEUED)) for j in line]
+        for vc, line in answer.virtual_clusters.items()
     }
+    return {"virtualClusters": lines, "canReorder": answer.can_reorder}
 
 
 class QueueHandler(LabHandler):
@@ -64,7 +57,7 @@ class PriorityHandler(LabHandler):
             raise PaiHTTPError(400, "position must be an integer from 0", code="BadRequest")
         job = f"{user}~{name}"  # anyone's: only an admin may, and the daemon checks it
         result = await self.call(f"priority of {job}", self.client.set_priority(job, priority, position=position))
-        self.send({"id": job, "jobPriority": result.get("jobPriority"), "ahead": result.get("ahead")})
+        self.send({"id": job, "jobPriority": result.job_priority, "ahead": result.ahead})
 
 
 class NotificationHandler(LabHandler):

@@ -20,7 +20,7 @@ from typing import Any
 
 from tornado import web
 
-from ..client import AsyncClient, PaiError
+from ..client import AsyncClient, PaiError, SweepRecord
 from ..common.states import FINAL, JobState
 from ..common.sweepstate import ENDED, best_trial
 from .answers import BestTrial, SweepDetail, SweepRow, SweepsPage, TrialRow
@@ -72,7 +72,7 @@ async def live_trials(client: AsyncClient, trials: list[dict[str, Any]], objecti
         job = str(trial["job"])
         metrics = dict(trial.get("metrics") or {})
         for report in reports.get(job, []):
-            metrics.update(report.get("metrics") or {})
+            metrics.update(report.metrics)
         trial["metrics"] = metrics
         if objective in metrics:
             trial["value"] = metrics[objective]
@@ -80,9 +80,9 @@ async def live_trials(client: AsyncClient, trials: list[dict[str, Any]], objecti
             trial["state"] = states[job]
 
 
-async def sweep_detail(client: AsyncClient, record: dict[str, Any], log: logging.Logger) -> SweepDetail:
-    """A sweep's stored record (``{name, updated, state}``) with its live trials read from the cluster."""
-    state = dict(record.get("state") or {})
+async def sweep_detail(client: AsyncClient, record: SweepRecord, log: logging.Logger) -> SweepDetail:
+    """A sweep's stored record with its live trials read from the cluster."""
+    state = dict(record.state or {})
     trials = [dict(t) for t in state.get("trials") or []]
     await live_trials(client, trials, state.get("objective"), log)
     state["trials"] = trials
@@ -99,7 +99,7 @@ async def sweep_detail(client: AsyncClient, record: dict[str, Any], log: logging
         for t in trials
     ]
     return {
-        **summary(record["name"], record.get("updated"), state),
+        **summary(record.name, record.updated, state),
         "params": sorted(state.get("space") or {}),
         "trials": rows,
     }
@@ -107,10 +107,10 @@ async def sweep_detail(client: AsyncClient, record: dict[str, Any], log: logging
 
 async def sweeps_page(client: AsyncClient, wanted: str, log: logging.Logger) -> SweepsPage:
     """The user's sweeps, newest first, and the one wanted (the newest when none is) with its trials."""
-    records = sorted(await client.list_sweeps(with_state=True), key=lambda r: r.get("updated") or 0, reverse=True)
-    rows = [summary(r["name"], r.get("updated"), r.get("state") or {}) for r in records]
-    pick = wanted or (records[0]["name"] if records else "")
-    record = next((r for r in records if r["name"] == pick), None)
+    records = sorted(await client.list_sweeps(with_state=True), key=lambda r: r.updated or 0, reverse=True)
+    rows = [summary(r.name, r.updated, r.state or {}) for r in records]
+    pick = wanted or (records[0].name if records else "")
+    record = next((r for r in records if r.name == pick), None)
     return {"sweeps": rows, "sweep": await sweep_detail(client, record, log) if record else None}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tornado import web
 
-from ..client import NotSupported, PaiError
+from ..client import NotSupported, PaiError, TaskService
 from ..client.ssh import job_key
 from ..protocol.rules import run_time_problem
 from .answers import Desktop, JobAccess, MaxRunTime
@@ -31,15 +31,14 @@ class MaxRunTimeHandler(LabHandler):
             raise PaiHTTPError(400, f"minutes: {problem}", code="BadRequest")
         assert isinstance(minutes, (int, float))  # run_time_problem said so
         result = await self.call(f"max run time of {job}", self.client.set_max_run_time(job, minutes))
-        answer: MaxRunTime = {"id": job, "minutes": result.get("minutes", minutes), "deadline": result.get("deadline")}
+        answer: MaxRunTime = {"id": job, "minutes": result.minutes, "deadline": result.deadline}
         self.send(answer)
 
 
-def desktop(base_url: str, user: str, name: str, service: dict[str, Any]) -> Desktop:
+def desktop(base_url: str, user: str, name: str, service: TaskService) -> Desktop:
     """A task's remote desktop, from the cluster's list of the job's services."""
-    role, index = str(service.get("role", "")), int(service.get("index", 0))
-    url = task_prefix(base_url, user, name, role, index) + "desktop/"
-    return {"role": role, "index": index, "state": str(service.get("state", "")), "url": url}
+    url = task_prefix(base_url, user, name, service.role, service.index) + "desktop/"
+    return {"role": service.role, "index": service.index, "state": service.state, "url": url}
 
 
 class AccessHandler(LabHandler):
@@ -57,10 +56,8 @@ class AccessHandler(LabHandler):
         except PaiError as exc:
             raise self.failure(f"services of {job}", exc) from None
         base = self.base_url.rstrip("/")
-        desktops: list[Desktop] = [
-            desktop(self.base_url, user, name, s) for s in services if s.get("name") == "desktop"
-        ]
-        has_ssh = any(s.get("name") == "ssh" for s in services)
+        desktops = [desktop(self.base_url, user, name, s) for s in services if s.name == "desktop"]
+        has_ssh = any(s.name == "ssh" for s in services)
         access: JobAccess = {
             "sshKey": f"{base}/pai/api/jobs/{job_path(user, name)}/ssh-key" if has_ssh else None,
             "desktops": desktops,

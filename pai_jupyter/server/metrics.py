@@ -88,7 +88,8 @@ class MetricsSocket(SafeErrors, WebSocketMixin, websocket.WebSocketHandler, Jupy
         while True:
             if not self.paused:
                 try:
-                    snapshot = await self.registry.client.metrics(self.job)
+                    metrics = await self.registry.client.metrics(self.job)
+                    snapshot: Any = metrics.model_dump(mode="json", by_alias=True)  # the wire shape, as the daemon's
                 except (NotSupported, JobNotFound) as exc:
                     code = "NotSupported" if isinstance(exc, NotSupported) else "NotFound"
                     message = exc.message if isinstance(exc, NotSupported) else "the job is gone"

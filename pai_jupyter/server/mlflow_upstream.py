@@ -57,20 +57,20 @@ class TrackingServer:
             if exc.status == 404:
                 raise PaiHTTPError(404, f"MLflow tracking is off: {exc.message}", code="NoTracking") from None
             raise unavailable(exc) from None
-        url = urlsplit(str(answer["url"]))
+        url = urlsplit(answer.url)
         if url.scheme != "http" or not url.hostname:
             raise PaiHTTPError(
-                502, f"the Lab's MLflow tab opens an http:// server; open {answer['url']} itself", code="NotHttp"
+                502, f"the Lab's MLflow tab opens an http:// server; open {answer.url} itself", code="NotHttp"
             )
         basic = None
-        if answer.get("password"):  # (a site's server without authentication: none)
-            basic = "Basic " + base64.b64encode(f"{answer['username']}:{answer['password']}".encode()).decode()
+        if answer.password:  # (a site's server without authentication: none)
+            basic = "Basic " + base64.b64encode(f"{answer.username}:{answer.password}".encode()).decode()
         found = Upstream(
             url.hostname,
             url.port or 80,
-            str(answer["username"]),
+            str(answer.username),
             basic,
-            str(answer.get("experimentId", "")),
+            answer.experiment_id or "",
         )
         self._cached = (now, registry.current, found)
         return found

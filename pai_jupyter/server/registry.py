@@ -13,9 +13,9 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..client import AsyncClient, JobNotFound, NotSupported, PaiError
+from ..client import AsyncClient, JobNotFound, NotSupported, PaiError, TaskService
 from ..common.services import titles
 from .common import SERVICES, PaiHTTPError, not_found, unavailable
 from .config import PaiJupyter
@@ -121,7 +121,7 @@ class Registry:
         return stamp
 
     # ---- services --------------------------------------------------------------------------------------------
-    async def services(self, job: str) -> list[dict[str, Any]]:
+    async def services(self, job: str) -> list[TaskService]:
         try:
             return list(await self.client.services(job))
         except PaiError as exc:
@@ -129,10 +129,10 @@ class Registry:
                 self.log.warning("pai: services of %s: %s", job, exc)
             raise unavailable(exc) from None
 
-    async def _item(self, key: Key) -> dict[str, Any]:
+    async def _item(self, key: Key) -> TaskService:
         job, role, index, service = key
         for item in await self.services(job):
-            if item.get("role") == role and int(item.get("index", -1)) == index and item.get("name") == service:
+            if (item.role, item.index, item.name) == (role, index, service):
                 return item
         raise not_found()
 
@@ -170,8 +170,8 @@ class Registry:
         item = await self._item(key)
         deadline = time.monotonic() + self.config.service_start_timeout
         started = False
-        while item.get("state") != "running":
-            if item.get("state") in ("stopped", "stopping"):
+        while item.state != "running":
+            if item.state in ("stopped", "stopping"):
                 if started:
                     raise PaiHTTPError(
                         409, f"{title} of this task is stopped: the task is not running", code="NotRunning"
@@ -181,7 +181,7 @@ class Registry:
                 except PaiHTTPError as exc:  # the task has ended: its TensorBoard's logdir, served from here
                     if exc.status_code != 409 or key[3] != "tensorboard":
                         raise
-                    host, port, token = await self.ended.target(key[0], key[1], key[2], item)
+                    host, port, token = await self.ended.target(key[0], key[1], key[2], item.logdir)
                     return Target(host=host, port=port, token=token)
                 started = True
             elif time.monotonic() >= deadline:
@@ -195,10 +195,10 @@ class Registry:
                 await asyncio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
             item = await self._item(key)
         return Target(
-            host=str(item["host"]),
-            port=int(item["port"]),
-            base_path=str(item.get("basePath") or "/"),
-            token=item.get("token"),
+            host=item.host,
+            port=item.port,
+            base_path=item.base_path or "/",
+            token=item.token,
         )
 
     async def _start(self, key: Key) -> None:

@@ -30,6 +30,19 @@ from .proxy import _is_websocket
 from .terminal import TerminalProxyHandler
 
 
+def _asyncssh() -> Any:
+    """asyncssh, an optional dependency; without it web SSH answers 501."""
+    try:
+        import asyncssh
+    except ImportError:
+        raise PaiHTTPError(
+            501,
+            "web SSH needs the asyncssh package on the Jupyter server (pip install asyncssh)",
+            code="NotSupported",
+        ) from None
+    return asyncssh
+
+
 class PaiWebSsh(Configurable):
     """How the Jupyter server logs into remote OpenPAI tasks for their web terminal."""
 
@@ -69,18 +82,31 @@ class TaskTerminalHandler(TerminalProxyHandler):
         await websocket.WebSocketHandler.get(self)
 
     async def _connect(self, job: str, role: str, index: int) -> Any:
-        try:
-            import asyncssh
-        except ImportError:
-            raise PaiHTTPError(
-                501,
-                "web SSH needs the asyncssh package on the Jupyter server (pip install asyncssh)",
-                code="NotSupported",
-            ) from None
-
-        from ..client.ssh import default_identity, remember_host_key, ssh_info, trusted_host_keys
+        """An SSH connection to the task's sshd, its host key checked (kept on first use), or the JSON error."""
+        asyncssh = _asyncssh()
+        from ..client.ssh import remember_host_key, trusted_host_keys
 
         settings = PaiWebSsh(parent=self.serverapp)
+        t = await self._target(job, role, index, settings)
+        trusted = []
+        for line in trusted_host_keys(t):
+            try:
+                trusted.append(asyncssh.import_public_key(line))
+            except (asyncssh.KeyImportError, ValueError):
+                continue
+        if not trusted and not t.trust_first:
+            where = f"{t.host}:{t.port}"
+            raise PaiHTTPError(502, f"the task's sshd at {where} has not reported its host key yet", code="NoHostKey")
+        conn = await self._login(asyncssh, t, trusted, settings)
+        shown = conn.get_server_host_key()
+        if not trusted and shown is not None:
+            remember_host_key(t, shown.export_public_key().decode())
+        return conn
+
+    async def _target(self, job: str, role: str, index: int, settings: PaiWebSsh) -> Any:
+        """The task's ssh target (``client.ssh.ssh_info``): a running task with a port, and a key to log in with."""
+        from ..client.ssh import default_identity, ssh_info
+
         try:
             await self.registry.client.detail(job)
         except JobNotFound:
@@ -117,21 +143,17 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 "~/.ssh/id_ed25519 (and add its public key to your OpenPAI profile)",
                 code="NoKey",
             )
+        return t
+
+    async def _login(self, asyncssh: Any, t: Any, trusted: list[Any], settings: PaiWebSsh) -> Any:
+        """Log into the task's sshd with the key alone; each way it can fail is its own 502."""
         where = f"{t.host}:{t.port}"
-        trusted = []
-        for line in trusted_host_keys(t):
-            try:
-                trusted.append(asyncssh.import_public_key(line))
-            except (asyncssh.KeyImportError, ValueError):
-                continue
-        if not trusted and not t.trust_first:
-            raise PaiHTTPError(502, f"the task's sshd at {where} has not reported its host key yet", code="NoHostKey")
         try:
-            conn = await asyncssh.connect(
+            return await asyncssh.connect(
                 t.host,
                 t.port,
                 username=settings.user,
-                known_hosts=(trusted, [], []) if trusted else None,  # None: first use, kept below
+                known_hosts=(trusted, [], []) if trusted else None,  # None: first use, kept by _connect
                 client_keys=[str(Path(t.key).expanduser())],
                 agent_path=None,
                 password=None,
@@ -162,10 +184,6 @@ class TaskTerminalHandler(TerminalProxyHandler):
                 "port reachable from this server?)",
                 code="SshUnreachable",
             ) from None
-        shown = conn.get_server_host_key()
-        if not trusted and shown is not None:
-            remember_host_key(t, shown.export_public_key().decode())
-        return conn
 
     async def open(self, **kw: Any) -> None:
         if self.conn is None:

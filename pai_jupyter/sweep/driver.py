@@ -23,6 +23,7 @@ from typing import Any
 
 from ..client import Client
 from ..client.errors import JobConflict, JobNotFound
+from ..client.models import Report, SweepRecord
 from ..common.states import FINAL
 from ..common.sweepstate import ENDED, FINISHED, PRUNED, best_trial
 from ..protocol import Job
@@ -161,7 +162,7 @@ class Sweep:
     def refresh(self) -> Sweep:
         """Read the stored state (what another driver wrote)."""
         record = self.client.sweep_state(self.name)
-        self.state, self._writer.revision = record["state"], int(record["revision"])
+        self.state, self._writer.revision = record.state or {}, record.revision
         return self
 
     def save(self) -> None:
@@ -217,18 +218,18 @@ class Sweep:
         self.state["trials"].append(trial)
         return trial
 
-    def _update(self, trial: dict[str, Any], reports: list[dict[str, Any]], final: bool) -> bool:
+    def _update(self, trial: dict[str, Any], reports: list[Report], final: bool) -> bool:
         """Take in a live trial's reports; True when it should be pruned."""
         prune, search = False, self._searcher()
         for r in reports:
-            trial["metrics"].update(r["metrics"])
-            value = r["metrics"].get(self.state["objective"])
+            trial["metrics"].update(r.metrics)
+            value = r.metrics.get(self.state["objective"])
             if value is None:
                 continue
             trial["value"] = value
-            if r.get("step") is not None and str(r["step"]) not in trial["intermediate"]:
-                trial["intermediate"][str(r["step"])] = value
-                if not final and search.intermediate(trial["number"], int(r["step"]), value):
+            if r.step is not None and str(r.step) not in trial["intermediate"]:
+                trial["intermediate"][str(r.step)] = value
+                if not final and search.intermediate(trial["number"], r.step, value):
                     prune = True
         return prune
 
@@ -304,7 +305,7 @@ class Sweep:
         if not now and time.monotonic() - self._stop_checked < 1.0:
             return False
         self._stop_checked = time.monotonic()
-        stored = self.client.sweep_state(self.name)["state"]  # (another driver taking over: its writer says so)
+        stored = self.client.sweep_state(self.name).state or {}  # (another driver taking over: its writer says so)
         if stored.get("status") in STOPS:
             self.state["status"] = stored["status"]
             return True
@@ -414,8 +415,8 @@ class Sweep:
         ]
         return pd.DataFrame(rows)
 
-    def curves(self, trial: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """A trial's reports (``[{time, step, metrics, source}]``) from the cluster."""
+    def curves(self, trial: Mapping[str, Any]) -> list[Report]:
+        """A trial's reports from the cluster."""
         return self.client.reports(trial["job"])
 
     def _ipython_display_(self) -> None:
@@ -426,7 +427,7 @@ class Sweep:
         display(SweepView(self))
 
 
-def sweeps(client: Client | None = None) -> list[dict[str, Any]]:
+def sweeps(client: Client | None = None) -> list[SweepRecord]:
     """This user's sweeps as the cluster holds them (name, status, trials, updated)."""
     return (client or Client()).list_sweeps()
 

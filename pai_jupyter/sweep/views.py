@@ -174,9 +174,7 @@ def refresh_curves(fig: Any, sweep: Sweep, metric: str) -> None:
             points = sorted((int(k), v) for k, v in t["intermediate"].items())
         else:
             points = sorted(
-                (r["step"], r["metrics"][metric])
-                for r in sweep.curves(t)
-                if r["step"] is not None and metric in r["metrics"]
+                (r.step, r.metrics[metric]) for r in sweep.curves(t) if r.step is not None and metric in r.metrics
             )
         if points:
             traces.append(

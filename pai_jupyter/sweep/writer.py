@@ -91,10 +91,10 @@ class Writer:
             self.revision = self.client.put_sweep_state(self.name, state, self.revision, tag=tags)
         except JobConflict:
             stored = self.client.sweep_state(self.name)
-            theirs = stored["state"]
+            theirs = stored.state or {}
             if theirs.get("driver") != state.get("driver") or theirs.get("status") not in STOPS:
-                raise SweepTaken(f"sweep {self.name} is driven elsewhere now (revision {stored['revision']})") from None
+                raise SweepTaken(f"sweep {self.name} is driven elsewhere now (revision {stored.revision})") from None
             self.remote_status = theirs["status"]
             if state["status"] == "running":
                 state["status"] = theirs["status"]
-            self.revision = self.client.put_sweep_state(self.name, state, int(stored["revision"]), tag=tags)
+            self.revision = self.client.put_sweep_state(self.name, state, stored.revision, tag=tags)
