@@ -13,6 +13,9 @@ from hypothesis import settings
 
 from tests.properties import PROFILE, PROFILES, QUICK
 
+# tests/helpers/ holds what several test modules share: its asserts say what they compared, as a test module's do.
+pytest.register_assert_rewrite("tests.helpers")
+
 if PROFILE not in PROFILES:
     raise RuntimeError(f"PAI_TEST_HYPOTHESIS={PROFILE!r}: one of {', '.join(PROFILES)}")
 settings.register_profile("full")

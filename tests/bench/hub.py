@@ -35,9 +35,9 @@ import httpx
 import pytest
 
 from pai_jupyter.common.localserver import free_port
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS
-from tests.integration.conftest import account_of
-from tests.integration.servers import CHP_IN_CHECKOUT, HubServer, servers
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.helpers.daemon import account_of
+from tests.helpers.servers import CHP_IN_CHECKOUT, HubServer, servers
 from tests.polling import wait_for
 
 from .common import Figure, median, ratio

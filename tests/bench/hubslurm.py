@@ -33,8 +33,8 @@ from typing import Any
 import httpx
 
 from pai_jupyter.common.localserver import free_port
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS
-from tests.integration.servers import CHP_IN_CHECKOUT, HUB_TOOLS, HubServer
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.helpers.servers import CHP_IN_CHECKOUT, HUB_TOOLS, HubServer
 from tests.polling import wait_for
 
 from .common import Daemon, Figure, median, ratio

@@ -29,8 +29,8 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketHandler, websocket_connect
 
 from pai_jupyter.client import Client
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar
-from tests.integration.jupyter_fixture import JupyterServer, start_jupyter
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar
+from tests.helpers.jupyter_fixture import JupyterServer, start_jupyter
 from tests.polling import wait_for
 
 from .common import Daemon, Figure, median, ratio, v1
@@ -269,7 +269,7 @@ class _BareRelay(WebSocketHandler):
         from tornado.httpserver import HTTPServer
         from tornado.web import Application
 
-        from tests.integration.jupyter_fixture import free_port
+        from tests.helpers.jupyter_fixture import free_port
 
         port = free_port()
         cls.server = HTTPServer(Application([(r"/relay", cls)]))

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.integration.jupyter_fixture import services_job, start_jupyter, task_url, write_events
+from tests.helpers.jupyter_fixture import services_job, start_jupyter, task_url, write_events
 from tests.polling import wait_for
 
 from .common import Daemon, Figure, median, ratio

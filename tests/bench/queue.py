@@ -21,7 +21,7 @@ from pai_jupyter.cluster.core.backfill import Busy, plan
 from pai_jupyter.cluster.core.scheduler import Capacity, Resources
 from pai_jupyter.cluster.core.service import Cluster
 from pai_jupyter.cluster.core.sharing import Sharing, UserQuota
-from tests.unit.memory_cluster import MemoryRuntime
+from tests.helpers.memory_cluster import MemoryRuntime
 
 from .common import Figure, median, ratio
 

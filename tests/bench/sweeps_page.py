@@ -24,8 +24,8 @@ LOG = logging.getLogger("bench")
 async def per_trial(pai: AsyncClient, name: str) -> int:
     """The baseline: the list, each sweep's state, then each live trial's detail and reports."""
     listed = await pai.list_sweeps()
-    records = await asyncio.gather(*(pai.sweep_state(s["name"]) for s in listed))
-    trials = next(r for r in records if r["name"] == name)["state"]["trials"]
+    records = await asyncio.gather(*(pai.sweep_state(s.name) for s in listed))
+    trials = (next(r for r in records if r.name == name).state or {})["trials"]
     found = await asyncio.gather(*(asyncio.gather(pai.detail(t["job"]), pai.reports(t["job"])) for t in trials))
     return sum(1 for detail, _ in found if detail.state == "RUNNING")
 

@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from pai_jupyter.cluster import control
-
-from .conftest import kill_leftovers
+from tests.helpers.daemon import kill_leftovers
 
 pytestmark = [pytest.mark.slow, pytest.mark.binder]  # `make test-binder` (CI runs it), not `make test`
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pai_jupyter.cluster import control
-
-from .conftest import Api, docker_or_skip, kill_leftovers, start_daemon, v1
-
-PAI = [str(Path(sys.executable).with_name("pai"))]  # the installed console script
-
-
-def pai(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAI_JUPYTER_HOME": str(home)}
-    env.pop("PAI_PROFILE", None)
-    return subprocess.run([*PAI, *args], capture_output=True, text=True, env=env, input=stdin, timeout=120)
+from tests.helpers.cli import pai
+from tests.helpers.daemon import Api, docker_or_skip, kill_leftovers, start_daemon, v1
 
 
 def test_submit_wait_status_logs_and_exit_codes(daemon: Api, tmp_path: Path) -> None:

@@ -12,8 +12,7 @@ from pai_jupyter import Job, TaskRole
 from pai_jupyter.client import AsyncClient, Client, InvalidJob, JobConflict, JobNotFound, WaitTimeout
 from pai_jupyter.client.locality import REMOTE
 from pai_jupyter.cluster import control
-
-from .conftest import Api, v1
+from tests.helpers.daemon import Api, v1
 
 
 def test_first_use_starts_the_local_daemon(pai_home: Path) -> None:
@@ -22,7 +21,7 @@ def test_first_use_starts_the_local_daemon(pai_home: Path) -> None:
         with Client() as pai:
             assert pai.list_jobs() == []
             info = control.running(pai_home)
-            assert info is not None and "local" in pai.info()
+            assert info is not None and pai.info().local is not None
     finally:
         control.stop(pai_home)
 
@@ -119,5 +118,6 @@ def test_bare_names_mean_the_profile_user_and_ids_are_accepted(daemon: Api) -> N
     with Client() as pai:
         job_id = pai.submit(v1("ids", "true"))
         assert pai.detail("ids").id == pai.detail(job_id).id == job_id
-        assert json.loads(json.dumps(pai.attempts(job_id)))[0]["isLatest"] is True
-        assert pai.events(job_id)[0]["reason"] == "Submitted"
+        assert pai.attempts(job_id)[0].is_latest is True
+        assert json.loads(pai.attempts(job_id)[0].model_dump_json(by_alias=True))["isLatest"] is True  # (extras too)
+        assert pai.events(job_id)[0].reason == "Submitted"

@@ -24,10 +24,9 @@ from pai_jupyter.cluster import control
 from pai_jupyter.cluster.core.accounts import ACCOUNT_NAME, SHELL, Accounts, UidRanges, dedicated_name, pids_of
 from pai_jupyter.cluster.core.errors import ConflictJobError
 from pai_jupyter.cluster.core.hostaccounts import HomeAccounts, comment, home_tag
+from tests.helpers.cli import pai
+from tests.helpers.daemon import Api, account_of, kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import Api, account_of, kill_leftovers, start_daemon, v1
-from .test_cli import pai
 
 SECRET = "root-secret-planted-91ab"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 
 import httpx
 import pytest
 
-from .conftest import Api, v1
+from tests.helpers.daemon import Api, v1
 
 
 def test_every_route_needs_a_valid_token(daemon: Api) -> None:
@@ -247,15 +246,20 @@ def test_logs_tail_is_the_last_16_kib_on_a_line_boundary(daemon: Api) -> None:
 
 
 def test_live_stream_follows_until_the_task_ends(daemon: Api) -> None:
-    name = daemon.submit_ok(v1("stream", "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done"))
-    seen: list[tuple[float, str]] = []
+    """The stream hands on each line as it is written: the task writes its last ones only once this test has read
+    its first from the stream (no timing: under load a stream opened late would read the first lines at once)."""
+    command = "for i in 1 2 3; do echo tick $i; done; until [ -e go ]; do sleep 0.05; done; echo tick 4; echo tick 5"
+    name = daemon.submit_ok(v1("stream", command))
+    go = daemon.home / "local" / "jobs" / name / "a0.main-0.t0" / "work" / "go"
+    lines: list[str] = []
     with daemon.http.stream("GET", f"/api/v2/local/jobs/{name}/logs/stream", params={"stream": "stdout"}) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
-            seen.append((time.monotonic(), line))
-    lines = [s for _, s in seen]
+            lines.append(line)
+            if line == "tick 3":  # read while the task still runs: it waits for this
+                go.touch()
     assert [s for s in lines if s.startswith("tick")] == [f"tick {i}" for i in range(1, 6)]
-    assert seen[-1][0] - seen[1][0] > 0.5  # lines came as they were written, not at the end
+    assert daemon.wait(name)["jobStatus"]["state"] == "SUCCEEDED"
 
 
 def test_many_concurrent_clients_get_no_duplicates(daemon: Api) -> None:

@@ -17,9 +17,8 @@ from typing import Any
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
 from pai_jupyter.common.states import FINAL
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon
 
 GRACE = 120.0  # the stubborn task outlives any test: it ends when the test releases it
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
 
 pytestmark = pytest.mark.docker
 

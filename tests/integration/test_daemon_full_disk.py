@@ -17,9 +17,8 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.core.space import RESERVE_NAME
 from pai_jupyter.cluster.paths import read_runtime
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
 
 FLOOR_MB = 6
 

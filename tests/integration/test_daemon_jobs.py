@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import psutil
 
+from pai_jupyter.cluster import control
 from pai_jupyter.common.states import FINAL
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
 
 
 def test_hello_world_end_to_end(daemon: Api) -> None:
@@ -113,6 +114,27 @@ taskRoles:
     assert d["jobStatus"]["state"] == "SUCCEEDED", d
     for i in range(2):
         assert "ps answered 200" in daemon.log(name, "worker", i, "stdout")
+
+
+def test_the_clusters_task_port_range_holds_every_tasks_ports(pai_home: Path) -> None:
+    """``taskPorts`` in cluster.yaml (a range a firewall opens): the tasks' ports come from it, none twice;
+    a job wanting more than it holds is refused at submit, saying so."""
+    (pai_home / "local").mkdir(parents=True, mode=0o700)
+    (pai_home / "local" / "cluster.yaml").write_text("taskPorts: 28500-28509\n")
+    api = start_daemon(pai_home)
+    try:
+        ports = [{"label": "grpc", "beginAt": 0, "portNumber": 2}]
+        name = api.submit_ok(v1("ranged", 'echo "$PAI_PORT_LIST_main_0_grpc"', taskNumber=2, portList=ports))
+        detail = api.wait(name, timeout=60)
+        assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
+        given = [int(p) for t in api.tasks(detail) for p in t["containerPorts"]["grpc"].split(",")]
+        assert len(set(given)) == 4 and all(28500 <= p <= 28509 for p in given), given
+        assert api.log(name, name="stdout").strip() == api.tasks(detail)[0]["containerPorts"]["grpc"]
+        r = api.submit(v1("greedy", "true", taskNumber=3, portList=[{**ports[0], "portNumber": 4}]))
+        assert r.status_code == 400 and "want 12 ports and the cluster hands out 10 (28500-28509" in r.text, r.text
+    finally:
+        control.stop(pai_home)
+        kill_leftovers(pai_home)
 
 
 def test_gang_jobs_that_each_need_all_cpus_run_one_after_the_other(daemon: Api) -> None:

@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from .conftest import Api, v1
+from tests.helpers.daemon import Api, v1
 
 
 def leased(name: str, seconds: float, command: str = "sleep 600", **role: Any) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import time
 
 from pai_jupyter.protocol.rules import run_time_problem
-
-from .conftest import Api, v1
+from tests.helpers.daemon import Api, v1
 
 
 def _put(api: Api, job: str, body: object) -> object:

@@ -19,9 +19,8 @@ from aiosmtpd.controller import Controller
 
 from pai_jupyter.cluster import control
 from pai_jupyter.common.localserver import free_port
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon
 
 
 class Inbox:

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon
 
 SECRET = "pw-planted-6c0ffee"
 REGISTRY_PASSWORD = "reg-planted-badc0de"

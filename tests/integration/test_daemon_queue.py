@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .conftest import Api, v1
+from tests.helpers.daemon import Api, v1
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
+from tests.helpers.daemon import kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import kill_leftovers, start_daemon, v1
 
 
 def _script(lines: int, code: int) -> str:

@@ -13,9 +13,8 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
 from pai_jupyter.client import Client
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
 
 
 def _services_job(name: str) -> str:
@@ -48,8 +47,8 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     job = pai.submit(_services_job("svc"))
     pai.wait(job, until={"RUNNING"})
     wait_for(lambda: "user command runs at once" in pai.logs(job, stream="stdout"), 10, "the user command")
-    wait_for(lambda: all(s["state"] == "running" for s in pai.services(job)), 90, "both services")
-    svc = {s["name"]: s for s in pai.services(job)}
+    wait_for(lambda: all(s.state == "running" for s in pai.services(job)), 90, "both services")
+    svc = {s.name: s.model_dump(by_alias=True) for s in pai.services(job)}  # (as the daemon answers them)
     ports = pai.detail(job).tasks[0].container_ports
     assert int(ports["tensorboard"]) == svc["tensorboard"]["port"] and int(ports["jupyter"]) == svc["jupyter"]["port"]
     tb = svc["tensorboard"]
@@ -68,11 +67,11 @@ def test_tensorboard_and_jupyter_start_beside_the_command(daemon: Api) -> None:
     assert httpx.get(url, headers={"Authorization": f"token {jp['token']}"}, timeout=10).status_code == 200
     # culling: stop, then start again
     pai.service_action(job, "main", 0, "tensorboard", "stop")
-    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "stopped", 10, "stop")
+    wait_for(lambda: {s.name: s.state for s in pai.services(job)}["tensorboard"] == "stopped", 10, "stop")
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://{tb['host']}:{tb['port']}/data/runs", headers=tb_auth, timeout=2)
     pai.service_action(job, "main", 0, "tensorboard", "start")
-    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["tensorboard"] == "running", 60, "restart")
+    wait_for(lambda: {s.name: s.state for s in pai.services(job)}["tensorboard"] == "running", 60, "restart")
     # another user sees none of it
     token = daemon.http.post("/api/v2/local/users", json={"name": "mallory"}).json()["token"]
     other = Client(url=daemon.url, token=token, username="mallory")
@@ -93,8 +92,8 @@ def test_metrics_report_cpu_and_memory_without_a_gpu(daemon: Api) -> None:
         )
     )
     pai.wait(job, until={"RUNNING"})
-    wait_for(lambda: (pai.metrics(job)["tasks"][0]["memoryBytes"] or 0) > 50 * 2**20, 20, "memory")
-    m = pai.metrics(job)
+    wait_for(lambda: (pai.metrics(job).tasks[0].memory_bytes or 0) > 50 * 2**20, 20, "memory")
+    m = pai.metrics(job).model_dump(by_alias=True)  # (as the daemon answers it)
     task = m["tasks"][0]
     # over a window of >= 1 s of kept samples (this read 0.0 when two calls came close together);
     # a spinning process gets well over 5 % of a core even on a loaded machine

@@ -12,8 +12,7 @@ import psutil
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import lock_holder, read_runtime
-
-from .conftest import kill_leftovers
+from tests.helpers.daemon import kill_leftovers
 
 ROOT = Path(__file__).parents[2]
 STARTERS = {

@@ -6,7 +6,6 @@ outlived its job, and a job's own environment (LD_PRELOAD) acting on the root da
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -19,16 +18,14 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.shim import build_c_shim
+from tests.helpers.daemon import Api, account_of, kill_leftovers, reachable, start_daemon, v1
+from tests.helpers.jobdocs import v2_doc, v2_role
+from tests.helpers.terminal import Terminal
 from tests.polling import wait_for
-from tests.unit.jobdocs import v2_doc, v2_role
-
-from .conftest import Api, account_of, kill_leftovers, reachable, start_daemon, v1
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
 CGROUPS = CgroupManager().available
@@ -49,39 +46,6 @@ def admin(tmp_path: Path) -> Iterator[Api]:
     yield api
     control.stop(home)
     kill_leftovers(home)
-
-
-class Terminal:
-    """terminado's protocol: ``["stdin", text]`` in, ``["stdout", text]`` out."""
-
-    def __init__(self, ws: WebSocketClientConnection) -> None:
-        self.ws, self.out = ws, ""
-
-    @classmethod
-    async def open(cls, api: Api, job: str) -> Terminal:
-        url = api.url.replace("http", "ws", 1) + f"/api/v2/local/jobs/{job}/tasks/main/0/terminal"
-        headers = {"Authorization": f"Bearer {api.token}"}
-        return cls(await websocket_connect(HTTPRequest(url, headers=headers, connect_timeout=20)))
-
-    async def run(self, line: str, pattern: str, timeout: float = 30) -> re.Match[str]:
-        """Type ``line``; the first match of ``pattern`` in what the shell printed (not in the echo of the line:
-        let the pattern need what only running it prints)."""
-        self.ws.write_message(json.dumps(["stdin", line + "\r"]))
-        deadline = time.monotonic() + timeout
-        while (found := re.search(pattern, self.out)) is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no {pattern!r} in the terminal within {timeout} s:\n{self.out}")
-            msg = await asyncio.wait_for(self.ws.read_message(), left)
-            if msg is None:
-                raise AssertionError(f"the terminal closed before {pattern!r}:\n{self.out}")
-            kind, *rest = json.loads(msg)
-            if kind == "stdout":
-                self.out += rest[0]
-        return found
-
-    def close(self) -> None:
-        self.ws.close()
 
 
 def _running(api: Api, command: str, memory_mb: int = 256) -> str:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,42 +17,12 @@ from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
 from pai_jupyter.cluster.task.desktop import BACKGROUND
+from pai_jupyter.server.desktop import LOAD_S, RELOADS
+from tests.helpers.browser import opened, pai_sidebar
+from tests.helpers.daemon import Api
+from tests.helpers.desktop import count_colors, desktop_job, need_desktop, running_desktop
+from tests.helpers.jupyter_fixture import jupyter, start_jupyter, task_url
 from tests.polling import wait_for
-
-from .browser import opened, pai_sidebar
-from .conftest import Api
-from .jupyter_fixture import jupyter, start_jupyter, task_url
-
-
-def need_desktop() -> None:
-    missing = [b for b in ("Xvnc", "vncpasswd", "websockify", "xsetroot") if not shutil.which(b)]
-    if missing or not Path("/usr/share/novnc/core/rfb.js").exists():
-        pytest.skip(
-            f"no {' '.join(missing) or 'noVNC'} (apt-get install tigervnc-standalone-server tigervnc-tools "
-            "websockify novnc xterm openbox x11-xserver-utils; .ci/run does)"
-        )
-
-
-def _job(name: str) -> str:
-    return json.dumps(
-        {
-            "jobName": name,
-            "image": "pai-test/busybox:latest",
-            "extras": {
-                "com.microsoft.pai.runtimeplugin": [{"plugin": "desktop", "parameters": {"geometry": "800x600"}}]
-            },
-            "taskRoles": [
-                {
-                    "name": "main",
-                    "taskNumber": 1,
-                    "cpuNumber": 1,
-                    "memoryMB": 512,
-                    "gpuNumber": 0,
-                    "command": "sleep 600",
-                }
-            ],
-        }
-    )
 
 
 def _rgb(color: str) -> tuple[int, int, int]:
@@ -69,25 +37,18 @@ def _pixel(png: bytes, x: float, y: float) -> tuple[int, int, int]:
     return img.getpixel((int(img.width * x), int(img.height * y)))  # type: ignore[return-value]
 
 
-def _colors(png: bytes) -> int:
-    from PIL import Image
-
-    img = Image.open(io.BytesIO(png)).convert("RGB")
-    return len(img.resize((200, 150)).getcolors(maxcolors=200 * 150) or [])
-
-
 def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, tmp_path: Path, browser: Any) -> None:
     need_desktop()
     pai = Client()
-    job = pai.submit(_job("desk"))
+    job = pai.submit(desktop_job("desk"))
     pai.wait(job, until={"RUNNING"})
     svc = wait_for(
-        lambda: next((s for s in pai.services(job) if s["name"] == "desktop" and s["state"] == "running"), None),
+        lambda: next((s for s in pai.services(job) if s.name == "desktop" and s.state == "running"), None),
         60,
         "the desktop service",
     )
     # websockify serves no files (noVNC's come from the Jupyter server) and takes no websocket without the token
-    assert httpx.get(f"http://{svc['host']}:{svc['port']}/vnc.html", timeout=10).status_code == 405
+    assert httpx.get(f"http://{svc.host}:{svc.port}/vnc.html", timeout=10).status_code == 405
     with jupyter(tmp_path / "jupyter", pai_home) as js:
         with opened(browser) as w:
             page = w.page
@@ -97,15 +58,15 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
             canvas = page.locator("#screen canvas")
 
             def drawn() -> bool:  # the window manager's background and the xterm: more than one colour
-                return _colors(canvas.screenshot()) > 2
+                return count_colors(canvas.screenshot()) > 2
 
             wait_for(drawn, 60, "a desktop drawn on the noVNC canvas")
             html = page.content()
-            assert svc["token"] not in page.url and svc["token"][:8] not in page.url
+            assert svc.token and svc.token not in page.url and svc.token[:8] not in page.url
         assert "password" in html
         http = js.http(token=None)
         assert http.get(task_url(job, "desktop/")).status_code in (302, 403)  # no login: no desktop, no password
-        assert svc["token"][:8] not in http.get(task_url(job, "desktop/")).text
+        assert svc.token[:8] not in http.get(task_url(job, "desktop/")).text
         assert http.get("pai/novnc/core/rfb.js").status_code in (302, 403)  # noVNC's scripts: signed in only
         rfb = js.http().get("pai/novnc/core/rfb.js")
         assert rfb.status_code == 200 and rfb.headers["Content-Type"].startswith("text/javascript")
@@ -128,7 +89,7 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
         assert run(job, None) == 403  # the VNC websocket: Jupyter's login first
         assert run("mallory~desk", "own") == 404
         assert run(job, "own") == 101
-        assert svc["token"][:8] not in js.log_text()
+        assert svc.token[:8] not in js.log_text()
 
     # stopping (what idle culling does) takes the display and everything on it down
     def on_display() -> bool:  # this job's (another test's desktop may be up meanwhile)
@@ -141,8 +102,64 @@ def test_desktop_in_the_browser_through_the_proxy(daemon: Api, pai_home: Path, t
 
     assert on_display()
     pai.service_action(job, "main", 0, "desktop", "stop")
-    wait_for(lambda: {s["name"]: s["state"] for s in pai.services(job)}["desktop"] == "stopped", 30, "the stop")
+    wait_for(lambda: {s.name: s.state for s in pai.services(job)}["desktop"] == "stopped", 30, "the stop")
     wait_for(lambda: not on_display(), 30, "Xvnc and websockify to end")
+
+
+def test_the_desktop_page_reconnects_by_itself_when_the_desktop_comes_back(
+    daemon: Api, pai_home: Path, tmp_path: Path, browser: Any
+) -> None:
+    """A desktop that goes away under an open page (culled, restarted, or not up yet as the tab opened with the
+    job) is connected again by the page, with no reload: its next try starts the desktop on demand."""
+    pai = Client()
+    job = running_desktop(pai, "desk-again")
+    with jupyter(tmp_path / "jupyter", pai_home) as js, opened(browser) as w:
+        page = w.page
+        page.goto(f"{js.url}api/status?token={js.token}")
+        page.goto(js.url + task_url(job, "desktop/"))
+        page.wait_for_selector("body[data-state=connected]", timeout=60_000)
+        pai.service_action(job, "main", 0, "desktop", "stop")
+        page.locator("#status", has_text="reconnecting").wait_for(timeout=30_000)
+        assert page.locator("body[data-failures]").count() == 1  # the failed tries, counted until a connect
+        page.wait_for_selector("body[data-state=connected]", timeout=90_000)
+        wait_for(lambda: count_colors(page.locator("#screen canvas").screenshot()) > 2, 60, "the desktop drawn again")
+        assert page.locator("#screen canvas").count() == 1  # the new connection's canvas only
+        assert page.locator("body[data-failures]").count() == 0
+    pai.stop(job)
+
+
+def test_the_desktop_page_loads_itself_again_when_novnc_did_not_load(
+    daemon: Api, pai_home: Path, tmp_path: Path, browser: Any
+) -> None:
+    """One of noVNC's modules not loading (a busy server, a network blip) would leave the page "connecting…" for
+    ever: a request never answered (for LOAD_S) or failed, it loads itself again and connects. Where the modules
+    never load, it stops after RELOADS and says so."""
+    pai = Client()
+    job = running_desktop(pai, "desk-load")
+    with jupyter(tmp_path / "jupyter", pai_home) as js, opened(browser) as w:
+        page, seen = w.page, []
+
+        def hang_then_fail_then_serve(route: Any) -> None:
+            seen.append(route.request.url)
+            if len(seen) == 2:
+                route.abort()
+            elif len(seen) > 2:
+                route.continue_()
+            # the first is never answered
+
+        page.route("**/pai/novnc/core/websock.js", hang_then_fail_then_serve)
+        page.goto(f"{js.url}api/status?token={js.token}")
+        page.goto(js.url + task_url(job, "desktop/"))
+        page.wait_for_selector("body[data-state=connected]", timeout=LOAD_S * 1000 + 60_000)
+        assert len(seen) == 3
+
+        page.unroute("**/pai/novnc/core/websock.js")
+        page.route("**/pai/novnc/core/websock.js", lambda route: route.abort())
+        page.reload()
+        page.locator("#status", has_text="did not load:").wait_for(timeout=60_000)
+        assert page.locator("body[data-state=unloaded]").count() == 1
+        assert sum("pai/novnc/core/websock.js" in p for p in w.paths) == 3 + 1 + RELOADS  # then no more reloads
+    pai.stop(job)
 
 
 def test_the_desktop_is_drawn_in_the_labs_tab_before_any_click(
@@ -150,11 +167,8 @@ def test_the_desktop_is_drawn_in_the_labs_tab_before_any_click(
 ) -> None:
     """Opened from the job page's Desktop button, the desktop shows in its Lab tab at once: no black canvas
     waiting for a click (nothing is clicked in the frame; its screenshot after the connect has the desktop)."""
-    need_desktop()
     pai = Client()
-    job = pai.submit(_job("desk-lab"))
-    pai.wait(job, until={"RUNNING"})
-    wait_for(lambda: any(s["name"] == "desktop" and s["state"] == "running" for s in pai.services(job)), 60)
+    running_desktop(pai, "desk-lab")
     server = start_jupyter(tmp_path / "jupyter", pai_home, lab=True)
     try:
         with opened(browser, shot="desktop-in-the-lab", viewport=(1400, 900)) as w:
@@ -169,7 +183,7 @@ def test_the_desktop_is_drawn_in_the_labs_tab_before_any_click(
             assert box and box["width"] > 200 and box["height"] > 150, box  # sized to the visible tab
 
             def drawn() -> bool:  # the window manager's background and the xterm: more than one colour
-                return _colors(canvas.screenshot()) > 2
+                return count_colors(canvas.screenshot()) > 2
 
             wait_for(drawn, 60, "a desktop drawn in the Lab's tab, with no click in it")
             # where no window is (bottom left, under the xterm; the Lab's toasts are on the right): the root
@@ -183,12 +197,12 @@ def test_the_desktop_is_drawn_in_the_labs_tab_before_any_click(
 @pytest.mark.docker
 def test_an_image_without_the_desktop_programs_says_so(docker_daemon: Api) -> None:
     pai = Client()
-    job = pai.submit(_job("nodesk"))  # pai-test/busybox has no Xvnc, websockify or noVNC
+    job = pai.submit(desktop_job("nodesk"))  # pai-test/busybox has no Xvnc, websockify or noVNC
     pai.wait(job, until={"RUNNING"}, timeout=60)
     svc = wait_for(
-        lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None),
+        lambda: next((s for s in pai.services(job) if s.state == "unavailable"), None),
         60,
         "the desktop service to say why it cannot start",
     )
-    assert svc["name"] == "desktop" and "needs Xvnc" in svc["message"] and "tigervnc" in svc["message"]
+    assert svc.name == "desktop" and "needs Xvnc" in str(svc.message) and "tigervnc" in str(svc.message)
     pai.stop(job)

@@ -9,8 +9,7 @@ import pytest
 
 from pai_jupyter import Estimator
 from pai_jupyter.client import Client
-
-from .conftest import Api
+from tests.helpers.daemon import Api
 
 TRAIN = """
 import json, os, sys

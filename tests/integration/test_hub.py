@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +24,23 @@ import yaml
 
 from pai_jupyter.cluster import control
 from pai_jupyter.common.localserver import free_port
+from tests.helpers.browser import opened
+from tests.helpers.daemon import Api, home_accounts, start_daemon, v1
+from tests.helpers.gpu import FAKE, Fake
+from tests.helpers.hub import (
+    a_cells_job_and_pai_jobs,
+    bobs_lab_has_only_his_own,
+    hub_home,
+    hub_log_on_failure,  # noqa: F401  (fixtures: the tests ask for them by name)
+    jobs_of,
+    lab_page_of,
+    row_names,
+    server_job,
+    sign_in,
+    start_from_form,
+)
+from tests.helpers.servers import HubServer, servers
 from tests.polling import wait_for
-
-from .browser import SHOTS, opened, run_all_cells, sidebar_at
-from .conftest import Api, account_of, home_accounts, start_daemon, v1
-from .jupyter_fixture import write_notebook
-from .servers import HubServer, servers
-from .test_gpu_idle import FAKE, Fake
 
 pytestmark = [pytest.mark.slow]
 SERVER_SCOPES = ["users:activity!user", "access:services!service=pai"]  # a server's token's, less its own server
@@ -83,97 +92,6 @@ def hub_user(hub: HubServer, admin_token: str, name: str, scopes: list[str] | No
     return str(r.json()["token"])
 
 
-def jobs_of(admin: Api, user: str) -> list[dict[str, Any]]:
-    r = admin.http.get("/api/v2/jobs", params={"username": user})
-    assert r.status_code == 200, r.text
-    return [j for j in r.json() if j["username"] == user]
-
-
-def server_job(admin: Api, user: str, state: str) -> str:
-    """The id of ``user``'s Hub server job in ``state`` (waited for)."""
-
-    def found() -> str | None:
-        named = [j for j in jobs_of(admin, user) if j["name"].startswith("jupyterhub-") and j["state"] == state]
-        return f"{user}~{named[0]['name']}" if named else None
-
-    return wait_for(found, 180, lambda: f"{user}'s server job {state}: {jobs_of(admin, user)}")
-
-
-def a_cells_job_and_pai_jobs(page: Any, hub: HubServer, admin: Api, user: str, server: str) -> None:
-    """In ``user``'s Lab: a notebook whose cells submit a job (``%%pai_submit --wait``) and run ``pai jobs``, as
-    them; the job succeeds, and ``pai jobs`` lists their server's job and not the holder's (another user's)."""
-    home = Path(admin.home) / "local" / "users" / user / "home"  # their server's HOME (their account's)
-    cells = ["%load_ext pai_jupyter", "%%pai_submit --wait\n" + v1("from-a-cell", "echo hi-hub"), "!pai jobs"]
-    notebook = write_notebook(home / "submit.ipynb", *cells)
-    account = account_of(admin.home, user)
-    os.chown(notebook, account.pw_uid, account.pw_gid)
-    page.goto(f"{hub.url}user/{user}/lab/tree/submit.ipynb")
-    page.get_by_text("| Idle").first.wait_for(timeout=120_000)
-    run_all_cells(page)
-    outputs = page.locator(".jp-OutputArea-output")
-    job = f"{user}~from-a-cell"
-    wait_for(
-        lambda: admin.http.get(f"/api/v2/jobs/{job}").status_code == 200 or None,
-        120,
-        lambda: f"the cell's job (the cells said {outputs.all_inner_texts()})",
-    )
-    done = admin.wait(job, timeout=120)
-    assert done["jobStatus"]["state"] == "SUCCEEDED" and "hi-hub" in admin.log(job)
-    listed = outputs.filter(has_text=server).filter(has_text="from-a-cell")  # `pai jobs` (not the cell's own line)
-    listed.first.wait_for(timeout=60_000)
-    assert "holder" not in listed.first.inner_text()
-
-
-def bobs_lab_has_only_his_own(page: Any, hub: HubServer, admin: Api, hers: str) -> None:
-    """Bob's Lab (his server just started) lists his server's job and none of alice's (``hers``, her cell's job),
-    in the sidebar and in its server's answer; then the Hub stops his server."""
-    bobs = lab_of(page, hub, "bob")
-    his = server_job(admin, "bob", "RUNNING")
-    bobs.locator(".pai-JobRow-name", has_text=his.split("~")[1]).wait_for(timeout=60_000)
-    assert not {"from-a-cell", hers.split("~")[1]} & set(row_names(bobs)), row_names(bobs)
-    answer = page.request.get(f"{hub.url}user/bob/pai/api/jobs").json()
-    assert answer["user"] == "bob" and {j["username"] for j in answer["jobs"]} == {"bob"}, answer
-    assert hub.api(hub.token(hub.admin)).delete("/users/bob/server").status_code in (202, 204)
-    admin.wait(his)
-
-
-def sign_in(page: Any, hub: HubServer, name: str) -> None:
-    page.goto(hub.url + "hub/login")
-    page.fill("#username_input", name)
-    page.fill("#password_input", hub.password())
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(r".*/hub/(spawn|home).*"), timeout=60_000)
-
-
-def start_from_form(page: Any, hub: HubServer, memory: str = "1024", *, again: bool = False) -> None:
-    """Fill the spawn page's form and start; ``again``: on the form the Hub showed with a refusal."""
-    if not again:
-        page.goto(hub.url + "hub/spawn")
-    page.fill("#pai-memory", memory)
-    page.fill("#pai-cpu", "1")
-    page.locator("#spawn_form button[type=submit]").click()
-
-
-def lab_of(page: Any, hub: HubServer, name: str) -> Any:
-    """The user's JupyterLab (their server started) with the PAI sidebar open."""
-    page.wait_for_url(re.compile(f".*/user/{name}/lab.*"), timeout=240_000)
-    return sidebar_at(page, f"{hub.url}user/{name}/lab/workspaces/hub-{name}?reset")
-
-
-def hub_home(browser: Any, page: Any, hub: HubServer) -> Any:
-    """The Hub's home page as the person signed in on ``page`` (a page of its own: their Lab's open notebook
-    would ask before being left)."""
-    context = browser.new_context(storage_state=page.context.storage_state())
-    home = context.new_page()
-    home.goto(hub.url + "hub/home")
-    home.wait_for_function("window._jupyterhub_page_loaded === true", timeout=60_000)  # its buttons work
-    return home
-
-
-def row_names(panel: Any) -> list[str]:
-    return [n.strip() for n in panel.locator(".pai-JobRow-name").all_inner_texts()]
-
-
 def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
     hubbed: tuple[Api, HubServer], browser: Any
 ) -> None:
@@ -203,7 +121,7 @@ def test_two_people_wait_in_the_queue_cancel_and_get_only_their_own_lab(
         wait_for(lambda: not hub_admin.get("/users/alice").json()["servers"], 60, "the Hub to see the cancel through")
 
         start_from_form(page, hub)
-        panel = lab_of(page, hub, "alice")
+        panel = lab_page_of(page, hub, "alice")
         mine = server_job(admin, "alice", "RUNNING")
         assert admin.detail(mine)["jobStatus"]["username"] == "alice"
         panel.locator(".pai-JobRow-name", has_text=mine.split("~")[1]).wait_for(timeout=60_000)
@@ -441,16 +359,3 @@ def test_a_server_keeps_the_cluster_when_the_daemon_restarts_on_another_port(hub
     assert after.json()["user"] == "judy" and job in {f"{j['username']}~{j['name']}" for j in after.json()["jobs"]}
     assert api.delete("/users/judy/server").status_code in (202, 204)
     assert admin.wait(job)["jobStatus"]["state"] == "STOPPED"
-
-
-@pytest.fixture(autouse=True)
-def _hub_log_on_failure(request: pytest.FixtureRequest, hubbed: tuple[Api, HubServer]) -> Iterator[None]:
-    """A failed test leaves the Hub's and the proxy's logs beside its screenshot."""
-    failed = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed:
-        SHOTS.mkdir(exist_ok=True)
-        (SHOTS / f"{request.node.name}.hub.log").write_text(hubbed[1].log_text()[-20000:])
-        log = Path(hubbed[0].home) / "local" / "daemon.log"
-        if log.exists():
-            shutil.copy(log, SHOTS / f"{request.node.name}.daemon.log")

@@ -20,24 +20,24 @@ import httpx
 import psutil
 import pytest
 
-from tests.polling import wait_for
-
-from ..slurm.fixture import node_addrs
-from .browser import opened
-from .conftest import Api, v1
-from .servers import HubServer, servers
-from .test_hub import (  # and its autouse fixture: the Hub's and the daemon's logs beside a failure's screenshot
-    _hub_log_on_failure,  # noqa: F401
+from tests.helpers.browser import opened
+from tests.helpers.daemon import Api, v1
+from tests.helpers.hub import (
     a_cells_job_and_pai_jobs,
     bobs_lab_has_only_his_own,
     hub_home,
+    hub_log_on_failure,  # noqa: F401  (fixtures, asked for by name)
     jobs_of,
-    lab_of,
+    lab_page_of,
     row_names,
     server_job,
     sign_in,
     start_from_form,
 )
+from tests.helpers.servers import HubServer, servers
+from tests.polling import wait_for
+
+from ..slurm.fixture import node_addrs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ def test_two_people_wait_in_slurms_queue_cancel_and_get_their_own_lab_on_a_node(
         wait_for(lambda: not hub_admin.get("/users/alice").json()["servers"], 60, "the Hub to see the cancel through")
 
         start_from_form(page, hub)
-        panel = lab_of(page, hub, "alice")
+        panel = lab_page_of(page, hub, "alice")
         mine = server_job(admin, "alice", "RUNNING")
         task = the_server_task(admin, mine)
         assert task["containerIp"] in nodes and task["containerNodeName"] in node_addrs(), task  # served from a node

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster.task.codecopy import LIMIT_ENV
-
-from .conftest import Api
-from .test_notebook_jobs import _notebook, papermill_servers
+from tests.helpers.daemon import Api
+from tests.helpers.notebook import gated_notebook, papermill_servers
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +55,7 @@ def test_run_notebook_from_the_folder_that_holds_the_cluster_home(home_daemon: A
     """The default layout failed with "could not prepare the job's /ml layout": the copy of ``~`` took
     ``~/.pai-jupyter`` along, and with it the new job's own directory, into itself."""
     user = home_daemon.home.parent
-    _notebook(user / "train.ipynb")
+    gated_notebook(user / "train.ipynb")
     (user / "helper.py").write_text("VALUE = 1\n")
     for _ in range(2):  # the second job's folder holds the first job's directory too
         done = _run_notebook(home_daemon, user / "train.ipynb", "-p", "lr", "0.5", "--wait")
@@ -70,7 +69,7 @@ def test_run_notebook_from_the_folder_that_holds_the_cluster_home(home_daemon: A
 
 def test_paiignore_and_the_size_bound(home_daemon: Api) -> None:
     folder = home_daemon.home.parent / "exp"
-    _notebook(folder / "train.ipynb")
+    gated_notebook(folder / "train.ipynb")
     (folder / "data").mkdir()
     (folder / "data" / "big.bin").write_bytes(b"\0" * (2 << 20))
     (folder / "venv").mkdir()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Api
-from .test_kernel import install_spec
+from tests.helpers.daemon import Api
+from tests.helpers.kernel import install_spec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("kernelspecs")]
 

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.browser import opened
+from tests.helpers.daemon import Api, provisioner_installed
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.kernel import install_spec, job_processes
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .browser import opened
-from .conftest import Api, provisioner_installed
-from .jupyter_fixture import JupyterServer
-from .servers import servers
-from .test_kernel import install_spec, job_processes
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
@@ -24,7 +23,7 @@ CULL = "c.MappingKernelManager.cull_idle_timeout = 4\nc.MappingKernelManager.cul
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Api]]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Api]]:
     provisioner_installed()
     tmp = tmp_path_factory.mktemp("kernel-lab")
     data = tmp / "jupyter-data"
@@ -42,9 +41,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServe
 
 
 def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a_job(
-    lab: tuple[JupyterServer, Api], browser: Any
+    lab_server: tuple[JupyterServer, Api], browser: Any
 ) -> None:
-    server, api = lab
+    server, api = lab_server
     with opened(browser) as w:
         page = w.page
         page.goto(f"{server.url}lab?token={server.token}")
@@ -79,8 +78,8 @@ def test_the_launcher_shows_the_pai_kernel_and_a_notebook_runs_and_restarts_in_a
     assert not w.dialogs, w.dialogs
 
 
-def test_idle_culling_stops_the_kernels_job(lab: tuple[JupyterServer, Api]) -> None:
-    server, api = lab
+def test_idle_culling_stops_the_kernels_job(lab_server: tuple[JupyterServer, Api]) -> None:
+    server, api = lab_server
     http = server.http()
     user = api.http.get("/api/v2/info").json()["user"]
 

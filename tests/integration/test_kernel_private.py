@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import start_jupyter
+from tests.helpers.kernel import install_spec, job_processes, run_cell, running_kernel, start_kernel, stop_kernel
 from tests.polling import wait_for
-
-from .conftest import Api
-from .jupyter_fixture import start_jupyter
-from .test_kernel import install_spec, job_processes, run_cell, running_kernel, start_kernel, stop_kernel
 
 pytestmark = pytest.mark.slow
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="another OS account to attack from needs root to make")

@@ -10,18 +10,19 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.browser import new_notebook_from_launcher, opened
+from tests.helpers.daemon import Api, provisioner_installed, v1
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.kernel import install_spec
+from tests.helpers.servers import servers
+
 from ..polling import wait_for
-from .browser import new_notebook_from_launcher, opened
-from .conftest import Api, provisioner_installed, v1
-from .jupyter_fixture import JupyterServer
-from .servers import servers
-from .test_kernel import install_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Api]]:
+def lab_server(tmp_path: Path) -> Iterator[tuple[JupyterServer, Api]]:
     provisioner_installed()
     data = tmp_path / "jupyter-data"
     mp = pytest.MonkeyPatch()
@@ -35,13 +36,13 @@ def lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Api]]:
 
 
 def test_a_cell_run_while_the_pai_kernel_starts_is_queued_and_runs(
-    lab: tuple[JupyterServer, Api], browser: Any
+    lab_server: tuple[JupyterServer, Api], browser: Any
 ) -> None:
     """Lab's session request waited for the kernel's job to run; a cell run meanwhile (the notebook
     open, its kernel starting) found no kernel and was dropped: never [*], no output. With pending kernels (the
     server extension turns them on) the session has its kernel at once and Lab queues the cell until it is ready. A job
     holding every CPU keeps the kernel's job waiting, so the cell is surely run while it starts."""
-    server, api = lab
+    server, api = lab_server
     cpus = api.http.get("/api/v2/info").json()["capacity"]["cpu"]
     blocker = api.submit_ok(v1("lab-blocker", "sleep 300", cpuNumber=cpus))
     try:
@@ -65,10 +66,12 @@ def test_a_cell_run_while_the_pai_kernel_starts_is_queued_and_runs(
         api.stop(blocker)
 
 
-def test_a_pai_kernel_that_cannot_start_still_says_why_in_lab(lab: tuple[JupyterServer, Api], browser: Any) -> None:
+def test_a_pai_kernel_that_cannot_start_still_says_why_in_lab(
+    lab_server: tuple[JupyterServer, Api], browser: Any
+) -> None:
     """With pending kernels the session request no longer fails on a start error: Lab shows the dead kernel's reason
     (the provisioner's message) in its "Error Starting Kernel" dialog, as it showed the failed request's before."""
-    server, _api = lab
+    server, _api = lab_server
     install_spec("pai-huge", display="Python 3 on PAI (too big)", cpu=64)  # the test daemon has 8 CPUs
     with opened(browser) as w:
         page = w.page

@@ -17,13 +17,9 @@ import httpx
 import pytest
 import tornado.web
 
-from tests.polling import async_wait_for
-
-from .conftest import Api
-from .jupyter_fixture import free_port
-from .ssh_helpers import keypair, need_sshd
-from .standin import serving
-from .test_kernel import (
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import free_port
+from tests.helpers.kernel import (
     install_spec,
     interrupt_a_loop,
     job_processes,
@@ -34,6 +30,9 @@ from .test_kernel import (
     start_kernel,
     stop_kernel,
 )
+from tests.helpers.ssh import keypair, need_sshd
+from tests.helpers.standin import serving
+from tests.polling import async_wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer, services_job
-from .servers import servers
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import JupyterServer, services_job
+from tests.helpers.servers import servers
 
 pytestmark = pytest.mark.slow
 MARKUP = "<script>alert(1)</script>"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .test_lab_browser import SECOND_VC, Env, env, lab  # noqa: F401 (the Lab fixtures, used by name)
+from tests.helpers.lab import SECOND_VC, Env, env, lab_page  # noqa: F401  (fixtures, asked for by name)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,9 +20,9 @@ PLUGINS = "com.microsoft.pai.runtimeplugin"
 ROLE = {"name": "main", "taskNumber": 1, "cpuNumber": 1, "gpuNumber": 0, "memoryMB": 256, "command": "true"}
 
 
-def new_form(lab: Any) -> Any:
-    lab.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
-    form = lab.locator(".pai-Form").last
+def new_form(lab_page: Any) -> Any:
+    lab_page.locator("#pai-jobs-panel").get_by_role("button", name="New PAI job").click()
+    form = lab_page.locator(".pai-Form").last
     form.get_by_label("Job name", exact=True).wait_for(timeout=30_000)
     return form
 
@@ -31,8 +31,8 @@ def config(env: Env, job: str) -> dict[str, Any]:
     return dict(json.loads(env.api.http.get(f"/api/v2/jobs/{job}/config").text))
 
 
-def test_edit_json_is_what_submit_sends(env: Env, lab: Any) -> None:
-    form = new_form(lab)
+def test_edit_json_is_what_submit_sends(env: Env, lab_page: Any) -> None:
+    form = new_form(lab_page)
     form.get_by_label("Pro mode").check()
     form.get_by_role("button", name="Edit JSON").click()
     box = form.get_by_label("Job JSON")
@@ -59,8 +59,8 @@ def test_edit_json_is_what_submit_sends(env: Env, lab: Any) -> None:
     assert box.is_hidden()
 
 
-def test_plugin_switches_in_basic_mode(env: Env, lab: Any) -> None:
-    form = new_form(lab)
+def test_plugin_switches_in_basic_mode(env: Env, lab_page: Any) -> None:
+    form = new_form(lab_page)
     assert not form.get_by_label("Pro mode").is_checked()
     form.get_by_label("Job name", exact=True).fill("lab-switch-job")
     form.get_by_label("Image", exact=True).fill("pai-test/busybox:latest")
@@ -74,10 +74,12 @@ def test_plugin_switches_in_basic_mode(env: Env, lab: Any) -> None:
     assert plugins == [{"plugin": "tensorboard", "parameters": {"logdir": "/tmp/tb"}}, {"plugin": "jupyter"}]
 
 
-def test_the_virtual_cluster_is_a_choice_of_the_users_and_the_job_lands_in_the_one_picked(env: Env, lab: Any) -> None:
+def test_the_virtual_cluster_is_a_choice_of_the_users_and_the_job_lands_in_the_one_picked(
+    env: Env, lab_page: Any
+) -> None:
     """The form offers the virtual clusters the cluster names for the user (the env's cluster.yaml adds one beside
     default), default picked; the job submitted with the other one runs in it."""
-    form = new_form(lab)
+    form = new_form(lab_page)
     vc = form.get_by_label("Virtual cluster", exact=True)
     assert vc.evaluate("e => e.tagName") == "SELECT"
     assert vc.evaluate("e => [...e.options].map(o => o.value)") == ["default", SECOND_VC]
@@ -98,8 +100,8 @@ def field_error(form: Any, label: str) -> Any:
     return form.locator(".pai-Field").filter(has=form.page.get_by_label(label, exact=True)).locator(".pai-Field-error")
 
 
-def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: Any) -> None:
-    form = new_form(lab)
+def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab_page: Any) -> None:
+    form = new_form(lab_page)
     result, general = form.locator(".pai-Form-result"), form.locator(".pai-Form-general")
     form.get_by_label("Job name", exact=True).fill("lab-refused")
     form.get_by_label("Pro mode").check()  # a virtual cluster the select does not offer: through the JSON
@@ -138,17 +140,17 @@ def test_the_clusters_refusals_land_where_the_status_line_says(env: Env, lab: An
     assert "exists" in field_error(form, "Job name").inner_text()
 
 
-def submit_refused(lab: Any, name: str) -> Any:
+def submit_refused(lab_page: Any, name: str) -> Any:
     """ "Submit as PAI job" on the file ``name`` from the file browser's menu; the dialog that says why not."""
-    lab.locator(".jp-SideBar [data-id='filebrowser']").click()
-    lab.locator(".jp-DirListing-item", has_text=name).click(button="right")
-    lab.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
-    dialog = lab.locator(".jp-Dialog")
+    lab_page.locator(".jp-SideBar [data-id='filebrowser']").click()
+    lab_page.locator(".jp-DirListing-item", has_text=name).click(button="right")
+    lab_page.locator(".lm-Menu-itemLabel", has_text="Submit as PAI job").click()
+    dialog = lab_page.locator(".jp-Dialog")
     dialog.wait_for(timeout=30_000)
     return dialog
 
 
-def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any) -> None:
+def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab_page: Any) -> None:
     text = json.dumps(
         {
             "jobName": "lab-file-taken",
@@ -158,20 +160,20 @@ def test_submit_as_pai_job_of_a_taken_name_says_not_submitted(env: Env, lab: Any
     )
     env.api.submit_ok(text)
     (env.root / "taken-job.json").write_text(text)
-    dialog = submit_refused(lab, "taken-job.json")
+    dialog = submit_refused(lab_page, "taken-job.json")
     assert "taken-job.json was not submitted" in dialog.locator(".jp-Dialog-header").inner_text()
     assert "is not a valid job" not in dialog.inner_text()
     dialog.get_by_role("button", name="Ok").click()
 
 
-def test_submit_as_pai_job_shows_each_problem_on_its_own_line_with_the_field_meant(env: Env, lab: Any) -> None:
+def test_submit_as_pai_job_shows_each_problem_on_its_own_line_with_the_field_meant(env: Env, lab_page: Any) -> None:
     (env.root / "two-problems.yaml").write_text(
         "protocolVersion: 2\nname: two-problems\ntype: job\nprerequisites:\n"
         "  - {name: image, type: dockerimage, uri: python:3.11}\ntaskRoles:\n  main:\n    instances: 1\n"
         "    dockerImage: image\n    resourcePerInstance: {cpu: 1, memoryMB: 50, gpu: 0}\n"
         "    commands: [echo hi]\n    comand: echo typo\n"
     )
-    dialog = submit_refused(lab, "two-problems.yaml")
+    dialog = submit_refused(lab_page, "two-problems.yaml")
     assert "two-problems.yaml is not a valid job" in dialog.locator(".jp-Dialog-header").inner_text()
     problems = dialog.locator(".pai-Problems li")
     assert problems.all_inner_texts() == [
@@ -184,9 +186,9 @@ def test_submit_as_pai_job_shows_each_problem_on_its_own_line_with_the_field_mea
     dialog.get_by_role("button", name="Ok").click()
 
 
-def test_import_reads_v2_yaml_as_the_notebook_form_does(env: Env, lab: Any) -> None:
-    form = new_form(lab)
-    with lab.expect_file_chooser() as chooser:
+def test_import_reads_v2_yaml_as_the_notebook_form_does(env: Env, lab_page: Any) -> None:
+    form = new_form(lab_page)
+    with lab_page.expect_file_chooser() as chooser:
         form.get_by_role("button", name="Import").click()
     chooser.value.set_files(str(ROOT / "notebooks/jobs/quickstart.yaml"))
     form.locator(".pai-Form-result", has_text="Imported quickstart.yaml").wait_for(timeout=30_000)

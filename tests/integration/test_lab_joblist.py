@@ -11,32 +11,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from pai_jupyter.client import AsyncClient, Client
 from pai_jupyter.cluster import control
 from pai_jupyter.server.jobs import job_row, listed_jobs, listed_per_job
-
-from .browser import opened, pai_sidebar
-from .conftest import Api, v1
-from .jupyter_fixture import services_job, services_up
-from .servers import servers
+from tests.helpers.browser import opened, pai_sidebar
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import services_job, services_up
+from tests.helpers.servers import servers
+from tests.helpers.transport import Counting
 
 BASE = "/user/ada/"
 LOG = logging.getLogger("test")
-
-
-class Counting(httpx.AsyncHTTPTransport):
-    """A real transport that notes the path of each request it sends."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.paths: list[str] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.paths.append(request.url.path)
-        return await super().handle_async_request(request)
 
 
 def _two_roles(name: str) -> str:

@@ -16,12 +16,11 @@ import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.common.states import FINAL
+from tests.helpers.browser import open_lab_page
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import JupyterServer, services_job
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .browser import lab_page
-from .conftest import Api
-from .jupyter_fixture import JupyterServer, services_job
-from .servers import servers
 
 pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
 
@@ -86,17 +85,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 @pytest.fixture
-def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from lab_page(browser, env.jupyter, request)
+def lab_page(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from open_lab_page(browser, env.jupyter, request)
 
 
 @pytest.mark.browser
-def test_the_owner_is_told_in_the_lab_when_an_admin_preempts_her_interactive_job(env: Env, lab: Any) -> None:
+def test_the_owner_is_told_in_the_lab_when_an_admin_preempts_her_interactive_job(env: Env, lab_page: Any) -> None:
     session = env.alice.submit_ok(job("lab-kernel", "trap '' TERM; sleep 600"))  # (saving takes its whole grace)
     env.alice.wait(session, {"RUNNING"}, timeout=60)
-    lab.get_by_text("lab-kernel").first.wait_for(timeout=60_000)  # (the sidebar's list has it: a baseline)
+    lab_page.get_by_text("lab-kernel").first.wait_for(timeout=60_000)  # (the sidebar's list has it: a baseline)
     preempt(env.admin, session, "node maintenance")
-    told = lab.get_by_text("PAI job lab-kernel is being preempted").first
+    told = lab_page.get_by_text("PAI job lab-kernel is being preempted").first
     told.wait_for(timeout=30_000)
     text = told.inner_text()
     assert "node maintenance (root)" in text and "SIGTERM, SIGKILL 20 s later" in text, text
@@ -104,8 +103,8 @@ def test_the_owner_is_told_in_the_lab_when_an_admin_preempts_her_interactive_job
     assert env.alice.detail(session)["jobStatus"]["state"] == "RUNNING"  # told within its grace
     # after its grace it waits again and runs as its next attempt (the CPUs are free): not a second preemption
     wait_for(lambda: runs_again(env, session), 60, "the next attempt to run")
-    lab.wait_for_timeout(4_000)  # (four lists of the sidebar, each polled each second)
-    assert lab.get_by_text("PAI job lab-kernel is being preempted").count() == 1
+    lab_page.wait_for_timeout(4_000)  # (four lists of the sidebar, each polled each second)
+    assert lab_page.get_by_text("PAI job lab-kernel is being preempted").count() == 1
     stop_all(env.alice)
 
 

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
-
-from .browser import opened, pai_sidebar
-from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer, lab_settings_file
-from .servers import servers
+from tests.helpers.browser import opened, pai_sidebar
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import JupyterServer, lab_settings_file
+from tests.helpers.servers import servers
 
 pytestmark = pytest.mark.slow
 

@@ -16,12 +16,11 @@ import pytest
 
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.common.states import FINAL
+from tests.helpers.browser import open_lab_page, run_from_palette
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import JupyterServer, services_job
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .browser import lab_page, run_from_palette
-from .conftest import Api
-from .jupyter_fixture import JupyterServer, services_job
-from .servers import servers
 
 pytestmark = pytest.mark.slow  # (a daemon and a JupyterLab server per module)
 
@@ -58,10 +57,10 @@ def stop_all(api: Api) -> None:
             api.wait(f"{j['username']}~{j['name']}", timeout=60)
 
 
-def queue_view(lab: Any) -> tuple[Any, Any]:
+def queue_view(lab_page: Any) -> tuple[Any, Any]:
     """Open the queue view from the command palette; the view and its rows' job cells."""
-    run_from_palette(lab, "Show PAI waiting queue", ".pai-QueueView")
-    view = lab.locator(".pai-QueueView")
+    run_from_palette(lab_page, "Show PAI waiting queue", ".pai-QueueView")
+    view = lab_page.locator(".pai-QueueView")
     return view, view.locator(".pai-QueueRow .pai-QueueJob")
 
 
@@ -75,29 +74,29 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 @pytest.fixture
-def lab(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+def lab_page(env: Env, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A Lab page with the PAI sidebar open in a fresh layout; a screenshot on failure."""
-    yield from lab_page(browser, env.jupyter, request)
+    yield from open_lab_page(browser, env.jupyter, request)
 
 
 @pytest.mark.browser
-def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab: Any) -> None:
+def test_a_job_that_asked_for_notification_is_told_in_the_lab(env: Env, lab_page: Any) -> None:
     told = {"running": True, "succeeded": True}
     env.api.submit_ok(job("lab-told", "sleep 3", extras={"jobStatusChangeNotification": told}))
-    lab.get_by_text("The job lab-told has started running.").first.wait_for(timeout=60_000)
-    lab.get_by_text("The job lab-told has succeeded.").first.wait_for(timeout=60_000)
+    lab_page.get_by_text("The job lab-told has started running.").first.wait_for(timeout=60_000)
+    lab_page.get_by_text("The job lab-told has succeeded.").first.wait_for(timeout=60_000)
     # told in OpenPAI's words instead of the plain end-of-job notice
-    assert lab.get_by_text("PAI job lab-told SUCCEEDED").count() == 0
+    assert lab_page.get_by_text("PAI job lab-told SUCCEEDED").count() == 0
 
 
 @pytest.mark.browser
-def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env, lab: Any) -> None:
+def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env, lab_page: Any) -> None:
     blocker = env.api.submit_ok(job("lab-blocker", cpu=2, extras=CRIT))  # (a prod job preempts no crit job)
     env.api.wait(blocker, {"RUNNING"}, timeout=60)
     for name in ("lab-q1", "lab-q2", "lab-q3"):
         env.api.submit_ok(job(name))
     wait_for(lambda: order(env.api) == ["lab-q1", "lab-q2", "lab-q3"] or None, 30, "the three jobs to wait")
-    view, rows = queue_view(lab)
+    view, rows = queue_view(lab_page)
     wait_for(lambda: rows.all_inner_texts() == ["root~lab-q1", "root~lab-q2", "root~lab-q3"] or None, 30, "rows")
     reason = view.locator(".pai-QueueRow[data-job='root~lab-q2'] .pai-QueueReason").inner_text()
     assert "1 job ahead" in reason and "behind root~lab-q1" in reason, reason
@@ -111,7 +110,7 @@ def test_the_queue_view_lists_why_jobs_wait_and_an_admin_reorders_them(env: Env,
 
 
 @pytest.mark.browser
-def test_a_user_who_may_not_reorder_sees_the_queue_without_controls(env: Env, lab: Any) -> None:
+def test_a_user_who_may_not_reorder_sees_the_queue_without_controls(env: Env, lab_page: Any) -> None:
     stop_all(env.api)
     blocker = env.api.submit_ok(job("ro-blocker", cpu=2))
     env.api.wait(blocker, {"RUNNING"}, timeout=60)
@@ -121,7 +120,7 @@ def test_a_user_who_may_not_reorder_sees_the_queue_without_controls(env: Env, la
     http = env.jupyter.http()
     assert http.put("pai/api/profiles/current", json={"name": "carol"}).status_code == 200
     try:
-        view, rows = queue_view(lab)
+        view, rows = queue_view(lab_page)
         wait_for(lambda: rows.all_inner_texts() == [waiting] or None, 30, "carol's waiting job")
         assert "only an admin may reorder" in view.locator(".pai-QueueView-status").inner_text()
         assert view.locator(f".pai-QueueRow[data-job='{waiting}'] .pai-QueueClass").inner_text() == "default"
@@ -181,7 +180,7 @@ def test_the_servers_queue_routes_check_what_they_forward(env: Env) -> None:
 
 
 @pytest.mark.browser
-def test_the_owner_of_an_interactive_job_is_told_in_the_lab_before_it_is_preempted(env: Env, lab: Any) -> None:
+def test_the_owner_of_an_interactive_job_is_told_in_the_lab_before_it_is_preempted(env: Env, lab_page: Any) -> None:
     """An interactive oppo job (its command takes its whole grace) holds both CPUs; a crit job preempts it: the Lab
     says so at once, with who preempted it, the signal and the grace, while the job still has its grace to save."""
     stop_all(env.api)
@@ -192,9 +191,9 @@ def test_the_owner_of_an_interactive_job_is_told_in_the_lab_before_it_is_preempt
     }
     session = env.api.submit_ok(job("lab-session", "trap '' TERM; sleep 600", cpu=2, extras=extras))
     env.api.wait(session, {"RUNNING"}, timeout=60)
-    lab.get_by_text("lab-session").first.wait_for(timeout=60_000)  # (the sidebar's list has it: a baseline)
+    lab_page.get_by_text("lab-session").first.wait_for(timeout=60_000)  # (the sidebar's list has it: a baseline)
     urgent = env.api.submit_ok(job("lab-urgent", "true", extras={"hivedScheduler": {"jobPriorityClass": "crit"}}))
-    told = lab.get_by_text("PAI job lab-session is being preempted").first
+    told = lab_page.get_by_text("PAI job lab-session is being preempted").first
     told.wait_for(timeout=30_000)
     text = told.inner_text()
     assert f"preempted by {urgent}" in text and "SIGTERM, SIGKILL 20 s later" in text, text

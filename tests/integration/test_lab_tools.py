@@ -12,11 +12,10 @@ import pytest
 import yaml
 
 from pai_jupyter.protocol.rules import run_time_problem
-
-from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer
-from .servers import servers
-from .ssh_helpers import need_sshd
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.servers import servers
+from tests.helpers.ssh import need_sshd
 
 pytestmark = pytest.mark.slow
 

@@ -23,11 +23,10 @@ import httpx
 import pytest
 
 from pai_jupyter.client import Client
+from tests.helpers.cli import pai
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import jupyter, task_terminal
 from tests.polling import wait_for
-
-from .conftest import Api, v1
-from .jupyter_fixture import jupyter, task_terminal
-from .test_cli import pai
 
 PYTHON = "/usr/bin/python3"  # what another account runs (not a pyenv shim under /root)
 pytestmark = pytest.mark.skipif(

@@ -17,9 +17,8 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.client import Client
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = os_user()  # the local profile's user

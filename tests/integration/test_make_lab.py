@@ -19,9 +19,8 @@ import pytest
 from tornado.websocket import websocket_connect
 
 from pai_jupyter.cluster import control
-
-from .conftest import kill_leftovers
-from .jupyter_fixture import free_port
+from tests.helpers.daemon import kill_leftovers
+from tests.helpers.jupyter_fixture import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from .browser import open_notebook, opened, run_all_cells
-from .jupyter_fixture import JupyterServer
-from .servers import notebook_lab
+from tests.helpers.browser import open_notebook, opened, run_all_cells
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.servers import notebook_lab
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ monitor
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     form = "from pai_jupyter.notebook import JobForm\nform = JobForm()\nform"
     tmp = tmp_path_factory.mktemp("newcomer-browser")
     with notebook_lab(tmp, "widgets.ipynb", form, MONITOR, daemon=False) as server:
@@ -51,11 +51,11 @@ def _shot(page: Any, locator: Any, name: str) -> None:
 
 
 def test_form_and_monitor_render_without_cut_labels_or_crowded_axes(
-    lab: JupyterServer, browser: Any, tmp_path: Path
+    lab_server: JupyterServer, browser: Any, tmp_path: Path
 ) -> None:
     with opened(browser, viewport=(1400, 2400)) as w:
         page = w.page
-        open_notebook(page, lab, "widgets.ipynb")
+        open_notebook(page, lab_server, "widgets.ipynb")
         run_all_cells(page)
         form = page.locator(".jp-OutputArea-output").first
         form.get_by_text("Max run time (minutes").first.wait_for(timeout=90_000)

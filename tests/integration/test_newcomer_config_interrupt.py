@@ -17,10 +17,9 @@ from IPython.utils.capture import capture_output
 from pai_jupyter.client import Client
 from pai_jupyter.notebook.joblist import JobList
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.helpers.cli import PAI, pai
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
-from .test_cli import PAI, pai
 
 SECRET_JOB = (
     "protocolVersion: 2\nname: withconf\ntype: job\nsecrets: {token: hunter2}\n"

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.core.scheduler import machine_resources
-
-from .conftest import kill_leftovers, start_daemon
-from .test_cli import pai
+from tests.helpers.cli import pai
+from tests.helpers.daemon import kill_leftovers, start_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.client import Client
+from tests.helpers.jupyter_fixture import services_job, task_url
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .jupyter_fixture import services_job, task_url
-from .servers import servers
 
 PAGE = {"Accept": "text/html,application/xhtml+xml"}
 
@@ -31,7 +30,7 @@ def test_jupyter_link_opens_lab_and_says_when_the_task_has_ended(env: tuple[obje
     api, jupyter = env
     pai = Client()
     job = api.submit_ok(services_job("lablink", jupyter=True))  # type: ignore[attr-defined]
-    wait_for(lambda: [s for s in pai.services(job) if s["state"] == "running"], 120, "the task's Jupyter")
+    wait_for(lambda: [s for s in pai.services(job) if s.state == "running"], 120, "the task's Jupyter")
     http = jupyter.http()  # type: ignore[attr-defined]
     first = http.get(task_url(job, "jupyter/"), headers=PAGE)
     assert first.status_code == 302, first.text

@@ -14,9 +14,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from pai_jupyter.client import Client
 from pai_jupyter.notebook import tensorboard
 from pai_jupyter.notebook.joblist import JobList
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
-
-from .conftest import Api, v1
 
 
 def _write_scalar(logdir: Path) -> None:
@@ -41,12 +40,12 @@ def test_tensorboard_watches_pai_output_logs_says_so_and_hints_until_events_appe
     pai = Client()
     job = pai.submit(json.dumps(doc))
     try:
-        wait_for(lambda: pai.services(job) and pai.services(job)[0]["state"] == "running", 90, "TensorBoard")
+        wait_for(lambda: pai.services(job) and pai.services(job)[0].state == "running", 90, "TensorBoard")
         svc = pai.services(job)[0]
         host = daemon.home / "local" / "jobs" / job / "output" / "logs"
-        assert svc["logdir"] == f"{host}/"
-        auth = {"Authorization": f"token {svc['token']}"}  # the task's TensorBoard wants the proxy's credential
-        runs_url = f"http://{svc['host']}:{svc['port']}/data/runs"
+        assert svc.logdir == f"{host}/"
+        auth = {"Authorization": f"token {svc.token}"}  # the task's TensorBoard wants the proxy's credential
+        runs_url = f"http://{svc.host}:{svc.port}/data/runs"
         assert httpx.get(runs_url, timeout=10, headers=auth).json() == []
         shown = tensorboard.for_job(pai, job).data
         assert f"TensorBoard watches <code>{host}/</code>" in shown and "No event file there yet" in shown

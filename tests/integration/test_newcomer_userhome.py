@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 from pai_jupyter.client import Client
-
-from .conftest import Api, v1
-from .test_cli import pai
+from tests.helpers.cli import pai
+from tests.helpers.daemon import Api, v1
 
 SEED = "cd /userhome; mkdir -p output; date > output/out.txt; pwd; echo finished"  # LeinaoPAI's guide's example
 

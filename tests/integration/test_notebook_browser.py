@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from .browser import open_notebook, opened, run_all_cells
-from .conftest import v1
-from .jupyter_fixture import JupyterServer
-from .servers import notebook_lab
+from tests.helpers.browser import open_notebook, opened, run_all_cells
+from tests.helpers.daemon import v1
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.servers import notebook_lab
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none
@@ -21,7 +21,7 @@ MARKUP = "<img src=x one''rror=alert(1)>"  # sh joins the quoted halves: only th
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with notebook_lab(
         tmp_path_factory.mktemp("nb-browser"),
         "jobs.ipynb",
@@ -32,10 +32,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
         yield server
 
 
-def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab: JupyterServer, browser: Any) -> None:
+def test_a_notebook_submits_and_lists_a_job_with_live_widgets(lab_server: JupyterServer, browser: Any) -> None:
     with opened(browser) as w:
         page = w.page
-        open_notebook(page, lab, "jobs.ipynb")
+        open_notebook(page, lab_server, "jobs.ipynb")
         run_all_cells(page)
         grid = page.locator(".widget-gridbox")
         grid.get_by_text("browser-hello").first.wait_for(timeout=90_000)

@@ -13,25 +13,12 @@ from pai_jupyter.client import Client
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import os_user
 from pai_jupyter.notebook import JobForm, JobList, LogViewer, ResourceMonitor
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
+from tests.helpers.notebook import cell_text
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
 
 USER = os_user()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-
-
-def cell_text(cell: Any) -> str:
-    """Everything a cell showed, as text: streams and the text/plain of displays and results."""
-    out = []
-    for o in cell.get("outputs", []):
-        if o["output_type"] == "stream":
-            out.append(o["text"])
-        elif "data" in o:
-            out.append(o["data"].get("text/plain", ""))
-        elif o["output_type"] == "error":
-            out.append(f"ERROR {o['ename']}: {o['evalue']}")
-    return "\n".join(out)
 
 
 def notebook() -> Any:
@@ -98,11 +85,11 @@ while monitor._thread.is_alive() and time.monotonic() < deadline:  # it stops on
     time.sleep(0.5)
 print("monitor", "sampling" if monitor._thread.is_alive() else "stopped", monitor.ended, len(monitor.times))
 print("busy", client.wait(busy.id, timeout=60).state)
-svc = [s for s in client.services(tb.id) if s["name"] == "tensorboard"][0]
-url = f"http://{svc['host']}:{svc['port']}/"  # the task's TensorBoard wants its service token
-while not has_runs(url, token=svc["token"]) and time.monotonic() < deadline:
+svc = [s for s in client.services(tb.id) if s.name == "tensorboard"][0]
+url = f"http://{svc.host}:{svc.port}/"  # the task's TensorBoard wants its service token
+while not has_runs(url, token=svc.token) and time.monotonic() < deadline:
     time.sleep(0.5)
-print("tensorboard runs", has_runs(url, token=svc["token"]), svc["logdir"])
+print("tensorboard runs", has_runs(url, token=svc.token), svc.logdir)
 """
 
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from .browser import open_notebook, opened, run_all_cells
-from .jupyter_fixture import JupyterServer
-from .servers import notebook_lab
+from tests.helpers.browser import open_notebook, opened, run_all_cells
+from tests.helpers.jupyter_fixture import JupyterServer
+from tests.helpers.servers import notebook_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     code = "from pai_jupyter.notebook import JobForm\nJobForm()"
     with notebook_lab(tmp_path_factory.mktemp("nb-form-browser"), "form.ipynb", code) as server:
         yield server
@@ -33,10 +33,10 @@ def form_drawn(page: Any) -> Any:
     return output
 
 
-def test_the_form_draws_again_after_a_browser_reload(lab: JupyterServer, browser: Any) -> None:
+def test_the_form_draws_again_after_a_browser_reload(lab_server: JupyterServer, browser: Any) -> None:
     with opened(browser, shot="notebook-form-reload") as w:
         page = w.page
-        open_notebook(page, lab, "form.ipynb")
+        open_notebook(page, lab_server, "form.ipynb")
         run_all_cells(page)
         output = form_drawn(page)
         # the kernel asked the daemon off its thread: the virtual cluster turns into a select, default picked

@@ -6,63 +6,23 @@ the job runs (a cell waits on a gate file the test opens) and after; other users
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from pai_jupyter.protocol.notebookjob import EXIT_NO_PAPERMILL
-
-from .conftest import Api, reachable, v1
-from .jupyter_fixture import JupyterServer, write_notebook
-from .servers import Servers, servers
+from tests.helpers.daemon import reachable, v1
+from tests.helpers.jupyter_fixture import write_notebook
+from tests.helpers.notebook import Env, gated_notebook, papermill_servers
 
 pytestmark = pytest.mark.slow
 GATE_OUTPUT = r">through the gate\s*</pre>"  # the cell's output (its source says it too, quoted)
-TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: tensorboard, papermill
-
-
-@dataclass
-class Env:
-    api: Api
-    bob: Api
-    jupyter: JupyterServer
-    root: Path  # the Jupyter server's folder
-    gates: Path  # a folder every account can use
-
-
-def _notebook(path: Path) -> None:
-    """A parameters cell, a cell that prints them with their types, and one that waits for a gate file."""
-    params = nbformat.v4.new_code_cell("lr = 0.01\nepochs = 1\ngate = ''")
-    params.metadata["tags"] = ["parameters"]
-    write_notebook(
-        path,
-        params,
-        "print('lr', lr, 'epochs', epochs, type(epochs).__name__)",
-        "import os, time\nwhile gate and not os.path.exists(gate):\n    time.sleep(0.05)\nprint('through the gate')",
-    )
-
-
-@contextlib.contextmanager
-def papermill_servers(tmp: Path) -> Iterator[tuple[Servers, Path]]:
-    """``servers(tmp)`` whose daemons' tasks find papermill in the task tools (skips where it is not there), and
-    a gates folder in ``tmp`` that every account can use."""
-    if not Path(TASK_TOOLS, "bin", "papermill").exists():
-        pytest.skip(f"no papermill in the task tools at {TASK_TOOLS} (.ci/run installs it there)")
-    gates = tmp / "gates"
-    gates.mkdir(mode=0o777)
-    gates.chmod(0o777)
-    with pytest.MonkeyPatch.context() as mp, servers(tmp) as s:
-        mp.setenv("PAI_JUPYTER_TASK_TOOLS", TASK_TOOLS)  # the daemon's environment: its tasks find papermill there
-        yield s, gates
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +60,7 @@ def _executed(env: Env, job: str, want: str, state: str) -> dict[str, Any]:
 
 def test_run_notebook_is_readable_while_it_runs_and_after(env: Env) -> None:
     folder = env.root / "exp"
-    _notebook(folder / "train.ipynb")
+    gated_notebook(folder / "train.ipynb")
     gate = env.gates / "cli"
     params = ["-p", "lr", "0.5", "-p", "epochs", "3", "-p", "gate", str(gate)]
     pai = [sys.executable, "-m", "pai_jupyter.cli"]
@@ -137,7 +97,7 @@ def test_run_notebook_is_readable_while_it_runs_and_after(env: Env) -> None:
 
 
 def test_lab_submits_a_notebook_and_only_its_owner_reads_it(env: Env) -> None:
-    _notebook(env.root / "lab" / "train.ipynb")
+    gated_notebook(env.root / "lab" / "train.ipynb")
     http = env.jupyter.http()
     r = http.post("pai/api/notebook-jobs", json={"path": "lab/train.ipynb", "parameters": {"lr": 2, "epochs": 1}})
     assert r.status_code == 202, r.text
@@ -156,7 +116,7 @@ def test_a_task_without_papermill_says_so_in_its_log(env: Env) -> None:
     """Clear error where the image (here: the host without the task tools on PATH) has no papermill."""
     from pai_jupyter.protocol.notebookjob import notebook_job
 
-    _notebook(env.root / "bare" / "train.ipynb")
+    gated_notebook(env.root / "bare" / "train.ipynb")
     job = notebook_job("train.ipynb", str(env.root / "bare"), name="nb-bare")
     command = job.task_roles[0].commands[0].replace("${PAI_SERVICE_BIN:-/nonexistent}", "/nonexistent")
     role = job.task_roles[0].model_copy(update={"commands": [command]})
@@ -171,7 +131,7 @@ def test_estimator_takes_a_notebook_as_its_entry_point(env: Env, monkeypatch: py
     from pai_jupyter.sdk.estimator import Estimator
 
     monkeypatch.setenv("PAI_JUPYTER_HOME", str(env.api.home))
-    _notebook(env.root / "est" / "train.ipynb")
+    gated_notebook(env.root / "est" / "train.ipynb")
     est = Estimator(entry_point=str(env.root / "est" / "train.ipynb"), hyperparameters={"lr": 0.25, "epochs": 4})
     est.fit(logs=False)
     assert est.job is not None
@@ -210,9 +170,8 @@ def test_a_task_cannot_make_the_server_read_through_its_links(env: Env, tmp_path
     file: the server served both, and started TensorBoard over it as root. Each is refused now, and nothing of
     either target comes back."""
     from pai_jupyter.client.profiles import Profile, upsert_profile
+    from tests.helpers.jupyter_fixture import task_url, write_events
     from tests.polling import wait_for
-
-    from .jupyter_fixture import task_url, write_events
 
     if os.geteuid() != 0:
         pytest.skip("the attack is on a server running as root, against a task of another account")

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from .browser import SHOTS, opened, pai_sidebar
-from .test_notebook_jobs import Env, _notebook, papermill_servers
+from tests.helpers.browser import SHOTS, opened, pai_sidebar
+from tests.helpers.notebook import Env, gated_notebook, papermill_servers
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 def test_run_as_pai_job_and_read_the_executed_notebook_while_it_runs(env: Env, browser: Any) -> None:
-    _notebook(env.root / "exp" / "train.ipynb")
+    gated_notebook(env.root / "exp" / "train.ipynb")
     gate = env.gates / "lab"
     with opened(browser, shot="notebook-job-lab", viewport=(1400, 900)) as w:
         page = w.page

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from .conftest import Api
-from .test_notebook_e2e import cell_text
+from tests.helpers.daemon import Api
+from tests.helpers.notebook import cell_text
 
 pytestmark = pytest.mark.slow
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

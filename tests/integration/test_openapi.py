@@ -47,9 +47,8 @@ import pai_jupyter.cluster
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.http.app import make_app
 from pai_jupyter.cluster.task.nvml import Nvml
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
 
 SPEC_PATH = Path(pai_jupyter.cluster.__file__).parent / "http" / "openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Api
-from .prefix_proxy import prefix_proxy
+from tests.helpers.daemon import Api
+from tests.helpers.prefix_proxy import prefix_proxy
 
 JS = Path(__file__).resolve().parent.parent / "js"
 

@@ -14,9 +14,8 @@ import pytest
 
 from pai_jupyter.client import Client
 from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .prefix_proxy import prefix_proxy
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
+from tests.helpers.prefix_proxy import prefix_proxy
 
 
 def _user(daemon: Api, name: str, password: str = "hunter22", admin: bool = False) -> Api:
@@ -353,6 +352,11 @@ def test_an_admin_sets_a_jobs_priority_class_which_the_list_shows_and_filters(da
     assert r.status_code == 200 and r.json()["jobPriority"] == "prod", r.text
     assert [j["name"] for j in daemon.http.get("/api/v2/jobs", params={"jobPriority": "prod"}).json()] == ["prio"]
     assert daemon.http.get(f"/api/v2/jobs/{job}").json()["jobPriority"] == "prod"
+    attempts = daemon.http.get(f"/api/v2/jobs/{job}/job-attempts").json()
+    assert [a["jobPriority"] for a in attempts] == ["prod"], attempts
+    assert daemon.http.get(f"/api/v2/jobs/{job}/job-attempts/0").json()["jobPriority"] == "prod"
+    r = daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={})  # no class given: the one it has stays
+    assert r.status_code == 200 and r.json()["jobPriority"] == "prod", r.text
     assert daemon.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "x"}).status_code == 400
     assert bob.http.put(f"/api/v2/local/jobs/{job}/priority", json={"jobPriority": "crit"}).status_code == 403
 

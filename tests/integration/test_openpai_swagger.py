@@ -18,8 +18,7 @@ import pytest
 import yaml
 
 from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "openpai"
 SWAGGER: dict[str, Any] = yaml.safe_load((DATA / "swagger.yaml").read_text())

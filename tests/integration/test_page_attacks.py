@@ -27,12 +27,11 @@ from tornado.iostream import StreamClosedError
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 
 from pai_jupyter.client import Client
+from tests.helpers.browser import Watched, opened
+from tests.helpers.desktop import need_desktop
+from tests.helpers.jupyter_fixture import JupyterServer, services_job, services_up, task_url
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .browser import opened
-from .jupyter_fixture import JupyterServer, services_job, services_up, task_url
-from .servers import servers
-from .test_desktop import need_desktop
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -124,9 +123,17 @@ def attacked(env: Env, browser: Any, path: str, done: str) -> tuple[str, list[st
         wait_for(
             lambda: w.page.title().startswith("attack") or (done and w.page.locator(done).count()),
             60,
-            lambda: f"the attack's result or {done!r} (title: {w.page.title()!r})",
+            lambda: f"the attack's result or {done!r} ({_page_said(w)})",
         )
         return w.page.title(), w.paths
+
+
+def _page_said(w: Watched) -> str:
+    """What a page that did not get there showed and asked for: its title, the body's data, its status line, the
+    requests that failed and the noVNC modules it fetched."""
+    body = w.page.evaluate("() => ({...document.body.dataset, status: document.getElementById('status')?.textContent})")
+    novnc = [p for p in w.paths if "/novnc/" in p]
+    return f"title {w.page.title()!r}, body {body}, failed {w.failed}, {len(novnc)} noVNC requests"
 
 
 def test_a_tensorboard_page_from_the_task_cannot_act_as_the_jupyter_server(env: Env, browser: Any) -> None:
@@ -168,7 +175,8 @@ def test_the_desktop_page_runs_no_code_from_the_task(env: Env, browser: Any) -> 
         "the desktop page",
     )
     wait_for(lambda: "impostor" in _direct(env, job, "desktop"), 120, "the impostor on the desktop's port")
-    title, paths = attacked(env, browser, task_url(job, "desktop/"), "body[data-state=disconnected]")
+    # a failed try (no VNC there) marks the body until a connect; "disconnected" lasts only until the next try
+    title, paths = attacked(env, browser, task_url(job, "desktop/"), "body[data-failures]")
     assert not title.startswith("attack"), title
     assert not [p for p in paths if "/desktop/core/" in p]  # noVNC came from pai/novnc/, not from the task
     assert any("pai/novnc/core/rfb.js" in p for p in paths)
@@ -179,9 +187,9 @@ def test_the_desktop_page_runs_no_code_from_the_task(env: Env, browser: Any) -> 
 def _direct(env: Env, job: str, service: str) -> str:
     import httpx
 
-    svc = next(s for s in env.pai.services(job) if s["name"] == service)
+    svc = next(s for s in env.pai.services(job) if s.name == service)
     try:
-        return httpx.get(f"http://{svc['host']}:{svc['port']}/", timeout=5).text
+        return httpx.get(f"http://{svc.host}:{svc.port}/", timeout=5).text
     except httpx.HTTPError:
         return ""
 

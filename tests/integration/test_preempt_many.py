@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.daemon import Api, v1
 from tests.polling import wait_for
 from tests.toytrainer.verify import Report, verify
-
-from .conftest import Api, v1
 
 pytestmark = pytest.mark.slow
 

@@ -20,12 +20,12 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle
 from pai_jupyter.cluster.runtime.slurm import SlurmRuntime
+from tests.helpers.daemon import Api, remove_accounts, start_daemon
+from tests.helpers.runtime import make_spec
+from tests.helpers.slurm_jobs import job, role
 
 from ..polling import wait_for
 from ..slurm.fixture import accounting_cluster
-from .conftest import Api, remove_accounts, start_daemon
-from .conftest_runtime import make_spec
-from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
 

@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from pai_jupyter.cluster import control
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
 
 pytestmark = pytest.mark.slow
 

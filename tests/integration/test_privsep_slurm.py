@@ -19,11 +19,11 @@ import pytest
 
 from pai_jupyter.cluster.paths import read_runtime
 from pai_jupyter.cluster.runtime.slurm.commands import FINAL as FINAL_SLURM
+from tests.helpers.daemon import Api, account_of, start_daemon, v1
+from tests.helpers.privsep import DECOY_TEXT, plant_job, root_only, served_everything
 
 from ..polling import wait_for
 from ..slurm.fixture import node_addrs
-from .conftest import Api, account_of, start_daemon, v1
-from .test_privsep_taskdir import DECOY_TEXT, plant_job, root_only, served_everything
 
 pytestmark = [pytest.mark.slurm]
 KINDS = ("link", "fifo", "huge", "forged")  # task index -> what it plants
@@ -47,8 +47,11 @@ def _attack(runtime_json: Path, decoys: dict[str, Path]) -> str:
         # again while it fails: the task's own wrapper rewrites run/usage every 2 s, between the rm and the plant
         'plant() { for _ in 1 2 3 4 5; do rm -f "$1"; case $kind in link) ln -s "$2" "$1" ;; fifo) mkfifo "$1" ;; '
         'huge) truncate -s 4G "$1" ;; esac && return; done; return 1; }',
+        # past the rendezvous; a peer still counting its files there would wait for ever on one replaced now
+        'touch "$rdv/.through.$PAI_TASK_INDEX"',
         'if [ "$kind" = forged ]; then echo "n1 6.6.6.6 7" >"$run/placement"; else',
         *(f'plant "$run/{name}" {target}' for name, target in plants),
+        f'until [ "$(ls -A "$rdv" | grep -c \'^\\.through\\.\')" -ge {len(KINDS)} ]; do sleep 0.1; done',
         f'plant "$rdv/main.$PAI_TASK_INDEX" {runtime_json}',
         "fi",
         "touch planted",  # (in its work dir: its stdout is planted over too)

@@ -19,13 +19,11 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
+from tests.helpers.daemon import Api, account_of, docker_or_skip, kill_leftovers, start_daemon, v1
+from tests.helpers.jobdocs import v2_doc, v2_role
+from tests.helpers.privsep import DECOY_TEXT, plant_job, root_only, served_everything
 from tests.polling import wait_for
-from tests.unit.jobdocs import v2_doc, v2_role
 
-from .conftest import Api, account_of, docker_or_skip, kill_leftovers, start_daemon, v1
-
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
-DECOY_TEXT = "decoy: root's file, untouched\n"
 PLANTS = (
     "runtime",
     "stderr",
@@ -56,61 +54,12 @@ def _attack(runtime_json: Path, decoy: Path) -> str:
     return "\n".join(lines)
 
 
-def plant_job(name: str, script: str, instances: int = 1) -> str:
-    """A job whose ``main`` task(s) run ``script``, with a TensorBoard service (its files are the task's too)."""
-    role = v2_role(
-        instances=instances, resourcePerInstance={"cpu": 1, "memoryMB": 256, "gpu": 0}, commands=script.splitlines()
-    )
-    doc = v2_doc(
-        {"main": role},
-        name=name,
-        prerequisites=[{"name": "img", "type": "dockerimage", "uri": "pai-test/busybox"}],
-        extras={"com.microsoft.pai.runtimeplugin": [{"plugin": "tensorboard"}]},
-    )
-    return json.dumps(doc)
-
-
 def _wait_for_line(api: Api, job: str, line: str) -> str:
     def seen() -> str | None:
         out = api.log(job, name="stdout")
         return out if line in out else None
 
     return wait_for(seen, 30, lambda: f"{job} to print {line!r}")
-
-
-def _first_bytes(api: Api, uri: str, limit: int) -> str:
-    """At most ``limit`` bytes of what ``uri`` serves (a log may be a huge file the task planted)."""
-    got = b""
-    with api.http.stream("GET", uri) as r:
-        for chunk in r.iter_bytes():
-            got += chunk
-            if len(got) >= limit:
-                break
-    return got.decode("utf-8", "replace")
-
-
-def served_everything(api: Api, job: str, indices: tuple[int, ...] = (0,), limit: int = 1 << 20) -> str:
-    """Every log the daemon serves for the ``main`` tasks ``indices`` (each whole log's first ``limit`` bytes), the
-    job's services and a stop and start of each TensorBoard among them: what the daemon read or wrote."""
-    served = []
-    d = api.detail(job)
-    attempt = d["jobStatus"]["attemptId"]
-    for index in indices:
-        r = api.http.get(f"/api/v2/jobs/{job}/attempts/{attempt}/taskRoles/main/taskIndex/{index}/attempts/0/logs")
-        assert r.status_code == 200, r.text
-        for loc in r.json()["locations"]:
-            served.append(_first_bytes(api, loc["uri"], limit))
-            served.append(api.http.get(loc["uri"] + "&tail-mode=true").text)
-    r = api.http.get(f"/api/v2/local/jobs/{job}/services")
-    assert r.status_code == 200, r.text
-    served.append(r.text)
-    boards = [s["index"] for s in r.json() if s["name"] == "tensorboard" and s["index"] in indices]
-    assert boards, r.text
-    for index in boards:
-        for action in ("stop", "start"):
-            r = api.http.post(f"/api/v2/local/jobs/{job}/services/main/{index}/tensorboard", json={"action": action})
-            assert r.status_code == 202, r.text
-    return "\n".join(served)
 
 
 @root_only

@@ -18,11 +18,9 @@ from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import TaskStartError
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim
+from tests.helpers.daemon import kill_leftovers, reachable, start_daemon, v1
+from tests.helpers.runtime import SHIMS, Runtimes, make_spec, read, wait
 from tests.polling import wait_for
-
-from .conftest import kill_leftovers, reachable, start_daemon, v1
-from .conftest_runtime import make_spec, read, wait
-from .test_runtime_process import SHIMS, Runtimes
 
 PASSWD = "root:x:0:0:root:/root:/bin/bash\n"
 NOBODY = (65534, 65534)

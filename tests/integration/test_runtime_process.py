@@ -14,7 +14,6 @@ import psutil
 import pytest
 
 from pai_jupyter.cluster.runtime.base import (
-    DEFAULT_PIDS_LIMIT,
     EXIT_LOST,
     EXIT_START_FAILED,
     TaskHandle,
@@ -22,59 +21,11 @@ from pai_jupyter.cluster.runtime.base import (
 )
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
-from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
+from tests.helpers.runtime import SHIMS, Runtimes, make_spec, read, stop_when_ready, wait
 from tests.polling import wait_for
-
-from .conftest_runtime import make_spec, read, stop_when_ready, wait
 
 CGROUPS = CgroupManager().available
 ALLOC = f'"{sys.executable}" -c "b = bytearray(400 * 1024 * 1024); import time; time.sleep(1)"'
-
-
-class Runtimes:
-    """Makes ProcessRuntimes and remembers every handle, so a failing test leaves no process or cgroup behind."""
-
-    def __init__(self, shim: Shim, warm: int = 0, warm_dir: Path | None = None) -> None:
-        self.shim, self.warm, self.warm_dir = shim, warm, warm_dir
-        self.pids_limit = DEFAULT_PIDS_LIMIT
-        self.handles: list[tuple[ProcessRuntime, TaskHandle]] = []
-        self.made: list[ProcessRuntime] = []
-
-    def make(self, mode: str = "auto") -> ProcessRuntime:
-        rt = ProcessRuntime(
-            mode, shim=self.shim, warm_shims=self.warm, warm_dir=self.warm_dir, pids_limit=self.pids_limit
-        )
-        rt.begin()
-        self.made.append(rt)
-        if rt.warm is not None:  # the tests are about warm starts: have one ready
-            wait_for(lambda: rt.warm is not None and rt.warm._ready, 10, "a warm shim")
-        start = rt.start
-
-        def tracked(spec):  # type: ignore[no-untyped-def]
-            handle = start(spec)
-            self.handles.append((rt, handle))
-            return handle
-
-        rt.start = tracked  # type: ignore[method-assign]
-        return rt
-
-    def cleanup(self) -> None:
-        for rt, handle in self.handles:
-            if rt.is_alive(handle):
-                os.killpg(int(handle.id), signal.SIGKILL)
-            rt.remove(handle)
-        for rt in self.made:
-            rt.close()
-
-
-def _c_shim() -> Shim:
-    try:
-        return Shim((str(build_c_shim()),), "c")
-    except RuntimeError as exc:  # .ci/run installs gcc; a machine without a compiler runs the sh shim
-        pytest.skip(f"the C shim cannot be built here: {exc}")
-
-
-SHIMS = {"c": _c_shim, "sh": lambda: Shim(("/bin/sh", str(SHIM_SH)), "sh")}
 
 
 @pytest.fixture(params=["c", "c-warm", "sh"])
@@ -317,7 +268,7 @@ def _start_in_another_process(task_dir: Path, script: str) -> TaskHandle:
     code = (
         "import json, sys; from pathlib import Path\n"
         "from pai_jupyter.cluster.runtime.process import ProcessRuntime\n"
-        "from tests.integration.conftest_runtime import make_spec\n"
+        "from tests.helpers.runtime import make_spec\n"
         "a = json.loads(sys.argv[1])\n"
         "h = ProcessRuntime().start(make_spec(Path(a['task_dir']), a['script'], memory_mb=256))\n"
         "print(json.dumps(h.to_dict()))\n"

@@ -5,56 +5,26 @@ job's shared directory: only in the task's env file, readable by root and the ta
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pai_jupyter.cluster.runtime.base import Runtime, TaskExit
-from pai_jupyter.cluster.runtime.docker import DockerRuntime, docker_available
-from pai_jupyter.cluster.runtime.process import ProcessRuntime
-from pai_jupyter.cluster.runtime.shim import SHIM_SH, Shim, build_c_shim
+from pai_jupyter.cluster.runtime.base import TaskExit
+from tests.helpers.runtime import SLURM, make_runtime, make_spec, read, wait
 
-from .conftest_runtime import make_spec, read, wait
-
-TESTS = Path(__file__).parents[1]
-BASH_IMAGE, BUSYBOX_IMAGE = "pai-test/bash:latest", "pai-test/busybox:latest"
 # (script, succeeds?) -- each failing one would print "after" under plain sh
 FAILING = ["false; echo after", "echo $PAI_NEVER_SET; echo after", "false | cat; echo after"]
 BASHISMS = 'if [[ "a b" == a* ]]; then arr=(x "y z"); echo "${arr[1]} ${#arr[@]}"; fi'
 
 
-def _runtime(kind: str, tmp: Path, request: pytest.FixtureRequest) -> tuple[Runtime, dict[str, object]]:
-    if kind == "slurm":  # the real two-node test cluster (tests/slurm/cluster.sh), once for the module
-        request.getfixturevalue("slurm_cluster")
-        from pai_jupyter.cluster.runtime.slurm import SlurmRuntime
-
-        return SlurmRuntime(), {"env": {"PAI_CURRENT_TASK_ROLE_NAME": "main", "PAI_TASK_INDEX": "0"}}
-    if kind == "docker-bash" or kind == "docker-busybox":
-        if not docker_available():
-            pytest.skip("no Docker engine answers")
-        image = BASH_IMAGE if kind == "docker-bash" else BUSYBOX_IMAGE
-        script = TESTS / ("make_bash_image.sh" if kind == "docker-bash" else "make_busybox_image.sh")
-        done = subprocess.run(["bash", str(script), image], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        return DockerRuntime(), {"image": image}
-    if kind == "process-c":
-        try:
-            return ProcessRuntime(shim=Shim((str(build_c_shim()),), "c")), {}
-        except RuntimeError as exc:
-            pytest.skip(f"the C shim cannot be built here: {exc}")
-    return ProcessRuntime(shim=Shim(("/bin/sh", str(SHIM_SH)), "sh")), {}
-
-
-ALL = ["process-c", "process-sh", "docker-bash", "docker-busybox"]
-SLURM = pytest.param("slurm", marks=pytest.mark.slurm)  # marked: `-m "not slurm"` and the one Slurm worker see it
-WITH_BASH = ["process-c", "process-sh", "docker-bash", SLURM]
+ALL = ["process-c", "process-sh", "docker-bash", "docker-busybox", "toy"]  # toy: tests/toyruntime, a plug-in
+WITH_BASH = ["process-c", "process-sh", "docker-bash", "toy", SLURM]
 
 
 @pytest.fixture(params=ALL)
 def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, object]]:
-    rt, extra = _runtime(request.param, tmp_path, request)
+    rt, extra = make_runtime(request.param, tmp_path, request)
     handles = []
 
     def run(td: Path, script: str, **over: object) -> TaskExit:

@@ -4,7 +4,6 @@ workers reach ps through PAI_HOST_IP_*/PAI_PORT_LIST_*."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,30 +14,13 @@ from typing import Any
 import pytest
 
 from pai_jupyter.cluster.paths import read_runtime
+from tests.helpers.daemon import Api, start_daemon
+from tests.helpers.slurm_jobs import PS, WORKER, job, role
 
 from ..polling import wait_for
 from ..slurm.fixture import node_addrs
-from .conftest import Api, start_daemon
 
 pytestmark = [pytest.mark.slurm]
-
-
-def job(name: str, roles: dict[str, Any], **extra: Any) -> str:
-    """A v2 job as JSON (YAML's subset): the scripts need no quoting."""
-    body = {"protocolVersion": 2, "name": name, "type": "job", "taskRoles": roles, **extra}
-    body["prerequisites"] = [{"name": "img", "type": "dockerimage", "uri": "ubuntu"}]
-    return json.dumps(body)
-
-
-def role(command: str, instances: int = 1, ports: int = 0, **extra: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {"cpu": 1, "memoryMB": 256, "gpu": 0} | ({"ports": {"http": ports}} if ports else {})
-    return {
-        "instances": instances,
-        "dockerImage": "img",
-        "resourcePerInstance": resources,
-        "commands": [command],
-        **extra,
-    }
 
 
 @pytest.mark.parametrize(
@@ -64,25 +46,6 @@ def test_commands_run_under_bash_strict_options_with_their_exit_codes(
     assert "after" not in slurm.log(name, name="stdout")
 
 
-PS = """import os, socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((os.environ["PAI_CURRENT_CONTAINER_IP"], int(os.environ["PAI_PORT_LIST_ps_0_http"])))
-s.listen()
-for _ in range(2):
-    print("ps got", s.accept()[0].recv(100).decode(), flush=True)
-"""
-WORKER = """import os, socket, time
-for _ in range(300):
-    try:
-        c = socket.create_connection((os.environ["PAI_HOST_IP_ps_0"], int(os.environ["PAI_PORT_LIST_ps_0_http"])))
-        break
-    except OSError:
-        time.sleep(0.1)
-c.sendall(("worker %s on %s" % (os.environ["PAI_TASK_INDEX"], os.environ["PAI_CURRENT_CONTAINER_IP"])).encode())
-"""
-
-
 def test_a_ps_and_two_workers_run_across_both_nodes_and_meet(slurm: Api) -> None:
     roles = {
         "ps": role('python3 -c "$ps_code"', ports=1),
@@ -103,6 +66,9 @@ def test_a_ps_and_two_workers_run_across_both_nodes_and_meet(slurm: Api) -> None
     assert placed == {"n1", "n2"}, placed
     assert all(t["taskState"] == "SUCCEEDED" for t in tasks)
     assert ips <= set(node_addrs().values()), ips
+    # the nodes' own connections take ports from the ephemeral range: the tasks' stay below it (taskPorts)
+    ports = [int(p) for t in tasks for v in t["containerPorts"].values() for p in v.split(",")]
+    assert len(ports) == 3 and all(20000 <= p <= 29999 for p in ports), ports
 
 
 def test_openpais_node_list_is_the_slurm_clusters_nodes(slurm: Api) -> None:

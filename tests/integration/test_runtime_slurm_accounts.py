@@ -11,10 +11,11 @@ import re
 
 import pytest
 
+from tests.helpers.daemon import Api, account_of
+from tests.helpers.slurm_jobs import job, role
+from tests.helpers.terminal import Terminal
+
 from ..polling import wait_for
-from .conftest import Api, account_of
-from .test_daemon_terminal import Terminal
-from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
 PROBE = (

@@ -14,11 +14,11 @@ import pytest
 
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import read_runtime
+from tests.helpers.daemon import Api, start_daemon
+from tests.helpers.slurm_jobs import job, role
 
 from ..polling import wait_for
 from ..slurm.fixture import node_addrs
-from .conftest import Api, start_daemon
-from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.daemon import Api
+from tests.helpers.slurm_jobs import job, role
+
 from ..polling import wait_for
 from ..slurm.fixture import SCRIPT
-from .conftest import Api
-from .test_runtime_slurm import job, role
 
 pytestmark = [pytest.mark.slurm]
 

@@ -14,13 +14,13 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from pai_jupyter.notebook.magics import PaiMagics
+from tests.helpers.browser import open_lab_page
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import jupyter, start_jupyter, write_events
+from tests.helpers.slurm_jobs import PS, WORKER, job, role
 
 from ..polling import wait_for
 from ..slurm.fixture import node_addrs
-from .browser import lab_page
-from .conftest import Api, v1
-from .jupyter_fixture import jupyter, start_jupyter, write_events
-from .test_runtime_slurm import PS, WORKER, job, role
 
 pytestmark = [pytest.mark.slurm]
 
@@ -92,7 +92,7 @@ def test_the_labs_sidebar_and_job_page_show_a_slurm_job_on_its_node(
     assert ip in _node_ips()
     server = start_jupyter(tmp_path / "jupyter", slurm.home, lab=True, lab_settings={"refreshSeconds": 1})
     try:
-        with contextmanager(lab_page)(browser, server, request) as page:
+        with contextmanager(open_lab_page)(browser, server, request) as page:
             row = page.locator("#pai-jobs-panel .pai-JobRow").filter(
                 has=page.locator(".pai-JobRow-name", has_text="labslurm")
             )

@@ -20,10 +20,8 @@ from pai_jupyter.cluster.core.space import for_want_of_space
 from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import TaskStartError
 from pai_jupyter.cluster.runtime.slurm.commands import FINAL
+from tests.helpers.runtime import SLURM, make_runtime, make_spec
 from tests.polling import wait_for
-
-from .conftest_runtime import make_spec
-from .test_runtime_semantics import SLURM, _runtime
 
 
 def _no_space(*_: Any) -> None:
@@ -48,7 +46,7 @@ def _out(argv: list[str]) -> str:
 def test_a_start_whose_handle_cannot_be_written_leaves_nothing_running(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rt, extra = _runtime(kind, tmp_path, request)
+    rt, extra = make_runtime(kind, tmp_path, request)
     name = f"unrecorded{secrets.token_hex(4)}"
     td = tmp_path / "t"
     td.mkdir()

@@ -22,10 +22,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
-from tests.polling import wait_for
-
-from .conftest import Api
-from .jupyter_fixture import (
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import (
     JupyterServer,
     execute,
     services_job,
@@ -34,7 +32,8 @@ from .jupyter_fixture import (
     task_url,
     write_events,
 )
-from .servers import servers
+from tests.helpers.servers import servers
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow
 MARKUP = "<script>alert(1)</script>"
@@ -208,7 +207,7 @@ def test_jobs_route_lists_the_profiles_jobs_with_service_urls(env: Env) -> None:
     assert task["terminalUrl"] == f"/{task_url(env.job, 'terminal/websocket')}"
     assert jobs[env.job]["metricsUrl"] == f"/pai/api/jobs/{env.job}/metrics"
     assert jobs[env.plain]["tasks"][0]["services"] == []
-    secrets = [s["token"] for s in env.pai.services(env.job) if s["token"]] + [env.api.token]
+    secrets = [s.token for s in env.pai.services(env.job) if s.token] + [env.api.token]
     assert not any(s in json.dumps(body) for s in secrets)
     http = env.jupyter.http()
     assert {j["id"] for j in http.get("pai/api/jobs", params={"state": "RUNNING", "limit": 5}).json()["jobs"]} == {

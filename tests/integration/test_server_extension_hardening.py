@@ -8,11 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.helpers.daemon import Api, v1
+from tests.helpers.jupyter_fixture import JupyterServer, task_url
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .conftest import Api, v1
-from .jupyter_fixture import JupyterServer, task_url
-from .servers import servers
 
 pytestmark = pytest.mark.slow
 

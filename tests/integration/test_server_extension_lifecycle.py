@@ -15,11 +15,17 @@ import yaml
 from tornado.httpclient import HTTPClientError
 
 from pai_jupyter.client import Client
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import (
+    jupyter,
+    services_job,
+    task_terminal,
+    task_url,
+    terminal_round_trip,
+    write_events,
+)
+from tests.helpers.standin import serving
 from tests.polling import wait_for
-
-from .conftest import Api
-from .jupyter_fixture import jupyter, services_job, task_terminal, task_url, terminal_round_trip, write_events
-from .standin import serving
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +51,7 @@ def test_idle_services_and_terminals_are_culled_and_started_again(daemon: Api, p
         assert "42MARK" in out and 2.5 <= closed_after <= 20
 
         def tb_state() -> str:
-            return next(s["state"] for s in pai.services(job) if s["name"] == "tensorboard")
+            return next(s.state for s in pai.services(job) if s.name == "tensorboard")
 
         wait_for(lambda: tb_state() == "stopped", 30, "the idle TensorBoard to be stopped")
         assert "idle" in js.log_text()

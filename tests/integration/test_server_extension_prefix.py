@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 from pai_jupyter.client import Client
-from tests.polling import wait_for
-
-from .browser import opened
-from .jupyter_fixture import (
+from tests.helpers.browser import opened
+from tests.helpers.jupyter_fixture import (
     JupyterServer,
     execute,
     services_job,
@@ -26,7 +24,8 @@ from .jupyter_fixture import (
     terminal_round_trip,
     write_events,
 )
-from .servers import servers
+from tests.helpers.servers import servers
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow
 pytestmark = [pytestmark, pytest.mark.browser]  # a real browser (Chromium): skipped where there is none

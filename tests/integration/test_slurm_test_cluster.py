@@ -114,7 +114,8 @@ def test_two_clusters_run_side_by_side_and_leave_nothing_behind(tmp_path: Path) 
         again = _cluster(a, "start")
         _, err = again.communicate(timeout=60)
         assert again.returncode != 0 and "already runs" in err and nets[0]["slot"] in err, err
-        assert _sinfo(a).count(" idle ") == 2
+        # (a node may still be completing the srun's job step: idle once it has)
+        wait_for(lambda: _sinfo(a).count(" idle ") == 2, 30, lambda: f"both nodes of a idle: {_sinfo(a)}")
         # a cluster killed without a stop: the next one takes its slot and clears what it left
         killed = _pids(a)
         for pid in killed:

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.cluster import control
+from tests.helpers.daemon import Api, account_of, kill_leftovers, start_daemon
+from tests.helpers.ssh import keypair, need_sshd, plugin_job, ssh
 from tests.polling import wait_for
-
-from .conftest import Api, account_of, kill_leftovers, start_daemon
-from .ssh_helpers import keypair, need_sshd, plugin_job, ssh
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="isolation by OS accounts needs a daemon run as root")
 MARK = "root-only-9c41"

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import httpx
 
+from tests.helpers.daemon import Api
+from tests.helpers.ssh import impostor, keypair, need_sshd, ssh
 from tests.polling import wait_for
-
-from .conftest import Api
-from .ssh_helpers import impostor, keypair, need_sshd, ssh
 
 PAI = [sys.executable, "-m", "pai_jupyter.cli"]
 
@@ -105,7 +104,7 @@ def test_pai_ssh_pins_the_host_key_the_task_reported(daemon: Api, tmp_path: Path
     daemon.wait(job, ("RUNNING",))
     pai_client = Client()
     wait_for(
-        lambda: [s for s in pai_client.services(job) if s["name"] == "ssh" and s["state"] == "running"],
+        lambda: [s for s in pai_client.services(job) if s.name == "ssh" and s.state == "running"],
         60,
         "the task's sshd",
     )

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from pai_jupyter.client import Client
+from tests.helpers.daemon import Api
+from tests.helpers.ssh import need_sshd, ssh
 from tests.polling import wait_for
-
-from .conftest import Api
-from .ssh_helpers import need_sshd, ssh
 
 IMAGE = "pai-test/sshd:latest"
 pytestmark = pytest.mark.docker
@@ -57,7 +56,9 @@ def _job(name: str, image: str, main: str, worker: str | None = None) -> str:
 def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
     _image()
     pai = Client()
-    job = pai.submit(_job("dssh", IMAGE, "echo main up; sleep 300", worker="ssh main-0 'echo in $PAI_TASK_ROLE_NAME'"))
+    # the worker's success ends the job (and main's sshd): it waits for this test's logins first
+    worker = "ssh main-0 'until [ -e /tmp/checked ]; do sleep 0.2; done; echo in $PAI_TASK_ROLE_NAME'"
+    job = pai.submit(_job("dssh", IMAGE, "echo main up; sleep 300", worker=worker))
     pai.wait(job, until={"RUNNING"}, timeout=120)
     [info] = _info(pai, job)
     assert info.user == "root"
@@ -72,7 +73,7 @@ def test_docker_tasks_run_the_images_sshd(docker_daemon: Api) -> None:
     r = wait_for(answered, 60, lambda: f"the container's sshd to run the command: {tries[-3:]}")
     assert r.stdout.splitlines()[0] == "index=0 dir=/pai/task"
     # a login with a terminal (pai ssh, web SSH): sshd writes its audit record (AUDIT_WRITE) or ends the session
-    r = ssh(Path(info.key), info.port, "tty", pty=True)
+    r = ssh(Path(info.key), info.port, "tty && touch /tmp/checked", pty=True)
     assert r.returncode == 0 and "/dev/pts/" in r.stdout, r.stderr
     out = pai.wait(job, timeout=120)
     worker_log = pai.logs(job, role="worker", stream="all")
@@ -90,11 +91,11 @@ def test_an_image_without_sshd_says_so(docker_daemon: Api) -> None:
     job = pai.submit(_job("nosshd", "pai-test/busybox:latest", "echo still runs; sleep 300"))
     pai.wait(job, until={"RUNNING"}, timeout=120)
     svc = wait_for(
-        lambda: next((s for s in pai.services(job) if s["state"] == "unavailable"), None),
+        lambda: next((s for s in pai.services(job) if s.state == "unavailable"), None),
         60,
         "the ssh service to say it cannot start",
     )
-    assert "openssh-server" in svc["message"]
+    assert "openssh-server" in str(svc.message)
     wait_for(lambda: "still runs" in pai.logs(job, stream="all"), 30, "the command")
     assert "[pai ssh plugin] no sshd in this task" in pai.logs(job, stream="all")
     [info] = _info(pai, job)

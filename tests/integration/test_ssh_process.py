@@ -7,17 +7,16 @@ from pathlib import Path
 
 from pai_jupyter.client import Client
 from pai_jupyter.common.states import FINAL
+from tests.helpers.daemon import Api
+from tests.helpers.ssh import keypair, need_sshd, plugin_job, scp, ssh
 from tests.polling import wait_for
-
-from .conftest import Api
-from .ssh_helpers import keypair, need_sshd, plugin_job, scp, ssh
 
 
 def _ssh_port(pai: Client, job: str, role: str = "main", index: int = 0) -> int:
     def up() -> int | None:
         for s in pai.services(job):
-            if s["name"] == "ssh" and s["role"] == role and s["index"] == index and s["state"] == "running":
-                return int(s["port"])
+            if (s.name, s.role, s.index, s.state) == ("ssh", role, index, "running"):
+                return s.port
         return None
 
     return wait_for(up, 60, "the task's sshd")

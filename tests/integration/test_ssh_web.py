@@ -21,9 +21,9 @@ import tornado.web
 import yaml
 from tornado.httpclient import HTTPClientError
 
-from .jupyter_fixture import free_port, jupyter, task_terminal, task_url
-from .ssh_helpers import impostor, keypair, need_sshd, start_sshd
-from .standin import serving
+from tests.helpers.jupyter_fixture import free_port, jupyter, task_terminal, task_url
+from tests.helpers.ssh import impostor, keypair, need_sshd, start_sshd
+from tests.helpers.standin import serving
 
 SSH_PLUGIN = {"extras": {"com.microsoft.pai.runtimeplugin": [{"plugin": "ssh", "parameters": {"jobssh": True}}]}}
 

@@ -9,46 +9,19 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-import pai_jupyter
 from pai_jupyter.client import Client
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.sweep import Sweep, SweepTaken, choice, trial_job
+from tests.helpers.daemon import Api, v1
+from tests.helpers.servers import servers
+from tests.helpers.sweeps import ROOT, TRIAL, template
 from tests.polling import wait_for
-
-from .conftest import Api, v1
-from .servers import servers
-
-ROOT = Path(pai_jupyter.__file__).resolve().parent.parent
-TRIAL = ROOT / "notebooks" / "scripts" / "sweep_trial.py"  # the example notebook's trial
-
-
-def template(steps: int = 3, sleep: float = 0.0) -> str:
-    """A v2 job whose command takes the trial's parameters through ``<% $parameters.x %>``."""
-    args = f"--x <% $parameters.x %> --lr <% $parameters.lr %> --steps {steps} --sleep {sleep}"
-    command = f"PYTHONPATH={ROOT} {sys.executable} {TRIAL} {args}"
-    return textwrap.dedent(
-        """\
-        protocolVersion: 2
-        name: trial
-        type: job
-        prerequisites:
-          - {name: img, type: dockerimage, uri: python:3.11}
-        taskRoles:
-          main:
-            instances: 1
-            dockerImage: img
-            resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
-            commands:
-              - {command}
-        """
-    ).replace("{command}", command)
 
 
 def max_overlap(client: Client, jobs: list[str]) -> int:
@@ -78,10 +51,10 @@ def test_reports_are_stored_with_the_job_and_only_its_owner_reads_them(daemon: A
     job = daemon.submit_ok(v1("reporter", f"PYTHONPATH={ROOT} {sys.executable} {TRIAL} --x 0.5 --steps 2"))
     daemon.wait(job)
     found = client.reports(job)
-    assert [(r["step"], r["source"]) for r in found] == [(0, "main/0"), (1, "main/0")]
-    assert found[-1]["metrics"]["loss"] == pytest.approx(0.04)
+    assert [(r.step, r.source) for r in found] == [(0, "main/0"), (1, "main/0")]
+    assert found[-1].metrics["loss"] == pytest.approx(0.04)
     client.report(job, step=7, accuracy=0.9)
-    assert client.reports(job)[-1] == {**client.reports(job)[-1], "step": 7, "metrics": {"accuracy": 0.9}}
+    assert (client.reports(job)[-1].step, client.reports(job)[-1].metrics) == (7, {"accuracy": 0.9})
     route = f"/api/v2/local/jobs/{job}/reports"
     assert daemon.http.post(route, json={"metrics": {"loss": "nan"}}).status_code == 400
     assert daemon.http.post(route, json={"metrics": {"loss": 1}, "step": -1}).status_code == 400
@@ -105,7 +78,7 @@ def test_sweep_state_is_the_owners_and_written_over_its_revision(daemon: Api) ->
 DRIVER = """
 import sys
 from pai_jupyter.sweep import Sweep, loguniform, uniform
-from tests.integration.test_sweeps import template
+from tests.helpers.sweeps import template
 Sweep("bowl", template(), {"x": uniform(0, 1), "lr": loguniform(1e-4, 1)}, search="optuna", max_trials=50,
       concurrency=2, seed=1, poll=0.05).run()
 """
@@ -141,7 +114,7 @@ def test_optuna_sweep_finds_the_best_region_and_resumes_after_its_driver_is_kill
 
 def _trials(client: Client, name: str) -> int:
     try:
-        return int(client.sweep_state(name)["trials"])
+        return client.sweep_state(name).trials
     except Exception:
         return 0
 
@@ -241,7 +214,7 @@ def test_tensorboard_scalars_of_a_task_are_reports_and_a_planted_link_is_not_fol
     job = daemon.submit_ok(v1("tb", f"OUTSIDE={planted} {sys.executable} {script}"))
     assert daemon.wait(job)["jobStatus"]["state"] == "SUCCEEDED", daemon.log(job)
     found = client.reports(job)
-    assert [(r["step"], r["metrics"], r["source"]) for r in found] == [
+    assert [(r.step, r.metrics, r.source) for r in found] == [
         (0, {"train/loss": 0.5}, "tensorboard:main/0"),
         (1, {"train/loss": 0.25}, "tensorboard:main/0"),
     ]

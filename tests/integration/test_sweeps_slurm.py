@@ -7,9 +7,8 @@ import pytest
 
 from pai_jupyter.client import Client
 from pai_jupyter.sweep import Sweep
-
-from .conftest import Api
-from .test_sweeps import template
+from tests.helpers.daemon import Api
+from tests.helpers.sweeps import template
 
 pytestmark = [pytest.mark.slurm]
 

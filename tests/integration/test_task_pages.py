@@ -12,11 +12,10 @@ import httpx
 import pytest
 
 from pai_jupyter.client import Client
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import JupyterServer, services_job, services_up, task_url, write_events
+from tests.helpers.servers import servers
 from tests.polling import wait_for
-
-from .conftest import Api
-from .jupyter_fixture import JupyterServer, services_job, services_up, task_url, write_events
-from .servers import servers
 
 pytestmark = pytest.mark.slow
 NAVIGATE = {"Sec-Fetch-Mode": "navigate", "Accept": "text/html"}  # what a browser opening the page sends

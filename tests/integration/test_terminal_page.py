@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from pai_jupyter.server.terminal_page import built
-
-from .browser import opened
-from .conftest import Api
-from .jupyter_fixture import JupyterServer, services_job
-from .servers import servers
+from tests.helpers.browser import opened
+from tests.helpers.daemon import Api
+from tests.helpers.jupyter_fixture import JupyterServer, services_job
+from tests.helpers.servers import servers
 
 pytestmark = pytest.mark.slow
 PREFIX = "/user/tester/"

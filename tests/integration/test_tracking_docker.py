@@ -14,10 +14,9 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.tracker import user_password
+from tests.helpers.daemon import Api, docker_or_skip, remove_accounts
+from tests.helpers.mlflow_jobs import start_tracked
 from tests.polling import wait_for
-
-from .conftest import Api, docker_or_skip, remove_accounts
-from .mlflow_jobs import start_tracked
 
 pytestmark = pytest.mark.slow
 LOG = (

@@ -22,10 +22,9 @@ from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.tracker import user_password
 from pai_jupyter.common.home import read_runtime
 from pai_jupyter.common.localserver import free_port
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon
+from tests.helpers.mlflow_jobs import PYTHON, TASK_TOOLS, answers, job_of
 from tests.polling import wait_for
-
-from .conftest import Api, kill_leftovers, start_daemon
-from .mlflow_jobs import PYTHON, TASK_TOOLS, answers, job_of
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,11 @@ from mlflow.tracking import MlflowClient
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
 from pai_jupyter.cluster.tracking.tracker import user_password
+from tests.helpers.daemon import Api, remove_accounts
+from tests.helpers.mlflow_jobs import PYTHON, job_of, start_tracked
 from tests.polling import wait_for
 
 from ..slurm.fixture import node_addrs
-from .conftest import Api, remove_accounts
-from .mlflow_jobs import PYTHON, job_of, start_tracked
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,9 @@ import pytest
 
 from pai_jupyter.client import Client, Profile
 from pai_jupyter.cluster import control
-
-from .conftest import Api, kill_leftovers, start_daemon, v1
-from .servers import servers
-from .test_cli import pai
+from tests.helpers.cli import pai
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon, v1
+from tests.helpers.servers import servers
 
 HOUR_MS = 3_600_000
 TOLERANCE_H = 2e-4  # the answer rounds hours to 4 places

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.integration.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar, run_from_palette
-from tests.integration.jupyter_fixture import write_events
-from tests.integration.servers import servers
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, pai_sidebar, run_from_palette
+from tests.helpers.jupyter_fixture import write_events
+from tests.helpers.servers import servers
 
 PLUGINS = "com.microsoft.pai.runtimeplugin"
 TRAIN = "tour-train"

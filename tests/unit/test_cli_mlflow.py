@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from pai_jupyter.cli import main
 from pai_jupyter.cli import tracking as command
+from pai_jupyter.client.models import Tracking
 
 
 class Answers:
-    def tracking(self) -> dict[str, Any]:
-        return {
-            "url": "http://127.0.0.1:5000",
-            "experiment": "pai/alice",
-            "experimentId": "1",
-            "username": "alice",
-            "password": "it's $(not) run",
-        }
+    def tracking(self) -> Tracking:
+        return Tracking.model_validate(
+            {
+                "url": "http://127.0.0.1:5000",
+                "experiment": "pai/alice",
+                "experimentId": "1",
+                "username": "alice",
+                "password": "it's $(not) run",
+            }
+        )
 
 
 def test_env_prints_exports_a_shell_reads_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,13 +42,15 @@ def test_env_on_a_server_without_accounts_exports_no_credentials(monkeypatch: py
     """A site's MLflow server without authentication (``--mlflow-uri`` alone): no username nor password."""
 
     class NoAuth:
-        def tracking(self) -> dict[str, Any]:
-            return {
-                "url": "http://mlflow.lab:5000",
-                "experiment": "pai/alice",
-                "experimentId": "1",
-                "username": "pai-alice",
-            }
+        def tracking(self) -> Tracking:
+            return Tracking.model_validate(
+                {
+                    "url": "http://mlflow.lab:5000",
+                    "experiment": "pai/alice",
+                    "experimentId": "1",
+                    "username": "pai-alice",
+                }
+            )
 
     monkeypatch.setattr(command, "client_for", lambda profile: NoAuth())
     out = CliRunner().invoke(main, ["mlflow", "env"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .jobdocs import v1_doc, v1_role
+from tests.helpers.jobdocs import v1_doc, v1_role
 
 JOBS = Path(__file__).resolve().parents[2] / "notebooks" / "jobs"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pai_jupyter.client import AsyncClient, Client, ServerUnavailable
+from pai_jupyter.client import AsyncClient, Client, ServerInfo, ServerUnavailable
 from pai_jupyter.client.profiles import Profile
 from pai_jupyter.common import channel
 
@@ -60,15 +60,15 @@ def starter(path: str | None) -> Any:
 def test_the_local_profile_sends_its_requests_over_the_announced_socket(daemon_socket: Any) -> None:
     path, seen = daemon_socket
     with Client(starter=starter(path), retries=0) as client:
-        assert client.info()["name"] == "over the socket"
+        assert client.info().name == "over the socket"
         assert client.socket_for(f"{URL}/x") == path and client.socket_for("http://127.0.0.1:10/x") is None
         assert client.socket_for("ws://127.0.0.1:9/terminal") == path  # the terminal websocket too
 
-    async def async_info() -> dict[str, Any]:
+    async def async_info() -> ServerInfo:
         async with AsyncClient(starter=starter(path), retries=0) as client:
             return await client.info()
 
-    assert asyncio.run(async_info())["name"] == "over the socket"
+    assert asyncio.run(async_info()).name == "over the socket"
     assert seen == [("/api/v2/info", "Bearer t0k")] * 2
 
 
@@ -76,7 +76,7 @@ def test_a_profile_names_the_socket_of_another_accounts_daemon(daemon_socket: An
     path, seen = daemon_socket
     profile = Profile(name="shared", url=URL, username="bob", token="b0b", socket=path)
     with Client(profile, retries=0) as client:
-        assert client.info()["name"] == "over the socket"
+        assert client.info().name == "over the socket"
     assert seen == [("/api/v2/info", "Bearer b0b")]
 
 
@@ -88,5 +88,5 @@ def test_a_daemon_without_a_socket_is_reached_over_tcp_and_a_given_transport_win
 
     mock = httpx.MockTransport(lambda r: httpx.Response(200, json={"name": "mock"}))
     with Client(starter=starter(path), retries=0, transport=mock) as client:
-        assert client.info()["name"] == "mock"
+        assert client.info().name == "mock"
     assert seen == []

@@ -12,11 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pai_jupyter.client import Client, ServerUnavailable
+from pai_jupyter.client import Client, ServerInfo, ServerUnavailable
 from pai_jupyter.client.base import LOCAL_DOWN
 from pai_jupyter.common import starter
-
-from .imports import PACKAGE, own_imports
+from tests.helpers.imports import PACKAGE, own_imports
 
 # the cluster's own command line (pai cluster ...), `pai hub`, which starts one and links it to JupyterHub, and
 # `make demo`, which starts and stops an embedded cluster
@@ -69,7 +68,7 @@ def test_the_local_profile_uses_the_starter_it_is_given(tmp_path: Path) -> None:
 
     given = FakeStarter({"url": "http://127.0.0.1:1234", "token": "tok"})
     c = Client("local", home=tmp_path, starter=given, transport=httpx.MockTransport(daemon))
-    assert c.info() == {"launcherType": "local"}
+    assert c.info().launcher_type == "local"
     assert given.calls == [(tmp_path, True)]
     assert str(seen[0].url) == "http://127.0.0.1:1234/api/v2/info"
     assert seen[0].headers["Authorization"] == "Bearer tok"
@@ -109,7 +108,7 @@ def test_a_cluster_stopped_under_a_client_says_so_on_that_very_call(tmp_path: Pa
         return response
 
     c = Client("local", home=tmp_path, starter=StoppedLater(), transport=httpx.MockTransport(daemon), retries=1)
-    assert c.info() == {"launcherType": "local"}
+    assert c.info().launcher_type == "local"
     with pytest.raises(ServerUnavailable) as info:
         c.info()
     assert info.value.message == (
@@ -139,12 +138,12 @@ def test_the_async_client_takes_the_transport_too() -> None:
         seen.append(str(req.url))
         return httpx.Response(200, json={"launcherType": "k8s"})
 
-    async def main() -> dict[str, Any]:
+    async def main() -> ServerInfo:
         c = AsyncClient(url="http://openpai.test", token="t", transport=httpx.MockTransport(openpai))
         try:
             return await c.info()
         finally:
             await c.aclose()
 
-    assert asyncio.run(main()) == {"launcherType": "k8s"}
+    assert asyncio.run(main()).launcher_type == "k8s"
     assert seen == ["http://openpai.test/api/v2/info"]

@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 
 import pai_jupyter.cluster
-
-from .imports import own_imports
+from tests.helpers.imports import own_imports
 
 CLUSTER = Path(pai_jupyter.cluster.__file__).parent
 STORE = CLUSTER / "core" / "store"  # the package

@@ -18,8 +18,7 @@ from pai_jupyter.common.states import ACTIVE_TASK, FINAL, JOB_STATES, JobState, 
 from pai_jupyter.notebook import display, tensorboard
 from pai_jupyter.protocol import Job
 from pai_jupyter.server.common import task_prefix
-
-from .jobdocs import v2_doc, v2_role
+from tests.helpers.jobdocs import v2_doc, v2_role
 
 
 def test_states_are_their_wire_strings() -> None:

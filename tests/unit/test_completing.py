@@ -15,11 +15,11 @@ from typing import Any
 
 from pai_jupyter.cluster.core.scheduler import Capacity, Resources
 from pai_jupyter.cluster.core.service import Cluster
+from pai_jupyter.cluster.core.sharing import Sharing
 from pai_jupyter.cluster.http import views
 from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
 from pai_jupyter.common.states import FINAL
-
-from . import memory_cluster as ts
+from tests.helpers import memory_cluster as ts
 
 
 class StubbornRuntime(ts.MemoryRuntime):
@@ -93,16 +93,7 @@ class H(ts.Harness):
 
 
 def run(tmp_path: Path, body: Callable[[H], Awaitable[None]]) -> None:
-    async def main() -> None:
-        runtime = StubbornRuntime()
-        c = Cluster(tmp_path / "local", runtime, Capacity(ts.MACHINE), stop_grace=0.0)
-        try:
-            await body(H(c, runtime))
-        finally:
-            c.spawner.shutdown(wait=False)
-            c.store.close()
-
-    asyncio.run(main())
+    ts.run_on(tmp_path, ts.MACHINE, body, Sharing(), StubbornRuntime(), H)  # the default sharing, as a daemon has
 
 
 def test_a_succeeded_decision_waits_for_the_task_that_ignores_its_stop(tmp_path: Path) -> None:

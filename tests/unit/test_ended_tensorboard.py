@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pai_jupyter.common.tensorboard_guard import guard
 from pai_jupyter.server.common import PaiHTTPError
 from pai_jupyter.server.ended_tensorboard import EndedBoards, Logdir, LogdirRefused, local_logdir, vet_logdir
-from pai_jupyter.server.tensorboard_guard import guard
 
 NOBODY = 65534
 
@@ -88,10 +88,10 @@ def test_a_board_starts_answers_only_with_its_token_and_is_culled(tmp_path: Path
 
     async def body() -> None:
         with pytest.raises(PaiHTTPError) as refused:
-            await boards.target("alice~train", "main", 0, {"logdir": "/pai/output/logs"})
+            await boards.target("alice~train", "main", 0, "/pai/output/logs")
         assert refused.value.status_code == 409 and "not on this machine" in refused.value.message
-        host, port, token = await boards.target("alice~train", "main", 0, {"logdir": str(tmp_path)})
-        again = await boards.target("alice~train", "main", 0, {"logdir": str(tmp_path)})
+        host, port, token = await boards.target("alice~train", "main", 0, str(tmp_path))
+        again = await boards.target("alice~train", "main", 0, str(tmp_path))
         assert again == (host, port, token)  # reused, not started twice
         async with httpx.AsyncClient() as http:
             assert (await http.get(f"http://{host}:{port}/data/runs")).status_code == 403
@@ -116,7 +116,7 @@ def test_root_does_not_serve_a_directory_others_may_write(tmp_path: Path) -> Non
 
     async def body() -> None:
         with pytest.raises(PaiHTTPError) as refused:
-            await EndedBoards().target("alice~train", "main", 0, {"logdir": str(shared)})
+            await EndedBoards().target("alice~train", "main", 0, str(shared))
         assert refused.value.status_code == 409 and "other accounts" in refused.value.message
 
     asyncio.run(body())
@@ -128,8 +128,7 @@ def test_the_registry_serves_an_ended_tasks_tensorboard_from_here(tmp_path: Path
     pytest.importorskip("tensorboard")
     from pai_jupyter.client import PaiError
     from pai_jupyter.server.registry import Registry
-
-    from .test_server_registry import JOB, MemoryClient, refused, run
+    from tests.helpers.registry import JOB, MemoryClient, refused, run
 
     async def body(reg: Registry, client: MemoryClient) -> None:
         client.action_error = PaiError("task is SUCCEEDED, not running", status=400)

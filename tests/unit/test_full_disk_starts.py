@@ -18,10 +18,9 @@ import pytest
 from pai_jupyter.cluster.core import space
 from pai_jupyter.cluster.core.scheduler import Capacity
 from pai_jupyter.cluster.core.service import Cluster
-from pai_jupyter.cluster.runtime.base import TaskExit, TaskHandle, TaskSpec, TaskStartError
+from pai_jupyter.cluster.runtime.base import LOCAL_NODE, Batch, TaskExit, TaskHandle, TaskSpec, TaskStartError, Where
+from tests.helpers import memory_cluster as ts
 from tests.polling import async_wait_for
-
-from . import memory_cluster as ts
 
 FULL = "database or disk is full"
 
@@ -127,10 +126,8 @@ def test_a_start_that_cannot_be_recorded_is_recorded_once_it_can(tmp_path: Path)
     ts.run(tmp_path, body)
 
 
-class GangMemory(ts.MemoryRuntime):
+class GangMemory(ts.MemoryRuntime, Batch):
     """The in-memory runtime as a batch system's: all tasks of a job in one call (``start_job``, in a thread)."""
-
-    gang_submit = True
 
     def __init__(self, full: int) -> None:
         super().__init__()
@@ -141,6 +138,9 @@ class GangMemory(ts.MemoryRuntime):
         if self.calls <= self.full:
             raise OSError(errno.ENOSPC, "No space left on device")
         return [TaskHandle(runtime=self.name, id=spec.key, info={}) for spec in specs]
+
+    async def running(self, handle: TaskHandle, task_dir: Path, waiting: Callable[[str], None]) -> Where | None:
+        return Where(LOCAL_NODE, self.host_ip)  # placed at once
 
     async def wait(self, handle: TaskHandle, task_dir: Path) -> TaskExit:
         future = self.exits.setdefault(handle.id, asyncio.get_running_loop().create_future())

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import pairwise
 
-from .imports import PACKAGE, import_edges, modules
+from tests.helpers.imports import PACKAGE, import_edges, modules
 
 Graph = dict[str, dict[str, bool]]  # module -> {module it imports: every import of it deferred}
 

@@ -1,9 +1,14 @@
 """The Lab's interfaces for the server answers it reads (every interface of ``labextension/src/api.ts`` and of the
 other modules in ``MODULES``) match the Python types that shape them (``pai_jupyter/server/answers.py``; mypy holds
-the code that builds each answer to those): the same field names, each optional on both sides or on neither,
-nested objects, array items and record values included; an interface added to one of those modules without a
-Python twin fails too. The modules are read with the TypeScript compiler API (``labextension/scripts/apifields.mjs``);
-the Python side is each type's JSON Schema."""
+the code that builds each answer to those): the same field names, each optional on both sides or on neither, and
+of the same JSON types, null included (``str | None`` is ``string | null``; ``NotRequired[str]`` is ``?: string``,
+not ``?: string | null``); nested objects, array items and record values included. An interface added to one of
+those modules without a Python twin fails too. The modules are read with the TypeScript compiler API
+(``labextension/scripts/apifields.mjs``); the Python side is each type's JSON Schema.
+
+api.ts stays written by hand rather than generated from that schema: its interfaces carry the comments the Lab's
+code is read with, and some are narrower than Python can say (``'yaml' | 'json'``); this test holds them to the
+same shapes either way."""
 
 from __future__ import annotations
 
@@ -28,7 +33,19 @@ def twins(*names: str) -> dict[str, Any]:
 
 MODULES: dict[str, dict[str, Any]] = {  # a module of labextension/src -> each interface it declares -> its twin
     "api.ts": twins(
-        *("TaskRow", "JobRow", "JobList", "TaskDetail", "JobDetail", "Problem", "PlacedProblem", "Validation"),
+        *(
+            "ServiceLink",
+            "ListedService",
+            "TaskRow",
+            "JobFields",
+            "JobRow",
+            "JobList",
+            "TaskDetail",
+            "JobDetail",
+            "Problem",
+            "PlacedProblem",
+        ),
+        "Validation",
         *("JobAccess", "MaxRunTime", "ProfileInfo", "ProfileList", "ProfileChoice", "SshTask", "SshInfo"),
         *("Resources", "Capacity", "JobNotification"),
     ),
@@ -38,11 +55,14 @@ MODULES: dict[str, dict[str, Any]] = {  # a module of labextension/src -> each i
 }
 ANSWERS: dict[str, Any] = {name: tp for twins in MODULES.values() for name, tp in twins.items()}
 
-Fields = set[tuple[str, bool]]  # (path such as "jobs[].tasks[].state", optional)
+Field = tuple[str, bool, tuple[str, ...]]  # (path such as "jobs[].tasks[].state", optional, its JSON kinds)
+Fields = set[Field]
+NUMBERS = {"integer": "number"}  # JSON Schema's two, TypeScript's one
 
 
 def read_modules(modules: list[Path], names: list[str]) -> dict[str, Any]:
-    """apifields.mjs's answer: ``{"declared": {module: [interface]}, "fields": {interface: [[path, optional]]}}``."""
+    """apifields.mjs's answer: ``{"declared": {module: [interface]}, "fields": {interface: [[path, optional,
+    kinds]]}}``."""
     if shutil.which("node") is None or not (LAB / "node_modules" / "typescript").is_dir():
         pytest.skip("needs node and labextension/node_modules (make install)")
     out = subprocess.run(
@@ -58,11 +78,22 @@ def read_modules(modules: list[Path], names: list[str]) -> dict[str, Any]:
 
 def ts_fields(modules: list[Path], names: list[str]) -> dict[str, Fields]:
     found = read_modules(modules, names)["fields"]
-    return {name: {(path, optional) for path, optional in fields} for name, fields in found.items()}
+    return {
+        name: {(path, optional, tuple(kinds)) for path, optional, kinds in fields} for name, fields in found.items()
+    }
 
 
 def sources() -> list[Path]:
     return [LAB / "src" / module for module in MODULES]
+
+
+def json_kind(value: Any) -> str:
+    """A constant's JSON type (a Literal's values)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, (int, float)) else "string" if isinstance(value, str) else "object"
 
 
 def python_fields(tp: Any) -> Fields:
@@ -70,20 +101,47 @@ def python_fields(tp: Any) -> Fields:
     defs = schema.get("$defs", {})
     out: Fields = set()
 
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def kinds(node: dict[str, Any]) -> tuple[str, ...]:
+        found: set[str] = set()
+
+        def add(n: dict[str, Any]) -> None:
+            n = resolve(n)
+            branches = n.get("anyOf") or n.get("oneOf") or n.get("allOf")
+            if branches:
+                for b in branches:
+                    add(b)
+            elif "type" in n:
+                found.update(NUMBERS.get(t, t) for t in (n["type"] if isinstance(n["type"], list) else [n["type"]]))
+            elif "const" in n or "enum" in n:
+                found.update(json_kind(v) for v in n.get("enum", [n.get("const")]))
+            else:  # Any
+                found.add("unknown")
+
+        add(node)
+        return tuple(sorted(found))
+
     def walk(node: dict[str, Any], prefix: str) -> None:
         for name, prop in node.get("properties", {}).items():
-            out.add((prefix + name, name not in node.get("required", [])))
+            out.add((prefix + name, name not in node.get("required", []), kinds(prop)))
             follow(prop, prefix + name)
 
     def follow(node: dict[str, Any], path: str) -> None:
-        if "$ref" in node:
-            follow(defs[node["$ref"].rsplit("/", 1)[-1]], path)
+        node = resolve(node)
         for branch in node.get("anyOf", []):
             follow(branch, path)
         if node.get("type") == "array":
+            out.add((path + "[]", False, kinds(node.get("items", {}))))
             follow(node.get("items", {}), path + "[]")
-        if isinstance(node.get("additionalProperties"), dict):
-            follow(node["additionalProperties"], path + "{}")
+        if node.get("type") == "object" and "properties" not in node:  # a record: dict[str, X]
+            values = node.get("additionalProperties")
+            values = values if isinstance(values, dict) else {}
+            out.add((path + "{}", False, kinds(values)))
+            follow(values, path + "{}")
         if "properties" in node:
             walk(node, path + ".")
 
@@ -91,10 +149,13 @@ def python_fields(tp: Any) -> Fields:
     return out
 
 
+def shown(field: Field) -> str:
+    path, optional, kinds = field
+    return f"{path}{'?' if optional else ''}: {' | '.join(kinds)}"
+
+
 def differences(ts: Fields, py: Fields) -> list[str]:
-    return [f"Lab only: {p}{'?' if o else ''}" for p, o in sorted(ts - py)] + [
-        f"Python only: {p}{'?' if o else ''}" for p, o in sorted(py - ts)
-    ]
+    return [f"Lab only: {shown(f)}" for f in sorted(ts - py)] + [f"Python only: {shown(f)}" for f in sorted(py - ts)]
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +188,47 @@ def test_a_field_renamed_or_made_optional_on_one_side_is_found(tmp_path: Path) -
     changed.write_text(text.replace("servicesMessage: string | null;", "serviceMessage: string | null;", 1))
     ts = ts_fields([changed], ["JobList"])["JobList"]
     assert differences(ts, python_fields(py.JobList)) == [
-        "Lab only: jobs[].serviceMessage",
-        "Python only: jobs[].servicesMessage",
+        "Lab only: jobs[].serviceMessage: null | string",
+        "Python only: jobs[].servicesMessage: null | string",
     ]
     changed.write_text(text.replace("  final: boolean;", "  final?: boolean;", 1))
     ts = ts_fields([changed], ["JobDetail"])["JobDetail"]
-    assert differences(ts, python_fields(py.JobDetail)) == ["Lab only: final?", "Python only: final"]
+    assert differences(ts, python_fields(py.JobDetail)) == ["Lab only: final?: boolean", "Python only: final: boolean"]
+
+
+def test_a_field_of_another_type_or_nullable_on_one_side_only_is_found(tmp_path: Path) -> None:
+    """The same names, the same optionality, another JSON type: ``NotRequired[str]`` is not ``?: string | null``,
+    ``str | None`` not ``string``, ``int`` not ``string``, a list of str not a list of numbers; and an interface the
+    answers share (JobFields) is read through each one that extends it."""
+    text = (LAB / "src" / "api.ts").read_text()
+    changed = tmp_path / "api.ts"
+    swaps = [
+        ("  tensorboardPage?: string;", "  tensorboardPage?: string | null;"),
+        ("  waitingReason: string | null;", "  waitingReason: string;"),
+        ("  retries: number;\n  totalTaskNumber", "  retries: string;\n  totalTaskNumber"),  # JobFields's
+        ("  states: string[];", "  states: number[];"),
+    ]
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    changed.write_text(text)
+    ts = ts_fields([changed], ["JobDetail", "JobRow", "JobNotification"])
+    assert differences(ts["JobDetail"], python_fields(py.JobDetail)) == [
+        "Lab only: retries: string",
+        "Lab only: tasks[].tensorboardPage?: null | string",
+        "Lab only: waitingReason: string",
+        "Python only: retries: number",
+        "Python only: tasks[].tensorboardPage?: string",
+        "Python only: waitingReason: null | string",
+    ]
+    assert differences(ts["JobRow"], python_fields(py.JobRow)) == [
+        "Lab only: retries: string",
+        "Python only: retries: number",
+    ]
+    assert differences(ts["JobNotification"], python_fields(py.JobNotification)) == [
+        "Lab only: states[]: number",
+        "Python only: states[]: string",
+    ]
 
 
 def test_a_field_added_on_one_side_is_found_in_an_extended_interface_and_a_record(tmp_path: Path) -> None:
@@ -146,11 +242,11 @@ def test_a_field_added_on_one_side_is_found_in_an_extended_interface_and_a_recor
     (tmp_path / "queueplace.ts").write_text(queue.replace("  ahead: number;", "  ahead?: number;\n  vc: string;"))
     modules = [LAB / "src" / "api.ts", tmp_path / "sweepsapi.ts", tmp_path / "queueplace.ts"]
     ts = ts_fields(modules, ["SweepDetail", "WaitingQueue"])
-    assert differences(ts["SweepDetail"], python_fields(py.SweepDetail)) == ["Lab only: eta"]
+    assert differences(ts["SweepDetail"], python_fields(py.SweepDetail)) == ["Lab only: eta: number"]
     assert differences(ts["WaitingQueue"], python_fields(py.WaitingQueue)) == [
-        "Lab only: virtualClusters{}[].ahead?",
-        "Lab only: virtualClusters{}[].vc",
-        "Python only: virtualClusters{}[].ahead",
+        "Lab only: virtualClusters{}[].ahead?: number",
+        "Lab only: virtualClusters{}[].vc: string",
+        "Python only: virtualClusters{}[].ahead: number",
     ]
     (tmp_path / "queueplace.ts").write_text(queue + "\nexport interface QueueStats {\n  jobs: number;\n}\n")
     modules[2:] = [tmp_path / "queueplace.ts", LAB / "src" / "formapi.ts"]

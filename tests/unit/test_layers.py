@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .imports import PACKAGE, layer_imports, layer_of, own_imports
+from tests.helpers.imports import PACKAGE, layer_imports, layer_of, own_imports
 
 # what everyone may use: common/ imports nothing of ours; `__init__` is the package's own names
 HELPERS = {"common", "__init__"}
@@ -13,7 +13,7 @@ ALLOWED: dict[str, set[str]] = {
     "common": set(),
     "protocol": {"common"},  # the services catalogue names the runtime plugins
     "image": {"sdk"},  # the catalogue's older public name (docs/python.md), a re-export of sdk/images.py
-    "__init__": {"notebook"},  # `%load_ext pai_jupyter` finds the magics there (lazily)
+    "__init__": {"notebook", "common"},  # `%load_ext pai_jupyter` finds the magics there (lazily); the version
     "client": {"protocol"} | HELPERS,
     "cluster": {"protocol"} | HELPERS,
     # the surfaces: through the one client, never the daemon or each other's internals

@@ -12,7 +12,7 @@ import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from pai_jupyter.client import JobDetail, NotSupported
+from pai_jupyter.client import JobDetail, NotSupported, TaskService
 from pai_jupyter.notebook import curves, tensorboard
 from tests.polling import wait_for
 
@@ -104,10 +104,10 @@ class JobClient:
     def job_id(self, job: str) -> str:
         return job if "~" in job else f"ann~{job}"
 
-    def services(self, job: str) -> list[dict[str, Any]]:
+    def services(self, job: str) -> list[TaskService]:
         if self._services is None:  # a remote OpenPAI
             raise NotSupported("task services need the embedded cluster")
-        return self._services
+        return [TaskService.model_validate(s) for s in self._services]
 
     def config(self, job: str) -> str:
         return self._config

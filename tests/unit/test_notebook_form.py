@@ -81,7 +81,8 @@ def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
     form.roles[0].ports.value = "http:1, ssh:2"
     form.env.value = "LR=0.1\nMODE=fast"
     form.storages.value = "team:/mnt/team"
-    form.tensorboard.value, form.tb_logdir.value, form.jupyter.value = True, "/out/tb", True
+    form.switches["tensorboard"].value, form.params["tb_logdir"].value = True, "/out/tb"
+    form.switches["jupyter"].value = True
     d = json.loads(form.json.value)
     assert d["jobName"] == "exp1" and d["jobEnvs"] == {"LR": "0.1", "MODE": "fast"}
     assert d["taskRoles"][0]["portList"] == [
@@ -99,7 +100,7 @@ def test_fields_write_the_json_and_the_json_writes_the_fields() -> None:
     form.json.value = json.dumps(d)
     assert form.roles[0].cpu.value == 4 and [r.name.value for r in form.roles] == ["main", "worker"]
     assert form.roles[1].instances.value == 3 and len(form.tabs.children) == 2 and form.tabs.titles[1] == "worker"
-    assert (form.ssh.value, form.tensorboard.value, form.jupyter.value) == (True, False, False)
+    assert [form.switches[k].value for k in ("ssh", "tensorboard", "jupyter")] == [True, False, False]
     assert doc(form)["dataDir"] == "/data" and form.problems == []
 
 
@@ -366,7 +367,7 @@ def test_a_form_made_later_needs_no_model_made_before(monkeypatch: pytest.Monkey
 def test_the_notebook_form_draws_the_shared_form_definition() -> None:
     """The notebook's and the Lab's forms are one definition: the same fields, labels and order, and the same
     basic/pro split."""
-    from pai_jupyter.protocol.formspec import JOB_FIELDS, PLUGIN_FIELDS, ROLE_FIELDS, definition
+    from pai_jupyter.protocol.formspec import JOB_FIELDS, ROLE_FIELDS, definition, plugin_fields
 
     form = JobForm()
     boxes = {f.box: name for name, f in form.job_fields.items()}
@@ -374,9 +375,7 @@ def test_the_notebook_form_draws_the_shared_form_definition() -> None:
     assert shown == [f.key for f in JOB_FIELDS if not f.pro] + ["plugins"]
     assert [form.job_fields[f.key].widget.description for f in JOB_FIELDS] == [f.label for f in JOB_FIELDS]
     assert [f.widget.description for f in form.roles[0].fields.values()] == [f.label for f in ROLE_FIELDS]
-    assert [c.description for c in (form.tensorboard, form.jupyter, form.ssh, form.desktop)] == [
-        f.label for f in PLUGIN_FIELDS if f.kind == "switch"
-    ]
+    assert [c.description for c in form.switches.values()] == [f.label for f in plugin_fields() if f.kind == "switch"]
     assert [w.description for w in (b.children[0] for b in form.pro_box.children[:-1])] == [
         f.label for f in JOB_FIELDS if f.pro
     ]
@@ -388,8 +387,8 @@ def test_plugin_switches_keep_the_plugins_they_do_not_know() -> None:
     form = JobForm()
     assert form.pro.value is False and form.plugins.box.layout.display != "none"  # basic mode has them
     form.load(json.dumps({**doc(form), "extras": {PLUGIN_KEY: [{"plugin": "git", "parameters": {"x": 1}}]}}))
-    form.desktop.value = True
-    form.ssh.value = True
+    form.switches["desktop"].value = True
+    form.switches["ssh"].value = True
     assert doc(form)["extras"][PLUGIN_KEY] == [
         {"plugin": "git", "parameters": {"x": 1}},
         {"plugin": "ssh"},
@@ -447,7 +446,7 @@ def test_the_plugin_switches_say_which_tasks_run_them() -> None:
     SSH in every task; the form did not say so."""
     from pai_jupyter.cluster.task.services import planned
     from pai_jupyter.protocol import Job
-    from pai_jupyter.protocol.formspec import PLUGIN_FIELDS
+    from pai_jupyter.protocol.formspec import plugin_fields
 
     role = {
         "instances": 2,
@@ -455,7 +454,7 @@ def test_the_plugin_switches_say_which_tasks_run_them() -> None:
         "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 0},
         "commands": ["true"],
     }
-    switches = [f for f in PLUGIN_FIELDS if f.kind == "switch"]
+    switches = [f for f in plugin_fields() if f.kind == "switch"]
     job = Job.from_text(
         json.dumps(
             {
@@ -476,4 +475,4 @@ def test_the_plugin_switches_say_which_tasks_run_them() -> None:
             assert tasks == [("first", 0), ("first", 1), ("second", 0), ("second", 1)], f.key
         else:
             assert f.help.startswith("runs in the first task role's task 0") and tasks == [("first", 0)], f.key
-        assert f.help in getattr(form, f.key).tooltip
+        assert f.help in form.switches[f.key].tooltip

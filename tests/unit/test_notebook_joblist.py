@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from pai_jupyter.client import JobDetail, JobSummary
+from pai_jupyter.client import JobDetail, JobSummary, TaskService
 from pai_jupyter.notebook.display import LIST_COLUMNS
 from pai_jupyter.notebook.joblist import JobList
 from tests.polling import wait_for
@@ -94,8 +94,8 @@ class Client:
     def __init__(self, services: list[dict[str, Any]]):
         self._services = services
 
-    def services(self, job_id: str) -> list[dict[str, Any]]:
-        return self._services
+    def services(self, job_id: str) -> list[TaskService]:
+        return [TaskService.model_validate(s) for s in self._services]
 
     def detail(self, job_id: str) -> JobDetail:
         return JobDetail.from_api(

@@ -1,4 +1,4 @@
-"""Our answers against OpenPAI's own as oracles (tests/unit/openpai_rest_oracle.py): the job list's filters and
+"""Our answers against OpenPAI's own as oracles (tests/helpers/openpai_rest_oracle.py): the job list's filters and
 order on the real store, the rendering of commands, and the exit spec table."""
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from pai_jupyter.cluster.core.store import Store
 from pai_jupyter.cluster.http import views
 from pai_jupyter.protocol import render_commands
 from pai_jupyter.protocol.render import render
-from tests.properties import examples
-
-from .jobdocs import v2_doc, v2_role
-from .openpai_rest_oracle import (
+from tests.helpers.jobdocs import v2_doc, v2_role
+from tests.helpers.openpai_rest_oracle import (
     DATA,
     exit_spec_table,
     openpai_barrier_seconds,
@@ -27,6 +25,7 @@ from .openpai_rest_oracle import (
     openpai_list,
     openpai_render,
 )
+from tests.properties import examples
 
 # ---- the job list -------------------------------------------------------------------------------------------------
 WORDS = ["a", "b", "c"]

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from pai_jupyter.cluster.core.ending import PREEMPTED
 from pai_jupyter.cluster.core.sharing import Sharing, UserQuota
-
-from .memory_cluster import Harness, run, v1
+from tests.helpers.memory_cluster import Harness, run, v1
 
 CRIT = {"hivedScheduler": {"jobPriorityClass": "crit"}}
 OPPO = {"hivedScheduler": {"jobPriorityClass": "oppo"}}

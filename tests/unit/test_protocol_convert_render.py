@@ -26,8 +26,7 @@ from pai_jupyter.protocol import (
     render_commands,
 )
 from pai_jupyter.protocol.load import job_from_served_config
-
-from .jobdocs import v1_doc, v1_role, v2_doc, v2_role, valid
+from tests.helpers.jobdocs import v1_doc, v1_role, v2_doc, v2_role, valid
 
 JOBS = Path(__file__).resolve().parents[2] / "notebooks" / "jobs"
 

@@ -17,8 +17,7 @@ from ipywidgets.widgets import widget as widget_module
 
 from pai_jupyter.notebook.form import JobForm
 from pai_jupyter.protocol import ConversionError, Job, JobValidationError, TaskRole
-
-from .jobdocs import v1_doc, v1_role, v2_doc, v2_role
+from tests.helpers.jobdocs import v1_doc, v1_role, v2_doc, v2_role
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -37,7 +36,7 @@ def _v1_role(**over: Any) -> Edit:
 
 PLUGINS = {"com.microsoft.pai.runtimeplugin": [{"plugin": "nope"}]}
 PLUGIN_MESSAGE = (
-    "'nope' is not a known runtime plugin (one of ssh, tensorboard, jupyter, desktop, cmd, git, teamwise_storage)"
+    "'nope' is not a known runtime plugin (one of tensorboard, jupyter, ssh, desktop, cmd, git, teamwise_storage)"
 )
 
 # rule: (v2 edit, v2 path), (v1 edit, v1 path), (builder job kwargs, model path), form field, the one message

@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 
 from pai_jupyter.protocol import Job, JobValidationError, job_from_document
 from pai_jupyter.protocol.edit import rename_text
+from tests.helpers.openpai_oracle import official_problems, server_problems
+from tests.helpers.protocol_docs import v1_docs
 from tests.properties import examples
-
-from .openpai_oracle import official_problems, server_problems
-from .test_protocol_properties import v1_docs
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from pai_jupyter.protocol import Job, JobValidationError, detect_version
-
-from .jobdocs import assert_problem, problems_of, v1_doc, v1_role, valid
+from tests.helpers.jobdocs import assert_problem, problems_of, v1_doc, v1_role, valid
 
 
 def test_minimal_job_and_its_defaults() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pai_jupyter.protocol import Job, detect_version
-
-from .jobdocs import assert_problem, problems_of, v2_doc, v2_role, valid
+from tests.helpers.jobdocs import assert_problem, problems_of, v2_doc, v2_role, valid
 
 QUICK = """\
 protocolVersion: 2

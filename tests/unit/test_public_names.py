@@ -45,6 +45,22 @@ ERRORS = {
     "WaitTimeout": (client.PaiError, 1),
 }
 MODELS = ["JobDetail", "JobSummary", "TaskStatus", "Usage", "UsageFigures"]
+# each call's answer that is not one of those: a model too, public so a caller can name what it gets
+ANSWER_MODELS = [
+    "JobAttempt",
+    "JobEvent",
+    "JobMetrics",
+    "LeaseRenewal",
+    "MaxRunTimeChange",
+    "PriorityChange",
+    "Report",
+    "ServerInfo",
+    "ServiceAction",
+    "SweepRecord",
+    "TaskService",
+    "Tracking",
+    "WaitingQueue",
+]
 FUNCTIONS = {"get_profile": ["name", "home"], "load_profiles": ["home"]}
 CLIENT_METHODS = {
     "add_tag",
@@ -96,14 +112,15 @@ def test_pai_jupyter_all_is_pinned_and_each_name_is_what_it_says() -> None:
 
 
 def test_client_all_is_pinned_and_each_name_is_what_it_says() -> None:
-    expected = {"FINAL_STATES", "AsyncClient", "Client", "JobList", "Profile", *ERRORS, *MODELS, *FUNCTIONS}
+    expected = {"FINAL_STATES", "AsyncClient", "Client", "JobList", "Profile", *ERRORS, *MODELS, *ANSWER_MODELS}
+    expected |= set(FUNCTIONS)
     assert sorted(client.__all__) == sorted(expected) and len(client.__all__) == len(expected)
     assert frozenset({"SUCCEEDED", "FAILED", "STOPPED"}) == client.FINAL_STATES
     for name, (base, exit_code) in ERRORS.items():
         cls = getattr(client, name)
         assert inspect.isclass(cls) and issubclass(cls, base) and cls.exit_code == exit_code, name
     assert issubclass(client.WaitTimeout, TimeoutError)
-    for name in MODELS:
+    for name in [*MODELS, *ANSWER_MODELS]:
         assert issubclass(getattr(client, name), pydantic.BaseModel), name
     assert issubclass(client.JobList, list)
     assert inspect.isclass(client.Profile)
@@ -137,3 +154,19 @@ def test_importing_the_packages_stays_lazy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("cls_name", ["Client", "AsyncClient"])
+def test_no_public_call_answers_a_bare_dict(cls_name: str) -> None:
+    """Every answer is a model (or a list / a mapping of them, a str, an int): no call hands out ``dict[str, Any]``
+    for its callers to read by key."""
+    cls = getattr(client, cls_name)
+    bare = []
+    for name in sorted(n for n in dir(cls) if not n.startswith("_")):
+        member = getattr(cls, name)
+        if not callable(member):
+            continue
+        answer = str(inspect.signature(member).return_annotation)  # as written (the modules' annotations are text)
+        if "dict[str, Any]" in answer:
+            bare.append(f"{name} -> {answer}")
+    assert not bare, "\n".join(bare)

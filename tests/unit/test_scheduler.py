@@ -5,15 +5,19 @@ no sleeps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from pai_jupyter.cluster.core.errors import InsufficientResourceError
-from pai_jupyter.cluster.core.scheduler import Capacity, PortAllocator, Resources
-
-from .memory_cluster import Harness, run, run_on, v1
+from pai_jupyter.cluster.core.scheduler import Capacity, Resources
+from pai_jupyter.cluster.core.service import Cluster
+from pai_jupyter.cluster.core.sharing import Sharing
+from pai_jupyter.cluster.runtime.ports import PortAllocator, PortsExhausted, parse_span
+from tests.helpers.memory_cluster import MACHINE, Harness, MemoryRuntime, run, run_on, v1
 
 
 # ---- resources, quotas, GPUs, ports ---------------------------------------------------------------------------
@@ -302,3 +306,56 @@ def test_a_task_must_fit_one_node_of_a_batch_systems_cluster() -> None:
     assert "its nodes have 4 CPU, 8000 MB memory, 1 GPU; 2 CPU, 4000 MB memory, 0 GPU" in str(
         mixed.never_fits("default", [Resources(1, 9000, 0)], False)
     )
+
+
+def test_ports_from_a_span_go_round_it_skip_busy_ones_and_run_out_clearly() -> None:
+    ports = PortAllocator((29100, 29103))
+    assert ports.room() == 4 and ports.allocate(2) == [29100, 29101] and ports.allocate(1) == [29102]
+    ports.release([29100])
+    assert ports.allocate(1) == [29103]  # a port just given back is the last taken again
+    assert ports.allocate(1) == [29100]
+    with pytest.raises(PortsExhausted, match=r"no 1 free ports in 29100-29103 \(4 held by tasks\)"):
+        ports.allocate(1)
+    fresh = PortAllocator((29100, 29103))
+    with socket.socket() as busy:  # another program's listener on this host
+        busy.bind(("", 29101))
+        busy.listen()
+        assert fresh.allocate(2) == [29100, 29102]
+    assert PortAllocator().room() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [("80-90", "no privileged"), ("30000-20000", "upwards"), ("20000", "like 20000-29999"), ("a-b", "like")],
+)
+def test_a_task_port_range_is_read_or_refused_saying_why(text: str, wrong: str) -> None:
+    assert parse_span(" 20000-29999 ") == (20000, 29999)
+    with pytest.raises(ValueError, match=wrong):
+        parse_span(text)
+
+
+def test_a_job_waits_for_ports_in_the_span_and_one_wanting_more_than_it_holds_is_refused(tmp_path: Path) -> None:
+    def wants(name: str, count: int) -> bytes:
+        return v1(name, role={"portList": [{"label": "http", "beginAt": 0, "portNumber": count}]})
+
+    async def main() -> None:
+        runtime = MemoryRuntime()
+        runtime.task_ports = (29110, 29112)
+        cluster = Cluster(tmp_path / "local", runtime, Capacity(MACHINE), sharing=Sharing(preempt=False, half_life_s=0))
+        h = Harness(cluster, runtime)
+        try:
+            with pytest.raises(InsufficientResourceError, match=r"want 4 ports .* hands out 3 \(29110-29112"):
+                h.submit(wants("toomany", 4))
+            h.submit(wants("first", 2))
+            h.submit(wants("second", 2))
+            await h.settle()
+            assert (h.state("first"), h.state("second")) == ("RUNNING", "WAITING")
+            assert "waiting for free ports: no 2 free ports in 29110-29112" in h.row("second")["waiting_reason"]
+            await h.end("first")
+            assert h.state("second") == "RUNNING"
+            assert json.loads(cluster.store.tasks(h.row("second")["id"])[0]["ports"]) == {"http": [29112, 29110]}
+        finally:
+            cluster.spawner.shutdown(wait=False)
+            cluster.store.close()
+
+    asyncio.run(main())

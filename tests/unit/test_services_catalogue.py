@@ -30,7 +30,7 @@ from pai_jupyter.server.proxy import SERVICE_RE
 from pai_jupyter.server.sandboxed import SANDBOXED_RE
 from pai_jupyter.server.registry import TITLES
 from pai_jupyter.server.lab_api import detail_json
-from pai_jupyter.client.models import JobDetail
+from pai_jupyter.client.models import JobDetail, TaskService
 from pai_jupyter.notebook import joblist
 
 task.START["board"] = lambda info: f"exec board --port {info['port']}"
@@ -43,7 +43,7 @@ plan = task.planned(job)
 info = {"port": 4242, "parameters": {}, "token": "t", "basePath": "/"}
 detail = JobDetail.from_api({"name": "b", "jobStatus": {"username": "alice", "state": "RUNNING"},
     "taskRoles": {"main": {"taskStatuses": [{"taskIndex": 0, "taskState": "RUNNING"}]}}})
-answer = detail_json("/base/", detail, [{"role": "main", "index": 0, "name": "board", "state": "running"}])
+answer = detail_json("/base/", detail, [TaskService(role="main", index=0, name="board", port=1, state="running")])
 print(json.dumps({
     "plugin": "board" in RUNTIME_PLUGINS,
     "plan": {f"{r}/{i}": sorted(s) for (r, i), s in plan.items()},
@@ -76,7 +76,9 @@ def test_a_new_catalogue_entry_reaches_every_layer() -> None:
     assert seen["supervisor"] is True  # and starts or stops it on request
     assert seen["served"] is True and seen["route"] == "board" and seen["sandboxed"] is True  # proxied
     assert seen["title"] == "Board"
-    assert seen["answer"] == [{"name": "board", "title": "Board", "url": "/base/pai/jobs/alice~b/main/0/board/"}]
+    assert seen["answer"] == [
+        {"name": "board", "title": "Board", "url": "/base/pai/jobs/alice~b/main/0/board/", "icon": ""}
+    ]
     assert seen["actions"] == "board"  # the notebook's job list links to it
 
 
@@ -89,8 +91,13 @@ def test_the_servers_answer_lists_only_the_tasks_services() -> None:
     """The Lab draws a task's buttons from this: a task without Jupyter gets no Jupyter link; ssh has no page."""
     got = links("/", "alice", "j", "main", 0, ["tensorboard", "ssh", "unknown"])
     assert got == [
-        {"name": "tensorboard", "title": "TensorBoard", "url": "/pai/jobs/alice~j/main/0/tensorboard/"},
-        {"name": "ssh", "title": "SSH", "url": None},
+        {
+            "name": "tensorboard",
+            "title": "TensorBoard",
+            "url": "/pai/jobs/alice~j/main/0/tensorboard/",
+            "icon": services.TENSORBOARD_ICON,
+        },
+        {"name": "ssh", "title": "SSH", "url": None, "icon": ""},
     ]
     assert services.by_name("jupyter") is not None and links("/", "a", "j", "r", 1, ["jupyter"])[0]["url"] == (
         "/pai/jobs/a~j/r/1/jupyter/lab"

@@ -12,8 +12,7 @@ import yaml
 
 from pai_jupyter.cluster.task import jobkey, services, sshd
 from pai_jupyter.protocol import Job
-
-from .jobdocs import v2_doc, v2_role
+from tests.helpers.jobdocs import v2_doc, v2_role
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3mZJ0hFVsFd1O3y0m3C2bqZQ9nq3lBqD5o4m0vTq9c me@laptop"
 

@@ -8,25 +8,21 @@ services, an event, tag ``fixture``) and job queued (WAITING, priority ``prod``)
 
 from __future__ import annotations
 
-import shutil
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from pai_jupyter.cluster.core.store import Store, check_password
+from pai_jupyter.cluster.core.store import Store, check_password, rebuild
 from pai_jupyter.cluster.core.store.migrations import MIGRATIONS, Migration, NewerDatabase, migrate, version
-
-OLD = Path(__file__).parent.parent / "data" / "state-before-versions.db"
+from pai_jupyter.cluster.core.store.schema import ITEM_FIELDS
+from tests.helpers.store import old_database
 
 
 @pytest.fixture
 def old_db(tmp_path: Path) -> Path:
-    path = tmp_path / "state.db"
-    shutil.copyfile(OLD, path)
-    with sqlite3.connect(path) as c:
-        assert version(c) == 0  # as main wrote it
-    return path
+    return old_database(tmp_path)
 
 
 def schema_of(path: Path) -> set[tuple[str, str]]:
@@ -52,7 +48,7 @@ def test_a_database_from_before_versions_opens_at_the_latest_version_with_its_da
         assert [e["reason"] for e in store.events(mnist["id"])] == ["Completed"]
         assert store.list_item(mnist["id"])["tags"] == ["fixture"]
         queued = store.job("alice", "queued")
-        assert queued is not None and store.priorities_of([queued["id"]]) == {queued["id"]: "prod"}
+        assert queued is not None and queued["priority"] == "prod"
     finally:
         store.close()
 
@@ -106,3 +102,46 @@ def test_migrations_are_numbered_in_order(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="numbered"):
             migrate(c, (*MIGRATIONS, Migration(len(MIGRATIONS) + 2, "a gap", "SELECT 1")))
         assert version(c) == 0
+
+
+def test_the_list_item_grows_by_one_field_entry_and_one_migration(old_db: Path) -> None:
+    """SQLite cannot alter the STORED list item: a field joins it by a migration that adds its column and rebuilds
+    jobs from ``ITEM_FIELDS`` (``rebuild.item``). Every row, index and child row stays; foreign keys hold after."""
+    grown = (*ITEM_FIELDS, ("note", "note"))
+
+    def add_note(db: sqlite3.Connection) -> None:
+        db.execute("ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT 'none'")
+        rebuild.item(db, grown)
+
+    more = (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "a field the list shows", add_note, rebuilds=True))
+    with sqlite3.connect(old_db, isolation_level=None) as c:
+        c.execute("PRAGMA foreign_keys = ON")
+        before = {
+            r[0]: r[1] for r in c.execute("SELECT name, (SELECT count(*) FROM tasks WHERE job_id = id) FROM jobs")
+        }
+        assert migrate(c, more) == len(MIGRATIONS) + 1
+        items = {r[0]: json.loads(r[1]) for r in c.execute("SELECT name, item FROM jobs")}
+        assert {name: item["note"] for name, item in items.items()} == {"mnist": "none", "queued": "none"}
+        assert items["queued"]["jobPriority"] == "prod" and list(items["mnist"])[-1] == "note"  # in ITEM_FIELDS' order
+        after = {r[0]: r[1] for r in c.execute("SELECT name, (SELECT count(*) FROM tasks WHERE job_id = id) FROM jobs")}
+        assert after == before and before["mnist"] == 2  # the tasks (rows of a table that refers to jobs) stay
+        indexes = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'")}
+        assert {"jobs_by_submission", "jobs_by_state"} <= indexes
+        assert c.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        with pytest.raises(sqlite3.IntegrityError):  # references are enforced again
+            c.execute("INSERT INTO events (job_id, time, type, reason, message) VALUES (999, 0, 'x', 'y', 'z')")
+
+
+def test_a_rebuild_that_would_leave_dangling_rows_is_refused(old_db: Path) -> None:
+    """The check the rebuild runs under (foreign keys off) can fail: a step that drops a job its tasks refer to."""
+
+    def drop_a_job(db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM jobs WHERE name = 'mnist'")  # (foreign keys are off: its tasks stay, pointing nowhere)
+        rebuild.item(db)
+
+    more = (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "a bad step", drop_a_job, rebuilds=True))
+    with sqlite3.connect(old_db, isolation_level=None) as c:
+        with pytest.raises(RuntimeError, match="pointing nowhere"):
+            migrate(c, more)
+        assert version(c) == len(MIGRATIONS)
+        assert c.execute("SELECT count(*) FROM jobs WHERE name = 'mnist'").fetchone()[0] == 1

@@ -9,7 +9,7 @@ from unittest import mock
 from pai_jupyter.cluster.core.scheduler import Resources
 from pai_jupyter.cluster.core.store.waiting import waiting_views
 from pai_jupyter.protocol import Job
-from tests.unit.memory_cluster import Harness, run_on, v1
+from tests.helpers.memory_cluster import Harness, run_on, v1
 
 
 def test_the_bulk_read_agrees_with_the_model_and_needs_no_parse(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from pai_jupyter.cluster.runtime import taskdir
 from pai_jupyter.cluster.runtime.base import Runtime, TaskSpec
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
 from pai_jupyter.cluster.runtime.shim import SHELL_ENV_PREFIX, SHIM_C, SHIM_SH, Shim
+from pai_jupyter.cluster.runtime.view import HOST
 from pai_jupyter.cluster.task.env import Placement, task_env
 from pai_jupyter.protocol import Job
-
-from .jobdocs import v2_doc, v2_role
+from tests.helpers.jobdocs import v2_doc, v2_role
 
 KNOWN = {
     taskdir.STDOUT,
@@ -28,6 +28,7 @@ KNOWN = {
     taskdir.PID,
     taskdir.EXIT_CODE,
     taskdir.EXIT_CODE_TMP,
+    taskdir.OOM_KILLS,
     taskdir.CGROUP,
 }
 
@@ -82,11 +83,11 @@ def test_the_docker_runtime_stands_apart_from_the_process_runtime() -> None:
     code = (
         "import sys; from pai_jupyter.cluster.runtime import docker; "
         "print('pai_jupyter.cluster.runtime.process' in sys.modules, docker.TASK_MOUNT, docker.COMMAND[1], "
-        "docker.DockerRuntime.in_container)"
+        "docker.DockerRuntime.view is docker.CONTAINER)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", taskdir.IN_CONTAINER, f"{taskdir.IN_CONTAINER}/{taskdir.SHIM_COPY}", "True"]
-    assert Runtime.in_container is False and ProcessRuntime.in_container is False
+    assert Runtime.view is HOST and ProcessRuntime.view is HOST  # tasks at host paths
 
 
 def _env(gpus: list[int]) -> dict[str, str]:

@@ -14,9 +14,8 @@ import pytest
 
 from pai_jupyter.cluster.core import space
 from pai_jupyter.cluster.runtime.taskdir import EXIT_CODE
+from tests.helpers import memory_cluster as ts
 from tests.polling import async_wait_for
-
-from . import memory_cluster as ts
 
 
 def _task(h: ts.Harness, name: str) -> dict[str, Any]:

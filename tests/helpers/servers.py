@@ -1,4 +1,4 @@
-"""A module's servers, started and torn down in one place: daemons (conftest.start_daemon), ``jupyter server``
+"""A module's servers, started and torn down in one place: daemons (daemon.start_daemon), ``jupyter server``
 subprocesses (jupyter_fixture.start_jupyter) and a JupyterHub (``pai hub start``) in one temporary directory. Every
 module-scoped fixture that runs a daemon beside a Jupyter server used to repeat the same try/finally; this is that
 try/finally."""
@@ -20,8 +20,8 @@ import pytest
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.runtime.hostenv import usable_by_others
 from pai_jupyter.common.localserver import free_port
+from tests.helpers.daemon import Api, kill_leftovers, start_daemon
 
-from .conftest import Api, kill_leftovers, start_daemon
 from .jupyter_fixture import JupyterServer, start_jupyter, write_notebook
 
 CHP_IN_CHECKOUT = Path(__file__).resolve().parents[2] / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"

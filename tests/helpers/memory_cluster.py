@@ -111,14 +111,21 @@ def run(tmp_path: Path, body: Callable[[Harness], Awaitable[None]], sharing: Sha
 
 
 def run_on(
-    tmp_path: Path, machine: Resources, body: Callable[[Harness], Awaitable[None]], sharing: Sharing | None = None
+    tmp_path: Path,
+    machine: Resources,
+    body: Callable[[Any], Awaitable[None]],
+    sharing: Sharing | None = None,
+    runtime: MemoryRuntime | None = None,
+    harness: type[Harness] = Harness,
 ) -> None:
+    """``run`` on a ``machine`` of its own; ``runtime`` and ``harness``: a test's own kinds of them."""
+
     async def main() -> None:
-        runtime = MemoryRuntime()
+        rt = runtime or MemoryRuntime()
         plain = Sharing(preempt=False, half_life_s=0)
-        cluster = Cluster(tmp_path / "local", runtime, Capacity(machine), stop_grace=0.0, sharing=sharing or plain)
+        cluster = Cluster(tmp_path / "local", rt, Capacity(machine), stop_grace=0.0, sharing=sharing or plain)
         try:
-            await body(Harness(cluster, runtime))
+            await body(harness(cluster, rt))
         finally:
             cluster.spawner.shutdown(wait=False)
             cluster.store.close()

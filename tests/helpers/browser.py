@@ -3,8 +3,8 @@
 .ci/run installs chromium and the test extra has playwright, so in CI these tests run; elsewhere they skip with
 the reason. ``watched_page`` records every request's path and every failed response, so a test can say that a
 page loaded completely and never left the server's base_url. The ``browser`` fixture (one Chromium per module) is
-offered to every integration test by conftest.py; ``opened`` is a watched page for one block, ``lab_page`` the
-body of a module's ``lab`` fixture (a page with the PAI sidebar open); the other helpers are the steps many page
+offered to every integration test by conftest.py; ``opened`` is a watched page for one block, ``open_lab_page`` the
+body of a module's ``lab_page`` fixture (a page with the PAI sidebar open); the other helpers are the steps many page
 tests take in JupyterLab (open a notebook and run it, start a notebook from a launcher card).
 """
 
@@ -158,8 +158,8 @@ def run_from_palette(page: Any, label: str, shows: str) -> None:
     opened.wait_for(state="visible", timeout=10_000)  # the last try's error, if it never opened
 
 
-def lab_page(browser: Any, server: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The body of a module's ``lab`` fixture (``yield from`` it): a 1400x900 Lab page of ``server`` with the PAI
+def open_lab_page(browser: Any, server: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The body of a module's ``lab_page`` fixture (``yield from`` it): a 1400x900 Lab page of ``server`` with the PAI
     sidebar open in a fresh layout named after the test; a test that failed leaves its screenshot in SHOTS, and
     no browser dialog (alert, confirm, prompt) may have shown."""
     w = watched_page(browser)

@@ -226,7 +226,7 @@ def services_up(pai: Any, job: str, names: tuple[str, ...], timeout: float = 120
     job's services by name."""
 
     def up() -> dict[str, dict[str, Any]] | None:
-        svc = {s["name"]: s for s in pai.services(job)}
+        svc = {s.name: s.model_dump(by_alias=True) for s in pai.services(job)}  # (as the daemon answers them)
         return svc if all(svc.get(n, {}).get("state") == "running" for n in names) else None
 
     return wait_for(up, timeout, f"{names} of {job}")

@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from pai_jupyter.common.home import read_runtime
+from tests.helpers.daemon import Api, start_daemon
 from tests.polling import wait_for
-
-from .conftest import Api, start_daemon
 
 TASK_TOOLS = os.environ.get("PAI_TEST_TASK_TOOLS", "/opt/pai-task-tools")  # .ci/run: mlflow in it too
 PYTHON = f"{TASK_TOOLS}/bin/python3"  # what the users' tasks run (a user's image with mlflow in it)
