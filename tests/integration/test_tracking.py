@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
+from pai_jupyter.cluster.runtime.ports import ephemeral_span
 from pai_jupyter.cluster.tracking.server import ADMIN
 from pai_jupyter.cluster.tracking.tracker import user_password
 from pai_jupyter.common.home import read_runtime
@@ -308,11 +309,22 @@ def test_a_user_who_deleted_their_experiment_gets_it_back_with_their_next_run(en
     assert alice.get_experiment(experiment.experiment_id).lifecycle_stage == "active"
 
 
+def server_said(env: Env) -> str:
+    """Where the daemon last started the server, and what the daemon and the server logged about it."""
+    local = local_dir(env.home)
+    daemon = [line for line in (local / "daemon.log").read_text().splitlines() if "MLflow" in line]
+    server = (local / "mlflow-server.log").read_text().splitlines()
+    return "\n".join([(local / "mlflow-server.json").read_text(), *daemon[-8:], "--- server log:", *server[-15:]])
+
+
 def test_a_job_submitted_while_the_server_is_down_runs_untracked_and_the_server_comes_back(env: Env) -> None:
     """The MLflow server killed: a job submitted then still runs, with a ``NotTracked`` event that says why, and
-    the daemon starts the server again at the same address, where the next job is a run."""
+    the daemon starts the server again at the same address, where the next job is a run. That address lasts: it is
+    outside this host's ephemeral ports, which any other program may take while the server is down."""
     record = local_dir(env.home) / "mlflow-server.json"
     before = json.loads(record.read_text())
+    low, high = ephemeral_span()
+    assert not low <= before["port"] <= high and f":{before['port']}" in env.url, before
     os.killpg(before["pid"], signal.SIGKILL)
     wait_for(lambda: not answers(env.url), 30, "the server gone")
     script = """
@@ -325,7 +337,7 @@ def test_a_job_submitted_while_the_server_is_down_runs_untracked_and_the_server_
     events = env.alice.http.get("/api/v2/jobs/alice~while-down/events").json()["data"]
     said = [e["message"] for e in events if e["reason"] == "NotTracked"]
     assert said and "MLflow" in said[0], events
-    wait_for(lambda: answers(env.url), 180, "the server started again at its address")
+    wait_for(lambda: answers(env.url), 180, lambda: f"the server started again at {env.url}: {server_said(env)}")
     assert json.loads(record.read_text())["pid"] != before["pid"]
     env.alice.submit_ok(job("back-up", "import os\nprint('RUN', os.environ['MLFLOW_RUN_ID'], flush=True)"))
     assert env.alice.wait("alice~back-up", timeout=120)["jobStatus"]["state"] == "SUCCEEDED"

@@ -51,7 +51,9 @@ def start_tracking(cluster: Cluster, local: Path, runtime: Runtime, args: argpar
         return None
     # where tasks run on other hosts, the server listens where they reach this host (the nodes' network) instead
     host = next(iter(runtime.listen_addresses()), LOOPBACK)
-    server = EmbeddedServer(local, run_as=lambda: cluster.state.accounts.run_as(SERVICE_USER), host=host)
+    server = EmbeddedServer(
+        local, run_as=lambda: cluster.state.accounts.run_as(SERVICE_USER), host=host, avoid=runtime.ports().span
+    )
     url = server.start()
     users_key = server.secrets()["users_key"].encode()
     cluster.state.tracker = Tracker(cluster.store, TrackingConfig(url, url, server.admin(), users_key))

@@ -3,10 +3,11 @@ SQLite and an artifact root in the cluster's home (``local/mlflow/``), with MLfl
 runs are refused to another (``tracker.py`` makes the accounts and grants).
 
 It listens on loopback only (where tasks run on other hosts, Slurm's nodes: at this host's address on the route to
-them instead, ``Runtime.listen_addresses``, never every interface), at a port kept in ``local/mlflow-server.json``;
-it outlives a daemon killed with -9 (its
+them instead, ``Runtime.listen_addresses``, never every interface), at a port kept in ``local/mlflow-server.json``
+and picked outside this host's ephemeral ports (``ports.lasting_port``); it outlives a daemon killed with -9 (its
 own session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
-tasks keep logging meanwhile; one that exited is started again at that port. A daemon that stops cleanly stops it.
+tasks keep logging meanwhile; one that exited is started again at that port, which no other program's bind to port
+0 or outgoing connection can have taken meanwhile. A daemon that stops cleanly stops it.
 Where the daemon is root, the server runs as an account of its own (``pai-_mlflow``: the home's data are that
 account's, root's files never are), so a flaw in MLflow's handling of what users send is not root's.
 """
@@ -21,7 +22,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,9 +31,10 @@ from pathlib import Path
 
 import psutil
 
-from ...common.localserver import free_port, serves
+from ...common.localserver import serves
 from ..paths import write_private_json
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
+from ..runtime.ports import Span, bindable, lasting_port
 
 log = logging.getLogger("pai_jupyter.cluster")
 DIR = "mlflow"
@@ -61,10 +62,15 @@ class EmbeddedServer:
     """Starts, finds and stops the server of one cluster home (``local``); ``run_as``: (uid, gid) to run it as."""
 
     def __init__(
-        self, local: Path, run_as: Callable[[], tuple[int, int] | None] = lambda: None, host: str = LOOPBACK
+        self,
+        local: Path,
+        run_as: Callable[[], tuple[int, int] | None] = lambda: None,
+        host: str = LOOPBACK,
+        avoid: Span | None = None,
     ) -> None:
         self.local = local
         self.host = host  # loopback, or (tasks on other hosts) this host's address on the nodes' network
+        self.avoid = avoid  # the task ports' range: never the server's port
         self.dir = local / DIR
         self.run_as = run_as
         self.url: str | None = None
@@ -181,15 +187,15 @@ class EmbeddedServer:
         return owner
 
     def _port(self) -> int:
-        """The port the server had before, when it is free (the tasks running have its URL), else a free one."""
-        try:
+        """The port the server had before, when it is free (the tasks running have its URL), else a new one that
+        lasts: outside this host's ephemeral ports (no other program's bind to port 0 or outgoing connection
+        takes it while the server restarts) and the task ports."""
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             port = int(json.loads(self.record.read_text())["port"])
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it (TIME_WAITs stay)
-                s.bind((self.host, port))
-            return port
-        except (OSError, ValueError, KeyError, TypeError):
-            return free_port()
+            if bindable(self.host, port):
+                return port
+            log.warning("the MLflow server's port %d is taken: it moves (tasks running keep the old address)", port)
+        return lasting_port(self.host, avoid=self.avoid)
 
     def _running(self) -> tuple[str, int] | None:
         """(url, pid) of the server recorded in server.json when that very process still listens at its port."""
