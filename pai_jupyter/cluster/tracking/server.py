@@ -75,6 +75,8 @@ class EmbeddedServer:
         self.run_as = run_as
         self.url: str | None = None
         self.pid: int | None = None
+        self.started: float | None = None  # the server process's start time: its pid alone may be another's since
+        self.child = False  # started by this process (one taken over from an earlier daemon is not its to reap)
 
     @property
     def record(self) -> Path:
@@ -99,7 +101,8 @@ class EmbeddedServer:
         in the background (the tracker waits for it to answer)."""
         found = self._running()
         if found is not None:
-            self.url, self.pid = found
+            self.url, self.pid, self.started = found
+            self.child = False
             log.info("MLflow tracking server at %s (pid %d, still running from before)", self.url, self.pid)
             return self.url
         python, owner = _python(self._prepare())
@@ -151,9 +154,9 @@ class EmbeddedServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         with contextlib.suppress(OSError):  # a lower CPU priority than the jobs' (set before it forks its workers):
             os.setpriority(os.PRIO_PROCESS, proc.pid, NICE)  # tasks go first, the queued updates catch up
-        self.url, self.pid = f"http://{host}:{port}", proc.pid
-        started = psutil.Process(proc.pid).create_time()
-        record = {"url": self.url, "host": self.host, "pid": proc.pid, "port": port, "started": started}
+        self.url, self.pid, self.child = f"http://{host}:{port}", proc.pid, True
+        self.started = psutil.Process(proc.pid).create_time()
+        record = {"url": self.url, "host": self.host, "pid": proc.pid, "port": port, "started": self.started}
         write_private_json(self.record, record)
         log.info(
             "MLflow tracking server starting at %s (pid %d; log %s)", self.url, proc.pid, "local/mlflow-server.log"
@@ -197,50 +200,55 @@ class EmbeddedServer:
             log.warning("the MLflow server's port %d is taken: it moves (tasks running keep the old address)", port)
         return lasting_port(self.host, avoid=self.avoid)
 
-    def _running(self) -> tuple[str, int] | None:
-        """(url, pid) of the server recorded in server.json when that very process still listens at its port."""
+    def _running(self) -> tuple[str, int, float] | None:
+        """(url, pid, start time) of the server recorded in server.json when that very process still listens at
+        its port."""
         try:
             rec = json.loads(self.record.read_text())
             proc = psutil.Process(int(rec["pid"]))
-            if abs(proc.create_time() - float(rec["started"])) > 0.01:
+            if not _same(proc, float(rec["started"])):
                 return None
             if not _listens(proc, int(rec["port"])) or rec.get("host", LOOPBACK) != self.host:
                 return None
-            return str(rec["url"]), int(rec["pid"])
+            return str(rec["url"]), int(rec["pid"]), float(rec["started"])
         except (OSError, ValueError, KeyError, TypeError, psutil.Error):
             return None
 
     def alive(self) -> bool:
-        if self.pid is None:
+        """Is the server still running: that very process (a server taken over from an earlier daemon is not this
+        one's child, and once it exited the kernel may give its pid to another process within seconds)?"""
+        if self.pid is None or self.started is None:
             return False
         with contextlib.suppress(psutil.Error):
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+            proc = psutil.Process(self.pid)
+            return proc.status() != psutil.STATUS_ZOMBIE and _same(proc, self.started)
         return False
 
     def reap(self) -> None:
-        """Collect the exit of a server this process started (not one taken over from an earlier daemon)."""
-        if self.pid is not None:
+        """Collect the exit of a server this process started. Never one taken over from an earlier daemon: its pid
+        may since be one of this process's own children (a task's), whose exit is not the server's to take."""
+        if self.pid is not None and self.child:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (its whole process group) and forget it."""
+        """Stop the server (its whole process group) and forget it. A taken-over server that exited is not
+        signalled: its pid may be another process's by now (a child's is not, until it is reaped)."""
         if self.pid is None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.alive() and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, os.WNOHANG)
-            time.sleep(0.05)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, os.WNOHANG)
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while self.alive() and time.monotonic() < deadline:
+                self.reap()
+                time.sleep(0.05)
+        if self.alive() or self.child:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+        self.reap()
         self.record.unlink(missing_ok=True)
-        self.pid = None
-        self.url = None
+        self.pid = self.url = self.started = None
 
 
 def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]:
@@ -259,6 +267,11 @@ def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]
         TASK_TOOLS,
     )
     return sys.executable, None
+
+
+def _same(proc: psutil.Process, started: float) -> bool:
+    """Is ``proc`` the process that started at ``started`` (not a later one given the same pid)?"""
+    return abs(proc.create_time() - started) <= 0.01
 
 
 def _listens(proc: psutil.Process, port: int) -> bool:

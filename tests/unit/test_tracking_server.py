@@ -1,18 +1,23 @@
-"""The MLflow server's port (``ports.lasting_port``, ``EmbeddedServer._port``): outside the range the kernel hands
-to a bind to port 0 and to outgoing connections, so that nothing on this host takes it while the server restarts;
-the port it had is kept while it is free."""
+"""The MLflow server comes back where its clients look (``tracking/server.py``): its port (``ports.lasting_port``,
+``EmbeddedServer._port``) is outside the range the kernel hands to a bind to port 0 and to outgoing connections, so
+that nothing on this host takes it while the server restarts, and is kept while free; a server is known by its pid
+and its start time, so an exited one is started again even when its pid went to another process."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pai_jupyter.cluster.runtime.ports import LASTING_FLOOR, bindable, ephemeral_span, lasting_port
 from pai_jupyter.cluster.tracking.server import EmbeddedServer
+from tests.polling import wait_for
 
 
 @pytest.fixture
@@ -82,3 +87,28 @@ def test_the_server_keeps_its_port_while_free_and_moves_off_a_taken_one(
     assert f"port {taken} is taken" in caplog.text
     server.record.unlink()
     assert not low <= server._port() <= high  # the first start's port lasts too
+
+
+def test_a_taken_over_server_whose_pid_went_to_another_process_is_dead_and_that_process_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    """A server taken over from a killed daemon is not this daemon's child: once it exits, its pid may be given to
+    another process (pid_max is 32768 on many hosts). That process is not the server: the daemon starts the
+    server again, never signals it, and never takes the exit of its own child of that pid (a task's)."""
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        server = EmbeddedServer(tmp_path)
+        server.pid, server.started = other.pid, psutil.Process(other.pid).create_time()
+        assert server.alive()  # the very process
+        server.started -= 5  # the server recorded started 5 s before this process: the pid is another's now
+        assert not server.alive()
+        server.stop()
+        assert other.poll() is None and server.pid is None  # not signalled, forgotten
+        other.kill()
+        wait_for(lambda: psutil.Process(other.pid).status() == psutil.STATUS_ZOMBIE, 10, "the child exited")
+        server.pid, server.started, server.child = other.pid, 0.0, False
+        server.reap()
+        assert other.wait(timeout=10) == -signal.SIGKILL  # its exit was left for its own waiter
+    finally:
+        other.kill()
+        other.wait()
