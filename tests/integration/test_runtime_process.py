@@ -21,6 +21,7 @@ from pai_jupyter.cluster.runtime.base import (
 )
 from pai_jupyter.cluster.runtime.cgroups import CgroupManager
 from pai_jupyter.cluster.runtime.process import ProcessRuntime
+from pai_jupyter.cluster.runtime.taskdir import read_int
 from tests.helpers.runtime import SHIMS, Runtimes, make_spec, read, stop_when_ready, wait
 from tests.polling import wait_for
 
@@ -350,7 +351,8 @@ def test_find_without_a_stored_handle(tmp_path: Path) -> None:
 def _find_without_a_stored_handle(runtimes: Runtimes, tmp_path: Path) -> None:
     rt = runtimes.make()
     handle = rt.start(make_spec(tmp_path, "while [ ! -f go ]; do sleep 0.02; done; exit 6", memory_mb=64))
-    wait_for((tmp_path / "pid").exists, 5, "shim.sh's pid file")
+    # (its `echo $$ > pid` creates the file, then writes it: a reader that comes between sees it empty)
+    wait_for(lambda: read_int(tmp_path / "pid") == int(handle.id), 5, "shim.sh's pid in its pid file")
     (tmp_path / "handle.json").unlink()  # as if the daemon died inside start()
     found = ProcessRuntime().find(tmp_path)
     assert found is not None and found.id == handle.id
