@@ -19,7 +19,7 @@ import yaml
 
 from ..cluster.paths import local_dir, make_private_dir
 from ..cluster.runtime.hostenv import TASK_TOOLS, usable_by_others
-from ..common.localserver import free_port
+from ..common.localserver import bindable, lasting_port
 
 SERVICE = "pai"
 PROXY = "configurable-http-proxy"
@@ -106,7 +106,7 @@ def settings(
     make_private_dir(hub_dir(home))  # (the home itself is the cluster's: its mode is the daemon's to set)
     saved = saved_settings(home)
     hub_port, api_port = (
-        p if isinstance(p, int) and (_free(p, host) or kept) else free_port()
+        p if isinstance(p, int) and (bindable(host, p) or kept) else lasting_port(host)
         for p, host, kept in (
             (saved.get("hub_port"), hub_ip, False),
             (saved.get("proxy_api_port"), "127.0.0.1", proxy_running),
@@ -115,18 +115,6 @@ def settings(
     chosen = HubSettings(ip, port, hub_port, api_port, authenticator, admins, python, hub_ip)
     write_private(hub_dir(home) / "hub.json", json.dumps(asdict(chosen), indent=2))
     return chosen
-
-
-def _free(port: int, host: str = "127.0.0.1") -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the Hub binds: a port in TIME_WAIT is free
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def find_proxy(given: str | None) -> str:

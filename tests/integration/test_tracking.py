@@ -28,10 +28,10 @@ from mlflow.tracking import MlflowClient
 from pai_jupyter.client.profiles import Profile, upsert_profile
 from pai_jupyter.cluster import control
 from pai_jupyter.cluster.paths import local_dir
-from pai_jupyter.cluster.runtime.ports import ephemeral_span
 from pai_jupyter.cluster.tracking.server import ADMIN
 from pai_jupyter.cluster.tracking.tracker import user_password
 from pai_jupyter.common.home import read_runtime
+from pai_jupyter.common.localserver import ephemeral_span
 from pai_jupyter.sweep import Sweep
 from tests.helpers.browser import open_lab_page, run_from_palette
 from tests.helpers.daemon import Api, kill_leftovers, start_daemon

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pai_jupyter.cli.hub import _pid
 from pai_jupyter.cli.hubsetup import settings
+from pai_jupyter.common.localserver import ephemeral_span
 from tests.polling import wait_for
 
 
@@ -42,3 +43,7 @@ def test_a_restart_beside_the_last_proxy_keeps_its_api_port(tmp_path: Path) -> N
         assert (again.proxy_api_port, again.hub_port) == (first.proxy_api_port, first.hub_port)
         fresh = settings(tmp_path, "127.0.0.1", 8000, "dummy", [], "/usr/bin/python3")  # no proxy of ours there
         assert fresh.proxy_api_port != first.proxy_api_port
+    # the users' servers (jobs) keep the Hub's address across its restarts: no bind to port 0 or outgoing
+    # connection on this host can take a port outside the ephemeral range while the Hub is down
+    low, high = ephemeral_span()
+    assert not any(low <= p <= high for p in (first.hub_port, first.proxy_api_port, fresh.proxy_api_port))

@@ -1,4 +1,4 @@
-"""The MLflow server comes back where its clients look (``tracking/server.py``): its port (``ports.lasting_port``,
+"""The MLflow server comes back where its clients look (``tracking/server.py``): its port (``localserver.lasting_port``,
 ``EmbeddedServer._port``) is outside the range the kernel hands to a bind to port 0 and to outgoing connections, so
 that nothing on this host takes it while the server restarts, and is kept while free; a server is known by its pid
 and its start time, so an exited one is started again even when its pid went to another process."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pai_jupyter.cluster.runtime.ports import LASTING_FLOOR, bindable, ephemeral_span, lasting_port
 from pai_jupyter.cluster.tracking.server import EmbeddedServer
+from pai_jupyter.common.localserver import LASTING_FLOOR, bindable, ephemeral_span, lasting_port
 from tests.polling import wait_for
 
 

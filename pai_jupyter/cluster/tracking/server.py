@@ -4,7 +4,7 @@ runs are refused to another (``tracker.py`` makes the accounts and grants).
 
 It listens on loopback only (where tasks run on other hosts, Slurm's nodes: at this host's address on the route to
 them instead, ``Runtime.listen_addresses``, never every interface), at a port kept in ``local/mlflow-server.json``
-and picked outside this host's ephemeral ports (``ports.lasting_port``); it outlives a daemon killed with -9 (its
+and picked outside this host's ephemeral ports (``localserver.lasting_port``); it outlives a daemon killed with -9 (its
 own session), and a restarted daemon takes it over when the process recorded there still listens at that port, as
 tasks keep logging meanwhile; one that exited is started again at that port, which no other program's bind to port
 0 or outgoing connection can have taken meanwhile. A daemon that stops cleanly stops it.
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import psutil
 
-from ...common.localserver import serves
+from ...common.localserver import bindable, lasting_port, serves
 from ..paths import write_private_json
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
-from ..runtime.ports import Span, bindable, lasting_port
+from ..runtime.ports import Span
 
 log = logging.getLogger("pai_jupyter.cluster")
 DIR = "mlflow"
