@@ -48,22 +48,16 @@ def bindable(host: str, port: int) -> bool:
 def lasting_port(host: str, avoid: tuple[int, int] | None = None, ephemeral: tuple[int, int] | None = None) -> int:
     """A free port for a server that must come back at the same address after it exits (clients keep its URL):
     outside the range the kernel draws ephemeral ports from, where any program's bind to port 0 or outgoing
-    connection could take it while the server restarts, and outside ``avoid`` (the task ports' range). Falls back
-    to the kernel's pick when nothing outside is free."""
+    connection could take it while the server restarts, and outside ``avoid`` (the task ports' range). Above that
+    range first (Linux leaves 61000-65535), where task port ranges and Kubernetes' NodePorts (30000-32767) are not;
+    then below it, down to LASTING_FLOOR. Falls back to the kernel's pick when nothing outside is free."""
     low, high = ephemeral or ephemeral_span()
-    spans = [(LASTING_FLOOR, low - 1), (high + 1, 65535)]
-    candidates = [s for s in spans if s[0] <= s[1]]
-    size = sum(last - first + 1 for first, last in candidates)
     pick = random.Random()
-    for _ in range(200 if size else 0):
-        n = pick.randrange(size)
-        for first, last in candidates:
-            if n <= last - first:
-                port = first + n
-                break
-            n -= last - first + 1
-        if (avoid is None or not avoid[0] <= port <= avoid[1]) and bindable(host, port):
-            return port
+    for first, last in ((high + 1, 65535), (LASTING_FLOOR, low - 1)):
+        for _ in range(100 if first <= last else 0):
+            port = pick.randint(first, last)
+            if (avoid is None or not avoid[0] <= port <= avoid[1]) and bindable(host, port):
+                return port
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

@@ -36,6 +36,11 @@ def test_the_port_is_outside_the_ephemeral_range_and_the_task_ports() -> None:
     assert all(LASTING_FLOOR <= p < low or high < p <= 65535 for p in ports), sorted(ports)
     assert not any(avoid[0] <= p <= avoid[1] for p in ports), sorted(ports)
     assert len(ports) > 1  # picked at random, not always the first free one
+    if high < 65535:  # above the range first: no task port range nor Kubernetes' NodePorts there
+        assert all(p > high for p in ports), sorted(ports)
+    # nothing above a made-up range: below it, still off the task ports
+    below = {lasting_port("127.0.0.1", avoid=avoid, ephemeral=(40000, 65535)) for _ in range(50)}
+    assert all(LASTING_FLOOR <= p < 40000 and not avoid[0] <= p <= avoid[1] for p in below), sorted(below)
 
 
 def test_a_taken_port_is_never_picked_and_with_none_left_the_kernel_picks() -> None:

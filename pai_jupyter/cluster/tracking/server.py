@@ -197,7 +197,7 @@ class EmbeddedServer:
             port = int(json.loads(self.record.read_text())["port"])
             if bindable(self.host, port):
                 return port
-            log.warning("the MLflow server's port %d is taken: it moves (tasks running keep the old address)", port)
+            log.warning("the MLflow server's port %d is taken: it moves (tasks running now keep the old address)", port)
         return lasting_port(self.host, avoid=self.avoid)
 
     def _running(self) -> tuple[str, int, float] | None:
