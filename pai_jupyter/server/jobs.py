@@ -30,7 +30,7 @@ from .registry import Registry
 Listed: TypeAlias = tuple[JobSummary, Sequence[ListedTask], str | None]
 """A job, its tasks with their services (none when it has ended), and why its services are not known."""
 PREEMPTED_EXIT = -1003
-"""A preempted attempt's exit code (cluster/core/ending.py PREEMPTED, OpenPAI's PodPreemptedForCriticalPod)."""
+"""A preempted attempt's exit code (cluster/core/state.py PREEMPTED, OpenPAI's PodPreemptedForCriticalPod)."""
 SWEEP_TAG = "sweep:"  # the tag the daemon gives a sweep's trials (cluster/http/sweeps.py): sweep:NAME
 
 

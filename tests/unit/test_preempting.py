@@ -5,12 +5,16 @@ test_preemptplan.py, the fair-share order in test_fairshare.py."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import threading
 from pathlib import Path
 
-from pai_jupyter.cluster.core.ending import PREEMPTED
 from pai_jupyter.cluster.core.sharing import Sharing, UserQuota
-from tests.helpers.memory_cluster import Harness, run, v1
+from pai_jupyter.cluster.core.state import PREEMPTED
+from pai_jupyter.cluster.runtime.base import TaskHandle, TaskSpec
+from tests.helpers.memory_cluster import MACHINE, Harness, MemoryRuntime, run, run_on, v1
+from tests.polling import async_wait_for
 
 CRIT = {"hivedScheduler": {"jobPriorityClass": "crit"}}
 OPPO = {"hivedScheduler": {"jobPriorityClass": "oppo"}}
@@ -44,6 +48,51 @@ def test_a_crit_job_preempts_an_oppo_job_which_waits_again_as_its_next_attempt(t
         assert h.state("spare") == "SUCCEEDED"
 
     run(tmp_path, body, SHARING)
+
+
+class SlowStarts(MemoryRuntime):
+    """Starts that take until the test lets them through (``go``): the task is STARTING, with no handle yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def start_quick(self, spec: TaskSpec) -> TaskHandle | None:
+        self.exits[spec.key] = asyncio.get_running_loop().create_future()
+        self.specs[spec.key] = spec
+        return None  # the launcher starts it in a thread: start()
+
+    def start(self, spec: TaskSpec) -> TaskHandle:
+        self.go.wait(30)
+        return TaskHandle(runtime=self.name, id=spec.key, info={})
+
+
+def test_a_task_whose_start_is_recorded_after_the_preemption_gets_the_jobs_signal_and_grace(tmp_path: Path) -> None:
+    """The job is preempted while its task is still starting (no handle to signal yet): once the start is
+    recorded, the task is stopped as the preemption said, with the job's own signal and grace. It used to get
+    SIGTERM and the cluster's stop grace, so its command never saved (CI-29: a container's got no USR1)."""
+    runtime = SlowStarts()
+    runtime.ends_on_stop = False
+
+    async def body(h: Harness) -> None:
+        own = {**OPPO, "preemption": {"graceSeconds": 2, "signal": "USR1"}}
+        h.submit(v1("spare", cpu=8, extras=own))
+        await h.settle()
+        assert h.task_states("spare") == ["STARTING"] and h.state("spare") == "RUNNING"
+        h.submit(v1("urgent", cpu=4, extras=CRIT))
+        await h.settle()
+        assert "JobPreempted" in dict(events(h, "spare")) and runtime.signals == []  # nothing to signal yet
+        runtime.go.set()
+
+        async def signalled() -> list[tuple[str, float, int]]:
+            await asyncio.sleep(0.01)
+            return runtime.signals
+
+        assert await async_wait_for(signalled, 10, "the stop") == [(h.key("spare"), 2.0, signal.SIGUSR1)]
+        await h.end("spare")
+        assert h.row("spare")["attempt"] == 1 and h.state("urgent") == "RUNNING"
+
+    run_on(tmp_path, MACHINE, body, SHARING, runtime=runtime)
 
 
 def test_the_jobs_own_signal_and_grace_and_the_preempted_job_holds_until_its_tasks_end(tmp_path: Path) -> None:

@@ -21,15 +21,12 @@ from ..task.logs import last_line
 from . import completion
 from .errors import JobNotFinishedError
 from .sharing import is_interactive
-from .state import ClusterState, demand
+from .state import PREEMPTED, ClusterState, demand
 from .store import JobCore, TaskRow, loads, now_ms
 
 log = logging.getLogger("pai_jupyter.cluster")
 DELETION_PENDING = "AttemptDeletionPending"
 """OpenPAI's sub-state of a job whose attempt has its outcome and whose tasks are being stopped (shown RUNNING)."""
-PREEMPTED = -1003
-"""The exit code of a preempted attempt: OpenPAI's PodPreemptedForCriticalPod (its exit spec table: transient, the
-framework is always retried), with who preempted it and why as its diagnostics. The job waits again, not as a retry."""
 STOP_REQUESTED = -210
 """The exit code of a stopped job and its attempt, with the stop's reason as its diagnostics: OpenPAI's
 FrameworkController completes a framework it was asked to stop with StopFrameworkRequested (its exit spec table)."""
@@ -258,7 +255,7 @@ class Ending:
         """Carry on the end of a decided attempt (AttemptDeletionPending when the daemon went down): stop what
         still runs, and end the attempt once nothing does."""
         with self.store.tx():
-            self._stop_remaining(row)
+            self._stop_remaining(row, *self.state.stop_order(row))
             self._maybe_completed(row)
 
     def _stop_remaining(self, row: JobCore, grace: float | None = None, sig: int = signal.SIGTERM) -> None:

@@ -358,8 +358,10 @@ class Launcher:
                 self.store.update_task(t, **fields)
                 self.store.add_event(job_id, "Normal", reason, f"{t['role']}[{t['idx']}] {said}", t["role"], t["idx"])
         self.watch(job_id, t, handle)
-        if current is None or current["stopping"]:  # stopped (or deleted) while it was starting
+        if current is None:  # deleted while it was starting
             self.runtime.stop(handle, self.state.stop_grace)
+        elif current["stopping"] and (row := self.store.job_core(job_id)) is not None:  # stopped meanwhile: as the
+            self.runtime.stop(handle, *self.state.stop_order(row))  # attempt's others (a preemption: its signal)
 
     def _no_room(self, job_id: int, tasks: list[TaskRow]) -> None:
         """The disk is full: these launched tasks (STARTING, their capacity and ports held) did not start. They

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from ..tracking.tracker import Tracker
 
 JOB_CACHE = 512
+PREEMPTED = -1003
+"""The exit code of a preempted attempt: OpenPAI's PodPreemptedForCriticalPod (its exit spec table: transient, the
+framework is always retried), with who preempted it and why as its diagnostics. The job waits again, not as a retry."""
 
 
 def demand(task: TaskRow) -> Resources:
@@ -84,6 +88,16 @@ class ClusterState:
             )
 
     # ---- lookups -------------------------------------------------------------------------------------------------
+    def stop_order(self, row: JobCore) -> tuple[float, int]:
+        """(grace, signal) for stopping a task of the job's current attempt: a preempted attempt's get the job's own
+        signal and grace, even one whose start is recorded only after the preemption (or a daemon's restart); any
+        other gets SIGTERM and the cluster's stop grace."""
+        decided = self.store.attempt(row["id"], row["attempt"])
+        if decided is not None and decided["exit_code"] == PREEMPTED:
+            grace, name = self.sharing.preemption_of(self.job_model(row))
+            return grace, signal.Signals[f"SIG{name}"].value
+        return self.stop_grace, signal.SIGTERM
+
     def job_model(self, row: JobCore) -> Job:
         """The parsed job (a small LRU cache: parsing costs more than a lookup, and memory stays bounded)."""
         job = self.models.pop(row["id"], None)
