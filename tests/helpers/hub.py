@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.browser import SHOTS, run_all_cells, sidebar_at
+from tests.helpers.browser import SHOTS, notebook_at, run_all_cells, sidebar_at
 from tests.helpers.daemon import Api, account_of, v1
 from tests.helpers.jupyter_fixture import write_notebook
 from tests.helpers.servers import HubServer
@@ -45,8 +45,7 @@ def a_cells_job_and_pai_jobs(page: Any, hub: HubServer, admin: Api, user: str, s
     notebook = write_notebook(home / "submit.ipynb", *cells)
     account = account_of(admin.home, user)
     os.chown(notebook, account.pw_uid, account.pw_gid)
-    page.goto(f"{hub.url}user/{user}/lab/tree/submit.ipynb")
-    page.get_by_text("| Idle").first.wait_for(timeout=120_000)
+    notebook_at(page, f"{hub.url}user/{user}/lab/tree/submit.ipynb", 120_000)
     run_all_cells(page)
     outputs = page.locator(".jp-OutputArea-output")
     job = f"{user}~from-a-cell"
