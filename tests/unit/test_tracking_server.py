@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from pai_jupyter.cluster.runtime.proctree import stat
 from pai_jupyter.cluster.tracking.server import EmbeddedServer
 from pai_jupyter.common.localserver import LASTING_FLOOR, bindable, ephemeral_span, lasting_port
 from tests.polling import wait_for
@@ -103,15 +104,15 @@ def test_a_taken_over_server_whose_pid_went_to_another_process_is_dead_and_that_
     other = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         server = EmbeddedServer(tmp_path)
-        server.pid, server.started = other.pid, psutil.Process(other.pid).create_time()
+        server.pid, server.ticks = other.pid, stat(other.pid)[1]
         assert server.alive()  # the very process
-        server.started -= 5  # the server recorded started 5 s before this process: the pid is another's now
+        server.ticks -= 500  # the server started 5 s before this process: the pid is another's now
         assert not server.alive()
         server.stop()
         assert other.poll() is None and server.pid is None  # not signalled, forgotten
         other.kill()
         wait_for(lambda: psutil.Process(other.pid).status() == psutil.STATUS_ZOMBIE, 10, "the child exited")
-        server.pid, server.started, server.child = other.pid, 0.0, False
+        server.pid, server.ticks, server.child = other.pid, 0, False
         server.reap()
         assert other.wait(timeout=10) == -signal.SIGKILL  # its exit was left for its own waiter
     finally:

@@ -35,6 +35,7 @@ from ...common.localserver import bindable, lasting_port, serves
 from ..paths import write_private_json
 from ..runtime.hostenv import TASK_TOOLS, service_bin, usable_by_others
 from ..runtime.ports import Span
+from ..runtime.proctree import stat
 
 log = logging.getLogger("pai_jupyter.cluster")
 DIR = "mlflow"
@@ -75,7 +76,7 @@ class EmbeddedServer:
         self.run_as = run_as
         self.url: str | None = None
         self.pid: int | None = None
-        self.started: float | None = None  # the server process's start time: its pid alone may be another's since
+        self.ticks: int | None = None  # the server process's start (kernel ticks): its pid alone may be another's
         self.child = False  # started by this process (one taken over from an earlier daemon is not its to reap)
 
     @property
@@ -101,8 +102,8 @@ class EmbeddedServer:
         in the background (the tracker waits for it to answer)."""
         found = self._running()
         if found is not None:
-            self.url, self.pid, self.started = found
-            self.child = False
+            self.url, self.pid, _ = found
+            self.ticks, self.child = _ticks(self.pid), False
             log.info("MLflow tracking server at %s (pid %d, still running from before)", self.url, self.pid)
             return self.url
         python, owner = _python(self._prepare())
@@ -154,9 +155,9 @@ class EmbeddedServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         with contextlib.suppress(OSError):  # a lower CPU priority than the jobs' (set before it forks its workers):
             os.setpriority(os.PRIO_PROCESS, proc.pid, NICE)  # tasks go first, the queued updates catch up
-        self.url, self.pid, self.child = f"http://{host}:{port}", proc.pid, True
-        self.started = psutil.Process(proc.pid).create_time()
-        record = {"url": self.url, "host": self.host, "pid": proc.pid, "port": port, "started": self.started}
+        self.url, self.pid, self.child, self.ticks = f"http://{host}:{port}", proc.pid, True, _ticks(proc.pid)
+        started = psutil.Process(proc.pid).create_time()
+        record = {"url": self.url, "host": self.host, "pid": proc.pid, "port": port, "started": started}
         write_private_json(self.record, record)
         log.info(
             "MLflow tracking server starting at %s (pid %d; log %s)", self.url, proc.pid, "local/mlflow-server.log"
@@ -216,13 +217,10 @@ class EmbeddedServer:
 
     def alive(self) -> bool:
         """Is the server still running: that very process (a server taken over from an earlier daemon is not this
-        one's child, and once it exited the kernel may give its pid to another process within seconds)?"""
-        if self.pid is None or self.started is None:
-            return False
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(self.pid)
-            return proc.status() != psutil.STATUS_ZOMBIE and _same(proc, self.started)
-        return False
+        one's child, and once it exited the kernel may give its pid to another process within seconds)? Known by
+        its kernel start ticks: a create_time moves when the clock is stepped, and a live server would look gone."""
+        st = stat(self.pid) if self.pid is not None else None
+        return st is not None and st[0] != "Z" and st[1] == self.ticks
 
     def reap(self) -> None:
         """Collect the exit of a server this process started. Never one taken over from an earlier daemon: its pid
@@ -248,7 +246,7 @@ class EmbeddedServer:
                 os.killpg(self.pid, signal.SIGKILL)
         self.reap()
         self.record.unlink(missing_ok=True)
-        self.pid = self.url = self.started = None
+        self.pid = self.url = self.ticks = None
 
 
 def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]:
@@ -267,6 +265,11 @@ def _python(owner: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]
         TASK_TOOLS,
     )
     return sys.executable, None
+
+
+def _ticks(pid: int) -> int | None:
+    st = stat(pid)
+    return st[1] if st else None
 
 
 def _same(proc: psutil.Process, started: float) -> bool:
